@@ -1,0 +1,226 @@
+"""Memory-bounded kernel algebra: the only place kernelscale evaluates kernel blocks.
+
+Every function here takes ``max_memory`` (bytes, or a string such as ``"2GB"`` / ``"512MiB"``;
+None means :func:`default_memory_budget`, half of the memory currently available). The memory a
+call allocates for kernel work (the prepared point set plus one block of rows and its
+temporaries) never exceeds the budget; a budget too small for one row raises a ValueError that
+says how much one row needs. Results the caller asked for (the product, the requested rows)
+are not temporaries and are checked separately where they are kernel blocks themselves.
+
+A GPU or out-of-core backend later replaces this module only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+
+from ._validation import as_float_array, check_same_features, result_dtype
+from .kernels import make_kernel
+
+__all__ = [
+    "parse_memory",
+    "available_memory",
+    "default_memory_budget",
+    "rows_per_block",
+    "iter_kernel_blocks",
+    "kernel_matvec",
+    "kernel_rows",
+    "kernel_diag",
+    "kernel_matrix",
+    "matvec_memory",
+]
+
+DEFAULT_MEMORY_FRACTION = 0.5
+_UNITS = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+    "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,
+}
+
+
+def available_memory():
+    """Bytes of memory available to this process now (MemAvailable on Linux)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 4 * 2**30
+
+
+def default_memory_budget():
+    """The budget used when ``max_memory=None``: half of the memory available now."""
+    return int(DEFAULT_MEMORY_FRACTION * available_memory())
+
+
+def parse_memory(max_memory, name="max_memory"):
+    """Bytes for a budget given as a number of bytes, a string like "2GB" / "512MiB", or None."""
+    if max_memory is None:
+        return default_memory_budget()
+    if isinstance(max_memory, str):
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", max_memory)
+        unit = match.group(2).lower() if match else None
+        if match is None or unit not in _UNITS:
+            raise ValueError(
+                f"{name}={max_memory!r} is not a memory size; use bytes (e.g. 2e9) or a string "
+                f"such as '2GB', '512MB' or '1.5GiB'."
+            )
+        value = float(match.group(1)) * _UNITS[unit]
+    elif isinstance(max_memory, (int, float, np.integer, np.floating)) and not isinstance(max_memory, bool):
+        value = float(max_memory)
+    else:
+        raise TypeError(f"{name} must be a number of bytes, a string like '2GB', or None; got {max_memory!r}.")
+    if not np.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive memory size, got {max_memory!r}.")
+    return int(value)
+
+
+def _format_bytes(n):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def rows_per_block(n_rows, bytes_per_row, budget, *, fixed_bytes=0, what="kernel block", fix="increase max_memory"):
+    """Largest number of rows (<= n_rows) whose blocks fit in ``budget - fixed_bytes`` bytes.
+
+    Raises a ValueError saying how much is needed when not even one row fits.
+    """
+    room = budget - fixed_bytes
+    if room < bytes_per_row:
+        need = fixed_bytes + bytes_per_row
+        raise ValueError(
+            f"max_memory={_format_bytes(budget)} is too small for one row of the {what}, which "
+            f"needs {_format_bytes(need)}; {fix} (to at least {need} bytes)."
+        )
+    return int(max(1, min(n_rows, room // bytes_per_row)))
+
+
+def _prepare_pair(kernel, X, Z, names=("X", "Z")):
+    kernel = make_kernel(kernel)
+    X = as_float_array(X, names[0])
+    Z = X if Z is None else as_float_array(Z, names[1])
+    check_same_features(Z, X.shape[1], names[1])
+    return kernel, X, Z, result_dtype(X, Z)
+
+
+def iter_kernel_blocks(kernel, X, Z=None, max_memory=None, *, prepared=None, fixed_bytes=0):
+    """Yield ``(start, stop, K(X[start:stop], Z))`` over row blocks that fit the budget.
+
+    The block array is reused between iterations: copy it if you keep it. ``prepared`` (from
+    ``kernel.prepare``) skips re-preparing Z when the caller loops several times.
+    """
+    kernel, X, Z, dtype = _prepare_pair(kernel, X, Z)
+    budget = parse_memory(max_memory)
+    if prepared is None:
+        fixed_bytes += kernel.aux_bytes(Z.shape[0], Z.shape[1], dtype)
+    per_row = kernel.bytes_per_row(Z.shape[0], X.shape[1], dtype)
+    step = rows_per_block(X.shape[0], per_row, budget, fixed_bytes=fixed_bytes)
+    if prepared is None:
+        prepared = kernel.prepare(Z, dtype)
+    buffer = np.empty((step, Z.shape[0]), dtype=dtype)
+    for start in range(0, X.shape[0], step):
+        stop = min(start + step, X.shape[0])
+        yield start, stop, kernel.block(X[start:stop], prepared, out=buffer[: stop - start])
+
+
+def matvec_memory(kernel, n_rows, n_cols, n_features, dtype=np.float64, max_memory=None):
+    """Bytes :func:`kernel_matvec` would allocate for kernel work (its temporaries).
+
+    Raises the same ValueError as the product itself when the budget cannot hold one row.
+    """
+    kernel = make_kernel(kernel)
+    budget = parse_memory(max_memory)
+    fixed = kernel.aux_bytes(n_cols, n_features, dtype)
+    per_row = kernel.bytes_per_row(n_cols, n_features, dtype)
+    step = rows_per_block(n_rows, per_row, budget, fixed_bytes=fixed)
+    return fixed + step * per_row
+
+
+def kernel_matvec(kernel, X, Z, V, max_memory=None):
+    """Return K(X, Z) @ V without holding more than ``max_memory`` bytes of kernel blocks.
+
+    Parameters
+    ----------
+    kernel : Kernel or str
+    X : array of shape (n, d)
+    Z : array of shape (m, d), or None for Z = X
+    V : array of shape (m,) or (m, k)
+    max_memory : int, str or None
+
+    Returns
+    -------
+    array of shape (n,) or (n, k), in float32 only when X, Z and V are all float32.
+    """
+    kernel, X, Z, dtype = _prepare_pair(kernel, X, Z)
+    V = as_float_array(V, "V", ensure_2d=False)
+    if V.ndim not in (1, 2) or V.shape[0] != Z.shape[0]:
+        raise ValueError(
+            f"V must have shape ({Z.shape[0]},) or ({Z.shape[0]}, k) to match the {Z.shape[0]} "
+            f"points of Z, got {V.shape}."
+        )
+    dtype = np.result_type(dtype, V.dtype)
+    V = np.ascontiguousarray(V, dtype=dtype)
+    out = np.empty((X.shape[0],) + V.shape[1:], dtype=dtype)
+    for start, stop, block in iter_kernel_blocks(kernel, X.astype(dtype, copy=False), Z.astype(dtype, copy=False), max_memory):
+        np.matmul(block, V, out=out[start:stop])
+    return out
+
+
+def kernel_rows(kernel, X, rows, Z=None, max_memory=None):
+    """Return the rows K(X[rows], Z) (Z = X when None) as a (len(rows), m) array.
+
+    The result is itself a kernel block, so it must fit in ``max_memory``; ask for fewer rows
+    at a time otherwise.
+    """
+    kernel, X, Z, dtype = _prepare_pair(kernel, X, Z)
+    rows = np.asarray(rows)
+    if rows.ndim != 1 or not (np.issubdtype(rows.dtype, np.integer) or rows.size == 0):
+        raise ValueError(f"rows must be a 1-d array of integer indices, got shape {rows.shape} dtype {rows.dtype}.")
+    if rows.size and (rows.min() < -X.shape[0] or rows.max() >= X.shape[0]):
+        raise ValueError(f"rows must index the {X.shape[0]} rows of X; got indices out of range.")
+    budget = parse_memory(max_memory)
+    result_bytes = rows.size * Z.shape[0] * np.dtype(dtype).itemsize
+    if result_bytes > budget:
+        raise ValueError(
+            f"max_memory={_format_bytes(budget)} is too small for the requested {rows.size} kernel "
+            f"rows of length {Z.shape[0]} ({_format_bytes(result_bytes)}); request fewer rows at "
+            f"a time or increase max_memory."
+        )
+    out = np.empty((rows.size, Z.shape[0]), dtype=dtype)
+    Xr = X[rows]
+    # the result is caller-owned; blocks are written straight into it, so only Z's preparation
+    # and the per-row temporaries count against what is left of the budget
+    prepared_bytes = kernel.aux_bytes(Z.shape[0], Z.shape[1], dtype)
+    per_row = kernel.bytes_per_row(Z.shape[0], X.shape[1], dtype) - Z.shape[0] * np.dtype(dtype).itemsize
+    step = rows_per_block(max(rows.size, 1), max(per_row, 1), budget, fixed_bytes=prepared_bytes + result_bytes)
+    prepared = kernel.prepare(Z, dtype)
+    for start in range(0, rows.size, step):
+        stop = min(start + step, rows.size)
+        kernel.block(Xr[start:stop], prepared, out=out[start:stop])
+    return out
+
+
+def kernel_diag(kernel, X):
+    """Return the diagonal k(x_i, x_i) of K(X, X), O(n d) work and O(n) memory."""
+    return make_kernel(kernel).diag(as_float_array(X, "X"))
+
+
+def kernel_matrix(kernel, X, Z=None, max_memory=None):
+    """Return the full kernel matrix K(X, Z), for the exact solvers only.
+
+    This is the one function that builds an n x m kernel matrix, and only when the caller asks:
+    it refuses (ValueError) when the matrix does not fit in ``max_memory``.
+    """
+    kernel, X, Z, _ = _prepare_pair(kernel, X, Z)
+    return kernel_rows(kernel, X, np.arange(X.shape[0]), Z, max_memory=max_memory)

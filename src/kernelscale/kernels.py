@@ -1,0 +1,410 @@
+"""Kernel functions: blocks K(X, Z), diagonals, and the median bandwidth heuristic.
+
+A kernel is a small scikit-learn-style object (clonable, with ``get_params``) that estimators take
+as a parameter. ``kernel(X, Z)`` returns the block K(X, Z); ``kernel.diag(X)`` its diagonal. The
+blocked, memory-bounded products live in :mod:`kernelscale.blocks`, which uses the two-step
+interface ``prepare(Z)`` (per-Z work done once) and ``block(X, prepared)``.
+
+Squared distances use the GEMM form |x|^2 + |z|^2 - 2 <x, z>, evaluated as ONE matrix product of
+augmented operands and clipped at zero, so the only elementwise passes left are the clip and the
+kernel's profile (e.g. ``exp``). float32 inputs are computed in float32.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial.distance import cdist, pdist
+from sklearn.base import BaseEstimator, clone
+from sklearn.utils import check_random_state
+
+from ._validation import as_float_array, check_positive, check_same_features, result_dtype
+
+__all__ = [
+    "Kernel",
+    "GaussianKernel",
+    "LaplacianKernel",
+    "MaternKernel",
+    "PolynomialKernel",
+    "LinearKernel",
+    "make_kernel",
+    "median_heuristic",
+    "KERNEL_NAMES",
+]
+
+MEDIAN_SAMPLES = 1000
+
+
+@dataclass(frozen=True)
+class PreparedSet:
+    """The right-hand point set of a kernel block, with per-point work done once.
+
+    ``data`` is Z cast to the computation dtype; ``aux`` is the kernel's augmented operand
+    (or None), e.g. [Z, 1, -|z|^2 / (2 sigma^2)] for the Gaussian kernel.
+    """
+
+    data: np.ndarray
+    aux: np.ndarray | None
+    dtype: np.dtype
+
+    @property
+    def n_points(self):
+        return self.data.shape[0]
+
+    @property
+    def nbytes(self):
+        return self.data.nbytes + (0 if self.aux is None else self.aux.nbytes)
+
+
+class Kernel(BaseEstimator):
+    """Base class of kernelscale kernels.
+
+    Subclasses implement ``_aux(Z)`` (the augmented right operand, or None), ``_fill(Xc, prep,
+    out)`` (write K(Xc, Z) into ``out``) and ``diag``. ``_workspace_per_entry`` is the number
+    of temporary bytes per block entry beyond the block itself (bytes, per dtype itemsize).
+    """
+
+    #: True when k(x, z) depends on x - z only (random Fourier features exist).
+    shift_invariant = False
+    #: extra temporaries per block entry, in units of the block's itemsize
+    _workspace_per_entry = 0.0
+
+    # -- user-facing ---------------------------------------------------------------------------
+    def __call__(self, X, Z=None):
+        """Return the kernel block K(X, Z) (K(X, X) when Z is None)."""
+        X = as_float_array(X, "X")
+        Z = X if Z is None else as_float_array(Z, "Z")
+        check_same_features(Z, X.shape[1], "Z")
+        return self.block(X, self.prepare(Z, result_dtype(X, Z)))
+
+    def diag(self, X):
+        """Return the diagonal k(x_i, x_i) of K(X, X) as a 1-d array."""
+        raise NotImplementedError
+
+    def resolve(self, X, random_state=None):
+        """Return a copy whose data-dependent parameters (``sigma="median"``) are fixed from X."""
+        self._check_params()
+        return self
+
+    @property
+    def is_resolved(self):
+        """False while a parameter still needs data (``sigma="median"``): call ``resolve``."""
+        return True
+
+    # -- blocked interface used by kernelscale.blocks ------------------------------------------
+    def prepare(self, Z, dtype=None):
+        """Precompute what every block against the point set Z needs (done once per Z)."""
+        self._check_ready()
+        dtype = np.dtype(Z.dtype if dtype is None else dtype)
+        Z = np.ascontiguousarray(Z, dtype=dtype)
+        return PreparedSet(Z, self._aux(Z), dtype)
+
+    def block(self, X, prepared, out=None):
+        """Write K(X, Z) for the prepared Z into ``out`` (allocated if None) and return it."""
+        Xc = np.ascontiguousarray(X, dtype=prepared.dtype)
+        shape = (Xc.shape[0], prepared.n_points)
+        if out is None:
+            out = np.empty(shape, dtype=prepared.dtype)
+        elif out.shape != shape or out.dtype != prepared.dtype:
+            raise ValueError(f"out must have shape {shape} and dtype {prepared.dtype}.")
+        self._fill(Xc, prepared, out)
+        return out
+
+    def bytes_per_row(self, n_cols, n_features, dtype):
+        """Bytes ``block`` allocates per row of X: the block row, temporaries, the X operand."""
+        item = np.dtype(dtype).itemsize
+        return int(item * (n_cols * (1.0 + self._workspace_per_entry) + n_features + 2))
+
+    def aux_bytes(self, n_points, n_features, dtype):
+        """Bytes of the prepared point set (the cast copy and the augmented operand)."""
+        return 2 * n_points * (n_features + 2) * np.dtype(dtype).itemsize
+
+    # -- subclass hooks -------------------------------------------------------------------------
+    def _aux(self, Z):
+        return None
+
+    def _fill(self, Xc, prep, out):
+        raise NotImplementedError
+
+    def _check_params(self):
+        pass
+
+    def _check_ready(self):
+        self._check_params()
+        if not self.is_resolved:
+            raise ValueError(
+                f"{type(self).__name__}(sigma='median') needs data to pick sigma: call "
+                f"kernel.resolve(X) first (estimators do this in fit), or pass a number as sigma."
+            )
+
+
+# ----------------------------------------------------------------------------------------------
+# squared distances in GEMM form
+
+
+def _sq_norms(A):
+    return np.einsum("ij,ij->i", A, A)
+
+
+def _augmented_left(X, scale, shift):
+    """[scale * X, shift * |x|^2, 1] so that left @ right.T combines all three terms."""
+    out = np.empty((X.shape[0], X.shape[1] + 2), dtype=X.dtype)
+    np.multiply(X, scale, out=out[:, :-2])
+    out[:, -2] = shift * _sq_norms(X)
+    out[:, -1] = 1.0
+    return out
+
+
+def _augmented_right(Z, shift):
+    """[Z, 1, shift * |z|^2], the right operand matching :func:`_augmented_left`."""
+    out = np.empty((Z.shape[0], Z.shape[1] + 2), dtype=Z.dtype)
+    out[:, :-2] = Z
+    out[:, -2] = 1.0
+    out[:, -1] = shift * _sq_norms(Z)
+    return out
+
+
+def _squared_distances(Xc, prep, out):
+    """out = max(|x|^2 + |z|^2 - 2 <x, z>, 0) with prep.aux = _augmented_right(Z, 1)."""
+    np.matmul(_augmented_left(Xc, -2.0, 1.0), prep.aux.T, out=out)
+    np.maximum(out, 0.0, out=out)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# bandwidth
+
+
+def median_heuristic(X, metric="euclidean", n_samples=MEDIAN_SAMPLES, random_state=None):
+    """Median pairwise distance of a random subsample of X (the median trick).
+
+    Uses at most ``n_samples`` rows drawn without replacement; ``metric`` is "euclidean" or
+    "cityblock" (L1, for the Laplacian kernel). Pairs at distance zero are ignored.
+    """
+    X = as_float_array(X, "X")
+    rng = check_random_state(random_state)
+    if X.shape[0] > n_samples:
+        X = X[np.sort(rng.choice(X.shape[0], n_samples, replace=False))]
+    dist = pdist(X, metric=metric)
+    dist = dist[dist > 0]
+    if dist.size == 0:
+        raise ValueError(
+            "sigma='median' failed: all sampled points of X coincide, so their median distance "
+            "is zero; pass a positive number as sigma."
+        )
+    return float(np.median(dist))
+
+
+class _BandwidthKernel(Kernel):
+    """Shared logic of kernels with a bandwidth ``sigma`` (a number or "median")."""
+
+    shift_invariant = True
+    _median_metric = "euclidean"
+
+    @property
+    def is_resolved(self):
+        return not isinstance(self.sigma, str)
+
+    def _check_params(self):
+        if isinstance(self.sigma, str):
+            if self.sigma != "median":
+                raise ValueError(f"sigma must be a positive number or 'median', got {self.sigma!r}.")
+        else:
+            check_positive(self.sigma, "sigma")
+
+    def resolve(self, X, random_state=None):
+        self._check_params()
+        if self.is_resolved:
+            return self
+        sigma = median_heuristic(X, self._median_metric, random_state=random_state)
+        return clone(self).set_params(sigma=sigma)
+
+    def diag(self, X):
+        X = as_float_array(X, "X")
+        return np.ones(X.shape[0], dtype=X.dtype)
+
+
+class GaussianKernel(_BandwidthKernel):
+    """Gaussian (RBF) kernel k(x, z) = exp(-|x - z|^2 / (2 sigma^2)).
+
+    Parameters
+    ----------
+    sigma : float or "median", default="median"
+        Bandwidth. "median" sets sigma to the median pairwise Euclidean distance of a subsample
+        of the training data (estimators resolve it in ``fit``). scikit-learn's ``gamma`` is
+        1 / (2 sigma^2).
+    """
+
+    def __init__(self, sigma="median"):
+        self.sigma = sigma
+
+    def _aux(self, Z):
+        return _augmented_right(Z, -0.5 / self.sigma**2)
+
+    def _fill(self, Xc, prep, out):
+        inv = 1.0 / self.sigma**2
+        # [x / s^2, -|x|^2 / 2s^2, 1] . [z, 1, -|z|^2 / 2s^2] = -|x - z|^2 / 2s^2
+        np.matmul(_augmented_left(Xc, inv, -0.5 * inv), prep.aux.T, out=out)
+        np.minimum(out, 0.0, out=out)
+        np.exp(out, out=out)
+
+
+class LaplacianKernel(_BandwidthKernel):
+    """Laplacian kernel k(x, z) = exp(-|x - z|_1 / sigma), with the L1 distance.
+
+    This is scikit-learn's ``laplacian_kernel`` (gamma = 1 / sigma). Its random Fourier features
+    are products of Cauchy draws. The L2 exponential kernel exp(-|x - z|_2 / sigma), which Falkon
+    calls "Laplacian", is ``MaternKernel(sigma, nu=0.5)``. ``sigma="median"`` uses the median L1
+    distance. L1 distances have no GEMM form, so blocks cost O(n m d) scalar work.
+    """
+
+    _median_metric = "cityblock"
+
+    def __init__(self, sigma="median"):
+        self.sigma = sigma
+
+    def bytes_per_row(self, n_cols, n_features, dtype):
+        # cdist works in float64: float32 blocks need a float64 temporary
+        extra = 8 * n_cols if np.dtype(dtype) != np.float64 else 0
+        return super().bytes_per_row(n_cols, n_features, dtype) + extra
+
+    def aux_bytes(self, n_points, n_features, dtype):
+        return 2 * n_points * n_features * 8
+
+    def _aux(self, Z):
+        return np.ascontiguousarray(Z, dtype=np.float64)
+
+    def _fill(self, Xc, prep, out):
+        if out.dtype == np.float64:
+            cdist(Xc, prep.aux, metric="cityblock", out=out)
+        else:
+            out[...] = cdist(Xc.astype(np.float64), prep.aux, metric="cityblock")
+        out *= -1.0 / self.sigma
+        np.exp(out, out=out)
+
+
+class MaternKernel(_BandwidthKernel):
+    """Matérn kernel with smoothness ``nu`` in {0.5, 1.5, 2.5}, with r = |x - z|_2 / sigma:
+
+    - nu = 0.5: exp(-r), the L2 exponential kernel (what Falkon calls the Laplacian kernel);
+    - nu = 1.5: (1 + sqrt(3) r) exp(-sqrt(3) r);
+    - nu = 2.5: (1 + sqrt(5) r + 5 r^2 / 3) exp(-sqrt(5) r).
+
+    This is scikit-learn's ``Matern(length_scale=sigma, nu=nu)``.
+    """
+
+    NU_VALUES = (0.5, 1.5, 2.5)
+
+    def __init__(self, sigma="median", nu=1.5):
+        self.sigma = sigma
+        self.nu = nu
+
+    @property
+    def _workspace_per_entry(self):
+        return 0.0 if self.nu == 0.5 else 1.0
+
+    def _check_params(self):
+        super()._check_params()
+        if self.nu not in self.NU_VALUES:
+            raise ValueError(f"nu must be one of {self.NU_VALUES}, got {self.nu!r}.")
+
+    def _aux(self, Z):
+        return _augmented_right(Z, 1.0)
+
+    def _fill(self, Xc, prep, out):
+        _squared_distances(Xc, prep, out)
+        np.sqrt(out, out=out)
+        out *= math.sqrt(2.0 * self.nu) / self.sigma  # s = sqrt(2 nu) r
+        if self.nu == 0.5:
+            np.negative(out, out=out)
+            np.exp(out, out=out)
+            return
+        if self.nu == 1.5:
+            poly = out + 1.0
+        else:  # 1 + s + s^2 / 3 with a single temporary
+            poly = out / 3.0
+            poly += 1.0
+            poly *= out
+            poly += 1.0
+        np.negative(out, out=out)
+        np.exp(out, out=out)
+        out *= poly
+
+
+class PolynomialKernel(Kernel):
+    """Polynomial kernel k(x, z) = (gamma <x, z> + coef0)^degree.
+
+    Parameters
+    ----------
+    degree : int >= 1, default=3
+    gamma : float > 0, default=1.0
+    coef0 : float, default=1.0
+    """
+
+    def __init__(self, degree=3, gamma=1.0, coef0=1.0):
+        self.degree = degree
+        self.gamma = gamma
+        self.coef0 = coef0
+
+    def _check_params(self):
+        check_positive(self.degree, "degree", integer=True)
+        check_positive(self.gamma, "gamma")
+        if isinstance(self.coef0, bool) or not isinstance(self.coef0, numbers.Real):
+            raise TypeError(f"coef0 must be a number, got {self.coef0!r}.")
+        if not np.isfinite(self.coef0):
+            raise ValueError(f"coef0 must be finite, got {self.coef0!r}.")
+
+    def _fill(self, Xc, prep, out):
+        left = Xc if self.gamma == 1 else Xc * np.asarray(self.gamma, Xc.dtype)
+        np.matmul(left, prep.data.T, out=out)
+        if self.coef0 != 0:
+            out += self.coef0
+        if self.degree != 1:
+            np.power(out, self.degree, out=out)
+
+    def diag(self, X):
+        self._check_params()
+        X = as_float_array(X, "X")
+        return (self.gamma * _sq_norms(X) + self.coef0) ** self.degree
+
+
+class LinearKernel(Kernel):
+    """Linear kernel k(x, z) = <x, z>."""
+
+    def _fill(self, Xc, prep, out):
+        np.matmul(Xc, prep.data.T, out=out)
+
+    def diag(self, X):
+        return _sq_norms(as_float_array(X, "X"))
+
+
+_SHORTCUTS = {
+    "gaussian": GaussianKernel,
+    "rbf": GaussianKernel,
+    "laplacian": LaplacianKernel,
+    "matern": MaternKernel,
+    "polynomial": PolynomialKernel,
+    "poly": PolynomialKernel,
+    "linear": LinearKernel,
+}
+KERNEL_NAMES = tuple(_SHORTCUTS)
+
+
+def make_kernel(kernel, name="kernel"):
+    """Return a Kernel object for a Kernel instance or one of the names in KERNEL_NAMES.
+
+    Strings give the kernel with its default parameters (``sigma="median"`` for bandwidth
+    kernels). The instance is validated but not copied.
+    """
+    if isinstance(kernel, Kernel):
+        kernel._check_params()
+        return kernel
+    if isinstance(kernel, str) and kernel.lower() in _SHORTCUTS:
+        return _SHORTCUTS[kernel.lower()]()
+    raise ValueError(
+        f"{name}={kernel!r} is not a kernel: pass a kernelscale kernel object such as "
+        f"GaussianKernel(sigma=1.0), or one of the names {', '.join(map(repr, KERNEL_NAMES))}."
+    )
