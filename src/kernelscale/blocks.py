@@ -106,6 +106,16 @@ def rows_per_block(n_rows, bytes_per_row, budget, *, fixed_bytes=0, what="kernel
     return int(max(1, min(n_rows, room // bytes_per_row)))
 
 
+def ufunc_workspace_bytes():
+    """Constant scratch numpy's ufuncs may allocate (buffered casts and strided outputs)."""
+    return 4 * np.getbufsize() * 8
+
+
+def _fixed_bytes(kernel, Z, dtype):
+    """Memory a blocked call holds besides its blocks: the prepared Z and ufunc scratch."""
+    return kernel.aux_bytes(Z.shape[0], Z.shape[1], dtype, Z.dtype) + ufunc_workspace_bytes()
+
+
 def _prepare_pair(kernel, X, Z, names=("X", "Z")):
     kernel = make_kernel(kernel)
     X = as_float_array(X, names[0])
@@ -114,16 +124,21 @@ def _prepare_pair(kernel, X, Z, names=("X", "Z")):
     return kernel, X, Z, result_dtype(X, Z)
 
 
-def iter_kernel_blocks(kernel, X, Z=None, max_memory=None, *, prepared=None, fixed_bytes=0):
+def iter_kernel_blocks(kernel, X, Z=None, max_memory=None, *, dtype=None, prepared=None, fixed_bytes=0):
     """Yield ``(start, stop, K(X[start:stop], Z))`` over row blocks that fit the budget.
 
-    The block array is reused between iterations: copy it if you keep it. ``prepared`` (from
-    ``kernel.prepare``) skips re-preparing Z when the caller loops several times.
+    The block array is reused between iterations: copy it if you keep it. ``dtype`` overrides
+    the computation dtype (default: float32 only if X and Z are). ``prepared`` (from
+    ``kernel.prepare``) skips re-preparing Z when the caller loops several times; ``fixed_bytes``
+    is memory the caller holds that counts against the same budget.
     """
-    kernel, X, Z, dtype = _prepare_pair(kernel, X, Z)
+    kernel, X, Z, pair_dtype = _prepare_pair(kernel, X, Z)
+    dtype = np.dtype(pair_dtype if dtype is None else dtype)
     budget = parse_memory(max_memory)
     if prepared is None:
-        fixed_bytes += kernel.aux_bytes(Z.shape[0], Z.shape[1], dtype)
+        fixed_bytes += _fixed_bytes(kernel, Z, dtype)
+    else:
+        fixed_bytes += ufunc_workspace_bytes()
     per_row = kernel.bytes_per_row(Z.shape[0], X.shape[1], dtype)
     step = rows_per_block(X.shape[0], per_row, budget, fixed_bytes=fixed_bytes)
     if prepared is None:
@@ -141,7 +156,7 @@ def matvec_memory(kernel, n_rows, n_cols, n_features, dtype=np.float64, max_memo
     """
     kernel = make_kernel(kernel)
     budget = parse_memory(max_memory)
-    fixed = kernel.aux_bytes(n_cols, n_features, dtype)
+    fixed = kernel.aux_bytes(n_cols, n_features, dtype) + ufunc_workspace_bytes()
     per_row = kernel.bytes_per_row(n_cols, n_features, dtype)
     step = rows_per_block(n_rows, per_row, budget, fixed_bytes=fixed)
     return fixed + step * per_row
@@ -170,9 +185,10 @@ def kernel_matvec(kernel, X, Z, V, max_memory=None):
             f"points of Z, got {V.shape}."
         )
     dtype = np.result_type(dtype, V.dtype)
-    V = np.ascontiguousarray(V, dtype=dtype)
+    V_given, V = V, np.ascontiguousarray(V, dtype=dtype)
+    copied = V.nbytes if V is not V_given else 0
     out = np.empty((X.shape[0],) + V.shape[1:], dtype=dtype)
-    for start, stop, block in iter_kernel_blocks(kernel, X.astype(dtype, copy=False), Z.astype(dtype, copy=False), max_memory):
+    for start, stop, block in iter_kernel_blocks(kernel, X, Z, max_memory, dtype=dtype, fixed_bytes=copied):
         np.matmul(block, V, out=out[start:stop])
     return out
 
@@ -201,7 +217,7 @@ def kernel_rows(kernel, X, rows, Z=None, max_memory=None):
     Xr = X[rows]
     # the result is caller-owned; blocks are written straight into it, so only Z's preparation
     # and the per-row temporaries count against what is left of the budget
-    prepared_bytes = kernel.aux_bytes(Z.shape[0], Z.shape[1], dtype)
+    prepared_bytes = _fixed_bytes(kernel, Z, dtype) + rows.size * X.shape[1] * X.itemsize
     per_row = kernel.bytes_per_row(Z.shape[0], X.shape[1], dtype) - Z.shape[0] * np.dtype(dtype).itemsize
     step = rows_per_block(max(rows.size, 1), max(per_row, 1), budget, fixed_bytes=prepared_bytes + result_bytes)
     prepared = kernel.prepare(Z, dtype)

@@ -43,12 +43,15 @@ class PreparedSet:
     """The right-hand point set of a kernel block, with per-point work done once.
 
     ``data`` is Z cast to the computation dtype; ``aux`` is the kernel's augmented operand
-    (or None), e.g. [Z, 1, -|z|^2 / (2 sigma^2)] for the Gaussian kernel.
+    (or None), e.g. [Z - c, 1, -|z - c|^2 / (2 sigma^2)] for the Gaussian kernel, where the
+    centre ``c`` (the mean of Z, for distance kernels) is subtracted from both sides because
+    distances do not change under translation but the GEMM form loses digits far from 0.
     """
 
     data: np.ndarray
     aux: np.ndarray | None
     dtype: np.dtype
+    center: np.ndarray | None = None
 
     @property
     def n_points(self):
@@ -62,8 +65,8 @@ class PreparedSet:
 class Kernel(BaseEstimator):
     """Base class of kernelscale kernels.
 
-    Subclasses implement ``_aux(Z)`` (the augmented right operand, or None), ``_fill(Xc, prep,
-    out)`` (write K(Xc, Z) into ``out``) and ``diag``. ``_workspace_per_entry`` is the number
+    Subclasses implement ``_prepare(Z)`` (a PreparedSet, with the augmented right operand
+    where the kernel has one), ``_fill(Xc, prep, out)`` (write K(Xc, Z) into ``out``) and ``diag``. ``_workspace_per_entry`` is the number
     of temporary bytes per block entry beyond the block itself (bytes, per dtype itemsize).
     """
 
@@ -100,7 +103,7 @@ class Kernel(BaseEstimator):
         self._check_ready()
         dtype = np.dtype(Z.dtype if dtype is None else dtype)
         Z = np.ascontiguousarray(Z, dtype=dtype)
-        return PreparedSet(Z, self._aux(Z), dtype)
+        return self._prepare(Z)
 
     def block(self, X, prepared, out=None):
         """Write K(X, Z) for the prepared Z into ``out`` (allocated if None) and return it."""
@@ -114,17 +117,21 @@ class Kernel(BaseEstimator):
         return out
 
     def bytes_per_row(self, n_cols, n_features, dtype):
-        """Bytes ``block`` allocates per row of X: the block row, temporaries, the X operand."""
+        """Bytes ``block`` allocates per row of X: the block row and its temporaries, plus the
+        row's cast copy, augmented operand and norm (an upper bound)."""
         item = np.dtype(dtype).itemsize
-        return int(item * (n_cols * (1.0 + self._workspace_per_entry) + n_features + 2))
+        return int(item * (n_cols * (1.0 + self._workspace_per_entry) + 2 * n_features + 3))
 
-    def aux_bytes(self, n_points, n_features, dtype):
-        """Bytes of the prepared point set (the cast copy and the augmented operand)."""
-        return 2 * n_points * (n_features + 2) * np.dtype(dtype).itemsize
+    def aux_bytes(self, n_points, n_features, dtype, input_dtype=None):
+        """Bytes ``prepare`` allocates for a point set: the augmented operand, plus the cast
+        copy when ``input_dtype`` differs from ``dtype``."""
+        item = np.dtype(dtype).itemsize
+        cast = n_points * n_features * item if np.dtype(input_dtype or dtype) != np.dtype(dtype) else 0
+        return cast + n_points * (n_features + 2) * item
 
     # -- subclass hooks -------------------------------------------------------------------------
-    def _aux(self, Z):
-        return None
+    def _prepare(self, Z):
+        return PreparedSet(Z, None, Z.dtype)
 
     def _fill(self, Xc, prep, out):
         raise NotImplementedError
@@ -149,27 +156,30 @@ def _sq_norms(A):
     return np.einsum("ij,ij->i", A, A)
 
 
-def _augmented_left(X, scale, shift):
-    """[scale * X, shift * |x|^2, 1] so that left @ right.T combines all three terms."""
+def _augmented_left(X, center, scale, shift):
+    """[scale (x - c), shift |x - c|^2, 1], so that left @ right.T sums all three terms."""
     out = np.empty((X.shape[0], X.shape[1] + 2), dtype=X.dtype)
-    np.multiply(X, scale, out=out[:, :-2])
-    out[:, -2] = shift * _sq_norms(X)
+    centered = out[:, :-2]
+    np.subtract(X, center, out=centered)
+    out[:, -2] = shift * _sq_norms(centered)
+    centered *= scale
     out[:, -1] = 1.0
     return out
 
 
-def _augmented_right(Z, shift):
-    """[Z, 1, shift * |z|^2], the right operand matching :func:`_augmented_left`."""
-    out = np.empty((Z.shape[0], Z.shape[1] + 2), dtype=Z.dtype)
-    out[:, :-2] = Z
-    out[:, -2] = 1.0
-    out[:, -1] = shift * _sq_norms(Z)
-    return out
+def _prepare_distances(Z, shift):
+    """PreparedSet with aux = [z - c, 1, shift |z - c|^2], c the mean of Z."""
+    center = Z.mean(axis=0)
+    aux = np.empty((Z.shape[0], Z.shape[1] + 2), dtype=Z.dtype)
+    np.subtract(Z, center, out=aux[:, :-2])
+    aux[:, -2] = 1.0
+    aux[:, -1] = shift * _sq_norms(aux[:, :-2])
+    return PreparedSet(Z, aux, Z.dtype, center)
 
 
 def _squared_distances(Xc, prep, out):
-    """out = max(|x|^2 + |z|^2 - 2 <x, z>, 0) with prep.aux = _augmented_right(Z, 1)."""
-    np.matmul(_augmented_left(Xc, -2.0, 1.0), prep.aux.T, out=out)
+    """out = max(|x - c|^2 + |z - c|^2 - 2 <x - c, z - c>, 0), prepared with shift 1."""
+    np.matmul(_augmented_left(Xc, prep.center, -2.0, 1.0), prep.aux.T, out=out)
     np.maximum(out, 0.0, out=out)
     return out
 
@@ -241,13 +251,13 @@ class GaussianKernel(_BandwidthKernel):
     def __init__(self, sigma="median"):
         self.sigma = sigma
 
-    def _aux(self, Z):
-        return _augmented_right(Z, -0.5 / self.sigma**2)
+    def _prepare(self, Z):
+        return _prepare_distances(Z, -0.5 / self.sigma**2)
 
     def _fill(self, Xc, prep, out):
         inv = 1.0 / self.sigma**2
-        # [x / s^2, -|x|^2 / 2s^2, 1] . [z, 1, -|z|^2 / 2s^2] = -|x - z|^2 / 2s^2
-        np.matmul(_augmented_left(Xc, inv, -0.5 * inv), prep.aux.T, out=out)
+        # [x / s^2, -|x|^2 / 2s^2, 1] . [z, 1, -|z|^2 / 2s^2] = -|x - z|^2 / 2s^2 (x, z centred)
+        np.matmul(_augmented_left(Xc, prep.center, inv, -0.5 * inv), prep.aux.T, out=out)
         np.minimum(out, 0.0, out=out)
         np.exp(out, out=out)
 
@@ -271,11 +281,12 @@ class LaplacianKernel(_BandwidthKernel):
         extra = 8 * n_cols if np.dtype(dtype) != np.float64 else 0
         return super().bytes_per_row(n_cols, n_features, dtype) + extra
 
-    def aux_bytes(self, n_points, n_features, dtype):
-        return 2 * n_points * n_features * 8
+    def aux_bytes(self, n_points, n_features, dtype, input_dtype=None):
+        cast = n_points * n_features * np.dtype(dtype).itemsize if np.dtype(input_dtype or dtype) != np.dtype(dtype) else 0
+        return cast + n_points * n_features * 8
 
-    def _aux(self, Z):
-        return np.ascontiguousarray(Z, dtype=np.float64)
+    def _prepare(self, Z):
+        return PreparedSet(Z, np.ascontiguousarray(Z, dtype=np.float64), Z.dtype)
 
     def _fill(self, Xc, prep, out):
         if out.dtype == np.float64:
@@ -311,8 +322,8 @@ class MaternKernel(_BandwidthKernel):
         if self.nu not in self.NU_VALUES:
             raise ValueError(f"nu must be one of {self.NU_VALUES}, got {self.nu!r}.")
 
-    def _aux(self, Z):
-        return _augmented_right(Z, 1.0)
+    def _prepare(self, Z):
+        return _prepare_distances(Z, 1.0)
 
     def _fill(self, Xc, prep, out):
         _squared_distances(Xc, prep, out)

@@ -1,0 +1,394 @@
+"""Exact kernel ridge regression and exact LS-SVM: the dense Cholesky ground truth.
+
+These are the only solvers in kernelscale that build the n x n kernel matrix (through
+:func:`kernelscale.blocks.kernel_matrix`, which refuses when it does not fit in ``max_memory``).
+They exist so that the scalable methods can be tested against an exact answer, and as the
+baseline "KRR on all n" of the benchmarks. A fit needs about ``n^2 * itemsize`` bytes (8 n^2 for
+float64, 4 n^2 for float32): the matrix is regularised and factorised in place.
+
+- :func:`kernel_ridge_dual` / :class:`ExactKernelRidge`: min_f sum_i w_i |y_i - f(x_i)|^2 +
+  alpha |f|_H^2, i.e. dual coefficients (K + alpha W^{-1})^{-1} Y, as scikit-learn's KernelRidge.
+- :func:`exact_lssvm`: the multi-class LS-SVM with bias, ALGORITHMS.md section 4, eqs. 16-19.
+- :func:`kernel_ridge_objective`: the ridge objective of given dual coefficients, for tests of
+  the iterative solvers.
+- :func:`kernel_predict`: K(X_test, X_fit) A + b, blocked under ``max_memory``.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from numbers import Real
+
+import numpy as np
+from scipy import linalg
+from scipy.spatial.distance import pdist
+from sklearn.base import BaseEstimator, RegressorMixin, _fit_context, clone
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from ._validation import as_float_array, check_positive
+from .blocks import kernel_matrix, kernel_matvec, parse_memory
+from .kernels import KERNEL_NAMES, MEDIAN_SAMPLES, Kernel, make_kernel
+
+__all__ = [
+    "ExactKernelRidge",
+    "kernel_ridge_dual",
+    "exact_lssvm",
+    "kernel_predict",
+    "kernel_ridge_objective",
+]
+
+logger = logging.getLogger(__name__)
+
+
+# ----------------------------------------------------------------------------------------------
+# dense solves
+
+
+def _format_bytes(n):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def _check_gram_memory(n, dtype, max_memory, what):
+    """Fail before allocating when the n x n matrix alone exceeds the budget."""
+    budget = parse_memory(max_memory)
+    need = n * n * np.dtype(dtype).itemsize
+    if need > budget:
+        raise ValueError(
+            f"max_memory={_format_bytes(budget)} is too small for {what}, which builds the full "
+            f"{n} x {n} kernel matrix ({_format_bytes(need)}, {need} bytes); increase max_memory, "
+            f"pass float32 data (halves it), fit on fewer samples, or use a scalable solver."
+        )
+
+
+def _solve_spd(build, B):
+    """Solve H X = B for the symmetric matrix H returned by ``build()``, overwriting H.
+
+    Cholesky first (H is SPD for a valid kernel and a positive ridge). If it fails -- H not
+    positive definite to working precision, e.g. a linear kernel with a tiny ridge, or an
+    indefinite "kernel" -- H is rebuilt (the factorisation destroyed it; rebuilding keeps a single
+    n x n matrix alive) and solved by a symmetric indefinite LDL^T solve, and by least squares
+    (extra O(n^2) workspace) if that is singular too. Both fallbacks warn.
+    """
+    H = build()
+    B = np.asfortranarray(B, dtype=H.dtype)
+    try:
+        # H is symmetric, so its C-ordered buffer read as H.T is a Fortran array LAPACK can
+        # factorise in place: no second n x n copy.
+        factor = linalg.cho_factor(H.T, lower=True, overwrite_a=True, check_finite=False)
+        return linalg.cho_solve(factor, B, overwrite_b=False, check_finite=False)
+    except np.linalg.LinAlgError:
+        pass
+    H = factor = None  # noqa: F841 -- release the destroyed matrix before rebuilding it
+    warnings.warn(
+        "The regularised kernel matrix is not numerically positive definite (Cholesky failed); "
+        "using a symmetric indefinite solve instead. Increase alpha (or 1/C) if the result looks "
+        "wrong.",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    H = build()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", linalg.LinAlgWarning)
+            return linalg.solve(H.T, B, assume_a="sym", overwrite_a=True, check_finite=False)
+    except np.linalg.LinAlgError:
+        pass
+    H = None
+    warnings.warn(
+        "The regularised kernel matrix is singular; using the least-squares solution.",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    H = build()
+    return linalg.lstsq(H.T, B, overwrite_a=True, check_finite=False)[0]
+
+
+def _check_finite_result(X, what):
+    if not np.all(np.isfinite(X)):
+        raise ValueError(
+            f"the {what} are not finite: the kernel matrix overflowed or is badly scaled; "
+            f"rescale X or change the kernel parameters (e.g. a smaller polynomial degree/gamma)."
+        )
+
+
+def _as_targets(Y, n, dtype, name):
+    Y = as_float_array(Y, name, ensure_2d=False)
+    if Y.ndim not in (1, 2) or Y.shape[0] != n:
+        raise ValueError(f"{name} must have shape ({n},) or ({n}, k) to match X, got {Y.shape}.")
+    return Y.astype(dtype, copy=False)
+
+
+def kernel_ridge_dual(kernel, X, Y, alpha, sample_weight=None, max_memory=None):
+    """Dual coefficients of weighted kernel ridge regression, by one in-place Cholesky.
+
+    Minimises sum_i w_i |y_i - f(x_i)|^2 + alpha |f|_H^2 over f = sum_j k(., x_j) c_j, giving
+    c = (K + alpha W^{-1})^{-1} Y. As in scikit-learn's KernelRidge it is solved in the scaled
+    form c = S (S K S + alpha I)^{-1} S Y with S = diag(sqrt(w)), so zero weights are allowed
+    (their coefficients are exactly zero).
+
+    Parameters
+    ----------
+    kernel : Kernel or str
+        A resolved kernel (no ``sigma="median"``; call ``kernel.resolve(X)`` first).
+    X : array of shape (n, d)
+    Y : array of shape (n,) or (n, k)
+    alpha : float > 0
+    sample_weight : array of shape (n,) with entries >= 0, or None
+    max_memory : int, str or None
+        Budget in bytes (or "2GB"); the kernel matrix, ``n^2 * itemsize`` bytes, must fit in it.
+
+    Returns
+    -------
+    dual_coef : array of shape (n,) or (n, k), float32 only if X is float32.
+    """
+    kernel = make_kernel(kernel)
+    check_positive(alpha, "alpha")
+    X = as_float_array(X, "X")
+    n = X.shape[0]
+    Y = _as_targets(Y, n, X.dtype, "Y")
+    sw = None
+    if sample_weight is not None:
+        sample_weight = as_float_array(sample_weight, "sample_weight", ensure_2d=False)
+        if sample_weight.shape != (n,) or np.any(sample_weight < 0):
+            raise ValueError(
+                f"sample_weight must be a non-negative array of shape ({n},), got shape "
+                f"{sample_weight.shape} (min {sample_weight.min():g})."
+            )
+        sw = np.sqrt(sample_weight).astype(X.dtype, copy=False)
+    _check_gram_memory(n, X.dtype, max_memory, "the exact kernel ridge solve")
+
+    def build():
+        H = kernel_matrix(kernel, X, max_memory=max_memory)
+        if sw is not None:
+            H *= sw[:, None]
+            H *= sw
+        H.reshape(-1)[:: n + 1] += alpha
+        return H
+
+    B = Y if sw is None else Y * (sw[:, None] if Y.ndim == 2 else sw)
+    dual = _solve_spd(build, B)
+    if sw is not None:
+        dual *= sw[:, None] if dual.ndim == 2 else sw
+    _check_finite_result(dual, "dual coefficients")
+    return np.ascontiguousarray(dual)
+
+
+def exact_lssvm(kernel, X, Y, C, max_memory=None):
+    """Exact LS-SVM with bias (ALGORITHMS.md section 4, eqs. 16-19), for k outputs at once.
+
+    Solves the saddle system [[0, 1^T], [1, K + I/C]] [b; A] = [0; Y] (C is the paper's gamma)
+    without factorising it: with H = K + I/C (SPD), one Cholesky gives H eta = 1 and H nu = Y,
+    then b = 1^T nu / 1^T eta and A = nu - eta b. Memory: ``n^2 * itemsize`` bytes.
+
+    Parameters
+    ----------
+    kernel : Kernel or str
+        A resolved kernel.
+    X : array of shape (n, d)
+    Y : array of shape (n,) or (n, k)
+        Targets, e.g. one-hot (or +-1) class codes.
+    C : float > 0
+        Regularisation (the paper's gamma; the ridge on K is 1/C).
+    max_memory : int, str or None
+
+    Returns
+    -------
+    intercept : array of shape (k,) (a 0-d array when Y is 1-d)
+    dual_coef : array of shape (n, k) (shape (n,) when Y is 1-d)
+    """
+    kernel = make_kernel(kernel)
+    check_positive(C, "C")
+    X = as_float_array(X, "X")
+    n = X.shape[0]
+    Y = _as_targets(Y, n, X.dtype, "Y")
+    _check_gram_memory(n, X.dtype, max_memory, "the exact LS-SVM solve")
+    ridge = 1.0 / C
+
+    def build():
+        H = kernel_matrix(kernel, X, max_memory=max_memory)
+        H.reshape(-1)[:: n + 1] += ridge
+        return H
+
+    Y2 = Y.reshape(n, -1)
+    rhs = np.empty((n, Y2.shape[1] + 1), dtype=X.dtype, order="F")
+    rhs[:, 0] = 1.0
+    rhs[:, 1:] = Y2
+    sol = _solve_spd(build, rhs)
+    eta, nu = sol[:, 0], sol[:, 1:]
+    intercept = nu.sum(axis=0) / eta.sum()
+    dual = nu - eta[:, None] * intercept
+    _check_finite_result(dual, "LS-SVM coefficients")
+    if Y.ndim == 1:
+        return intercept.reshape(()), np.ascontiguousarray(dual[:, 0])
+    return intercept, np.ascontiguousarray(dual)
+
+
+def kernel_predict(kernel, X, X_fit, dual_coef, intercept=None, max_memory=None):
+    """Return K(X, X_fit) @ dual_coef + intercept, in row blocks that fit ``max_memory``."""
+    out = kernel_matvec(kernel, X, X_fit, dual_coef, max_memory=max_memory)
+    if intercept is not None:
+        out += np.asarray(intercept, dtype=out.dtype)
+    return out
+
+
+def kernel_ridge_objective(kernel, X, Y, dual_coef, alpha, sample_weight=None, max_memory=None):
+    """The objective of :func:`kernel_ridge_dual` at ``dual_coef`` (blocked, no n x n matrix):
+
+    sum_i w_i |y_i - (K c)_i|^2 + alpha tr(c^T K c).
+
+    ALGORITHMS.md section 3 with the squared loss (y - z)^2 / 2 and lam = alpha minimises this
+    objective divided by 2 alpha, so both have the same minimiser.
+    """
+    check_positive(alpha, "alpha")
+    X = as_float_array(X, "X")
+    Y = as_float_array(Y, "Y", ensure_2d=False)
+    c = as_float_array(dual_coef, "dual_coef", ensure_2d=False)
+    if c.shape != Y.shape or Y.shape[0] != X.shape[0]:
+        raise ValueError(f"Y {Y.shape} and dual_coef {c.shape} must have the same shape, with {X.shape[0]} rows.")
+    Kc = kernel_matvec(kernel, X, None, c, max_memory=max_memory)
+    sq = ((Y - Kc) ** 2).reshape(X.shape[0], -1).sum(axis=1)
+    if sample_weight is not None:
+        sq = sq * np.asarray(sample_weight, dtype=sq.dtype)
+    return float(sq.sum() + alpha * np.sum(c * Kc))
+
+
+# ----------------------------------------------------------------------------------------------
+# estimator
+
+
+def _weighted_median(values, weights):
+    """Median of ``values`` repeated ``weights`` times: equals np.median of the repeated array
+    for integer weights, and is unchanged when all weights are scaled by the same factor."""
+    order = np.argsort(values, kind="stable")
+    values, cum = values[order], np.cumsum(weights[order])
+    half = cum[-1] / 2.0
+    tol = 1e-9 * half  # cumulative sums of scaled weights hit `half` only up to rounding
+    # lower: first value whose cumulative weight reaches half; upper: the value whose span
+    # contains half (the next one when a span ends exactly there), as np.median's two middles
+    lower = values[min(np.searchsorted(cum, half - tol, side="left"), len(values) - 1)]
+    upper = values[min(np.searchsorted(cum, half + tol, side="right"), len(values) - 1)]
+    return 0.5 * (float(lower) + float(upper))
+
+
+def _resolve_weighted(kernel, X, weights, rng):
+    """``kernel.resolve`` with sample weights: sigma is the median pairwise distance with pair
+    (i, j) counted w_i w_j times, so integer weights act as repeated samples (the median trick on
+    the repeated data) and equal weights give the unweighted median. X holds positive weights only.
+
+    TODO: belongs in kernels.median_heuristic / Kernel.resolve (sample_weight=) for every estimator.
+    """
+    if X.shape[0] > MEDIAN_SAMPLES:
+        keep = np.sort(rng.choice(X.shape[0], MEDIAN_SAMPLES, replace=False))
+        X, weights = X[keep], weights[keep]
+    dist = pdist(X, metric=getattr(kernel, "_median_metric", "euclidean"))
+    i, j = np.triu_indices(X.shape[0], 1)
+    pair_w = weights[i].astype(np.float64) * weights[j]
+    positive = dist > 0
+    if not positive.any():
+        raise ValueError(
+            "sigma='median' failed: all points of X with positive weight coincide, so their "
+            "median distance is zero; pass a positive number as sigma."
+        )
+    sigma = _weighted_median(dist[positive], pair_w[positive])
+    return clone(kernel).set_params(sigma=sigma)
+
+
+class ExactKernelRidge(RegressorMixin, BaseEstimator):
+    """Kernel ridge regression solved exactly by Cholesky (the ground truth for tests).
+
+    Minimises sum_i w_i |y_i - f(x_i)|^2 + alpha |f|_H^2; the same model as scikit-learn's
+    ``KernelRidge`` (to rounding), with kernelscale kernels and a memory budget. Builds the n x n
+    kernel matrix: ``fit`` needs about ``n^2 * itemsize`` bytes (float32 input halves it) and
+    refuses at once, naming ``max_memory``, when that exceeds the budget. ``predict`` works in
+    row blocks of K(X_test, X_fit) under the same budget. If Cholesky fails (the regularised
+    matrix is not numerically positive definite) it warns and falls back to a symmetric
+    indefinite solve, then to least squares.
+
+    Parameters
+    ----------
+    kernel : Kernel or str, default="gaussian"
+        A kernel object or one of ``KERNEL_NAMES``. ``sigma="median"`` is resolved in ``fit``
+        from the samples with positive weight; the resolved kernel is ``kernel_``.
+    alpha : float > 0, default=1.0
+        Ridge regularisation.
+    max_memory : int, str or None, default=None
+        Memory budget in bytes or as "2GB"; None means half of the available memory.
+    random_state : int, RandomState or None, default=None
+        Seeds the subsample of the median heuristic (used when n > 1000).
+
+    Attributes
+    ----------
+    kernel_ : Kernel
+        The kernel with its bandwidth resolved (a copy; ``kernel`` is never modified).
+    X_fit_ : ndarray of shape (n_samples, n_features)
+    dual_coef_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
+    n_features_in_ : int
+    """
+
+    _parameter_constraints: dict = {
+        "kernel": [Kernel, StrOptions(set(KERNEL_NAMES))],
+        "alpha": [Interval(Real, 0, None, closed="neither")],
+        "max_memory": [Interval(Real, 0, None, closed="neither"), str, None],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, kernel="gaussian", alpha=1.0, max_memory=None, random_state=None):
+        self.kernel = kernel
+        self.alpha = alpha
+        self.max_memory = max_memory
+        self.random_state = random_state
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Fit the model on X (n, d) and y (n,) or (n, k), with optional sample weights."""
+        X, y = validate_data(
+            self, X, y, dtype=[np.float64, np.float32], multi_output=True, y_numeric=True
+        )
+        y = np.asarray(y, dtype=X.dtype)
+        if sample_weight is not None:
+            sample_weight = _check_sample_weight(
+                sample_weight, X, dtype=X.dtype, ensure_non_negative=True
+            )
+        kernel = make_kernel(self.kernel)
+        self.kernel_ = self._resolve_kernel(kernel, X, sample_weight)
+        self.dual_coef_ = kernel_ridge_dual(
+            self.kernel_, X, y, self.alpha, sample_weight, max_memory=self.max_memory
+        )
+        self.X_fit_ = X
+        return self
+
+    def _resolve_kernel(self, kernel, X, sample_weight):
+        if kernel.is_resolved:
+            return clone(kernel)
+        # points with zero weight do not enter the model, so they do not pick the bandwidth
+        X_used = X if sample_weight is None else X[sample_weight > 0]
+        if X_used.shape[0] < 2:
+            raise ValueError(
+                f"kernel={kernel!r} picks sigma by the median heuristic, which needs at least 2 "
+                f"samples with positive weight; got {X_used.shape[0]} sample. Pass a number as "
+                f"sigma, e.g. {type(kernel).__name__}(sigma=1.0)."
+            )
+        rng = check_random_state(self.random_state)
+        if sample_weight is None:
+            kernel_ = kernel.resolve(X, rng)
+        else:
+            kernel_ = _resolve_weighted(kernel, X_used, sample_weight[sample_weight > 0], rng)
+        logger.debug("resolved %r from %d samples", kernel_, X_used.shape[0])
+        return kernel_
+
+    def predict(self, X):
+        """Predict K(X, X_fit_) @ dual_coef_, in blocks under ``max_memory``."""
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        return kernel_predict(self.kernel_, X, self.X_fit_, self.dual_coef_, max_memory=self.max_memory)
