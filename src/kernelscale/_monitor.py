@@ -38,7 +38,7 @@ class IterationMonitor:
         self.show = show
         self.iteration = 0
         self.stopped_by_callback = False
-        self._bar = tqdm(total=total, desc=desc, leave=False) if verbose else None
+        self._bar = tqdm(total=total, desc=desc, leave=True) if verbose else None
 
     def __enter__(self):
         return self
@@ -64,5 +64,6 @@ class IterationMonitor:
 
     def close(self):
         if self._bar is not None:
+            self._bar.refresh()  # show the final objective even if the last update was throttled
             self._bar.close()
             self._bar = None

@@ -1,0 +1,677 @@
+"""Common runner of the kernelscale benchmarks: timing, peak memory, result records, tables, plots.
+
+A suite is a module ``benchmarks/bench_<name>.py`` with ``SUITE = "<name>"`` and
+``run(quick=False, out_dir=None) -> Path`` that measures with :func:`measure` (or
+:func:`measure_many` to interleave competitors), collects records in a :class:`Suite` and writes
+``benchmarks/results/<name>.json`` in the schema documented in ``benchmarks/README.md``.
+
+Timings are medians of repeated runs; comparisons are ratios to a peer measured in the same run.
+Peak memory is the process's resident set size (RSS) above its level at the start of a call, so
+memory allocated by C libraries (LIBSVM, BLAS, VW) counts as well as numpy's.
+
+Only the standard library is needed at import; numpy/scipy/scikit-learn versions, threadpoolctl
+and matplotlib are looked up when present.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime as _dt
+import gc
+import importlib.util
+import json
+import logging
+import math
+import os
+import platform
+import statistics
+import sys
+import threading
+import time
+import tracemalloc as _tracemalloc
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+logger = logging.getLogger("kernelscale.benchmarks")
+
+BENCH_DIR = Path(__file__).resolve().parent
+RESULTS_DIR = BENCH_DIR / "results"
+SCHEMA_VERSION = 1
+ROLES = ("ours", "peer", "paper")
+TOP_LEVEL_KEYS = ("schema_version", "suite", "created", "quick", "machine", "records", "paper")
+RECORD_KEYS = (
+    "dataset", "method", "role", "params", "metrics", "time_median_s", "times_s",
+    "peak_memory_bytes", "peer", "ratio_to_peer",
+)
+#: metrics in the order a table or plot prefers them as "the" metric of a record
+MAIN_METRICS = ("test_error", "mse", "rmse", "error", "gflops", "accuracy")
+ERROR_METRICS = ("test_error", "mse", "rmse", "error")
+
+
+# ----------------------------------------------------------------------------------------------
+# small numerics
+
+
+def median(values):
+    """Median of a non-empty sequence of numbers (mean of the two middle ones for even length)."""
+    values = list(values)
+    if not values:
+        raise ValueError("median of an empty sequence; measure at least one repeat.")
+    return float(statistics.median(values))
+
+
+def ratio(ours, peer):
+    """``ours / peer``, or None when either is missing, not finite, or the peer is zero."""
+    try:
+        ours, peer = float(ours), float(peer)
+    except (TypeError, ValueError):
+        return None
+    if not (math.isfinite(ours) and math.isfinite(peer)) or peer == 0.0:
+        return None
+    return ours / peer
+
+
+def gemm_flops(n, m, d, k=0):
+    """Floating-point operations of an (n, d) x (d, m) product, plus an (n, m) x (m, k) one."""
+    return 2.0 * n * m * d + 2.0 * n * m * k
+
+
+# ----------------------------------------------------------------------------------------------
+# memory
+
+
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _open_statm():
+    try:
+        return os.open("/proc/self/statm", os.O_RDONLY)
+    except OSError:
+        return None
+
+
+def _ru_maxrss_bytes():
+    """Lifetime peak RSS from getrusage (KiB on Linux, bytes on macOS), or None."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak) if sys.platform == "darwin" else int(peak) * 1024
+
+
+def current_rss(fd=None):
+    """Resident set size of this process in bytes (from /proc/self/statm; getrusage fallback)."""
+    close = False
+    if fd is None:
+        fd, close = _open_statm(), True
+    if fd is not None:
+        try:
+            return int(os.pread(fd, 128, 0).split()[1]) * _PAGE_SIZE
+        except (OSError, IndexError, ValueError):
+            pass
+        finally:
+            if close:
+                os.close(fd)
+    # no procfs: the lifetime peak is the best available estimate
+    return _ru_maxrss_bytes() or 0
+
+
+def _reset_hwm():
+    """Reset the kernel's peak-RSS counter VmHWM (Linux >= 4.0); True when it worked."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _read_hwm():
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _release_free_memory():
+    """Collect garbage and give freed heap pages back to the OS, so a call starts from a clean RSS."""
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError, TypeError):
+        pass  # not glibc
+
+
+class PeakMemory:
+    """Context manager measuring the peak RSS of the process above its level on entry.
+
+    Three sources, the largest wins: VmHWM after resetting it through /proc/self/clear_refs
+    (exact, Linux), a background thread sampling /proc/self/statm every ``interval`` seconds
+    (catches C allocations between samples only when they last longer than ``interval`` or hold
+    no GIL), and getrusage's lifetime peak when the call raised it. ``use_hwm=False`` leaves the
+    sampler alone (for testing it). ``peak_bytes`` is set on exit.
+    """
+
+    def __init__(self, interval=0.003, *, use_hwm=True):
+        self.interval = float(interval)
+        self.use_hwm = use_hwm
+        self.baseline = 0
+        self.peak_rss = 0
+        self.peak_bytes = None
+        self.method = None
+        self._fd = None
+        self._stop = threading.Event()
+        self._thread = None
+
+    def _sample_loop(self):
+        while not self._stop.wait(self.interval):
+            rss = current_rss(self._fd)
+            if rss > self.peak_rss:
+                self.peak_rss = rss
+
+    def __enter__(self):
+        self._fd = _open_statm()
+        self._hwm = self.use_hwm and self._fd is not None and _reset_hwm()
+        self._ru_before = _ru_maxrss_bytes()
+        self.baseline = self.peak_rss = current_rss(self._fd)
+        if self._fd is not None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._sample_loop, name="peak-rss", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+        self.peak_rss = max(self.peak_rss, current_rss(self._fd))
+        self.method = "statm-sampler" if self._fd is not None else "getrusage"
+        if self._hwm:
+            hwm = _read_hwm()
+            if hwm is not None and hwm > self.peak_rss:
+                self.peak_rss, self.method = hwm, "vmhwm"
+        ru_after = _ru_maxrss_bytes()
+        if ru_after is not None and self._ru_before is not None and ru_after > self._ru_before:
+            self.peak_rss = max(self.peak_rss, ru_after)
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self.peak_bytes = max(0, int(self.peak_rss - self.baseline))
+        return False
+
+
+# ----------------------------------------------------------------------------------------------
+# timing
+
+
+@dataclass
+class Measurement:
+    """Timings of repeated calls: ``times`` (s, warmup excluded), their ``median``, the peak
+    memory above the start of a call (max over all calls, warmup included, in bytes; None when
+    not measured), the ``result`` of the last call, and the tracemalloc peak when asked for."""
+
+    times: list
+    median: float
+    peak_memory_bytes: int | None
+    result: Any = None
+    tracemalloc_peak_bytes: int | None = None
+
+    def record_fields(self):
+        """The timing fields of a result record."""
+        return {
+            "time_median_s": self.median,
+            "times_s": list(self.times),
+            "peak_memory_bytes": self.peak_memory_bytes,
+        }
+
+
+class _Timer:
+    """One competitor of a measurement: runs calls and accumulates times and memory peaks."""
+
+    def __init__(self, fn, memory, tracemalloc, keep_result):
+        self.fn, self.memory, self.tracemalloc, self.keep_result = fn, memory, tracemalloc, keep_result
+        self.times, self.peak, self.tm_peak, self.result = [], None, None, None
+
+    def call(self, timed):
+        self.result = None  # free the previous result before measuring the next call
+        _release_free_memory()
+        tm_base = None
+        if self.tracemalloc:
+            if not _tracemalloc.is_tracing():
+                _tracemalloc.start()
+            _tracemalloc.reset_peak()
+            tm_base = _tracemalloc.get_traced_memory()[0]
+        sampler = PeakMemory() if self.memory else None
+        if sampler is not None:
+            sampler.__enter__()
+        try:
+            start = time.perf_counter()
+            result = self.fn()
+            elapsed = time.perf_counter() - start
+        finally:
+            if sampler is not None:
+                sampler.__exit__(None, None, None)
+        if sampler is not None:
+            self.peak = max(self.peak or 0, sampler.peak_bytes)
+        if tm_base is not None:
+            self.tm_peak = max(self.tm_peak or 0, _tracemalloc.get_traced_memory()[1] - tm_base)
+        if timed:
+            self.times.append(elapsed)
+        self.result = result if self.keep_result else None
+        del result
+
+    def measurement(self):
+        return Measurement(list(self.times), median(self.times), self.peak, self.result, self.tm_peak)
+
+
+def _check_counts(repeats, warmup):
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}.")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}.")
+
+
+def measure(fn: Callable[[], Any], repeats=3, warmup=1, *, memory=True, tracemalloc=False,
+            keep_result=True) -> Measurement:
+    """Call ``fn()`` ``warmup`` times untimed, then ``repeats`` times timed.
+
+    Returns a :class:`Measurement` with the wall-clock times, their median, the peak RSS above the
+    start of a call (``memory=False`` skips it) and the last result. ``tracemalloc=True`` also
+    records the peak of Python-level allocations (it slows Python code, so it is off by default).
+    """
+    _check_counts(repeats, warmup)
+    timer = _Timer(fn, memory, tracemalloc, keep_result)
+    for i in range(warmup + repeats):
+        timer.call(timed=i >= warmup)
+    return timer.measurement()
+
+
+def measure_many(fns: dict, repeats=3, warmup=1, *, memory=True, tracemalloc=False,
+                 keep_result=False) -> dict:
+    """Measure several competitors in interleaved rounds (a, b, c, a, b, c, ...).
+
+    Interleaving spreads background load and thermal drift evenly over the competitors, so the
+    same-run ratios between them are fair. Returns ``{name: Measurement}``.
+    """
+    _check_counts(repeats, warmup)
+    timers = {name: _Timer(fn, memory, tracemalloc, keep_result) for name, fn in fns.items()}
+    for i in range(warmup + repeats):
+        for name, timer in timers.items():
+            logger.debug("%s: call %d", name, i)
+            timer.call(timed=i >= warmup)
+    return {name: timer.measurement() for name, timer in timers.items()}
+
+
+# ----------------------------------------------------------------------------------------------
+# machine description
+
+
+def _cpu_model():
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _total_memory():
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _version(dist):
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+    except ImportError:  # pragma: no cover
+        return None
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def _blas_info():
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return None
+    keys = ("user_api", "internal_api", "version", "num_threads", "threading_layer", "architecture")
+    return [{k: info.get(k) for k in keys} for info in threadpool_info()]
+
+
+def machine_info():
+    """What the results were measured on: CPU, cores, memory, library versions, BLAS."""
+    try:
+        n_usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        n_usable = os.cpu_count()
+    return {
+        "cpu_model": _cpu_model(),
+        "n_cores": os.cpu_count(),
+        "n_cores_usable": n_usable,
+        "memory_bytes": _total_memory(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "numpy": _version("numpy"),
+        "scipy": _version("scipy"),
+        "sklearn": _version("scikit-learn"),
+        "kernelscale": _version("kernelscale"),
+        "blas": _blas_info(),
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# records and result files
+
+
+def _clean(value):
+    """JSON-safe copy: numpy scalars/arrays to Python, NaN/inf to None, paths to str."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        return _clean(value.tolist())  # numpy scalar or array
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "__float__"):
+        return _clean(float(value))
+    return str(value)
+
+
+def make_record(dataset, method, *, role="ours", params=None, metrics=None, measurement=None,
+                time_median_s=None, times_s=None, peak_memory_bytes=None, peer=None,
+                ratio_to_peer=None, notes=None):
+    """One result record (see benchmarks/README.md); timing fields come from ``measurement``
+    unless given explicitly (paper records have none)."""
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {ROLES}, got {role!r}.")
+    if measurement is not None:
+        fields_ = measurement.record_fields()
+        time_median_s = fields_["time_median_s"] if time_median_s is None else time_median_s
+        times_s = fields_["times_s"] if times_s is None else times_s
+        peak_memory_bytes = fields_["peak_memory_bytes"] if peak_memory_bytes is None else peak_memory_bytes
+    record = {
+        "dataset": str(dataset),
+        "method": str(method),
+        "role": role,
+        "params": dict(params or {}),
+        "metrics": dict(metrics or {}),
+        "time_median_s": time_median_s,
+        "times_s": list(times_s or []),
+        "peak_memory_bytes": peak_memory_bytes,
+        "peer": peer,
+        "ratio_to_peer": dict(ratio_to_peer or {}),
+    }
+    if notes:
+        record["notes"] = str(notes)
+    return record
+
+
+def compare(record, peer_record, metrics=None):
+    """Set ``record``'s peer and ``ratio_to_peer`` = ours / peer for each metric both records
+    have, and for ``time_median_s`` and ``peak_memory_bytes``; returns the ratios."""
+    names = metrics
+    if names is None:
+        names = [m for m in record["metrics"] if m in peer_record["metrics"]]
+        names += ["time_median_s", "peak_memory_bytes"]
+    ratios = {}
+    for name in names:
+        ours = record["metrics"].get(name, record.get(name))
+        theirs = peer_record["metrics"].get(name, peer_record.get(name))
+        value = ratio(ours, theirs)
+        if value is not None:
+            ratios[name] = value
+    record["peer"] = peer_record["method"]
+    record["ratio_to_peer"] = ratios
+    return ratios
+
+
+def validate_result(doc):
+    """Raise ValueError naming what is missing or wrong in a result document; return it."""
+    if not isinstance(doc, dict):
+        raise ValueError(f"a result document is a JSON object, got {type(doc).__name__}.")
+    missing = [k for k in TOP_LEVEL_KEYS if k not in doc]
+    if missing:
+        raise ValueError(f"result document lacks the keys {missing}.")
+    if doc["schema_version"] != SCHEMA_VERSION:
+        raise ValueError(f"schema_version {doc['schema_version']!r} is not {SCHEMA_VERSION}.")
+    if not isinstance(doc["records"], list):
+        raise ValueError("'records' must be a list.")
+    for i, rec in enumerate(doc["records"]):
+        missing = [k for k in RECORD_KEYS if k not in rec]
+        if missing:
+            raise ValueError(f"record {i} ({rec.get('method')!r}) lacks the keys {missing}.")
+        if rec["role"] not in ROLES:
+            raise ValueError(f"record {i} has role {rec['role']!r}; use one of {ROLES}.")
+        for key in ("params", "metrics", "ratio_to_peer"):
+            if not isinstance(rec[key], dict):
+                raise ValueError(f"record {i}: {key!r} must be an object.")
+    return doc
+
+
+def read_result(path):
+    """Load and validate a result JSON file."""
+    with open(path) as fh:
+        return validate_result(json.load(fh))
+
+
+class Suite:
+    """Collects the records of one benchmark suite and writes ``<out_dir>/<name>.json``.
+
+    ``paper`` holds published numbers printed beside ours (free-form JSON object).
+    """
+
+    def __init__(self, name, quick=False, out_dir=None, paper=None):
+        self.name = str(name)
+        self.quick = bool(quick)
+        self.out_dir = Path(out_dir) if out_dir is not None else RESULTS_DIR
+        self.paper = dict(paper or {})
+        self.records = []
+        self.created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+    def add(self, dataset, method, **kwargs):
+        """Append a record built by :func:`make_record` and return it."""
+        record = make_record(dataset, method, **kwargs)
+        self.records.append(record)
+        return record
+
+    compare = staticmethod(compare)
+
+    def to_dict(self):
+        return _clean({
+            "schema_version": SCHEMA_VERSION,
+            "suite": self.name,
+            "created": self.created,
+            "quick": self.quick,
+            "machine": machine_info(),
+            "records": self.records,
+            "paper": self.paper,
+        })
+
+    @property
+    def path(self):
+        return self.out_dir / f"{self.name}.json"
+
+    def write(self, plot=True):
+        """Write the JSON (and, with ``plot``, the error-vs-time PNG when it applies)."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        doc = validate_result(self.to_dict())
+        tmp = self.path.with_suffix(".json.tmp")
+        with open(tmp, "w") as fh:
+            json.dump(doc, fh, indent=1, allow_nan=False)
+            fh.write("\n")
+        os.replace(tmp, self.path)
+        logger.info("wrote %s", self.path)
+        if plot and any(main_metric(r, ERROR_METRICS) for r in self.records):
+            plot_error_vs_time(self.records, self.out_dir / f"{self.name}.png", title=self.name)
+        return self.path
+
+
+# ----------------------------------------------------------------------------------------------
+# tables and plots
+
+
+def main_metric(record, preference=MAIN_METRICS):
+    """``(name, value)`` of a record's headline metric, or None."""
+    for name in preference:
+        if record["metrics"].get(name) is not None:
+            return name, record["metrics"][name]
+    if preference is MAIN_METRICS:
+        for name, value in record["metrics"].items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return name, value
+    return None
+
+
+def _fmt(value, spec=".4g"):
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return format(value, spec)
+    return str(value)
+
+
+def format_bytes(n):
+    if n is None:
+        return "-"
+    return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
+
+
+def format_table(records):
+    """Plain-text table of records: dataset, method, role, main metric, time, memory, ratios."""
+    header = ["dataset", "method", "role", "metric", "median s", "peak mem", "vs peer"]
+    rows = []
+    for rec in records:
+        metric = main_metric(rec)
+        ratios = ", ".join(f"{k} x{v:.3g}" for k, v in rec["ratio_to_peer"].items())
+        rows.append([
+            rec["dataset"], rec["method"], rec["role"],
+            "-" if metric is None else f"{metric[0]}={_fmt(metric[1])}",
+            _fmt(rec["time_median_s"]), format_bytes(rec["peak_memory_bytes"]),
+            f"{ratios} ({rec['peer']})" if rec["peer"] else "-",
+        ])
+    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in [header] + rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def print_table(records, file=None):
+    """Print :func:`format_table` to stdout (benchmarks are scripts: printing is their output)."""
+    print(format_table(records), file=file or sys.stdout)
+
+
+def plot_error_vs_time(records, path, metric=None, title=None):
+    """Scatter the error metric against the median time (log scale), one panel per dataset.
+
+    Saved as PNG with matplotlib's Agg backend; returns the path, or None (logged) when
+    matplotlib is missing or no record has an error metric and a time.
+    """
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        logger.info("matplotlib is not installed: skipping the plot %s (pip install matplotlib)", path)
+        return None
+    points = []
+    for rec in records:
+        found = main_metric(rec, (metric,) if metric else ERROR_METRICS)
+        if found and rec["time_median_s"]:
+            points.append((rec["dataset"], rec["method"], rec["role"], found[0], found[1], rec["time_median_s"]))
+    if not points:
+        logger.info("no record has an error metric and a time: skipping the plot %s", path)
+        return None
+    datasets = sorted({p[0] for p in points})
+    fig, axes = plt.subplots(1, len(datasets), figsize=(5 * len(datasets), 4), squeeze=False)
+    markers = {"ours": "o", "peer": "s", "paper": "^"}
+    for ax, dataset in zip(axes[0], datasets):
+        for _, method, role, name, value, seconds in (p for p in points if p[0] == dataset):
+            ax.scatter(seconds, value, marker=markers[role], label=f"{method} ({role})")
+            ax.set_ylabel(name)
+        ax.set_xscale("log")
+        ax.set_xlabel("median time (s)")
+        ax.set_title(dataset)
+        ax.legend(fontsize="x-small")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    logger.info("wrote %s", path)
+    return path
+
+
+# ----------------------------------------------------------------------------------------------
+# suites
+
+
+def suite_path(name, bench_dir=None):
+    """Path of the module of suite ``name`` ('-' becomes '_'): ``bench_dir/bench_<name>.py``."""
+    bench_dir = Path(bench_dir) if bench_dir is not None else BENCH_DIR
+    return bench_dir / f"bench_{str(name).replace('-', '_')}.py"
+
+
+def list_suites(bench_dir=None):
+    """Names of the suites found in ``bench_dir`` (default: this folder)."""
+    bench_dir = Path(bench_dir) if bench_dir is not None else BENCH_DIR
+    return sorted(p.stem[len("bench_"):] for p in bench_dir.glob("bench_*.py"))
+
+
+def load_suite(name, bench_dir=None):
+    """Import ``bench_<name>.py`` by file path and return the module."""
+    path = suite_path(name, bench_dir)
+    if not path.is_file():
+        known = ", ".join(list_suites(path.parent)) or "none"
+        raise ValueError(f"no benchmark suite {name!r}: {path} does not exist (suites: {known}).")
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))  # so the suite can `import harness` / `import peers`
+    spec = importlib.util.spec_from_file_location(f"kernelscale_bench_{path.stem[6:]}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not callable(getattr(module, "run", None)) or not hasattr(module, "SUITE"):
+        raise ValueError(f"{path} is not a benchmark suite: it needs SUITE and run(quick, out_dir).")
+    return module
+
+
+def run_suite(name, quick=False, out_dir=None, bench_dir=None):
+    """Run suite ``name`` and return the path of the JSON it wrote."""
+    return Path(load_suite(name, bench_dir).run(quick=quick, out_dir=out_dir))
+
+
+def cli_main(run, argv=None, description=None):
+    """``python benchmarks/bench_<name>.py [--quick] [--out-dir DIR]``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help="small sizes and fewer repeats")
+    parser.add_argument("--out-dir", default=None, help=f"where results go (default {RESULTS_DIR})")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    path = run(quick=args.quick, out_dir=args.out_dir)
+    print(f"results: {path}")
+    return 0
