@@ -237,3 +237,26 @@ def test_bad_input_is_named(X, error, match):
     with pytest.raises(error, match=match) as info:
         K.GaussianKernel(1.0)(X)
     assert "X" in str(info.value)
+
+
+def test_weighted_median_equals_median_of_repeated_points():
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(30, 3))
+    w = rng.integers(0, 4, size=30)
+    # copies of one point are at distance 0 and ignored, so the repeated data's median is over
+    # pairs of distinct points counted w_i w_j times
+    dists = []
+    for i in range(30):
+        for j in range(i + 1, 30):
+            dists += [np.linalg.norm(X[i] - X[j])] * int(w[i] * w[j])
+    assert K.median_heuristic(X, sample_weight=w) == pytest.approx(np.median(dists), rel=1e-12)
+    assert K.median_heuristic(X, sample_weight=np.ones(30)) == pytest.approx(K.median_heuristic(X), rel=1e-12)
+    assert K.median_heuristic(X, sample_weight=3.5 * w) == pytest.approx(K.median_heuristic(X, sample_weight=w), rel=1e-12)
+
+
+def test_weighted_resolve_ignores_zero_weight_points():
+    X = np.array([[0.0], [1.0], [3.0], [100.0]])
+    resolved = K.GaussianKernel().resolve(X, sample_weight=[1, 1, 1, 0])
+    assert resolved.sigma == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        K.GaussianKernel().resolve(X, sample_weight=[0, 0, 1, 0])

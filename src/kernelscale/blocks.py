@@ -22,6 +22,7 @@ from .kernels import make_kernel
 
 __all__ = [
     "parse_memory",
+    "format_bytes",
     "available_memory",
     "default_memory_budget",
     "rows_per_block",
@@ -84,7 +85,7 @@ def parse_memory(max_memory, name="max_memory"):
     return int(value)
 
 
-def _format_bytes(n):
+def format_bytes(n):
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -100,8 +101,8 @@ def rows_per_block(n_rows, bytes_per_row, budget, *, fixed_bytes=0, what="kernel
     if room < bytes_per_row:
         need = fixed_bytes + bytes_per_row
         raise ValueError(
-            f"max_memory={_format_bytes(budget)} is too small for one row of the {what}, which "
-            f"needs {_format_bytes(need)}; {fix} (to at least {need} bytes)."
+            f"max_memory={format_bytes(budget)} is too small for one row of the {what}, which "
+            f"needs {format_bytes(need)}; {fix} (to at least {need} bytes)."
         )
     return int(max(1, min(n_rows, room // bytes_per_row)))
 
@@ -209,8 +210,8 @@ def kernel_rows(kernel, X, rows, Z=None, max_memory=None):
     result_bytes = rows.size * Z.shape[0] * np.dtype(dtype).itemsize
     if result_bytes > budget:
         raise ValueError(
-            f"max_memory={_format_bytes(budget)} is too small for the requested {rows.size} kernel "
-            f"rows of length {Z.shape[0]} ({_format_bytes(result_bytes)}); request fewer rows at "
+            f"max_memory={format_bytes(budget)} is too small for the requested {rows.size} kernel "
+            f"rows of length {Z.shape[0]} ({format_bytes(result_bytes)}); request fewer rows at "
             f"a time or increase max_memory."
         )
     out = np.empty((rows.size, Z.shape[0]), dtype=dtype)

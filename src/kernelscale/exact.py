@@ -22,15 +22,14 @@ from numbers import Real
 
 import numpy as np
 from scipy import linalg
-from scipy.spatial.distance import pdist
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context, clone
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._validation import as_float_array, check_positive
-from .blocks import kernel_matrix, kernel_matvec, parse_memory
-from .kernels import KERNEL_NAMES, MEDIAN_SAMPLES, Kernel, make_kernel
+from .blocks import format_bytes, kernel_matrix, kernel_matvec, parse_memory
+from .kernels import KERNEL_NAMES, Kernel, make_kernel
 
 __all__ = [
     "ExactKernelRidge",
@@ -47,61 +46,72 @@ logger = logging.getLogger(__name__)
 # dense solves
 
 
-def _format_bytes(n):
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-
-
 def _check_gram_memory(n, dtype, max_memory, what):
     """Fail before allocating when the n x n matrix alone exceeds the budget."""
     budget = parse_memory(max_memory)
     need = n * n * np.dtype(dtype).itemsize
     if need > budget:
         raise ValueError(
-            f"max_memory={_format_bytes(budget)} is too small for {what}, which builds the full "
-            f"{n} x {n} kernel matrix ({_format_bytes(need)}, {need} bytes); increase max_memory, "
+            f"max_memory={format_bytes(budget)} is too small for {what}, which builds the full "
+            f"{n} x {n} kernel matrix ({format_bytes(need)}, {need} bytes); increase max_memory, "
             f"pass float32 data (halves it), fit on fewer samples, or use a scalable solver."
         )
+
+
+def _one_norm(H):
+    """max_i sum_j |H_ij| (the 1-norm, as H is symmetric) in row blocks of at most 1 MiB and
+    1/16 of H: no n x n temporary."""
+    n = H.shape[0]
+    step = max(1, min(2**20 // (n * H.itemsize), n // 16))
+    return max(float(np.abs(H[i : i + step]).sum(axis=1).max()) for i in range(0, n, step))
 
 
 def _solve_spd(build, B):
     """Solve H X = B for the symmetric matrix H returned by ``build()``, overwriting H.
 
-    Cholesky first (H is SPD for a valid kernel and a positive ridge). If it fails -- H not
-    positive definite to working precision, e.g. a linear kernel with a tiny ridge, or an
-    indefinite "kernel" -- H is rebuilt (the factorisation destroyed it; rebuilding keeps a single
-    n x n matrix alive) and solved by a symmetric indefinite LDL^T solve, and by least squares
-    (extra O(n^2) workspace) if that is singular too. Both fallbacks warn.
+    Cholesky first (H is SPD for a valid kernel and a positive ridge), in place. Fallbacks, each
+    with a RuntimeWarning, after rebuilding H (the factorisation destroyed it; rebuilding keeps
+    one n x n matrix alive instead of two):
+
+    - Cholesky fails (H is indefinite, e.g. a polynomial "kernel" with a negative coef0): a
+      symmetric indefinite LDL^T solve;
+    - H is singular to working precision (reciprocal condition number below machine epsilon,
+      from LAPACK ``pocon`` / ``sycon``, e.g. a linear kernel with a vanishing ridge): the
+      minimum-norm least-squares solution (``gelsd``, which needs extra O(n^2) workspace).
     """
     H = build()
     B = np.asfortranarray(B, dtype=H.dtype)
+    eps = np.finfo(H.dtype).eps
+    anorm = _one_norm(H)
+    indefinite = False
     try:
         # H is symmetric, so its C-ordered buffer read as H.T is a Fortran array LAPACK can
         # factorise in place: no second n x n copy.
         factor = linalg.cho_factor(H.T, lower=True, overwrite_a=True, check_finite=False)
-        return linalg.cho_solve(factor, B, overwrite_b=False, check_finite=False)
+        (pocon,) = linalg.get_lapack_funcs(("pocon",), (factor[0],))
+        rcond, info = pocon(factor[0], anorm, uplo="L")
+        if info == 0 and rcond >= eps:
+            return linalg.cho_solve(factor, B, overwrite_b=False, check_finite=False)
     except np.linalg.LinAlgError:
-        pass
-    H = factor = None  # noqa: F841 -- release the destroyed matrix before rebuilding it
+        indefinite = True
+    H = factor = None  # release the destroyed matrix before rebuilding it
+    if indefinite:
+        warnings.warn(
+            "The regularised kernel matrix is not positive definite (Cholesky failed; is the "
+            "kernel positive semi-definite?); using a symmetric indefinite solve instead.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        H = build()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", linalg.LinAlgWarning)
+                return linalg.solve(H.T, B, assume_a="sym", overwrite_a=True, check_finite=False)
+        except (np.linalg.LinAlgError, linalg.LinAlgWarning):
+            H = None
     warnings.warn(
-        "The regularised kernel matrix is not numerically positive definite (Cholesky failed); "
-        "using a symmetric indefinite solve instead. Increase alpha (or 1/C) if the result looks "
-        "wrong.",
-        RuntimeWarning,
-        stacklevel=3,
-    )
-    H = build()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", linalg.LinAlgWarning)
-            return linalg.solve(H.T, B, assume_a="sym", overwrite_a=True, check_finite=False)
-    except np.linalg.LinAlgError:
-        pass
-    H = None
-    warnings.warn(
-        "The regularised kernel matrix is singular; using the least-squares solution.",
+        "The regularised kernel matrix is singular to working precision; using the "
+        "minimum-norm least-squares solution. Increase alpha (or 1/C), or use float64 data.",
         RuntimeWarning,
         stacklevel=3,
     )
@@ -262,43 +272,6 @@ def kernel_ridge_objective(kernel, X, Y, dual_coef, alpha, sample_weight=None, m
 # estimator
 
 
-def _weighted_median(values, weights):
-    """Median of ``values`` repeated ``weights`` times: equals np.median of the repeated array
-    for integer weights, and is unchanged when all weights are scaled by the same factor."""
-    order = np.argsort(values, kind="stable")
-    values, cum = values[order], np.cumsum(weights[order])
-    half = cum[-1] / 2.0
-    tol = 1e-9 * half  # cumulative sums of scaled weights hit `half` only up to rounding
-    # lower: first value whose cumulative weight reaches half; upper: the value whose span
-    # contains half (the next one when a span ends exactly there), as np.median's two middles
-    lower = values[min(np.searchsorted(cum, half - tol, side="left"), len(values) - 1)]
-    upper = values[min(np.searchsorted(cum, half + tol, side="right"), len(values) - 1)]
-    return 0.5 * (float(lower) + float(upper))
-
-
-def _resolve_weighted(kernel, X, weights, rng):
-    """``kernel.resolve`` with sample weights: sigma is the median pairwise distance with pair
-    (i, j) counted w_i w_j times, so integer weights act as repeated samples (the median trick on
-    the repeated data) and equal weights give the unweighted median. X holds positive weights only.
-
-    TODO: belongs in kernels.median_heuristic / Kernel.resolve (sample_weight=) for every estimator.
-    """
-    if X.shape[0] > MEDIAN_SAMPLES:
-        keep = np.sort(rng.choice(X.shape[0], MEDIAN_SAMPLES, replace=False))
-        X, weights = X[keep], weights[keep]
-    dist = pdist(X, metric=getattr(kernel, "_median_metric", "euclidean"))
-    i, j = np.triu_indices(X.shape[0], 1)
-    pair_w = weights[i].astype(np.float64) * weights[j]
-    positive = dist > 0
-    if not positive.any():
-        raise ValueError(
-            "sigma='median' failed: all points of X with positive weight coincide, so their "
-            "median distance is zero; pass a positive number as sigma."
-        )
-    sigma = _weighted_median(dist[positive], pair_w[positive])
-    return clone(kernel).set_params(sigma=sigma)
-
-
 class ExactKernelRidge(RegressorMixin, BaseEstimator):
     """Kernel ridge regression solved exactly by Cholesky (the ground truth for tests).
 
@@ -371,21 +344,7 @@ class ExactKernelRidge(RegressorMixin, BaseEstimator):
     def _resolve_kernel(self, kernel, X, sample_weight):
         if kernel.is_resolved:
             return clone(kernel)
-        # points with zero weight do not enter the model, so they do not pick the bandwidth
-        X_used = X if sample_weight is None else X[sample_weight > 0]
-        if X_used.shape[0] < 2:
-            raise ValueError(
-                f"kernel={kernel!r} picks sigma by the median heuristic, which needs at least 2 "
-                f"samples with positive weight; got {X_used.shape[0]} sample. Pass a number as "
-                f"sigma, e.g. {type(kernel).__name__}(sigma=1.0)."
-            )
-        rng = check_random_state(self.random_state)
-        if sample_weight is None:
-            kernel_ = kernel.resolve(X, rng)
-        else:
-            kernel_ = _resolve_weighted(kernel, X_used, sample_weight[sample_weight > 0], rng)
-        logger.debug("resolved %r from %d samples", kernel_, X_used.shape[0])
-        return kernel_
+        return kernel.resolve(X, check_random_state(self.random_state), sample_weight)
 
     def predict(self, X):
         """Predict K(X, X_fit_) @ dual_coef_, in blocks under ``max_memory``."""

@@ -87,8 +87,9 @@ class Kernel(BaseEstimator):
         """Return the diagonal k(x_i, x_i) of K(X, X) as a 1-d array."""
         raise NotImplementedError
 
-    def resolve(self, X, random_state=None):
-        """Return a copy whose data-dependent parameters (``sigma="median"``) are fixed from X."""
+    def resolve(self, X, random_state=None, sample_weight=None):
+        """Return a copy whose data-dependent parameters (``sigma="median"``) are fixed from X
+        (weighted by ``sample_weight`` if given); a kernel with nothing to resolve is returned."""
         self._check_params()
         return self
 
@@ -188,24 +189,54 @@ def _squared_distances(Xc, prep, out):
 # bandwidth
 
 
-def median_heuristic(X, metric="euclidean", n_samples=MEDIAN_SAMPLES, random_state=None):
+def _weighted_median(values, weights):
+    """Median of ``values`` repeated ``weights`` times: np.median of the repeated array for
+    integer weights, and unchanged when all weights are scaled by the same factor."""
+    order = np.argsort(values, kind="stable")
+    values, cum = values[order], np.cumsum(weights[order])
+    half = cum[-1] / 2.0
+    tol = 1e-9 * half  # cumulative sums of scaled weights reach `half` only up to rounding
+    # the two middle values, as np.median takes them: the first whose cumulative weight reaches
+    # half, and the one whose span contains half (the next one when a span ends exactly there)
+    lower = values[min(np.searchsorted(cum, half - tol, side="left"), len(values) - 1)]
+    upper = values[min(np.searchsorted(cum, half + tol, side="right"), len(values) - 1)]
+    return 0.5 * (float(lower) + float(upper))
+
+
+def median_heuristic(X, metric="euclidean", n_samples=MEDIAN_SAMPLES, random_state=None, sample_weight=None):
     """Median pairwise distance of a random subsample of X (the median trick).
 
     Uses at most ``n_samples`` rows drawn without replacement; ``metric`` is "euclidean" or
-    "cityblock" (L1, for the Laplacian kernel). Pairs at distance zero are ignored.
+    "cityblock" (L1, for the Laplacian kernel). Pairs at distance zero are ignored. With
+    ``sample_weight`` the pair (i, j) counts w_i w_j times, so integer weights act as repeated
+    samples and points of weight zero do not count.
     """
     X = as_float_array(X, "X")
     rng = check_random_state(random_state)
+    weights = None
+    if sample_weight is not None:
+        weights = np.asarray(sample_weight, dtype=np.float64)
+        X, weights = X[weights > 0], weights[weights > 0]
+    if X.shape[0] < 2:
+        raise ValueError(
+            f"sigma='median' needs at least 2 samples (with positive weight) to measure distances; "
+            f"got {X.shape[0]} sample(s). Pass a number as sigma instead."
+        )
     if X.shape[0] > n_samples:
-        X = X[np.sort(rng.choice(X.shape[0], n_samples, replace=False))]
+        keep = np.sort(rng.choice(X.shape[0], n_samples, replace=False))
+        X = X[keep]
+        weights = None if weights is None else weights[keep]
     dist = pdist(X, metric=metric)
-    dist = dist[dist > 0]
-    if dist.size == 0:
+    positive = dist > 0
+    if not positive.any():
         raise ValueError(
             "sigma='median' failed: all sampled points of X coincide, so their median distance "
             "is zero; pass a positive number as sigma."
         )
-    return float(np.median(dist))
+    if weights is None:
+        return float(np.median(dist[positive]))
+    i, j = np.triu_indices(X.shape[0], 1)
+    return _weighted_median(dist[positive], (weights[i] * weights[j])[positive])
 
 
 class _BandwidthKernel(Kernel):
@@ -225,11 +256,11 @@ class _BandwidthKernel(Kernel):
         else:
             check_positive(self.sigma, "sigma")
 
-    def resolve(self, X, random_state=None):
+    def resolve(self, X, random_state=None, sample_weight=None):
         self._check_params()
         if self.is_resolved:
             return self
-        sigma = median_heuristic(X, self._median_metric, random_state=random_state)
+        sigma = median_heuristic(X, self._median_metric, random_state=random_state, sample_weight=sample_weight)
         return clone(self).set_params(sigma=sigma)
 
     def diag(self, X):
