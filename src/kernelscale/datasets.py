@@ -180,7 +180,8 @@ class DatasetNotFoundError(FileNotFoundError):
 def _beside_checkout(start):
     """Existing ``P/shared/data`` directories for P = start and each of its parents."""
     start = Path(start).resolve()
-    return [p / "shared" / "data" for p in (start, *start.parents) if (p / "shared" / "data").is_dir()]
+    candidates = [p / "shared" / "data" for p in (start, *start.parents)]
+    return [d for d in candidates if d.is_dir()]
 
 
 def data_dirs(data_home=None):
@@ -296,7 +297,8 @@ def load_dataset(name, data_home=None, dtype=None, *, flatten=True, verify=False
             found = None if got is None else (got.shape, str(got.dtype))
             raise ValueError(
                 f"{path}: array {key!r} should be {shape} {want}, found {found}; the file is not "
-                f"the registered {info.name!r} dataset. Check it with verify_dataset({info.name!r})."
+                f"the registered {info.name!r} dataset; check it with "
+                f"verify_dataset({info.name!r})."
             )
     x_keys = ("X_train", "X_test") if info.official_split else ("X",)
     for key in x_keys:
@@ -457,7 +459,9 @@ def _load_csv(path):
         skip = 1
     data = np.loadtxt(path, delimiter=",", skiprows=skip, ndmin=2)
     if data.shape[1] < 2:
-        raise ValueError(f"{path} has {data.shape[1]} column(s); a CSV needs features then the target.")
+        raise ValueError(
+            f"{path} has {data.shape[1]} column(s); a CSV needs feature columns, then the target."
+        )
     return data[:, :-1], data[:, -1]
 
 

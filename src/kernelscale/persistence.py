@@ -24,16 +24,19 @@ or objects with exactly one key naming a tag:
 - ``{"__dict__": {...}}``: a dict some of whose keys start with "__" (others are plain objects);
 - ``{"__ndarray__": {"key": "a3", "dtype": "<f4", "shape": [10, 2]}}``: the array stored under
   ``a3``; ``"object_str": true`` marks an object array of str (e.g. ``feature_names_in_``),
-  stored as a unicode array;
+  stored as a unicode array; an array object referenced twice is stored once (and shared again
+  after loading);
 - ``{"__scalar__": {"key": "a4", "dtype": "<f4"}}``: a numpy scalar, stored as a 0-d array;
 - ``{"__dtype__": "<f4"}``: a numpy dtype; ``{"__type__": "numpy.float32"}`` or
   ``{"__type__": "float"}``: a numpy scalar type or a builtin number type;
-- ``{"__object__": {"class": ..., "params": {...}, "fitted": {...}}}``: a nested kernelscale object
-  (a kernel, an estimator).
+- ``{"__object__": {"class": ..., "params": {...}, "fitted": {...}}}``: a nested kernelscale object:
+  a kernel or an estimator, or a dataclass defined in kernelscale (e.g. a random-feature block),
+  whose ``params`` are its ``__init__`` fields and ``fitted`` is empty.
 
 Loading (:func:`load`) never unpickles and never executes code from the file: it accepts only
-classes defined in kernelscale that derive from ``sklearn.base.BaseEstimator``, builds them with
-``cls(**params)`` (which only stores the parameters) and sets the fitted attributes.
+classes defined in kernelscale that derive from ``sklearn.base.BaseEstimator`` (or are
+dataclasses), builds them with ``cls(**params)`` (which only stores the parameters) and sets the
+fitted attributes.
 
 Saving refuses what the format cannot hold (TypeError naming the attribute), except two
 constructor parameters: a callable ``callback`` and a ``random_state`` given as a
@@ -42,6 +45,7 @@ constructor parameters: a callable ``callback`` and a ``random_state`` given as 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import math
@@ -85,10 +89,15 @@ def _version():
 class _Encoder:
     def __init__(self):
         self.arrays = {}
+        self._seen = {}  # id(array) -> key: an array referenced twice is stored once
 
-    def _store(self, arr):
+    def _store(self, arr, original=None):
+        if original is not None and id(original) in self._seen:
+            return self._seen[id(original)][0]
         key = f"a{len(self.arrays)}"
         self.arrays[key] = arr
+        if original is not None:
+            self._seen[id(original)] = (key, original)  # keeps it alive, so the id stays unique
         return key
 
     def value(self, v, where):
@@ -132,14 +141,16 @@ class _Encoder:
                     )
                 out[k] = self.value(x, f"{where}[{k!r}]")
             return {"__dict__": out} if any(k.startswith("__") for k in out) else out
-        if isinstance(v, BaseEstimator) and _is_own_class(type(v)):
+        if _is_own_class(type(v)) and (
+            isinstance(v, BaseEstimator) or dataclasses.is_dataclass(v)
+        ):
             return {"__object__": self.obj(v, where)}
         raise self._unsupported(v, where)
 
     def array(self, a, where):
         if type(a) is not np.ndarray and not isinstance(a, np.memmap):
             raise self._unsupported(a, where)
-        a = np.asarray(a)
+        original, a = a, np.asarray(a)
         ref = {"dtype": a.dtype.str, "shape": list(a.shape)}
         if a.dtype.kind == "O":
             if not all(isinstance(x, str) for x in a.flat):
@@ -152,16 +163,27 @@ class _Encoder:
             ref = {"dtype": a.dtype.str, "shape": list(a.shape), "object_str": True}
         elif a.dtype.kind not in _ARRAY_KINDS or a.dtype.fields is not None:
             raise self._unsupported(a, where)
-        return {"__ndarray__": {"key": self._store(a), **ref}}
+        return {"__ndarray__": {"key": self._store(a, original), **ref}}
 
     def obj(self, est, where):
         cls = type(est)
         path = f"{cls.__module__}.{cls.__qualname__}"
-        if _resolve_class(path) is not cls:
+        try:
+            found = _resolve_class(path)
+        except ValueError:
+            found = None
+        if found is not cls:
             raise TypeError(
                 f"{where} is a {path}, which cannot be found again under that name when loading "
                 f"(a class defined locally or renamed); save only public kernelscale classes."
             )
+        if dataclasses.is_dataclass(est):
+            params = {
+                fld.name: self.value(getattr(est, fld.name), f"{where} field {fld.name!r}")
+                for fld in dataclasses.fields(est)
+                if fld.init
+            }
+            return {"class": path, "params": params, "fitted": {}}
         params = {}
         for name, value in est.get_params(deep=False).items():
             if name == "callback" and callable(value):
@@ -261,7 +283,8 @@ def _array(f, key, path):
     try:
         a = f[key]
     except ValueError as err:  # numpy refuses object arrays when allow_pickle=False
-        raise _invalid(path, f"entry {key!r} needs pickle or is corrupt ({err}); refused.") from None
+        msg = f"entry {key!r} needs pickle or is corrupt ({err}); refused."
+        raise _invalid(path, msg) from None
     if not isinstance(a, np.ndarray):  # a zip member that is not a .npy file
         raise _invalid(path, f"entry {key!r} is not a .npy array.")
     return a
@@ -306,7 +329,7 @@ def load(path):
 
 
 def _resolve_class(class_path):
-    """The kernelscale BaseEstimator subclass named ``class_path``, or ValueError."""
+    """The kernelscale BaseEstimator subclass (or dataclass) named ``class_path``, or ValueError."""
 
     def refuse(why):
         return ValueError(
@@ -327,7 +350,7 @@ def _resolve_class(class_path):
     cls = getattr(module, name, None)
     if not (
         isinstance(cls, type)
-        and issubclass(cls, BaseEstimator)
+        and (issubclass(cls, BaseEstimator) or dataclasses.is_dataclass(cls))
         and cls.__module__ == module_name
         and cls.__qualname__ == name
     ):
@@ -339,6 +362,7 @@ class _Decoder:
     def __init__(self, f, path):
         self.f = f
         self.path = path
+        self._loaded = {}  # key -> array, so arrays shared when saved are shared again
 
     def fail(self, where, msg):
         return _invalid(self.path, f"{where}: {msg}")
@@ -401,7 +425,9 @@ class _Decoder:
         key = ref["key"]
         if key == META_KEY or key not in self.f.files:
             raise self.fail(where, f"array {key!r} is missing from the archive")
-        a = _array(self.f, key, self.path)
+        a = self._loaded.get(key)
+        if a is None:
+            a = self._loaded[key] = _array(self.f, key, self.path)
         want = self.dtype(ref.get("dtype"), where)
         if a.dtype != want or a.dtype.kind not in _ARRAY_KINDS:
             raise self.fail(where, f"array {key!r} has dtype {a.dtype}, metadata says {want}")
@@ -412,7 +438,9 @@ class _Decoder:
         if list(a.shape) != ref.get("shape"):
             raise self.fail(where, f"array {key!r} has shape {a.shape}, metadata says "
                                    f"{ref.get('shape')}")
-        return a.astype(object) if ref.get("object_str") is True else a
+        if ref.get("object_str") is True:
+            return a.astype(object)
+        return a
 
     def obj(self, body, where):
         if not isinstance(body, dict):
@@ -421,7 +449,12 @@ class _Decoder:
         params, fitted = body.get("params", {}), body.get("fitted", {})
         if not isinstance(params, dict) or not isinstance(fitted, dict):
             raise self.fail(where, "params and fitted must be JSON objects")
-        allowed = set(cls._get_param_names())
+        if dataclasses.is_dataclass(cls):
+            if fitted:
+                raise self.fail(where, f"{cls.__name__} is a dataclass: no fitted attributes")
+            allowed = {fld.name for fld in dataclasses.fields(cls) if fld.init}
+        else:
+            allowed = set(cls._get_param_names())
         unknown = set(params) - allowed
         if unknown:
             raise self.fail(

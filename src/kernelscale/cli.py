@@ -1,0 +1,322 @@
+"""The ``kernelscale`` command: demo, bench, fit, predict, report.
+
+- ``kernelscale demo`` fits every estimator on embedded data (synthetic sinc, scikit-learn's
+  digits) and prints test error, fit time and predict time.
+- ``kernelscale bench NAME [--quick]`` runs ``benchmarks/bench_NAME.py`` of a checkout.
+- ``kernelscale fit ESTIMATOR DATA -o MODEL [-p key=value ...]`` fits and saves a model.
+- ``kernelscale predict MODEL DATA [-o FILE]`` writes one prediction per line.
+- ``kernelscale report [MODEL]`` describes a saved model, or prints the benchmark results table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import inspect
+import json
+import logging
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+from sklearn.base import BaseEstimator, is_classifier
+
+logger = logging.getLogger("kernelscale")
+
+
+def _out(text=""):
+    sys.stdout.write(f"{text}\n")
+
+
+# ----------------------------------------------------------------------------------------------
+# demo
+
+
+@dataclass(frozen=True)
+class DemoEntry:
+    """One line of ``kernelscale demo``: an estimator factory and the embedded dataset it runs on."""
+
+    name: str
+    dataset: str  # "sinc" (regression, test MSE) or "digits" (classification, test error)
+    make: Callable[[], BaseEstimator]
+
+
+def _demo_entries():
+    """Every estimator of the package in its demo configuration; new estimators are added here."""
+    from sklearn.linear_model import Ridge, RidgeClassifier
+    from sklearn.pipeline import make_pipeline
+
+    from .exact import ExactKernelRidge
+    from .features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures
+    from .kernels import GaussianKernel
+
+    return [
+        DemoEntry("ExactKernelRidge", "sinc", lambda: ExactKernelRidge(GaussianKernel(sigma=1.0), alpha=0.1)),
+        DemoEntry("RandomFourierFeatures+Ridge", "sinc", lambda: make_pipeline(
+            RandomFourierFeatures(GaussianKernel(sigma=1.0), n_components=500, random_state=0), Ridge(alpha=0.1))),
+        DemoEntry("NystromFeatures+Ridge", "sinc", lambda: make_pipeline(
+            NystromFeatures(GaussianKernel(sigma=1.0), n_components=200, random_state=0), Ridge(alpha=0.1))),
+        DemoEntry("ExactKernelRidge (one-hot)", "digits", lambda: _OneHotRegressionClassifier(
+            ExactKernelRidge("gaussian", alpha=1e-3, random_state=0))),
+        DemoEntry("RandomFourierFeatures+RidgeClassifier", "digits", lambda: make_pipeline(
+            RandomFourierFeatures("gaussian", n_components=1500, random_state=0), RidgeClassifier(alpha=1e-3))),
+        DemoEntry("PolynomialRandomFeatures+RidgeClassifier", "digits", lambda: make_pipeline(
+            PolynomialRandomFeatures(degree=2, gamma=0.5, coef0=1.0, n_components=1500, random_state=0),
+            RidgeClassifier(alpha=1e-3))),
+        DemoEntry("NystromFeatures+RidgeClassifier", "digits", lambda: make_pipeline(
+            NystromFeatures("gaussian", n_components=500, random_state=0), RidgeClassifier(alpha=1e-3))),
+    ]
+
+
+class _OneHotRegressionClassifier:
+    """Classify by regressing one-hot (+-1) targets and taking the argmax (demo helper)."""
+
+    def __init__(self, regressor):
+        self.regressor = regressor
+
+    def fit(self, X, y):
+        self.classes_, codes = np.unique(y, return_inverse=True)
+        Y = -np.ones((len(y), len(self.classes_)))
+        Y[np.arange(len(y)), codes] = 1.0
+        self.regressor.fit(X, Y)
+        return self
+
+    def predict(self, X):
+        return self.classes_[np.argmax(self.regressor.predict(X), axis=1)]
+
+
+def _demo_data():
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    from .datasets import make_sinc
+
+    digits = load_digits()
+    Xd_train, Xd_test, yd_train, yd_test = train_test_split(
+        digits.data / 16.0, digits.target, test_size=0.25, random_state=0, stratify=digits.target)
+    return {"sinc": make_sinc(random_state=0), "digits": (Xd_train, yd_train, Xd_test, yd_test)}
+
+
+def run_demo(entries=None):
+    """Fit every demo entry; return rows (name, dataset, metric name, value, fit s, predict s)."""
+    from tqdm.auto import tqdm
+
+    data = _demo_data()
+    rows = []
+    entries = _demo_entries() if entries is None else entries
+    for entry in tqdm(entries, desc="demo", leave=False):
+        X_train, y_train, X_test, y_test = data[entry.dataset]
+        model = entry.make()
+        start = time.perf_counter()
+        model.fit(X_train, y_train)
+        fit_s = time.perf_counter() - start
+        start = time.perf_counter()
+        pred = model.predict(X_test)
+        predict_s = time.perf_counter() - start
+        if entry.dataset == "sinc":
+            rows.append((entry.name, "sinc", "test MSE", float(np.mean((pred - y_test) ** 2)), fit_s, predict_s))
+        else:
+            rows.append((entry.name, "digits", "test error %", 100.0 * float(np.mean(pred != y_test)), fit_s, predict_s))
+    return rows
+
+
+def _print_table(header, rows):
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = "  ".join(f"{{:<{w}}}" for w in widths)
+    _out(line.format(*header))
+    _out(line.format(*("-" * w for w in widths)))
+    for row in rows:
+        _out(line.format(*row))
+
+
+def _cmd_demo(args):
+    rows = run_demo()
+    _print_table(
+        ("estimator", "data", "metric", "value", "fit s", "predict s"),
+        [(n, d, m, f"{v:.4g}", f"{f:.3f}", f"{p:.3f}") for n, d, m, v, f, p in rows],
+    )
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------
+# bench and report
+
+
+def _benchmarks_dir(given=None):
+    candidates = [Path(given)] if given else [Path.cwd() / "benchmarks", Path(__file__).resolve().parents[2] / "benchmarks"]
+    for path in candidates:
+        if (path / "harness.py").is_file():
+            return path
+    raise SystemExit(
+        "kernelscale bench/report need the benchmarks/ folder of a kernelscale checkout: run from "
+        f"the checkout's root or pass --benchmarks-dir (looked in {', '.join(map(str, candidates))})."
+    )
+
+
+def _import_from(folder, module_name):
+    path = folder / f"{module_name}.py"
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _cmd_bench(args):
+    folder = _benchmarks_dir(args.benchmarks_dir)
+    module_name = "bench_" + args.name.replace("-", "_")
+    available = sorted(p.stem[len("bench_"):].replace("_", "-") for p in folder.glob("bench_*.py"))
+    if not (folder / f"{module_name}.py").is_file():
+        raise SystemExit(f"no benchmark suite {args.name!r}; available: {', '.join(available)}.")
+    path = _import_from(folder, module_name).run(quick=args.quick)
+    _out(f"results written to {path}")
+    return 0
+
+
+def _cmd_report(args):
+    if args.model:
+        from .persistence import describe
+
+        _out(json.dumps(describe(args.model), indent=2, default=str))
+        return 0
+    folder = _benchmarks_dir(args.benchmarks_dir)
+    report = _import_from(folder, "report")
+    return report.main(["--print"])
+
+
+# ----------------------------------------------------------------------------------------------
+# fit and predict
+
+
+def _estimator_class(name):
+    import kernelscale
+
+    cls = getattr(kernelscale, name, None)
+    if name not in kernelscale.__all__ or not (inspect.isclass(cls) and issubclass(cls, BaseEstimator)):
+        names = sorted(n for n in kernelscale.__all__ if inspect.isclass(getattr(kernelscale, n))
+                       and issubclass(getattr(kernelscale, n), BaseEstimator) and not n.endswith("Kernel") and n != "Kernel")
+        raise SystemExit(f"unknown estimator {name!r}; choose one of: {', '.join(names)}.")
+    return cls
+
+
+def _parse_value(text):
+    """A JSON value when the text parses as one (numbers, true/false/null, lists), else the string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def build_estimator(name, assignments):
+    """Construct estimator ``name`` with ``key=value`` assignments; nested keys such as
+    ``kernel__sigma=2`` set parameters of the kernel (scikit-learn's set_params syntax)."""
+    from .kernels import make_kernel
+
+    estimator = _estimator_class(name)()
+    params = {}
+    for item in assignments:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"parameter {item!r} is not of the form key=value.")
+        params[key] = _parse_value(value)
+    if isinstance(params.get("kernel"), str):
+        params["kernel"] = make_kernel(params["kernel"])
+    top = {k: v for k, v in params.items() if "__" not in k}
+    nested = {k: v for k, v in params.items() if "__" in k}
+    try:
+        estimator.set_params(**top)
+        estimator.set_params(**nested)
+    except ValueError as err:
+        raise SystemExit(f"invalid parameter for {name}: {err}") from None
+    return estimator
+
+
+def _cmd_fit(args):
+    from .datasets import load_file
+    from .persistence import save
+
+    X, y = load_file(args.data, part=args.part)
+    if y is None:
+        raise SystemExit(f"{args.data} has no targets to fit; use a file with y (npz 'y', svmlight labels, csv last column).")
+    estimator = build_estimator(args.estimator, args.param)
+    start = time.perf_counter()
+    estimator.fit(X, y)
+    fit_s = time.perf_counter() - start
+    save(estimator, args.output)
+    _out(f"fitted {args.estimator} on {len(y)} samples in {fit_s:.3f} s; saved to {args.output}")
+    return 0
+
+
+def _cmd_predict(args):
+    from .datasets import load_file
+    from .persistence import load
+
+    model = load(args.model)
+    X, y = load_file(args.data, part=args.part, n_features=getattr(model, "n_features_in_", None))
+    pred = model.predict(X)
+    lines = "\n".join(str(v) for v in np.asarray(pred).tolist()) + "\n"
+    if args.output:
+        Path(args.output).write_text(lines)
+    else:
+        sys.stdout.write(lines)
+    if y is not None:
+        if is_classifier(model):
+            sys.stderr.write(f"test error: {100 * np.mean(pred != y):.3f} %\n")
+        else:
+            sys.stderr.write(f"test MSE: {np.mean((np.asarray(pred, float) - y) ** 2):.6g}\n")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def _parser():
+    parser = argparse.ArgumentParser(prog="kernelscale", description="Scalable kernel machines.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("demo", help="fit every estimator on embedded data and print a table").set_defaults(func=_cmd_demo)
+
+    bench = sub.add_parser("bench", help="run a benchmark suite of benchmarks/ (from a checkout)")
+    bench.add_argument("name", help="suite name, e.g. blocks, slkl, dsg, fixed-point, lssvm, least-squares")
+    bench.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    bench.add_argument("--benchmarks-dir", help="path to the benchmarks/ folder")
+    bench.set_defaults(func=_cmd_bench)
+
+    fit = sub.add_parser("fit", help="fit an estimator on a data file and save it")
+    fit.add_argument("estimator", help="class name, e.g. ExactKernelRidge")
+    fit.add_argument("data", help=".npz (X, y), svmlight, or .csv (target in the last column)")
+    fit.add_argument("-o", "--output", required=True, help="model file to write")
+    fit.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+                     help="estimator parameter, repeatable; e.g. -p alpha=0.1 -p kernel=gaussian -p kernel__sigma=2")
+    fit.add_argument("--part", choices=("train", "test"), help="for .npz files with a train/test split")
+    fit.set_defaults(func=_cmd_fit)
+
+    predict = sub.add_parser("predict", help="predict with a saved model")
+    predict.add_argument("model")
+    predict.add_argument("data")
+    predict.add_argument("-o", "--output", help="file for the predictions (default: stdout)")
+    predict.add_argument("--part", choices=("train", "test"))
+    predict.set_defaults(func=_cmd_predict)
+
+    report = sub.add_parser("report", help="describe a saved model, or print the benchmark results table")
+    report.add_argument("model", nargs="?")
+    report.add_argument("--benchmarks-dir")
+    report.set_defaults(func=_cmd_report)
+    return parser
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    if args.verbose:
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
+    return args.func(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
