@@ -621,7 +621,7 @@ class RandomFourierFeatures(_SeededTransformer):
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "method": [StrOptions({"cos", "cossin"})],
         "random_state": ["random_state"],
-        "dtype": ["no_validation"],
+        "dtype": "no_validation",  # checked in fit by _float_dtype
     }
 
     def __init__(self, kernel="gaussian", n_components=1024, *, method="cos", random_state=None, dtype=None):
@@ -773,10 +773,12 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         check_is_fitted(self)
         X = validate_data(self, X, dtype=FLOAT_DTYPES, reset=False)
         dtype = X.dtype
-        landmarks = self.components_.astype(dtype, copy=False)
         normalization = self.normalization_.astype(dtype, copy=False)
+        copied = normalization.nbytes if normalization is not self.normalization_ else 0
         out = None
-        blocks = iter_kernel_blocks(self.kernel_, X, landmarks, self.max_memory, fixed_bytes=normalization.nbytes)
+        blocks = iter_kernel_blocks(
+            self.kernel_, X, self.components_, self.max_memory, dtype=dtype, fixed_bytes=copied
+        )
         for start, stop, block in blocks:
             if out is None:  # after the budget check of the first block
                 out = np.empty((X.shape[0], self.n_components_), dtype=dtype)
