@@ -9,7 +9,6 @@ from scipy.spatial.distance import pdist, squareform
 from sklearn.gaussian_process.kernels import Matern
 from sklearn.kernel_ridge import KernelRidge
 from sklearn.metrics.pairwise import polynomial_kernel, rbf_kernel
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from kernelscale.exact import (
     ExactKernelRidge,
@@ -329,8 +328,3 @@ def test_bad_inputs_are_named(data):
         ExactKernelRidge(kernel="linear").fit(X, Y, sample_weight=-np.ones(len(X)))
     with pytest.raises(ValueError, match="sample_weight"):
         kernel_ridge_dual("linear", X, Y, 1.0, sample_weight=np.ones(3))
-
-
-@parametrize_with_checks([ExactKernelRidge(kernel=GaussianKernel(sigma=1.0))])
-def test_sklearn_compatible(estimator, check):
-    check(estimator)

@@ -7,7 +7,6 @@ import pytest
 from sklearn.gaussian_process.kernels import Matern
 from sklearn.kernel_approximation import Nystroem
 from sklearn.metrics.pairwise import laplacian_kernel, polynomial_kernel, rbf_kernel
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from kernelscale import features
 from kernelscale.blocks import iter_kernel_blocks, ufunc_workspace_bytes
@@ -391,13 +390,3 @@ def test_random_state_none_draws_a_seed(data):
 
 # ----------------------------------------------------------------------------------------------
 # scikit-learn compatibility (to move into the shared estimator-check test)
-
-
-@pytest.mark.filterwarnings("ignore:n_components=.* > n_samples")
-@parametrize_with_checks([
-    RandomFourierFeatures(n_components=64, random_state=0),
-    PolynomialRandomFeatures(n_components=64, random_state=0),
-    NystromFeatures(n_components=20, random_state=0),
-])
-def test_sklearn_compatible(estimator, check):
-    check(estimator)

@@ -1,0 +1,12 @@
+"""scikit-learn's estimator checks over every public estimator (listed in estimator_list.py)."""
+
+import pytest
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from estimator_list import ESTIMATORS
+
+
+@pytest.mark.filterwarnings("ignore:n_components=.* > n_samples")
+@parametrize_with_checks(ESTIMATORS)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
