@@ -1,12 +1,12 @@
 """Blocked kernel algebra: equal to dense products, and never above the memory budget."""
 
-import tracemalloc
 
 import numpy as np
 import pytest
 
 from kernelscale import blocks
 from kernelscale.kernels import GaussianKernel, LaplacianKernel, LinearKernel, MaternKernel, PolynomialKernel
+from memcheck import peak_bytes
 
 KERNELS = [GaussianKernel(1.5), LaplacianKernel(3.0), MaternKernel(1.5, 2.5), PolynomialKernel(2, 0.3, 1.0), LinearKernel()]
 
@@ -15,22 +15,6 @@ KERNELS = [GaussianKernel(1.5), LaplacianKernel(3.0), MaternKernel(1.5, 2.5), Po
 def data():
     rng = np.random.default_rng(0)
     return rng.normal(size=(97, 6)), rng.normal(size=(61, 6)), rng.normal(size=(61, 3))
-
-
-def peak_bytes(fn):
-    """Peak traced allocation of fn() above what was allocated before, and fn's result.
-
-    fn runs once untraced first, so one-time import work is not counted.
-    """
-    fn()
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        before = tracemalloc.get_traced_memory()[0]
-        result = fn()
-        return tracemalloc.get_traced_memory()[1] - before, result
-    finally:
-        tracemalloc.stop()
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: type(k).__name__)

@@ -1,6 +1,5 @@
 """Exact kernel ridge and exact LS-SVM against scikit-learn and dense solves."""
 
-import tracemalloc
 import warnings
 
 import numpy as np
@@ -24,6 +23,7 @@ from kernelscale.kernels import (
     MaternKernel,
     PolynomialKernel,
 )
+from memcheck import peak_bytes
 
 RTOL = 1e-8
 
@@ -216,17 +216,6 @@ def test_max_memory_too_small_names_max_memory(data):
     assert "28800 bytes" in str(err.value)  # 60 x 60 float64
     with pytest.raises(ValueError, match="max_memory"):
         ExactKernelRidge(kernel=GaussianKernel(sigma=1.0), max_memory="1KB").fit(X, Y)
-
-
-def peak_bytes(fn):
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        before = tracemalloc.get_traced_memory()[0]
-        result = fn()
-        return tracemalloc.get_traced_memory()[1] - before, result
-    finally:
-        tracemalloc.stop()
 
 
 def test_predict_is_blocked_under_a_small_budget(data):
