@@ -7,6 +7,7 @@ from estimator_list import ESTIMATORS
 
 
 @pytest.mark.filterwarnings("ignore:n_components=.* > n_samples")
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # tiny max_iter on purpose
 @parametrize_with_checks(ESTIMATORS)
 def test_sklearn_compatible(estimator, check):
     check(estimator)

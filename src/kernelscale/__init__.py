@@ -4,6 +4,7 @@ from . import blocks
 from .datasets import DATASETS, DatasetNotFoundError, load_dataset, load_file, make_sinc, split_dataset, verify_dataset
 from .exact import ExactKernelRidge, exact_lssvm, kernel_predict, kernel_ridge_dual, kernel_ridge_objective
 from .features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures, SeededFeatureMap
+from .least_squares import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
 from .kernels import (
     GaussianKernel,
     Kernel,
@@ -15,6 +16,8 @@ from .kernels import (
     median_heuristic,
 )
 from .persistence import PersistenceWarning, describe, load, save
+from .simplex import project_hypercube, project_simplex
+from .stagewise import StagewiseClassifier, StagewiseRegressor
 
 __version__ = "0.1.0"
 
@@ -40,6 +43,13 @@ __all__ = [
     "exact_lssvm",
     "kernel_predict",
     "kernel_ridge_objective",
+    # least squares revisited (paper 5)
+    "GeneralizedLeastSquaresClassifier",
+    "CalibratedLeastSquaresClassifier",
+    "StagewiseClassifier",
+    "StagewiseRegressor",
+    "project_simplex",
+    "project_hypercube",
     # data
     "DATASETS",
     "DatasetNotFoundError",

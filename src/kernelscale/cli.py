@@ -53,6 +53,8 @@ def _demo_entries():
     from .exact import ExactKernelRidge
     from .features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures
     from .kernels import GaussianKernel
+    from .least_squares import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
+    from .stagewise import StagewiseClassifier, StagewiseRegressor
 
     return [
         DemoEntry("ExactKernelRidge", "sinc", lambda: ExactKernelRidge(GaussianKernel(sigma=1.0), alpha=0.1)),
@@ -69,6 +71,13 @@ def _demo_entries():
             RidgeClassifier(alpha=1e-3))),
         DemoEntry("NystromFeatures+RidgeClassifier", "digits", lambda: make_pipeline(
             NystromFeatures("gaussian", n_components=500, random_state=0), RidgeClassifier(alpha=1e-3))),
+        DemoEntry("GeneralizedLeastSquaresClassifier", "digits",
+                  lambda: GeneralizedLeastSquaresClassifier(alpha=1e-3, max_iter=300)),
+        DemoEntry("CalibratedLeastSquaresClassifier", "digits", lambda: CalibratedLeastSquaresClassifier()),
+        DemoEntry("StagewiseClassifier", "digits", lambda: StagewiseClassifier(
+            block_size=256, n_stages=4, update="logistic", inner_iter=20, random_state=0)),
+        DemoEntry("StagewiseRegressor", "sinc", lambda: StagewiseRegressor(
+            block_size=100, n_stages=4, pca_components=None, random_state=0)),
     ]
 
 

@@ -1,0 +1,811 @@
+"""Least squares revisited (ALGORITHMS.md section 5): generalized and calibrated least squares.
+
+Multi-class GLM E[y | x] = g(W x + b), g = grad Phi, y one-hot (k classes).
+
+- :func:`generalized_least_squares` (Algorithm 1, eq. 14): W <- W - (1/L) Sigma^{-1} E[(g(W x)
+  - y) x^T], the weighted second-moment matrix factorised ONCE (Cholesky). With the softmax link
+  it minimises the calibrated loss of eq. 13 (the multinomial logistic loss) and decreases it at
+  every iteration (L = 1, or 1/2, majorises the Hessian); with the identity link it is ridge
+  regression on the one-hot targets and converges in ONE step.
+- :func:`calibrated_least_squares` (Algorithm 2, eqs. 18-19): alternately fit the residual on x,
+  refit y on a basis G of the current predictions (y, y^2, y^3 elementwise), then project each
+  prediction onto the probability simplex (multi-label: the hypercube). The squared error never
+  increases.
+
+Conventions shared by both (documented here once):
+
+- Intercept: the model is W x + b. Instead of appending a constant column to x, the features
+  are centred by their weighted mean xbar; the second moment of [x - xbar, 1] is then
+  block-diagonal diag(Cov, 1), so Sigma^{-1} of the paper splits into Cov^{-1} for W and a
+  plain mean for b. This is the same update as with a constant column, better conditioned in
+  float32. The intercept is not penalised.
+- Ridge: ``alpha`` adds (alpha / 2) |W|_F^2 to the objective and alpha I to Sigma (Cov). It
+  keeps Sigma invertible when features have zero variance or are collinear (their weights stay
+  0); ``alpha=0`` with a singular Sigma raises a ValueError asking for alpha > 0.
+- Weights: sample weights are normalised to sum to 1 and replace the 1/n of every empirical
+  mean, so an integer weight acts as repeating the sample.
+- Memory: Sigma is built from row blocks of X sized by ``max_memory``; the estimate (Sigma, its
+  factor, the n x k arrays of targets and predictions) is checked before anything is allocated.
+- dtype: float32 X is kept float32 in every n-sized product; the d x d moment matrix and the
+  small solves are float64 (accumulating X^T X over 60000 rows in float32 would lose digits).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections import namedtuple
+from numbers import Integral, Real
+
+import numpy as np
+from scipy import linalg
+from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.class_weight import compute_sample_weight
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, column_or_1d, validate_data
+
+from ._monitor import IterationMonitor
+from ._validation import as_float_array
+from .blocks import format_bytes, parse_memory, rows_per_block
+from .simplex import project_hypercube, project_simplex
+
+__all__ = [
+    "GeneralizedLeastSquaresClassifier",
+    "CalibratedLeastSquaresClassifier",
+    "generalized_least_squares",
+    "calibrated_least_squares",
+    "calibrated_predict",
+    "BASIS_FUNCTIONS",
+]
+
+logger = logging.getLogger(__name__)
+
+#: calibration basis functions of Algorithm 2, applied elementwise to the k predictions
+BASIS_FUNCTIONS = {"y": 1, "y2": 2, "y3": 3, "y4": 4}
+LINKS = ("softmax", "identity")
+PROJECTIONS = ("simplex", "hypercube")
+
+GLSResult = namedtuple("GLSResult", "coef intercept objective_history n_iter converged")
+CLSResult = namedtuple(
+    "CLSResult", "coef intercept calibration calibration_intercept objective_history n_iter converged"
+)
+
+_MEMORY_CONSTRAINT = [Interval(Real, 0, None, closed="neither"), str, None]
+
+
+# ----------------------------------------------------------------------------------------------
+# shared numerical helpers (also used by kernelscale.stagewise)
+
+
+def _normalized_weights(sample_weight, n):
+    """float64 weights summing to 1 (uniform 1/n when None)."""
+    if sample_weight is None:
+        return np.full(n, 1.0 / n)
+    w = as_float_array(sample_weight, "sample_weight", ensure_2d=False).astype(np.float64, copy=False)
+    if w.shape != (n,) or np.any(w < 0):
+        raise ValueError(f"sample_weight must be a non-negative array of shape ({n},), got shape {w.shape}.")
+    total = w.sum()
+    if not total > 0:
+        raise ValueError("sample_weight sums to zero; give at least one sample a positive weight.")
+    return w / total
+
+
+_MAX_CHUNK_ROWS = 8192  # larger row blocks only cost memory: the GEMMs are already efficient
+
+
+def _row_chunk(n, per_row, fixed, max_memory, what, fix):
+    """Rows per block (at most 8192) so that ``fixed + rows * per_row`` bytes fit in
+    ``max_memory``; raises a ValueError naming ``fix`` when not even one row fits."""
+    budget = parse_memory(max_memory)
+    if fixed + per_row > budget:
+        raise ValueError(
+            f"max_memory={format_bytes(budget)} is too small for {what}, which needs at least "
+            f"{format_bytes(fixed + per_row)} ({fixed + per_row} bytes); {fix}."
+        )
+    return min(_MAX_CHUNK_ROWS, rows_per_block(n, per_row, budget, fixed_bytes=fixed, what=what, fix=fix))
+
+
+_SUM_ROWS = 4096  # rows per partial sum: products in X's dtype, partial sums added in float64
+
+
+def _weighted_mean(X, w):
+    """sum_i w_i x_i in float64, without a float64 copy of X."""
+    mean = np.zeros(X.shape[1])
+    wd = w.astype(X.dtype)
+    for s in range(0, X.shape[0], _SUM_ROWS):
+        mean += wd[s : s + _SUM_ROWS] @ X[s : s + _SUM_ROWS]
+    return mean
+
+
+def _weighted_gram(A, B, w, uniform=False):
+    """sum_i w_i a_i b_i^T (float64) for A (n, p), B (n, q), per block of rows in A's dtype
+    (``uniform``: all weights equal, the rows are not scaled and A^T A is a symmetric update)."""
+    out = np.zeros((A.shape[1], B.shape[1]))
+    wd = w.astype(A.dtype)
+    for s in range(0, A.shape[0], _SUM_ROWS):
+        a = A[s : s + _SUM_ROWS]
+        b = a if B is A else B[s : s + _SUM_ROWS]
+        out += np.dot(a.T, b) if uniform else np.dot((a * wd[s : s + _SUM_ROWS, None]).T, b)
+    if uniform:
+        out *= w[0]
+    return out
+
+
+def _weighted_covariance(X, w, mean, chunk):
+    """sum_i w_i (x_i - mean)(x_i - mean)^T: float64 sum of per-block GEMMs in X's dtype."""
+    d = X.shape[1]
+    cov = np.zeros((d, d))
+    center = mean.astype(X.dtype)
+    root = np.sqrt(w).astype(X.dtype)
+    for s in range(0, X.shape[0], chunk):
+        C = X[s : s + chunk] - center
+        C *= root[s : s + chunk, None]
+        cov += np.dot(C.T, C)  # np.dot runs C^T C as a symmetric rank-k update
+    return cov
+
+
+def _factor_spd(M, what, fix):
+    """Cholesky factor of the symmetric matrix M (float64); a ValueError naming ``fix`` when it
+    is singular to working precision."""
+    eps = np.finfo(np.float64).eps
+    anorm = float(np.abs(M).sum(axis=0).max()) if M.size else 0.0
+    try:
+        factor = linalg.cho_factor(M, lower=True, check_finite=False)
+        (pocon,) = linalg.get_lapack_funcs(("pocon",), (factor[0],))
+        rcond, info = pocon(factor[0], anorm, uplo="L")
+        ok = info == 0 and rcond >= eps
+    except (np.linalg.LinAlgError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{what} is singular to working precision; {fix}.")
+    return factor
+
+
+def _ridge_fit(F, R, w, alpha):
+    """Weighted ridge fit of R (n, k) on the columns of F (n, p) with an unpenalised intercept.
+
+    Minimises sum_i w_i |r_i - A^T f_i - c|^2 + alpha |A|^2 (weights summing to 1). Returns
+    (A (p, k), c (k,)) in float64, solved by Cholesky of the centred weighted Gram + alpha I.
+    """
+    mean = _weighted_mean(F, w)
+    Fc = F - mean.astype(F.dtype)
+    gram = _weighted_gram(Fc, Fc, w)
+    gram = 0.5 * (gram + gram.T)
+    gram[np.diag_indices_from(gram)] += alpha
+    cross = _weighted_gram(Fc, R, w)
+    factor = _factor_spd(gram, "the calibration Gram matrix", "use alpha > 0")
+    A = linalg.cho_solve(factor, cross, check_finite=False)
+    c = w @ R.astype(np.float64) - mean @ A
+    return A, c
+
+
+def _softmax_loss(S, Y, w):
+    """Softmax probabilities P and the weighted calibrated loss sum_i w_i (lse(s_i) - y_i . s_i)
+    (eq. 13, the multinomial logistic loss), computed stably."""
+    m = S.max(axis=1)
+    P = S - m[:, None]
+    np.exp(P, out=P)
+    z = P.sum(axis=1)
+    P /= z[:, None]
+    lse = m.astype(np.float64) + np.log(z.astype(np.float64))
+    loss = w @ (lse - np.einsum("ij,ij->i", Y, S).astype(np.float64))
+    return P, float(loss)
+
+
+def _softmax(S):
+    P = S - S.max(axis=1, keepdims=True)
+    np.exp(P, out=P)
+    P /= P.sum(axis=1, keepdims=True)
+    return P
+
+
+def _encode_classes(y, name="y"):
+    """classes, integer codes; a ValueError when y holds a single class."""
+    check_classification_targets(y)
+    classes, codes = np.unique(y, return_inverse=True)
+    if classes.size < 2:
+        raise ValueError(
+            f"{name} has only one class ({classes[0]!r}); a classifier needs samples of at least "
+            f"2 classes."
+        )
+    return classes, codes
+
+
+def _one_hot(codes, k, dtype):
+    Y = np.zeros((codes.size, k), dtype=dtype)
+    Y[np.arange(codes.size), codes] = 1
+    return Y
+
+
+def _sample_weights(sample_weight, X, y, class_weight):
+    """Validated sample weights (float64) times the class weights, or None when both are unset."""
+    if sample_weight is None and class_weight is None:
+        return None
+    sw = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+    if class_weight is not None:
+        sw = sw * compute_sample_weight(class_weight, y)
+    return sw
+
+
+# ----------------------------------------------------------------------------------------------
+# Algorithm 1
+
+
+def _gls_fixed_bytes(n, d, k, itemsize, with_offset=False):
+    """Bytes Algorithm 1 holds besides the row blocks: Cov and its factor (float64), d x d in
+    X's dtype (a block product), and the n x k targets, scores, predictions and residuals."""
+    return 2 * 8 * d * d + itemsize * d * d + itemsize * n * k * (5 + with_offset) + 16 * n + 64 * d * k
+
+
+def generalized_least_squares(
+    X,
+    Y,
+    *,
+    link="softmax",
+    L=1.0,
+    alpha=1e-6,
+    max_iter=100,
+    tol=1e-4,
+    sample_weight=None,
+    offset=None,
+    coef_init=None,
+    intercept_init=None,
+    max_memory=None,
+    monitor=None,
+):
+    """Algorithm 1 (generalized least squares, eq. 14) on X (n, d) and targets Y (n, k).
+
+    Minimises f(W, b) = sum_i w_i l(W x_i + b + o_i; y_i) + (alpha / 2) |W|_F^2, with l the
+    calibrated loss of ``link`` (softmax: lse(s) - y . s, eq. 13; identity: |s - y|^2 / 2) and
+    o the optional fixed ``offset`` (n, k) (the current predictions of a stagewise stage). Each
+    step is W <- W - (L Cov + alpha I)^{-1} grad_W f, b <- b - grad_b f / L: a majorisation
+    step (L Sigma bounds the Hessian block-wise), so f never increases. With the identity link
+    and L = 1 the first step lands on the ridge solution.
+
+    Stops when the guaranteed decrease g^T M^{-1} g / 2 of the next step is at most
+    ``tol * |f|``, after ``max_iter`` steps, or when ``monitor.update`` returns True.
+
+    Returns
+    -------
+    GLSResult(coef (k, d) float64, intercept (k,) float64, objective_history (n_iter + 1,)
+    with f at every iterate, n_iter, converged).
+    """
+    if link not in LINKS:
+        raise ValueError(f"link must be one of {LINKS}, got {link!r}.")
+    lowest = 1.0 if link == "identity" else 0.5
+    if not L >= lowest:
+        raise ValueError(
+            f"L={L!r} is below the Lipschitz constant of the {link} link ({lowest:g}), so the "
+            f"steps would not decrease the loss; pass L >= {lowest:g} (L=1 is always valid)."
+        )
+    X = as_float_array(X, "X")
+    n, d = X.shape
+    dtype = X.dtype
+    Y = np.asarray(Y, dtype=dtype)
+    if Y.ndim != 2 or Y.shape[0] != n:
+        raise ValueError(f"Y must have shape ({n}, k), got {Y.shape}.")
+    k = Y.shape[1]
+    w = _normalized_weights(sample_weight, n)
+    if offset is not None:
+        offset = np.asarray(offset, dtype=dtype)
+        if offset.shape != (n, k):
+            raise ValueError(f"offset must have shape ({n}, {k}), got {offset.shape}.")
+    chunk = _row_chunk(
+        n, 8 * d, _gls_fixed_bytes(n, d, k, dtype.itemsize, offset is not None), max_memory,
+        "generalized least squares (Sigma is d x d float64, targets and predictions n x k)",
+        "increase max_memory, or reduce the number of features (PCA, or a stagewise fit with a "
+        "smaller block_size)",
+    )
+    mean = _weighted_mean(X, w)
+    M = L * _weighted_covariance(X, w, mean, chunk)
+    M[np.diag_indices_from(M)] += alpha
+    factor = _factor_spd(
+        M, "Sigma (the second moment of the features)",
+        "some features have zero variance or are collinear: use alpha > 0 (e.g. 1e-6), which "
+        "keeps their weights at 0",
+    )
+    W = np.zeros((d, k)) if coef_init is None else np.array(coef_init, dtype=np.float64).T.copy()
+    b = np.zeros(k) if intercept_init is None else np.array(intercept_init, dtype=np.float64).copy()
+    if W.shape != (d, k) or b.shape != (k,):
+        raise ValueError(f"coef_init must have shape ({k}, {d}) and intercept_init ({k},).")
+    b_centered = b + mean @ W  # intercept of the centred features x - mean
+    wd = w.astype(dtype)[:, None]
+    tiny = np.finfo(np.float64).tiny
+    history = []
+    converged = False
+    n_iter = 0
+    monitor = monitor if monitor is not None else IterationMonitor()
+    for it in range(max_iter + 1):
+        S = X @ W.astype(dtype)
+        S += (b_centered - mean @ W).astype(dtype)
+        if offset is not None:
+            S += offset
+        if link == "softmax":
+            R, f = _softmax_loss(S, Y, w)
+        else:
+            R = S
+            diff = S - Y
+            f = 0.5 * float(w @ np.einsum("ij,ij->i", diff, diff).astype(np.float64))
+        f += 0.5 * alpha * float(np.sum(W * W))
+        history.append(f)
+        R -= Y
+        R *= wd
+        grad_b = R.sum(axis=0, dtype=np.float64)
+        grad_W = np.dot(X.T, R).astype(np.float64) - np.outer(mean, grad_b) + alpha * W
+        step_W = linalg.cho_solve(factor, grad_W, check_finite=False)
+        step_b = grad_b / L
+        decrement = float(np.sum(grad_W * step_W) + grad_b @ step_b)
+        # the objective of iterate `it` is reported after step `it` (none before the first)
+        if it > 0 and monitor.update(objective=f, decrement=decrement):
+            break
+        if 0.5 * decrement <= tol * max(abs(f), tiny):
+            converged = True
+            break
+        if it == max_iter:
+            break
+        W -= step_W
+        b_centered -= step_b
+        n_iter += 1
+    logger.debug("generalized least squares: %d iterations, objective %.6g, converged=%s", n_iter, f, converged)
+    intercept = b_centered - mean @ W
+    return GLSResult(W.T.copy(), intercept, np.asarray(history), n_iter, converged)
+
+
+# ----------------------------------------------------------------------------------------------
+# Algorithm 2
+
+
+def _check_basis(basis):
+    if isinstance(basis, str) or not isinstance(basis, (tuple, list)) or len(basis) == 0:
+        raise ValueError(
+            f"basis must be a non-empty tuple of names from {tuple(BASIS_FUNCTIONS)}, e.g. "
+            f"('y', 'y2', 'y3'); got {basis!r}."
+        )
+    unknown = [b for b in basis if not isinstance(b, str) or b not in BASIS_FUNCTIONS]
+    if unknown:
+        raise ValueError(
+            f"basis contains unknown function(s) {unknown!r}; the available calibration functions "
+            f"are {tuple(BASIS_FUNCTIONS)} (elementwise powers of the predictions)."
+        )
+    if len(set(basis)) != len(basis):
+        raise ValueError(f"basis lists a function twice: {basis!r}; give each name once.")
+    return tuple(basis)
+
+
+def _expand(Yt, basis):
+    """G(y~): the basis functions applied elementwise, side by side, (n, k * len(basis))."""
+    return np.hstack([Yt if BASIS_FUNCTIONS[b] == 1 else Yt ** BASIS_FUNCTIONS[b] for b in basis])
+
+
+def _project(V, projection):
+    return project_simplex(V) if projection == "simplex" else project_hypercube(V)
+
+
+def _calibrated_step(X, Yhat, coef, intercept, calibration, calibration_intercept, basis, projection):
+    """One prediction step of eqs. 18-19 with fitted stage parameters."""
+    dtype = X.dtype
+    Yt = Yhat + X @ coef.T.astype(dtype)
+    Yt += intercept.astype(dtype)
+    out = Yt + _expand(Yt, basis) @ calibration.astype(dtype)
+    out += calibration_intercept.astype(dtype)
+    return _project(out, projection)
+
+
+def calibrated_predict(X, coef, intercept, calibration, calibration_intercept, basis, projection="simplex"):
+    """Predictions (n, k) of a model fitted by :func:`calibrated_least_squares`: the prediction
+    recursion y^(t) = clip(y~ + G(y~) D_t + e_t), y~ = y^(t-1) + W_t x + b_t, from y^(0) = 0.
+
+    The model is not "proper" (the paper's remark after Theorem 2): every stage's parameters
+    are needed, and predictions are replayed through all of them.
+    """
+    X = as_float_array(X, "X")
+    basis = _check_basis(basis)
+    Yhat = np.zeros((X.shape[0], coef.shape[1]), dtype=X.dtype)
+    for t in range(coef.shape[0]):
+        Yhat = _calibrated_step(X, Yhat, coef[t], intercept[t], calibration[t], calibration_intercept[t], basis, projection)
+    return Yhat
+
+
+def calibrated_least_squares(
+    X,
+    Y,
+    *,
+    basis=("y", "y2", "y3"),
+    alpha=1e-6,
+    max_iter=100,
+    tol=1e-4,
+    sample_weight=None,
+    projection="simplex",
+    init=None,
+    max_memory=None,
+    monitor=None,
+):
+    """Algorithm 2 (calibrated least squares, eqs. 18-19) on X (n, d) and targets Y (n, k).
+
+    Starting from y^(0) = 0, every iteration
+
+    1. fits the residual: (W_t, b_t) = ridge fit of y - y^(t-1) on x, y~ = y^(t-1) + W_t x + b_t;
+    2. calibrates: the paper's refit of y on G(y~) (k x |G| weights), solved as a ridge fit of the
+       residual y - y~ on G(y~) (weights D_t, e_t) so the ridge shrinks towards y~ itself;
+    3. projects y^(t) = clip(y~ + G(y~) D_t + e_t) onto the simplex (``projection="simplex"``,
+       one-hot y) or the hypercube (``"hypercube"``, multi-label indicator y).
+
+    Each of the three steps can only lower sum_i w_i |y_i - y_i^(t)|^2 (steps 1-2 because "no
+    change" is feasible, step 3 because y lies in the convex set), so the objective history is
+    non-increasing. Stops when the relative decrease is at most ``tol``, after ``max_iter``
+    iterations in total (counting those of ``init``), or when ``monitor.update`` returns True.
+
+    Parameters
+    ----------
+    init : tuple (coef, intercept, calibration, calibration_intercept) or None
+        Stages of an earlier fit on the same data to continue from (warm start).
+
+    Returns
+    -------
+    CLSResult(coef (T, k, d), intercept (T, k), calibration (T, k |G|, k), calibration_intercept
+    (T, k), objective_history (T + 1,), n_iter = T, converged), arrays float64.
+    """
+    basis = _check_basis(basis)
+    if projection not in PROJECTIONS:
+        raise ValueError(f"projection must be one of {PROJECTIONS}, got {projection!r}.")
+    X = as_float_array(X, "X")
+    n, d = X.shape
+    dtype = X.dtype
+    Y = np.asarray(Y, dtype=dtype)
+    if Y.ndim != 2 or Y.shape[0] != n:
+        raise ValueError(f"Y must have shape ({n}, k), got {Y.shape}.")
+    k = Y.shape[1]
+    m = k * len(basis)
+    w = _normalized_weights(sample_weight, n)
+    fixed = _gls_fixed_bytes(n, d, k, dtype.itemsize) + dtype.itemsize * n * (3 * m + 2 * k) + 16 * m * m
+    chunk = _row_chunk(
+        n, 8 * d, fixed, max_memory,
+        "calibrated least squares (Sigma is d x d float64; predictions and the calibration "
+        "basis are n x k and n x k|G|)",
+        "increase max_memory, or reduce the number of features or the basis",
+    )
+    mean = _weighted_mean(X, w)
+    M = _weighted_covariance(X, w, mean, chunk)
+    M[np.diag_indices_from(M)] += alpha
+    factor = _factor_spd(
+        M, "Sigma (the second moment of the features)",
+        "some features have zero variance or are collinear: use alpha > 0 (e.g. 1e-6)",
+    )
+    stages = [[], [], [], []]
+    Yhat = np.zeros((n, k), dtype=dtype)
+    if init is not None:
+        for t in range(init[0].shape[0]):
+            for store, value in zip(stages, init):
+                store.append(np.asarray(value[t], dtype=np.float64))
+            Yhat = _calibrated_step(X, Yhat, *(s[-1] for s in stages), basis, projection)
+
+    def objective(P):
+        diff = Y - P
+        return float(w @ np.einsum("ij,ij->i", diff, diff).astype(np.float64))
+
+    history = [objective(Yhat)]
+    wd = w.astype(dtype)[:, None]
+    converged = False
+    monitor = monitor if monitor is not None else IterationMonitor()
+    while len(stages[0]) < max_iter:
+        # 1. fit the residual on x (eq. 18)
+        R = (Y - Yhat) * wd
+        grad_b = R.sum(axis=0, dtype=np.float64)
+        W = linalg.cho_solve(factor, np.dot(X.T, R).astype(np.float64) - np.outer(mean, grad_b), check_finite=False)
+        b = grad_b - mean @ W
+        Yt = Yhat + X @ W.astype(dtype)
+        Yt += b.astype(dtype)
+        # 2. calibrate on G(y~) (eq. 19), as a ridge fit of what y~ still misses
+        G = _expand(Yt, basis)
+        D, e = _ridge_fit(G, Y - Yt, w, alpha)
+        # 3. project
+        Yhat = Yt + G @ D.astype(dtype)
+        Yhat += e.astype(dtype)
+        Yhat = _project(Yhat, projection)
+        for store, value in zip(stages, (W.T.copy(), b, D, e)):
+            store.append(value)
+        f = objective(Yhat)
+        previous = history[-1]
+        history.append(f)
+        if monitor.update(objective=f):
+            break
+        if previous - f <= tol * previous:
+            converged = True
+            break
+    arrays = [np.asarray(s) if s else np.zeros((0,) + shape) for s, shape in zip(stages, [(k, d), (k,), (m, k), (k,)])]
+    return CLSResult(*arrays, np.asarray(history), len(stages[0]), converged)
+
+
+# ----------------------------------------------------------------------------------------------
+# estimators
+
+
+class _LeastSquaresClassifierBase(ClassifierMixin, BaseEstimator):
+    """Shared validation of the two classifiers."""
+
+    def _validate_fit_data(self, X, y, sample_weight, allow_multilabel=False):
+        X, y = validate_data(
+            self, X, y, dtype=[np.float64, np.float32], multi_output=allow_multilabel,
+        )
+        multilabel = False
+        if allow_multilabel and y.ndim == 2:
+            if y.shape[1] == 1:
+                y = column_or_1d(y, warn=True)
+            else:
+                kind = type_of_target(y, input_name="y")
+                if kind != "multilabel-indicator":
+                    raise ValueError(
+                        f"2-d y must be a multi-label indicator matrix of 0/1 (got type {kind!r}); "
+                        f"pass a 1-d array of class labels for multi-class problems."
+                    )
+                multilabel = True
+        if multilabel:
+            if self.class_weight is not None:
+                raise ValueError(
+                    "class_weight is not supported for multi-label targets; pass per-sample "
+                    "weights as sample_weight instead."
+                )
+            classes = np.arange(y.shape[1])
+            Y = np.asarray(y, dtype=X.dtype)
+        else:
+            classes, codes = _encode_classes(y)
+            Y = _one_hot(codes, classes.size, X.dtype)
+        sw = _sample_weights(sample_weight, X, y if not multilabel else None, self.class_weight)
+        return X, y, Y, classes, sw, multilabel
+
+    def _check_warm_start(self, X, classes):
+        if not (self.warm_start and hasattr(self, "classes_")):
+            return False
+        if self.coef_.shape[-1] != X.shape[1] or not np.array_equal(self.classes_, classes):
+            raise ValueError(
+                "warm_start=True continues the previous fit, but X or y changed (number of "
+                "features or classes); set warm_start=False to fit from scratch."
+            )
+        return True
+
+
+class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
+    """Multi-class GLM fitted by generalized least squares (paper 5, Algorithm 1, eq. 14).
+
+    Iterates W <- W - (1/L) Sigma^{-1} E[(g(W x + b) - y) x^T] with g the link, Sigma the
+    weighted second moment of the (centred) features plus ``alpha`` I, factorised once. The
+    softmax link minimises the multinomial logistic loss (the calibrated loss of eq. 13) plus
+    (alpha/2)|W|^2, decreasing it at every iteration for any L >= 1/2; the identity link is
+    ridge regression on one-hot targets, reached in ONE iteration. The intercept is fitted
+    unpenalised (see :mod:`kernelscale.least_squares`).
+
+    Parameters
+    ----------
+    link : {"softmax", "identity"}, default="softmax"
+    L : float, default=1.0
+        Lipschitz constant of the link (the inverse step size). 1 is valid for both links; 1/2
+        is still valid for softmax (paper footnote 3) and takes longer steps. Smaller values
+        (below 1/2 for softmax, 1 for identity) raise a ValueError.
+    alpha : float >= 0, default=1e-6
+        Ridge added to Sigma (and (alpha/2)|W|^2 to the objective). Keeps Sigma invertible when
+        features have zero variance or are collinear; alpha=0 then raises a ValueError.
+    max_iter : int, default=100
+    tol : float >= 0, default=1e-4
+        Stop when the guaranteed decrease of the next step is at most tol * objective.
+    class_weight : "balanced", dict or None
+    warm_start : bool, default=False
+        Start from the previous ``coef_`` / ``intercept_`` (same features and classes).
+    max_memory : int, str or None
+        Budget for Sigma, its factor and the n x k work arrays; checked before allocating.
+    verbose : int, default=0
+    callback : callable or None
+        Receives {"iteration", "objective", "decrement"} after every iteration; returning True
+        stops the fit.
+
+    Attributes
+    ----------
+    classes_ : (k,); coef_ : (k, d); intercept_ : (k,) (in X's dtype; binary problems keep both
+    softmax rows); n_iter_ : int; objective_history_ : (n_iter_ + 1,) objective at every iterate;
+    n_features_in_ : int.
+    """
+
+    _parameter_constraints: dict = {
+        "link": [StrOptions(set(LINKS))],
+        "L": [Interval(Real, 0, None, closed="neither")],
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "class_weight": [StrOptions({"balanced"}), dict, None],
+        "warm_start": ["boolean"],
+        "max_memory": _MEMORY_CONSTRAINT,
+        "verbose": ["verbose"],
+        "callback": [callable, None],
+    }
+
+    def __init__(
+        self, link="softmax", L=1.0, alpha=1e-6, max_iter=100, tol=1e-4, *, class_weight=None,
+        warm_start=False, max_memory=None, verbose=0, callback=None,
+    ):
+        self.link = link
+        self.L = L
+        self.alpha = alpha
+        self.max_iter = max_iter
+        self.tol = tol
+        self.class_weight = class_weight
+        self.warm_start = warm_start
+        self.max_memory = max_memory
+        self.verbose = verbose
+        self.callback = callback
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Fit on X (n, d) and class labels y (n,), with optional sample weights."""
+        X, y, Y, classes, sw, _ = self._validate_fit_data(X, y, sample_weight)
+        warm = self._check_warm_start(X, classes)
+        with IterationMonitor(self.verbose, self.callback, total=self.max_iter, desc="GLS") as monitor:
+            result = generalized_least_squares(
+                X, Y, link=self.link, L=self.L, alpha=self.alpha, max_iter=self.max_iter, tol=self.tol,
+                sample_weight=sw, coef_init=self.coef_ if warm else None,
+                intercept_init=self.intercept_ if warm else None, max_memory=self.max_memory,
+                monitor=monitor,
+            )
+        if not result.converged and not monitor.stopped_by_callback:
+            warnings.warn(
+                f"GeneralizedLeastSquaresClassifier did not converge in max_iter={self.max_iter} "
+                f"iterations (tol={self.tol}); increase max_iter or tol.",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        self.classes_ = classes
+        self.coef_ = result.coef.astype(X.dtype)
+        self.intercept_ = result.intercept.astype(X.dtype)
+        self.n_iter_ = result.n_iter
+        self.objective_history_ = result.objective_history
+        return self
+
+    def _scores(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        S = X @ self.coef_.T.astype(X.dtype)
+        S += self.intercept_.astype(X.dtype)
+        return S
+
+    def decision_function(self, X):
+        """Scores W x + b, (n, k); for two classes the 1-d difference s_1 - s_0."""
+        S = self._scores(X)
+        return S[:, 1] - S[:, 0] if S.shape[1] == 2 else S
+
+    def predict_proba(self, X):
+        """softmax(W x + b), or for the identity link W x + b projected onto the simplex (which
+        keeps the argmax, so ``predict`` is the argmax of these probabilities)."""
+        S = self._scores(X)
+        return _softmax(S) if self.link == "softmax" else project_simplex(S)
+
+    def predict(self, X):
+        S = self._scores(X)
+        return self.classes_[np.argmax(S, axis=1)]
+
+
+class CalibratedLeastSquaresClassifier(_LeastSquaresClassifierBase):
+    """Classifier that learns the link function too: calibrated least squares (paper 5,
+    Algorithm 2, eqs. 18-19).
+
+    Each iteration fits the residual on x by least squares (Sigma factorised once), refits y on
+    the basis ``basis`` of the current predictions, and projects the predictions onto the
+    probability simplex (1-d class labels) or onto the hypercube [0, 1]^k (a 2-d multi-label
+    indicator y). The weighted squared error never increases (see
+    :func:`calibrated_least_squares`). Predictions replay all stages, so the model holds
+    ``n_iter_`` weight matrices (d x k each).
+
+    Parameters
+    ----------
+    basis : tuple of str, default=("y", "y2", "y3")
+        Calibration functions, applied elementwise to the k predictions; names from
+        ``BASIS_FUNCTIONS`` ("y", "y2", "y3", "y4").
+    alpha : float >= 0, default=1e-6
+        Ridge of both least-squares fits (it keeps Sigma invertible with zero-variance or
+        collinear features).
+    max_iter : int, default=100
+        Total number of iterations (with ``warm_start``, including earlier ones).
+    tol : float >= 0, default=1e-4
+        Stop when the squared error decreases by at most ``tol`` times its value.
+    class_weight : "balanced", dict or None
+        Not available with multi-label targets.
+    warm_start : bool, default=False
+        Keep the stages of the previous fit (on the same data) and add iterations until
+        ``max_iter`` in total, like boosting.
+    max_memory, verbose, callback : as GeneralizedLeastSquaresClassifier.
+
+    Attributes
+    ----------
+    classes_ : (k,) (``arange(k)`` for multi-label); coef_ (n_iter_, k, d), intercept_
+    (n_iter_, k), calibration_ (n_iter_, k |basis|, k), calibration_intercept_ (n_iter_, k);
+    n_iter_; objective_history_ (n_iter_ + 1,) weighted squared error after every iteration;
+    multilabel_ : bool; n_features_in_.
+
+    Multi-label probabilities are clipped to [0, 1] and can be exactly 0 or 1, which
+    scikit-learn's multi-label output check forbids (it wants (0, 1)); the estimator therefore
+    does not set the ``multi_label`` tag, although it fits multi-label indicator targets.
+    """
+
+    _parameter_constraints: dict = {
+        "basis": [tuple, list],
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "class_weight": [StrOptions({"balanced"}), dict, None],
+        "warm_start": ["boolean"],
+        "max_memory": _MEMORY_CONSTRAINT,
+        "verbose": ["verbose"],
+        "callback": [callable, None],
+    }
+
+    def __init__(
+        self, basis=("y", "y2", "y3"), alpha=1e-6, max_iter=100, tol=1e-4, *, class_weight=None,
+        warm_start=False, max_memory=None, verbose=0, callback=None,
+    ):
+        self.basis = basis
+        self.alpha = alpha
+        self.max_iter = max_iter
+        self.tol = tol
+        self.class_weight = class_weight
+        self.warm_start = warm_start
+        self.max_memory = max_memory
+        self.verbose = verbose
+        self.callback = callback
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Fit on X (n, d) and class labels y (n,) or a multi-label indicator y (n, k)."""
+        basis = _check_basis(self.basis)
+        X, y, Y, classes, sw, multilabel = self._validate_fit_data(X, y, sample_weight, allow_multilabel=True)
+        init, history = None, []
+        if self._check_warm_start(X, classes):
+            if self.multilabel_ != multilabel or tuple(self.basis_) != basis:
+                raise ValueError("warm_start=True but the target type or basis changed; set warm_start=False.")
+            if self.n_iter_ > self.max_iter:
+                raise ValueError(
+                    f"max_iter={self.max_iter} must be >= n_iter_={self.n_iter_} (iterations already "
+                    f"fitted) when warm_start=True."
+                )
+            init = (self.coef_, self.intercept_, self.calibration_, self.calibration_intercept_)
+            history = list(self.objective_history_[:-1])
+        with IterationMonitor(self.verbose, self.callback, total=self.max_iter, desc="calibrated LS") as monitor:
+            result = calibrated_least_squares(
+                X, Y, basis=basis, alpha=self.alpha, max_iter=self.max_iter, tol=self.tol,
+                sample_weight=sw, projection="hypercube" if multilabel else "simplex", init=init,
+                max_memory=self.max_memory, monitor=monitor,
+            )
+        self.classes_ = classes
+        self.multilabel_ = multilabel
+        self.basis_ = basis
+        self.coef_ = result.coef.astype(X.dtype)
+        self.intercept_ = result.intercept.astype(X.dtype)
+        self.calibration_ = result.calibration.astype(X.dtype)
+        self.calibration_intercept_ = result.calibration_intercept.astype(X.dtype)
+        self.n_iter_ = result.n_iter
+        self.objective_history_ = np.asarray(history + list(result.objective_history))
+        return self
+
+    def predict_proba(self, X):
+        """The projected predictions: class probabilities on the simplex (n, k), or for
+        multi-label targets the probability of each label, in [0, 1]."""
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        k, m = self.coef_.shape[1], self.calibration_.shape[1]
+        per_row = X.dtype.itemsize * (4 * k + 2 * m) + 16 * k
+        chunk = _row_chunk(
+            X.shape[0], per_row, 0, self.max_memory, "calibrated least-squares predictions",
+            "increase max_memory",
+        )
+        out = np.empty((X.shape[0], k), dtype=X.dtype)
+        for s in range(0, X.shape[0], chunk):
+            out[s : s + chunk] = calibrated_predict(
+                X[s : s + chunk], self.coef_, self.intercept_, self.calibration_,
+                self.calibration_intercept_, self.basis_, "hypercube" if self.multilabel_ else "simplex",
+            )
+        return out
+
+    def predict(self, X):
+        """Class labels, or for multi-label targets the indicator matrix predict_proba > 0.5."""
+        P = self.predict_proba(X)
+        if self.multilabel_:
+            return (P > 0.5).astype(int)
+        return self.classes_[np.argmax(P, axis=1)]

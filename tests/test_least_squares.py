@@ -1,0 +1,325 @@
+"""Tests of kernelscale.least_squares (paper 5, Algorithms 1 and 2) against independent references:
+scikit-learn's Ridge / LogisticRegression, np.linalg.lstsq, and a naive re-implementation of
+Algorithm 2 written here with lstsq."""
+
+import warnings
+
+import numpy as np
+import pytest
+from memcheck import peak_bytes
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.metrics import log_loss
+from sklearn.utils.class_weight import compute_sample_weight
+from threadpoolctl import threadpool_limits
+
+from kernelscale.least_squares import (
+    CalibratedLeastSquaresClassifier,
+    GeneralizedLeastSquaresClassifier,
+    calibrated_least_squares,
+    generalized_least_squares,
+)
+from kernelscale.persistence import load, save
+from kernelscale.simplex import project_hypercube, project_simplex
+
+
+@pytest.fixture(autouse=True)
+def one_blas_thread():
+    # small GEMMs: threads only add contention when other test processes share the cores
+    with threadpool_limits(1):
+        yield
+
+
+def make_data(n=150, d=5, k=3, seed=0, shift=2.0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    X[:, 0] += shift  # a non-zero mean, so the intercept handling matters
+    W = rng.normal(size=(d, k))
+    logits = (X - X.mean(axis=0)) @ W
+    y = np.array([rng.choice(k, p=np.exp(s) / np.exp(s).sum()) for s in logits])
+    return X, y
+
+
+def one_hot(y, k=None):
+    k = k or y.max() + 1
+    return np.eye(k)[y]
+
+
+def quiet(est, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return est.fit(*args, **kwargs)
+
+
+# ----------------------------------------------------------------------------------------------
+# Algorithm 1
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_identity_link_is_ridge_regression_in_one_iteration(weighted):
+    X, y = make_data()
+    sw = np.random.default_rng(1).uniform(0.2, 3.0, size=len(y)) if weighted else None
+    alpha = 0.05
+    est = GeneralizedLeastSquaresClassifier(link="identity", alpha=alpha).fit(X, y, sample_weight=sw)
+    # ours: sum_i w_i |.|^2 / sum w + alpha |W|^2 ; sklearn: sum_i w_i |.|^2 + alpha_s |W|^2
+    total = len(y) if sw is None else sw.sum()
+    ref = Ridge(alpha=alpha * total).fit(X, one_hot(y), sample_weight=sw)
+    assert est.n_iter_ == 1
+    assert len(est.objective_history_) == 2
+    np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-10)
+    np.testing.assert_allclose(est.intercept_, ref.intercept_, atol=1e-10)
+
+
+def test_identity_link_without_ridge_is_ordinary_least_squares():
+    X, y = make_data(seed=3)
+    est = GeneralizedLeastSquaresClassifier(link="identity", alpha=0.0, max_iter=1).fit(X, y)
+    Xa = np.hstack([X, np.ones((len(X), 1))])
+    sol = np.linalg.lstsq(Xa, one_hot(y), rcond=None)[0]
+    np.testing.assert_allclose(est.coef_, sol[:-1].T, atol=1e-10)
+    np.testing.assert_allclose(est.intercept_, sol[-1], atol=1e-10)
+
+
+@pytest.mark.parametrize("L", [1.0, 0.5])
+def test_softmax_calibrated_loss_decreases_at_every_iteration(L):
+    X, y = make_data(n=120, seed=4)
+    alpha = 1e-4
+    history = quiet(GeneralizedLeastSquaresClassifier(L=L, alpha=alpha, max_iter=30, tol=0.0), X, y).objective_history_
+    assert len(history) == 31
+    assert np.all(np.diff(history) < 0)
+    assert history[0] == pytest.approx(np.log(3))  # W = 0: uniform probabilities
+    # independent check that the history is the calibrated (multinomial logistic) loss
+    for t in (1, 2, 5):
+        est = quiet(GeneralizedLeastSquaresClassifier(L=L, alpha=alpha, max_iter=t, tol=0.0), X, y)
+        loss = log_loss(y, est.predict_proba(X)) + 0.5 * alpha * np.sum(est.coef_**2)
+        assert loss == pytest.approx(history[t], rel=1e-10)
+
+
+def test_softmax_link_converges_to_multinomial_logistic_regression():
+    X, y = make_data(n=200, seed=5)
+    alpha = 1e-2
+    est = GeneralizedLeastSquaresClassifier(alpha=alpha, max_iter=2000, tol=1e-14).fit(X, y)
+    ref = LogisticRegression(C=1.0 / (alpha * len(y)), tol=1e-12, max_iter=10000).fit(X, y)
+    np.testing.assert_allclose(est.predict_proba(X), ref.predict_proba(X), atol=1e-5)
+    np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-4)
+
+
+def test_generalized_least_squares_function_with_offset_equals_shifted_intercept():
+    X, y = make_data(n=100, seed=6)
+    Y = one_hot(y)
+    shift = np.array([0.3, -0.2, 0.5])
+    plain = generalized_least_squares(X, Y, alpha=1e-3, max_iter=20, tol=0.0)
+    offset = generalized_least_squares(X, Y, alpha=1e-3, max_iter=20, tol=0.0, offset=np.tile(shift, (100, 1)),
+                                       intercept_init=-shift)
+    np.testing.assert_allclose(offset.coef, plain.coef, atol=1e-10)
+    np.testing.assert_allclose(offset.intercept + shift, plain.intercept, atol=1e-10)
+
+
+def test_sample_weight_acts_as_repetition():
+    X, y = make_data(n=80, seed=7)
+    reps = np.random.default_rng(0).integers(0, 4, size=len(y))
+    kw = dict(alpha=1e-3, max_iter=15, tol=0.0)
+    a = quiet(GeneralizedLeastSquaresClassifier(**kw), X, y, sample_weight=reps)
+    b = quiet(GeneralizedLeastSquaresClassifier(**kw), np.repeat(X, reps, axis=0), np.repeat(y, reps))
+    np.testing.assert_allclose(a.coef_, b.coef_, atol=1e-10)
+    np.testing.assert_allclose(a.objective_history_, b.objective_history_, rtol=1e-10)
+
+
+def test_class_weight_balanced_is_the_balanced_sample_weight():
+    X, y = make_data(n=90, seed=8)
+    y[:60] = 0  # imbalanced
+    kw = dict(alpha=1e-3, max_iter=10, tol=0.0)
+    a = quiet(GeneralizedLeastSquaresClassifier(class_weight="balanced", **kw), X, y)
+    b = quiet(GeneralizedLeastSquaresClassifier(**kw), X, y, sample_weight=compute_sample_weight("balanced", y))
+    np.testing.assert_allclose(a.coef_, b.coef_, atol=1e-12)
+
+
+def test_warm_start_continues_the_iterations():
+    X, y = make_data(seed=9)
+    kw = dict(alpha=1e-3, tol=0.0)
+    est = quiet(GeneralizedLeastSquaresClassifier(max_iter=3, warm_start=True, **kw), X, y)
+    quiet(est, X, y)
+    full = quiet(GeneralizedLeastSquaresClassifier(max_iter=6, **kw), X, y)
+    np.testing.assert_allclose(est.coef_, full.coef_, atol=1e-12)
+    np.testing.assert_allclose(est.objective_history_, full.objective_history_[3:], rtol=1e-12)
+    with pytest.raises(ValueError, match="warm_start"):
+        est.fit(X[:, :4], y)
+
+
+def test_zero_variance_feature_is_handled_by_the_ridge():
+    X, y = make_data(seed=10)
+    X_const = np.hstack([X, np.full((len(X), 1), 7.0)])
+    kw = dict(alpha=1e-6, max_iter=10, tol=0.0)
+    a = quiet(GeneralizedLeastSquaresClassifier(**kw), X_const, y)
+    b = quiet(GeneralizedLeastSquaresClassifier(**kw), X, y)
+    np.testing.assert_allclose(a.coef_[:, -1], 0.0, atol=1e-8)  # rounding / alpha only
+    np.testing.assert_allclose(a.predict_proba(X_const), b.predict_proba(X), atol=1e-8)
+    with pytest.raises(ValueError, match="alpha > 0"):
+        GeneralizedLeastSquaresClassifier(alpha=0.0).fit(X_const, y)
+    with pytest.raises(ValueError, match="alpha > 0"):
+        CalibratedLeastSquaresClassifier(alpha=0.0).fit(X_const, y)
+    c = CalibratedLeastSquaresClassifier(max_iter=3).fit(X_const, y)
+    np.testing.assert_allclose(c.coef_[:, :, -1], 0.0, atol=1e-8)
+
+
+@pytest.mark.parametrize("cls", [GeneralizedLeastSquaresClassifier, CalibratedLeastSquaresClassifier])
+def test_single_class_raises(cls):
+    X, _ = make_data(n=20)
+    with pytest.raises(ValueError, match="one class"):
+        cls().fit(X, np.zeros(20, dtype=int))
+
+
+@pytest.mark.parametrize(
+    "est",
+    [
+        GeneralizedLeastSquaresClassifier(max_iter=10),
+        GeneralizedLeastSquaresClassifier(link="identity"),
+        CalibratedLeastSquaresClassifier(max_iter=5),
+    ],
+    ids=["softmax", "identity", "calibrated"],
+)
+def test_float32_end_to_end_and_proba_consistent_with_predict(est):
+    X, y = make_data(seed=11)
+    labels = np.array(["a", "b", "c"])[y]
+    e32 = quiet(clone(est), X.astype(np.float32), labels)
+    e64 = quiet(clone(est), X, labels)
+    assert e32.coef_.dtype == np.float32 and e32.intercept_.dtype == np.float32
+    P32 = e32.predict_proba(X.astype(np.float32))
+    assert P32.dtype == np.float32
+    np.testing.assert_allclose(P32, e64.predict_proba(X), atol=2e-3)
+    P = e64.predict_proba(X)
+    assert np.all(P >= 0)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0, atol=1e-12)
+    np.testing.assert_array_equal(e64.predict(X), e64.classes_[np.argmax(P, axis=1)])
+
+
+def test_callback_receives_iterations_and_stops():
+    X, y = make_data(seed=12)
+    seen = []
+    est = GeneralizedLeastSquaresClassifier(tol=0.0, callback=lambda info: seen.append(info) or len(seen) == 4)
+    est.fit(X, y)  # stopped by the callback: no ConvergenceWarning
+    assert [i["iteration"] for i in seen] == [1, 2, 3, 4]
+    assert est.n_iter_ == 4
+    np.testing.assert_allclose([i["objective"] for i in seen], est.objective_history_[1:])
+    est = CalibratedLeastSquaresClassifier(tol=0.0, callback=lambda info: info["iteration"] == 2, verbose=1)
+    assert est.fit(X, y).n_iter_ == 2
+
+
+@pytest.mark.parametrize("cls", [GeneralizedLeastSquaresClassifier, CalibratedLeastSquaresClassifier])
+def test_memory_budget_is_checked_before_allocating(cls):
+    X, y = make_data(n=2000, d=50)
+
+    def fit():
+        try:
+            cls(max_memory=20_000).fit(X, y)
+        except ValueError as err:
+            return str(err)
+
+    peak, message = peak_bytes(fit)
+    assert "max_memory" in message and "needs at least" in message
+    assert peak < 200_000  # far below Sigma (50 x 50) plus the n x k arrays it would need
+
+
+# ----------------------------------------------------------------------------------------------
+# Algorithm 2
+
+
+def naive_calibrated(X, Y, basis_powers, n_iter, project):
+    """Eqs. 18-19 literally, with lstsq: fit the residual on [x, 1]; refit y on [G(y~), 1]."""
+    n = X.shape[0]
+    Xa = np.hstack([X, np.ones((n, 1))])
+    Yhat = np.zeros_like(Y)
+    out = []
+    for _ in range(n_iter):
+        Yt = Yhat + Xa @ np.linalg.lstsq(Xa, Y - Yhat, rcond=None)[0]
+        G = np.hstack([Yt**p for p in basis_powers] + [np.ones((n, 1))])
+        Yhat = project(G @ np.linalg.lstsq(G, Y, rcond=None)[0])
+        out.append(Yhat)
+    return out
+
+
+def test_calibrated_matches_naive_algorithm_2():
+    X, y = make_data(n=150, seed=13)
+    Y = one_hot(y)
+    naive = naive_calibrated(X, Y, (1, 2), 4, project_simplex)
+    for t in (1, 4):
+        est = CalibratedLeastSquaresClassifier(basis=("y", "y2"), alpha=1e-12, max_iter=t, tol=0.0).fit(X, y)
+        np.testing.assert_allclose(est.predict_proba(X), naive[t - 1], atol=1e-7)
+
+
+def test_calibrated_squared_error_never_increases():
+    X, y = make_data(n=200, seed=14)
+    est = CalibratedLeastSquaresClassifier(max_iter=25, tol=0.0).fit(X, y)
+    h = est.objective_history_
+    assert len(h) == 26 and h[0] == pytest.approx(1.0)
+    assert np.all(np.diff(h) <= 1e-12)
+    assert h[-1] < h[1] < h[0]
+    P = est.predict_proba(X)
+    assert h[-1] == pytest.approx(np.mean(np.sum((one_hot(y) - P) ** 2, axis=1)), rel=1e-10)
+
+
+def test_multilabel_uses_the_hypercube():
+    rng = np.random.default_rng(15)
+    X = rng.normal(size=(200, 4))
+    Y = (X @ rng.normal(size=(4, 3)) + 0.3 * rng.normal(size=(200, 3)) > 0).astype(int)
+    est = CalibratedLeastSquaresClassifier(basis=("y", "y2"), alpha=1e-12, max_iter=6, tol=0.0).fit(X, Y)
+    assert est.multilabel_ and list(est.classes_) == [0, 1, 2]
+    P = est.predict_proba(X)
+    assert P.shape == (200, 3) and P.min() >= 0 and P.max() <= 1
+    assert np.all(np.diff(est.objective_history_) <= 1e-12)
+    np.testing.assert_array_equal(est.predict(X), (P > 0.5).astype(int))
+    np.testing.assert_allclose(P, naive_calibrated(X, Y.astype(float), (1, 2), 6, project_hypercube)[-1], atol=1e-7)
+    assert np.mean(est.predict(X) == Y) > 0.85
+    with pytest.raises(ValueError, match="class_weight"):
+        CalibratedLeastSquaresClassifier(class_weight="balanced").fit(X, Y)
+    with pytest.raises(ValueError, match="multi-label"):
+        CalibratedLeastSquaresClassifier().fit(X, np.tile(np.arange(3), (200, 1)))
+
+
+@pytest.mark.parametrize("basis", [("y", "y5"), ("exp",), (), "y", ("y", "y")])
+def test_bad_basis_raises(basis):
+    X, y = make_data(n=30)
+    with pytest.raises(ValueError, match="basis"):
+        CalibratedLeastSquaresClassifier(basis=basis).fit(X, y)
+
+
+def test_calibrated_warm_start_adds_iterations():
+    X, y = make_data(seed=16)
+    est = CalibratedLeastSquaresClassifier(max_iter=2, tol=0.0, warm_start=True).fit(X, y)
+    est.set_params(max_iter=5).fit(X, y)
+    full = CalibratedLeastSquaresClassifier(max_iter=5, tol=0.0).fit(X, y)
+    assert est.n_iter_ == 5
+    np.testing.assert_allclose(est.predict_proba(X), full.predict_proba(X), atol=1e-12)
+    np.testing.assert_allclose(est.objective_history_, full.objective_history_, rtol=1e-10)
+    with pytest.raises(ValueError, match="max_iter"):
+        est.set_params(max_iter=3).fit(X, y)
+
+
+def test_calibrated_function_sample_weight_as_repetition():
+    X, y = make_data(n=60, seed=17)
+    reps = np.random.default_rng(1).integers(0, 3, size=60)
+    a = calibrated_least_squares(X, one_hot(y), sample_weight=reps, max_iter=3, tol=0.0)
+    b = calibrated_least_squares(np.repeat(X, reps, axis=0), one_hot(np.repeat(y, reps), 3), max_iter=3, tol=0.0)
+    np.testing.assert_allclose(a.objective_history, b.objective_history, rtol=1e-9)
+    np.testing.assert_allclose(a.coef, b.coef, atol=1e-8)
+
+
+# ----------------------------------------------------------------------------------------------
+# persistence of multi-label models (the shared tests cover the rest: estimator_list.py)
+
+def test_multilabel_model_round_trips(tmp_path):
+    rng = np.random.default_rng(19)
+    X = rng.normal(size=(50, 3))
+    Y = (rng.normal(size=(50, 2)) > 0).astype(int)
+    fitted = CalibratedLeastSquaresClassifier(max_iter=3).fit(X, Y)
+    save(fitted, tmp_path / "m.ks")
+    loaded = load(tmp_path / "m.ks")
+    np.testing.assert_array_equal(loaded.predict_proba(X), fitted.predict_proba(X))
+    assert loaded.multilabel_ and loaded.basis_ == fitted.basis_
+
+
+@pytest.mark.parametrize("link, L", [("identity", 0.9), ("softmax", 0.4)])
+def test_step_constant_below_the_lipschitz_constant_raises(link, L):
+    X, y = make_data(n=30)
+    with pytest.raises(ValueError, match="L="):
+        GeneralizedLeastSquaresClassifier(link=link, L=L).fit(X, y)
