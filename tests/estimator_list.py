@@ -1,14 +1,20 @@
 """Every public estimator and transformer, in the small configuration the shared tests use.
 
 A new estimator joins scikit-learn's estimator checks (test_estimator_checks.py) and the
-save/load round trip (test_persistence.py) by being listed here.
+save/load round trip (test_persistence.py) by being listed here. A check an estimator cannot
+pass by design is listed, with the reason, in :func:`expected_failed_checks`.
 """
 
 from kernelscale.exact import ExactKernelRidge
 from kernelscale.features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures
 from kernelscale.kernels import GaussianKernel
+from kernelscale.lssvm import LSSVMClassifier, LSSVMRegressor
+from kernelscale.preprocessing import CenterNormalize
 from kernelscale.least_squares import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
 from kernelscale.stagewise import StagewiseClassifier, StagewiseRegressor
+
+# the paper's float32 default: scikit-learn compares these two checks at rtol=1e-7
+FLOAT32_LSSVM = LSSVMRegressor(kernel=GaussianKernel(sigma=1.0), C=10.0, block_size=16, n_iter=50, random_state=0)
 
 ESTIMATORS = [
     ExactKernelRidge(kernel=GaussianKernel(sigma=1.0), alpha=0.1),
@@ -25,4 +31,27 @@ ESTIMATORS = [
     StagewiseRegressor(block_size=24, n_stages=3, pca_components=None, random_state=0),
     StagewiseRegressor("polynomial", block_size=12, n_stages=2, update="calibrated", pca_components=None,
                        random_state=0),
+    LSSVMClassifier(kernel=GaussianKernel(sigma=1.0), C=10.0, solver="matching_pursuit", block_size=16, n_iter=50,
+                    dtype=None, random_state=0),
+    LSSVMClassifier(kernel="gaussian", C=10.0, solver="kaczmarz", block_size=16, n_iter=50, dtype=None,
+                    random_state=0),
+    LSSVMClassifier(kernel=GaussianKernel(sigma=1.0), C=10.0, solver="kaczmarz_mp", block_size=16, n_iter=30,
+                    dtype=None, random_state=0),
+    LSSVMClassifier(kernel=GaussianKernel(sigma=1.0), C=10.0, solver="nystrom", block_size=64, n_iter=10,
+                    dtype=None, random_state=0),
+    LSSVMRegressor(kernel=GaussianKernel(sigma=1.0), C=10.0, solver="matching_pursuit", block_size=16, n_iter=50,
+                   dtype=None, random_state=0),
+    LSSVMRegressor(kernel=GaussianKernel(sigma=1.0), C=10.0, solver="exact", dtype=None),
+    FLOAT32_LSSVM,
+    CenterNormalize(),
 ]
+
+
+def expected_failed_checks(estimator):
+    """Checks ``estimator`` fails by design, with the reason (scikit-learn marks them xfail)."""
+    if estimator is FLOAT32_LSSVM:
+        return {
+            "check_sample_weight_equivalence_on_dense_data": "float32 rounding (rtol=1e-7)",
+            "check_methods_subset_invariance": "float32 rounding (rtol=1e-7)",
+        }
+    return {}

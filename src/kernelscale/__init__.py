@@ -1,6 +1,6 @@
 """kernelscale: scalable kernel machines that never build the n x n kernel matrix."""
 
-from . import blocks
+from . import blocks, preprocessing
 from .datasets import DATASETS, DatasetNotFoundError, load_dataset, load_file, make_sinc, split_dataset, verify_dataset
 from .exact import ExactKernelRidge, exact_lssvm, kernel_predict, kernel_ridge_dual, kernel_ridge_objective
 from .features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures, SeededFeatureMap
@@ -15,6 +15,7 @@ from .kernels import (
     make_kernel,
     median_heuristic,
 )
+from .lssvm import LSSVMClassifier, LSSVMRegressor, solve_lssvm
 from .persistence import PersistenceWarning, describe, load, save
 from .simplex import project_hypercube, project_simplex
 from .stagewise import StagewiseClassifier, StagewiseRegressor
@@ -23,6 +24,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "blocks",
+    "preprocessing",
     # kernels
     "Kernel",
     "GaussianKernel",
@@ -43,6 +45,10 @@ __all__ = [
     "exact_lssvm",
     "kernel_predict",
     "kernel_ridge_objective",
+    # randomized LS-SVM (paper 4)
+    "LSSVMClassifier",
+    "LSSVMRegressor",
+    "solve_lssvm",
     # least squares revisited (paper 5)
     "GeneralizedLeastSquaresClassifier",
     "CalibratedLeastSquaresClassifier",

@@ -194,18 +194,25 @@ def kernel_matvec(kernel, X, Z, V, max_memory=None):
     return out
 
 
-def kernel_rows(kernel, X, rows, Z=None, max_memory=None):
+def kernel_rows(kernel, X, rows, Z=None, max_memory=None, *, out=None, prepared=None):
     """Return the rows K(X[rows], Z) (Z = X when None) as a (len(rows), m) array.
 
-    The result is itself a kernel block, so it must fit in ``max_memory``; ask for fewer rows
-    at a time otherwise.
+    The result is itself a kernel block, so it counts against ``max_memory``; ask for fewer rows
+    at a time otherwise. Iterative solvers that fetch blocks repeatedly pass ``out`` (a C-ordered
+    (len(rows), m) array of the computation dtype, reused between calls) and ``prepared`` (from
+    ``kernel.prepare(Z, dtype)``, held by the caller and so not counted here).
     """
     kernel, X, Z, dtype = _prepare_pair(kernel, X, Z)
+    if prepared is not None:
+        dtype = prepared.dtype
     rows = np.asarray(rows)
     if rows.ndim != 1 or not (np.issubdtype(rows.dtype, np.integer) or rows.size == 0):
         raise ValueError(f"rows must be a 1-d array of integer indices, got shape {rows.shape} dtype {rows.dtype}.")
     if rows.size and (rows.min() < -X.shape[0] or rows.max() >= X.shape[0]):
         raise ValueError(f"rows must index the {X.shape[0]} rows of X; got indices out of range.")
+    shape = (rows.size, Z.shape[0])
+    if out is not None and (out.shape != shape or out.dtype != dtype or not out.flags.c_contiguous):
+        raise ValueError(f"out must be a C-ordered array of shape {shape} and dtype {dtype}.")
     budget = parse_memory(max_memory)
     result_bytes = rows.size * Z.shape[0] * np.dtype(dtype).itemsize
     if result_bytes > budget:
@@ -214,14 +221,17 @@ def kernel_rows(kernel, X, rows, Z=None, max_memory=None):
             f"rows of length {Z.shape[0]} ({format_bytes(result_bytes)}); request fewer rows at "
             f"a time or increase max_memory."
         )
-    out = np.empty((rows.size, Z.shape[0]), dtype=dtype)
-    Xr = X[rows]
-    # the result is caller-owned; blocks are written straight into it, so only Z's preparation
-    # and the per-row temporaries count against what is left of the budget
-    prepared_bytes = _fixed_bytes(kernel, Z, dtype) + rows.size * X.shape[1] * X.itemsize
+    # blocks are written straight into the result, so only Z's preparation, the gathered rows
+    # of X and the per-row temporaries count against what is left of the budget
+    fixed = (ufunc_workspace_bytes() if prepared is not None else _fixed_bytes(kernel, Z, dtype))
+    fixed += rows.size * X.shape[1] * X.itemsize
     per_row = kernel.bytes_per_row(Z.shape[0], X.shape[1], dtype) - Z.shape[0] * np.dtype(dtype).itemsize
-    step = rows_per_block(max(rows.size, 1), max(per_row, 1), budget, fixed_bytes=prepared_bytes + result_bytes)
-    prepared = kernel.prepare(Z, dtype)
+    step = rows_per_block(max(rows.size, 1), max(per_row, 1), budget, fixed_bytes=fixed + result_bytes)
+    if out is None:
+        out = np.empty(shape, dtype=dtype)
+    if prepared is None:
+        prepared = kernel.prepare(Z, dtype)
+    Xr = X[rows]
     for start in range(0, rows.size, step):
         stop = min(start + step, rows.size)
         kernel.block(Xr[start:stop], prepared, out=out[start:stop])

@@ -1,0 +1,931 @@
+"""Multi-class LS-SVM with randomized block solvers (paper 4, ALGORITHMS.md section 4).
+
+The LS-SVM with bias solves the saddle system (eqs. 16-19)
+
+    Theta W = Z,   Theta = [[0, 1^T], [1, K + D]],   W = [b; A],   Z = [0; Y],
+
+with D = I / C (C is the paper's gamma). With sample weights s_i the squared errors are weighted,
+min 1/2 |w|^2 + C/2 sum_i s_i |e_i|^2, whose optimality conditions give a_i = C s_i e_i, i.e.
+D = diag(1 / (C s_i)); samples with s_i = 0 have a_i = 0 and are dropped before solving.
+
+Theta has n + 1 rows: index 0 is the bias row [0, 1^T], index i >= 1 the row of sample i - 1.
+The randomized solvers draw blocks s of J indices from ALL n + 1 rows, bias row included, as
+the paper does (its blocks come from a permutation of the N + 1 indices, eq. 26 ff.): a random
+permutation is cut into floor((n + 1) / J) contiguous blocks, then reshuffled. The J rows
+Theta[s, :] are computed on the fly from kernel rows (:func:`kernelscale.blocks.kernel_rows`,
+under ``max_memory``) plus the diagonal D and the bias column; the bias row itself is never
+stored (its entries are known). Theta is symmetric, so the J columns Theta[:, s] that matching
+pursuit uses are the same numbers.
+
+Solvers (``solve_lssvm``), all with the J x J Gram matrix G = Theta[s, :] Theta[s, :]^T solved by
+Cholesky after scaling it to unit diagonal (the paper's unit-norm rows, eqs. 35-37, which leave
+the block projection unchanged). G is formed in the fit dtype (the J^2 n product); its J x J
+factorisation runs in float64 (J^3, negligible) because float32 Gram matrices of large blocks
+are routinely singular to float32 precision:
+
+- ``"kaczmarz"`` (eqs. 39-47): W <- W + Theta[s, :]^T G^{-1} (Z_s - Theta[s, :] W), the block
+  projection of the row-normalised system; ||W - W*|| never increases (eq. 44).
+- ``"matching_pursuit"`` (eqs. 56-60): R = Z - Theta W kept; Q = pinv(Theta[:, s]) R =
+  G^{-1} Theta[s, :] R; W_s <- W_s + Q; R <- R - Theta[:, s] Q; ||R|| never increases (eq. 60).
+- ``"kaczmarz_mp"``: one Kaczmarz step then one matching-pursuit step on the same block and the
+  same factorisation. The Kaczmarz update Theta[s, :]^T V is dense, so keeping R = Z - Theta W
+  exact needs Theta times it: one full blocked kernel product per iteration (about (n + 1) / J
+  extra kernel blocks). No cheaper exact update exists (it would need rows of Theta^2).
+  Deviation: the paper's two unit steps can DIVERGE (Kaczmarz contracts ||W - W*||, matching
+  pursuit ||Theta (W - W*)||, and their composition contracts neither; e.g. n = 200, J = 20,
+  Gaussian kernel, see tests). Here the Kaczmarz direction gets the step length that minimises
+  ||R|| (free, as Theta times the update is computed anyway), so the residual never increases.
+- ``"nystrom"`` (eqs. 26-28): committee members W_t = pinv(Theta_JN) Theta_JJ pinv(Theta_NJ) Z
+  = Theta[s, :]^T G^{-1} Theta[s, s] G^{-1} Theta[s, :] Z, one block per member. The committee is
+  the AVERAGE of the members: eq. 28 prints their sum, which has the same argmax but T times
+  the scale, wrong for regression and for probabilities.
+- ``"exact"``: the dense Cholesky solve of :func:`kernelscale.exact.exact_lssvm` (n x n memory;
+  with sample weights :func:`exact_weighted_lssvm`).
+
+sample_weight with integer weights is exactly equivalent to repeating samples for the LS-SVM
+solution, which the iterative solvers converge to; the Nystrom committee is an approximation
+whose blocks depend on the rows, so for it the equivalence holds only as J -> n + 1.
+
+Each update is scaled per output column by an exact line-search factor alpha, computable from
+quantities the step already has: the step length minimising ||W - W*|| for Kaczmarz (Theta[s, :]
+W* = Z_s is known) and ||R|| for matching pursuit. With an exact J x J solve alpha = 1, the
+paper's step; when the solve had to be regularised (a singular block, e.g. duplicate samples, or
+float32 rounding) it keeps eqs. 44 and 60 true. A block Gram matrix that is singular to working
+precision gets a ridge (one RuntimeWarning per fit; the count is ``n_regularized``).
+
+``n_averaged`` = S > 1 averages S independently seeded solutions (eq. 68).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from numbers import Integral, Real
+from typing import NamedTuple
+
+import numpy as np
+from scipy import linalg
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context, clone
+from sklearn.utils import check_random_state, compute_sample_weight
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from ._monitor import IterationMonitor, check_callback
+from ._validation import as_float_array, check_positive
+from .blocks import format_bytes, kernel_matvec, kernel_rows, parse_memory, ufunc_workspace_bytes
+from .exact import exact_lssvm, kernel_predict, kernel_ridge_dual
+from .features import _float_dtype
+from .kernels import KERNEL_NAMES, Kernel, PolynomialKernel, make_kernel
+
+__all__ = [
+    "LSSVMClassifier",
+    "LSSVMRegressor",
+    "solve_lssvm",
+    "exact_weighted_lssvm",
+    "lssvm_fit_memory",
+    "lssvm_theta",
+    "LSSVMSolution",
+    "SOLVERS",
+]
+
+logger = logging.getLogger(__name__)
+
+SOLVERS = ("matching_pursuit", "kaczmarz", "kaczmarz_mp", "nystrom", "exact")
+_ITERATIVE = ("matching_pursuit", "kaczmarz", "kaczmarz_mp")
+
+
+# ----------------------------------------------------------------------------------------------
+# the system Theta W = Z
+
+
+def _diagonal(n, C, sample_weight, dtype):
+    """The diagonal D of eq. 17: 1/C, or 1 / (C s_i) with positive sample weights s_i."""
+    if sample_weight is None:
+        return np.full(n, 1.0 / C, dtype=dtype)
+    return (1.0 / (C * np.asarray(sample_weight, dtype=np.float64))).astype(dtype)
+
+
+def lssvm_theta(kernel, X, C, sample_weight=None, max_memory=None):
+    """The dense (n + 1) x (n + 1) matrix Theta of eq. 17 (with the weighted diagonal).
+
+    For tests and small problems only: it builds the n x n kernel matrix (through
+    :func:`kernelscale.blocks.kernel_rows`, which refuses when it does not fit ``max_memory``).
+    """
+    kernel = make_kernel(kernel)
+    X = as_float_array(X, "X")
+    n = X.shape[0]
+    K = kernel_rows(kernel, X, np.arange(n), max_memory=max_memory)
+    theta = np.zeros((n + 1, n + 1), dtype=X.dtype)
+    theta[0, 1:] = 1.0
+    theta[1:, 0] = 1.0
+    theta[1:, 1:] = K
+    theta[np.arange(1, n + 1), np.arange(1, n + 1)] += _diagonal(n, C, sample_weight, X.dtype)
+    return theta
+
+
+class _Rows:
+    """The rows Theta[s, :] of one block, stored as kernel rows M (with D added) for the sample
+    indices and, when the bias index 0 is in s, an implicit last row [0, 1^T].
+
+    ``order`` is s rearranged so that the bias index (if any) comes last; every J-vector below
+    is in this order.
+    """
+
+    def __init__(self, order, M, has_bias, n):
+        self.order = order
+        self.M = M
+        self.has_bias = has_bias
+        self.n = n
+        self.m = M.shape[0]
+
+    def gram(self):
+        """G = Theta[s, :] Theta[s, :]^T (J x J): 1 1^T + M M^T, plus the bias row's entries."""
+        m, J = self.m, self.m + self.has_bias
+        G = np.empty((J, J), dtype=self.M.dtype)
+        G[:m, :m] = self.M @ self.M.T  # numpy runs this as a symmetric rank-k update
+        G[:m, :m] += 1.0
+        if self.has_bias:
+            sums = self.M.sum(axis=1)
+            G[:m, m] = sums
+            G[m, :m] = sums
+            G[m, m] = self.n
+        return G
+
+    def dot(self, W):
+        """Theta[s, :] W for W of shape (n + 1, k); shape (J, k)."""
+        out = np.empty((self.m + self.has_bias, W.shape[1]), dtype=W.dtype)
+        np.matmul(self.M, W[1:], out=out[: self.m])
+        out[: self.m] += W[0]
+        if self.has_bias:
+            out[self.m] = W[1:].sum(axis=0)
+        return out
+
+    def tdot(self, V):
+        """Theta[s, :]^T V = Theta[:, s] V for V of shape (J, k); shape (n + 1, k)."""
+        out = np.empty((self.n + 1, V.shape[1]), dtype=V.dtype)
+        out[0] = V[: self.m].sum(axis=0)
+        np.matmul(self.M.T, V[: self.m], out=out[1:])
+        if self.has_bias:
+            out[1:] += V[self.m]
+        return out
+
+    def square(self):
+        """Theta[s, s] (J x J), in ``order``."""
+        m, J = self.m, self.m + self.has_bias
+        T = np.empty((J, J), dtype=self.M.dtype)
+        T[:m, :m] = self.M[:, self.order[:m] - 1]
+        if self.has_bias:
+            T[:m, m] = 1.0
+            T[m, :m] = 1.0
+            T[m, m] = 0.0
+        return T
+
+
+class _System:
+    """Theta of eq. 17 for the training set, evaluated on demand under a memory budget."""
+
+    def __init__(self, kernel, X, diag, budget, held_bytes):
+        self.kernel = kernel
+        self.X = X
+        self.diag = diag
+        self.n = X.shape[0]
+        self.budget = budget
+        # X prepared once for every block (kernel_rows would otherwise redo it per call)
+        self.prepared = kernel.prepare(X, X.dtype)
+        self.held = held_bytes + self.prepared.aux.nbytes if self.prepared.aux is not None else held_bytes
+        self._buffer = None  # one (J, n) block buffer reused across iterations
+
+    def rows(self, block):
+        """The rows Theta[s, :] for the index block s (values in 0..n); the returned rows live
+        in a buffer that the next call overwrites."""
+        samples = block[block > 0]
+        has_bias = samples.size < block.size
+        order = np.concatenate([samples, [0]]) if has_bias else block
+        idx = samples - 1
+        if self._buffer is None or self._buffer.shape[0] < idx.size:
+            self._buffer = None
+            self._buffer = np.empty((block.size, self.n), dtype=self.X.dtype)
+        M = kernel_rows(self.kernel, self.X, idx, max_memory=self.budget - self.held,
+                        out=self._buffer[: idx.size], prepared=self.prepared)
+        M[np.arange(idx.size), idx] += self.diag[idx]
+        return _Rows(order, M, has_bias, self.n)
+
+    def matvec(self, W, extra_bytes=0):
+        """Theta W for W of shape (n + 1, k): one blocked pass over the kernel matrix."""
+        out = np.empty_like(W)
+        out[0] = W[1:].sum(axis=0)
+        budget = self.budget - self.held - extra_bytes - out.nbytes
+        out[1:] = kernel_matvec(self.kernel, self.X, None, W[1:], max_memory=budget)
+        out[1:] += W[0]
+        out[1:] += self.diag[:, None] * W[1:]
+        return out
+
+
+class _SmallSolver:
+    """Cholesky solves with the J x J block Gram matrix, regularised when it is singular."""
+
+    def __init__(self):
+        self.n_regularized = 0
+        self.largest_ridge = 0.0
+
+    def factor(self, G):
+        # float64 even for float32 fits: J^3 work against the J^2 n of forming G, and float32
+        # Gram matrices of large blocks are routinely singular to float32 precision
+        G = G.astype(np.float64)
+        scale = 1.0 / np.sqrt(np.diag(G))  # unit-norm rows of Theta (eqs. 35-37)
+        H = G * scale[:, None]
+        H *= scale
+        eps = np.finfo(H.dtype).eps
+        anorm = float(np.abs(H).sum(axis=0).max())
+        ridge = 0.0
+        while True:
+            A = H if ridge == 0.0 else H + ridge * np.eye(H.shape[0], dtype=H.dtype)
+            try:
+                c, lower = linalg.cho_factor(A, lower=True, overwrite_a=bool(ridge), check_finite=False)
+                (pocon,) = linalg.get_lapack_funcs(("pocon",), (c,))
+                rcond, info = pocon(c, anorm + ridge, uplo="L")
+                if info == 0 and rcond >= eps and np.isfinite(rcond):
+                    break
+            except np.linalg.LinAlgError:
+                pass
+            ridge = 10.0 * eps * anorm if ridge == 0.0 else 10.0 * ridge
+            if not np.isfinite(ridge) or ridge > 1e3 * anorm:
+                raise ValueError(
+                    "a block of the LS-SVM system could not be factorised even with a ridge; the "
+                    "kernel values are not finite or badly scaled. Rescale X or change the kernel."
+                )
+        if ridge:
+            self.n_regularized += 1
+            self.largest_ridge = max(self.largest_ridge, ridge)
+        return (c, lower), scale
+
+    @staticmethod
+    def solve(factor, rhs):
+        """G^{-1} rhs for the factor of G, in the dtype of rhs."""
+        (c, lower), scale = factor
+        x = linalg.cho_solve((c, lower), rhs * scale[:, None], check_finite=False)
+        x *= scale[:, None]
+        return x.astype(rhs.dtype, copy=False)
+
+
+def _line_search(num, den):
+    """Per-column step factor num / den (0 where the direction vanishes)."""
+    tiny = np.finfo(den.dtype).tiny
+    return np.where(den > tiny, num / np.maximum(den, tiny), 0.0).astype(den.dtype)
+
+
+def _coldot(a, b):
+    return np.einsum("ij,ij->j", a, b)
+
+
+def _blocks(rng, n_rows, J):
+    """Blocks of J indices: contiguous pieces of a random permutation, reshuffled when used up."""
+    while True:
+        perm = rng.permutation(n_rows)
+        for start in range(0, n_rows - J + 1, J):
+            yield perm[start : start + J]
+
+
+# ----------------------------------------------------------------------------------------------
+# memory
+
+
+def lssvm_fit_memory(n, d, k, block_size, dtype, kernel, solver="matching_pursuit", n_averaged=1):
+    """Bytes a fit of ``solver`` allocates for n samples, d features, k outputs and J = block_size.
+
+    Counts the (n + 1) x k state arrays (W, Z, the residual R, the committee/average, update
+    temporaries), one J x n kernel block with the temporaries of
+    :func:`kernelscale.blocks.kernel_rows`, and the J x J Gram matrix and its factor; for
+    ``"kaczmarz_mp"`` also one row of the full kernel product; for ``"exact"`` the n x n matrix.
+    """
+    kernel = make_kernel(kernel)
+    dtype = np.dtype(dtype)
+    item = dtype.itemsize
+    if solver == "exact":
+        return n * n * item + 3 * n * (k + 1) * item
+    J = min(int(block_size), n + 1)
+    vec = (n + 1) * k * item
+    n_vec = {"matching_pursuit": 4, "kaczmarz": 3, "kaczmarz_mp": 6, "nystrom": 3}[solver]
+    if n_averaged > 1:
+        n_vec += 1
+    state = n_vec * vec + 3 * J * J * 8 + J * J * item + 6 * J * k * 8
+    block = J * n * item
+    temps = (
+        kernel.aux_bytes(n, d, dtype)
+        + ufunc_workspace_bytes()
+        + J * d * item
+        + max(kernel.bytes_per_row(n, d, dtype) - n * item, 1)
+    )
+    total = state + block + temps
+    if solver == "kaczmarz_mp":
+        # the full product Theta dW prepares its own copy of X while the block loop's is held
+        total += 2 * kernel.aux_bytes(n, d, dtype) + kernel.bytes_per_row(n, d, dtype)
+    return int(total)
+
+
+def _check_memory(n, d, k, J, dtype, kernel, solver, n_averaged, budget):
+    need = lssvm_fit_memory(n, d, k, J, dtype, kernel, solver, n_averaged)
+    if need <= budget:
+        return
+    if solver == "exact":
+        raise ValueError(
+            f"max_memory={format_bytes(budget)} is too small for solver='exact', which builds the "
+            f"{n} x {n} kernel matrix ({format_bytes(need)}); use an iterative solver (e.g. "
+            f"'matching_pursuit'), float32 data, or increase max_memory to {need} bytes."
+        )
+    lo, hi = 0, J  # largest block size that fits (the memory grows with J)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if lssvm_fit_memory(n, d, k, mid, dtype, kernel, solver, n_averaged) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    hint = f"pass block_size <= {lo}" if lo else "no block_size fits"
+    f32 = ", use dtype=np.float32 (halves it)" if dtype == np.float64 else ""
+    raise ValueError(
+        f"max_memory={format_bytes(budget)} is too small for solver={solver!r} with "
+        f"block_size={J}: it needs {format_bytes(need)} ({need} bytes; a {J} x {n} kernel block "
+        f"plus the state arrays); {hint}{f32}, or increase max_memory to at least {need} bytes."
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# solvers
+
+
+class LSSVMSolution(NamedTuple):
+    """What :func:`solve_lssvm` returns.
+
+    intercept (k,), dual_coef (n, k); n_iter: iterations of the last run; residual_history
+    (S, n_iter + 1) of ||Z - Theta W||_F (matching pursuit and hybrid, else None);
+    update_history (S, n_iter) of ||W(t+1) - W(t)||_F (Kaczmarz and hybrid, else None), NaN
+    after an early stop; n_regularized: block solves that needed a ridge; block_size: J used.
+    """
+
+    intercept: np.ndarray
+    dual_coef: np.ndarray
+    n_iter: int
+    residual_history: np.ndarray | None
+    update_history: np.ndarray | None
+    n_regularized: int
+    block_size: int
+
+
+def exact_weighted_lssvm(kernel, X, Y, C, sample_weight=None, max_memory=None):
+    """Exact LS-SVM with the weighted diagonal diag(1 / (C s_i)) (``exact_lssvm`` has no weights).
+
+    With H = K + diag(1 / (C s)), one weighted kernel-ridge solve (``kernel_ridge_dual`` with
+    alpha = 1/C, which forms exactly this H) gives eta = H^{-1} 1 and nu = H^{-1} Y; then
+    b = 1^T nu / 1^T eta and A = nu - eta b. Zero weights give zero coefficients.
+    Returns ``(intercept (k,), dual_coef (n, k))``.
+    """
+    if sample_weight is None:
+        b, A = exact_lssvm(kernel, X, Y, C, max_memory=max_memory)
+        return np.atleast_1d(b), A.reshape(A.shape[0], -1)
+    X = as_float_array(X, "X")
+    Y = np.asarray(Y, dtype=X.dtype).reshape(X.shape[0], -1)
+    rhs = np.empty((X.shape[0], Y.shape[1] + 1), dtype=X.dtype)
+    rhs[:, 0] = 1.0
+    rhs[:, 1:] = Y
+    sol = kernel_ridge_dual(kernel, X, rhs, 1.0 / C, sample_weight=sample_weight, max_memory=max_memory)
+    eta, nu = sol[:, 0], sol[:, 1:]
+    intercept = nu.sum(axis=0) / eta.sum()
+    return intercept, np.ascontiguousarray(nu - eta[:, None] * intercept)
+
+
+def solve_lssvm(
+    kernel,
+    X,
+    Y,
+    C,
+    solver="matching_pursuit",
+    *,
+    sample_weight=None,
+    block_size=2000,
+    n_iter=100,
+    n_averaged=1,
+    init=None,
+    init_count=0,
+    random_state=None,
+    max_memory=None,
+    verbose=0,
+    callback=None,
+):
+    """Solve the LS-SVM system Theta W = Z (eqs. 16-19) with one of ``SOLVERS``.
+
+    Parameters
+    ----------
+    kernel : Kernel or str
+        A resolved kernel.
+    X : array (n, d); its dtype (float32 or float64) is the dtype of every array of the solve.
+    Y : array (n,) or (n, k) of targets (one-hot class codes for classification).
+    C : float > 0, the paper's gamma.
+    solver : one of SOLVERS.
+    sample_weight : array (n,) of positive weights, or None (drop zero weights beforehand).
+    block_size : int >= 1, J; clipped (with a warning) to the n + 1 rows of Theta.
+    n_iter : int >= 1, T: iterations per run (committee members for "nystrom").
+    n_averaged : int >= 1, S: independently seeded runs averaged (eq. 68).
+    init : (intercept, dual_coef) to start from (warm start), or None for W = 0. For
+        "nystrom" the previous committee, weighted by ``init_count`` members.
+    init_count : int, previous block updates (mixed into the seeds so a warm start draws new
+        blocks; the committee weight of ``init`` for "nystrom").
+    random_state : int, RandomState or None.
+    max_memory : int, str or None. The fit fails at once, naming block_size, when it cannot
+        run within this budget (see :func:`lssvm_fit_memory`).
+    verbose, callback : see :class:`kernelscale._monitor.IterationMonitor`. The callback's dict
+        has "run", "step", "residual" / "update" and "coef", the live (n + 1, k) array W.
+
+    Returns
+    -------
+    LSSVMSolution
+    """
+    if solver not in SOLVERS:
+        raise ValueError(f"solver={solver!r} is not one of {SOLVERS}.")
+    kernel = make_kernel(kernel)
+    check_positive(C, "C")
+    for value, name in ((block_size, "block_size"), (n_iter, "n_iter"), (n_averaged, "n_averaged")):
+        check_positive(value, name, integer=True)
+    check_callback(callback)
+    X = as_float_array(X, "X")
+    dtype = X.dtype
+    n, d = X.shape
+    Y = np.asarray(Y, dtype=dtype)
+    if Y.ndim not in (1, 2) or Y.shape[0] != n:
+        raise ValueError(f"Y must have shape ({n},) or ({n}, k) to match X, got {Y.shape}.")
+    Y = Y.reshape(n, -1)
+    k = Y.shape[1]
+    if sample_weight is not None:
+        sample_weight = np.asarray(sample_weight, dtype=np.float64)
+        if sample_weight.shape != (n,) or not np.all(sample_weight > 0):
+            raise ValueError("sample_weight must have shape (n,) with positive entries; drop zero weights first.")
+    budget = parse_memory(max_memory)
+
+    if solver == "exact":
+        _check_memory(n, d, k, n, dtype, kernel, solver, n_averaged, budget)
+        b, A = exact_weighted_lssvm(kernel, X, Y, C, sample_weight, max_memory=budget)
+        return LSSVMSolution(b.astype(dtype), A.astype(dtype), 1, None, None, 0, n + 1)
+
+    J = int(block_size)
+    if J > n + 1:
+        warnings.warn(
+            f"block_size={J} is larger than the {n + 1} rows of the LS-SVM system (n_samples={n} "
+            f"plus the bias row); using block_size={n + 1}.",
+            UserWarning,
+            stacklevel=2,
+        )
+        J = n + 1
+    _check_memory(n, d, k, J, dtype, kernel, solver, n_averaged, budget)
+
+    Z = np.zeros((n + 1, k), dtype=dtype)
+    Z[1:] = Y
+    W0 = None
+    if init is not None:
+        b0, A0 = init
+        W0 = np.empty((n + 1, k), dtype=dtype)
+        W0[0] = np.asarray(b0, dtype=dtype).reshape(k)
+        W0[1:] = np.asarray(A0, dtype=dtype).reshape(n, k)
+    vec = Z.nbytes
+    n_vec = {"matching_pursuit": 4, "kaczmarz": 3, "kaczmarz_mp": 6, "nystrom": 3}[solver] + (n_averaged > 1)
+    held = n_vec * vec + 3 * J * J * 8 + J * J * dtype.itemsize + 6 * J * k * 8
+    system = _System(kernel, X, _diagonal(n, C, sample_weight, dtype), budget, held)
+    small = _SmallSolver()
+
+    rs = check_random_state(random_state)
+    base_seed = int(rs.randint(0, np.iinfo(np.int32).max))
+    S, T = int(n_averaged), int(n_iter)
+    track_r = solver in ("matching_pursuit", "kaczmarz_mp")
+    track_u = solver in ("kaczmarz", "kaczmarz_mp")
+    res_hist = np.full((S, T + 1), np.nan) if track_r else None
+    upd_hist = np.full((S, T), np.nan) if track_u else None
+    total = np.zeros((n + 1, k), dtype=dtype)
+    runs_done, steps_done = 0, 0
+    show = ("residual",) if track_r else ("update",)
+    with IterationMonitor(verbose, callback, total=S * T, desc=f"LS-SVM {solver}", show=show) as monitor:
+        for run in range(S):
+            rng = np.random.default_rng([base_seed, int(init_count), run])
+            blocks = _blocks(rng, n + 1, J)
+            if solver == "nystrom":
+                W, steps_done = _nystrom(system, Z, blocks, T, small, monitor, run)
+            else:
+                W = np.zeros_like(Z) if W0 is None else W0.copy()
+                hist_r = None if res_hist is None else res_hist[run]
+                hist_u = None if upd_hist is None else upd_hist[run]
+                steps_done = _iterate(system, Z, W, solver, blocks, T, small, monitor, run, hist_r, hist_u)
+            total += W
+            runs_done += 1
+            if monitor.stopped_by_callback:
+                break
+    if small.n_regularized:
+        warnings.warn(
+            f"{small.n_regularized} block Gram matrices of the LS-SVM system were singular to "
+            f"working precision (duplicate samples, C too large for {dtype.name}, or a block "
+            f"larger than the rank of the kernel); their J x J solves were regularised with a "
+            f"ridge up to {small.largest_ridge:.3g} (relative to unit diagonal) and the steps "
+            f"kept monotone by the line-search factor. Consider float64, a smaller C or block_size.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    W = total / runs_done
+    if solver == "nystrom" and init is not None and init_count > 0:
+        members = runs_done * T if not monitor.stopped_by_callback else (runs_done - 1) * T + steps_done
+        W = (init_count * W0 + members * W) / (init_count + members)
+    return LSSVMSolution(
+        W[0].copy(), np.ascontiguousarray(W[1:]), steps_done, res_hist, upd_hist, small.n_regularized, J
+    )
+
+
+def _iterate(system, Z, W, solver, blocks, T, small, monitor, run, hist_r, hist_u):
+    """One run of Kaczmarz, matching pursuit or the hybrid from W (updated in place)."""
+    use_k = solver in ("kaczmarz", "kaczmarz_mp")
+    use_mp = solver in ("matching_pursuit", "kaczmarz_mp")
+    R = None
+    if use_mp:
+        R = Z.copy() if not W.any() else Z - system.matvec(W)
+        hist_r[0] = np.linalg.norm(R)
+    rows = None
+    for t in range(T):
+        block = next(blocks)
+        rows = None  # release the previous block before computing the next one
+        rows = system.rows(block)
+        factor = small.factor(rows.gram())
+        info = {"run": run, "step": t + 1, "coef": W}
+        if use_k:
+            r_s = Z[rows.order] - rows.dot(W)
+            V = small.solve(factor, r_s)
+            dW = rows.tdot(V)
+            if use_mp:
+                # hybrid: step length minimising ||R|| (the paper's length 1 can diverge)
+                dR = system.matvec(dW, extra_bytes=rows.M.nbytes)
+                alpha = _line_search(_coldot(R, dR), _coldot(dR, dR))
+                dR *= alpha
+                R -= dR
+                del dR
+            else:
+                # exact line search on ||W - W*||: Theta[s, :] W* = Z_s makes it computable
+                alpha = _line_search(_coldot(r_s, V), _coldot(dW, dW))
+            dW *= alpha
+            W += dW
+            info["update"] = hist_u[t] = float(np.linalg.norm(dW))
+            del dW
+        if use_mp:
+            Q = small.solve(factor, rows.dot(R))
+            dR = rows.tdot(Q)
+            alpha = _line_search(_coldot(R, dR), _coldot(dR, dR))  # exact line search on ||R||
+            Q *= alpha
+            dR *= alpha
+            W[rows.order] += Q
+            R -= dR
+            del dR
+            info["residual"] = hist_r[t + 1] = float(np.linalg.norm(R))
+        if monitor.update(**info):
+            return t + 1
+    return T
+
+
+def _nystrom(system, Z, blocks, T, small, monitor, run):
+    """The average of T committee members W_t = pinv(Theta_JN) Theta_JJ pinv(Theta_NJ) Z (eq. 27)."""
+    total = np.zeros_like(Z)
+    for t in range(T):
+        rows = None
+        rows = system.rows(next(blocks))
+        factor = small.factor(rows.gram())
+        x = small.solve(factor, rows.square() @ small.solve(factor, rows.dot(Z)))
+        total += rows.tdot(x)
+        if monitor.update(run=run, step=t + 1):
+            return total / (t + 1), t + 1
+    return total / T, T
+
+
+# ----------------------------------------------------------------------------------------------
+# estimators
+
+
+def _paper_kernel():
+    return PolynomialKernel(degree=4, gamma=1.0, coef0=0.0)
+
+
+class _LSSVMBase(BaseEstimator):
+    _parameter_constraints: dict = {
+        "kernel": [Kernel, StrOptions(set(KERNEL_NAMES))],
+        "C": [Interval(Real, 0, None, closed="neither")],
+        "solver": [StrOptions(set(SOLVERS))],
+        "block_size": [Interval(Integral, 1, None, closed="left")],
+        "n_iter": [Interval(Integral, 1, None, closed="left")],
+        "n_averaged": [Interval(Integral, 1, None, closed="left")],
+        "dtype": "no_validation",  # checked in fit (np.float32, np.float64 or None)
+        "max_memory": [Interval(Real, 0, None, closed="neither"), str, None],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "callback": [callable, None],
+        "warm_start": ["boolean"],
+    }
+
+    def _work_dtype(self, X):
+        return X.dtype if self.dtype is None else _float_dtype(self.dtype, "dtype")
+
+    def _fit_system(self, X, Y, sample_weight):
+        """Validate weights, resolve the kernel, solve; set the fitted attributes."""
+        dtype = self._work_dtype(X)
+        parse_memory(self.max_memory)
+        if sample_weight is not None:
+            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+            if not np.any(sample_weight > 0):
+                raise ValueError(
+                    "sample_weight has no positive entry: all weights are zero; pass at least one "
+                    "non-zero weight."
+                )
+            keep = sample_weight > 0
+            if not keep.all():
+                X, Y, sample_weight = X[keep], Y[keep], sample_weight[keep]
+        X = np.ascontiguousarray(X, dtype=dtype)
+        kernel = make_kernel(self.kernel)
+        rng = check_random_state(self.random_state)
+        if kernel.is_resolved:
+            self.kernel_ = clone(kernel)
+        else:
+            if X.shape[0] < 2:
+                raise ValueError(
+                    f"sigma='median' needs at least 2 samples to pick a bandwidth, got "
+                    f"{X.shape[0]}; pass more data or a number as sigma."
+                )
+            self.kernel_ = kernel.resolve(X, rng, sample_weight)
+        init, init_count = None, 0
+        if self.warm_start and hasattr(self, "dual_coef_") and self.solver != "exact":
+            prev = self.dual_coef_.reshape(self.dual_coef_.shape[0], -1)
+            if prev.shape == Y.shape:
+                init = (np.asarray(self.intercept_).reshape(-1), prev)
+                init_count = int(getattr(self, "n_updates_", 0))
+            else:
+                logger.info(
+                    "warm_start: previous solution has shape %s, data %s; starting cold", prev.shape, Y.shape
+                )
+        seed = rng if not isinstance(self.random_state, Integral) else self.random_state
+        sol = solve_lssvm(
+            self.kernel_,
+            X,
+            Y,
+            self.C,
+            self.solver,
+            sample_weight=sample_weight,
+            block_size=self.block_size,
+            n_iter=self.n_iter,
+            n_averaged=self.n_averaged,
+            init=init,
+            init_count=init_count,
+            random_state=seed,
+            max_memory=self.max_memory,
+            verbose=self.verbose,
+            callback=self.callback,
+        )
+        self.X_fit_ = X
+        self.intercept_ = sol.intercept
+        self.dual_coef_ = sol.dual_coef
+        self.n_iter_ = sol.n_iter
+        self.block_size_ = sol.block_size
+        self.n_regularized_ = sol.n_regularized
+        self.n_updates_ = init_count + (0 if self.solver == "exact" else self.n_averaged * sol.n_iter)
+        for name in ("residual_history_", "update_history_", "objective_history_"):
+            if hasattr(self, name):
+                delattr(self, name)
+        if sol.residual_history is not None:
+            self.residual_history_ = self.objective_history_ = sol.residual_history
+        if sol.update_history is not None:
+            self.update_history_ = sol.update_history
+            if sol.residual_history is None:
+                self.objective_history_ = sol.update_history
+        return self
+
+    def _scores(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        # computed in the fit dtype, returned in the dtype of X (float64 in, float64 out)
+        scores = kernel_predict(
+            self.kernel_,
+            X.astype(self.X_fit_.dtype, copy=False),
+            self.X_fit_,
+            self.dual_coef_,
+            self.intercept_,
+            max_memory=self.max_memory,
+        )
+        return scores.astype(X.dtype, copy=False)
+
+
+_PARAMS_DOC = """
+    kernel : Kernel or str, default=PolynomialKernel(degree=4, gamma=1.0, coef0=0.0)
+        The paper's kernel <x, x'>^4 (eq. 64), meant for centred unit-norm inputs
+        (:class:`kernelscale.preprocessing.CenterNormalize`). ``sigma="median"`` is resolved in
+        ``fit`` (weighted by ``sample_weight``); the resolved copy is ``kernel_``.
+    C : float > 0, default=1e4
+        Regularisation, the paper's gamma: D = I / C in Theta (eq. 17).
+    solver : {"matching_pursuit", "kaczmarz", "kaczmarz_mp", "nystrom", "exact"}
+        See :mod:`kernelscale.lssvm`. "exact" builds the n x n kernel matrix.
+    block_size : int >= 1, default=2000
+        J, the number of rows of Theta per block; clipped with a warning to n_samples + 1.
+    n_iter : int >= 1, default=100
+        T, iterations per run (committee members for "nystrom"); ignored by "exact".
+    n_averaged : int >= 1, default=1
+        S, independently seeded solutions averaged (eq. 68).
+    dtype : np.float32, np.float64 or None, default=np.float32
+        Dtype of every array of the fit and of predictions (the paper computes in single
+        precision). None follows the input: float32 stays float32, anything else float64.
+    max_memory : int, str or None
+        Memory budget ("2GB", bytes; None is half the available memory). ``fit`` estimates its
+        memory (:func:`lssvm_fit_memory`) before allocating and fails naming block_size / dtype;
+        predictions run in row blocks within it.
+    random_state : int, RandomState or None
+        Seeds the block draws (and the median heuristic).
+    verbose : int, default=0
+        1 shows a progress bar with the residual (or update) norm.
+    callback : callable or None
+        Called after every iteration with a dict ("run", "step", "residual"/"update", "coef");
+        returning True stops the fit (the average of the runs so far is kept).
+    warm_start : bool, default=False
+        Start from the previous solution when the new problem has the same shape (new blocks
+        are drawn; for "nystrom" new members join the committee). The residual of the warm
+        start costs one blocked pass over the kernel matrix.
+
+    Conventions: sample_weight weights the squared errors (D = diag(1 / (C s_i)), see the
+    module docstring); zero weights drop samples. float32 is kept end to end when asked.
+"""
+
+_ATTRS_DOC = """
+    kernel_ : Kernel
+    X_fit_ : ndarray (n_fit, n_features), the training points with positive weight.
+    dual_coef_ : ndarray, A of eq. 19.
+    intercept_ : ndarray, b of eq. 19.
+    n_iter_ : int, iterations of the last run.
+    n_updates_ : int, block updates (committee members) so far, warm starts included.
+    block_size_ : int, J actually used.
+    n_regularized_ : int, block solves that needed a ridge.
+    residual_history_ : ndarray (n_averaged, n_iter + 1), ||Z - Theta W||_F (matching pursuit
+        and kaczmarz_mp); non-increasing (eq. 60).
+    update_history_ : ndarray (n_averaged, n_iter), ||W(t+1) - W(t)||_F (kaczmarz and
+        kaczmarz_mp); its squares sum to at most ||W(0) - W*||^2 (eq. 44).
+    objective_history_ : residual_history_ if present, else update_history_.
+    n_features_in_ : int
+"""
+
+
+class LSSVMClassifier(ClassifierMixin, _LSSVMBase):
+    __doc__ = (
+        """Multi-class LS-SVM (one-hot {0, 1} targets with bias, eqs. 3, 16-19), randomized solvers.
+
+    ``decision_function`` gives the scores K(x, X) A + b (eq. 68 with the averaged W; for two
+    classes, the difference of the two scores); ``predict`` their argmax (eq. 14);
+    ``predict_proba`` a softmax of the scores (eq. 15 as printed is not a normalised softmax).
+
+    Parameters
+    ----------"""
+        + _PARAMS_DOC
+        + """    class_weight : dict, "balanced" or None
+        Multiplies the sample weights per class.
+
+    Attributes
+    ----------
+    classes_ : ndarray (n_classes,)"""
+        + _ATTRS_DOC
+    )
+
+    _parameter_constraints: dict = {
+        **_LSSVMBase._parameter_constraints,
+        "class_weight": [StrOptions({"balanced"}), dict, None],
+    }
+
+    def __init__(
+        self,
+        kernel=_paper_kernel(),
+        C=1e4,
+        solver="matching_pursuit",
+        block_size=2000,
+        n_iter=100,
+        n_averaged=1,
+        dtype=np.float32,
+        max_memory=None,
+        random_state=None,
+        verbose=0,
+        callback=None,
+        warm_start=False,
+        class_weight=None,
+    ):
+        self.kernel = kernel
+        self.C = C
+        self.solver = solver
+        self.block_size = block_size
+        self.n_iter = n_iter
+        self.n_averaged = n_averaged
+        self.dtype = dtype
+        self.max_memory = max_memory
+        self.random_state = random_state
+        self.verbose = verbose
+        self.callback = callback
+        self.warm_start = warm_start
+        self.class_weight = class_weight
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Fit on X (n, d) and class labels y (n,), with optional sample weights."""
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
+        check_classification_targets(y)
+        classes, codes = np.unique(y, return_inverse=True)
+        if classes.size < 2:
+            raise ValueError(
+                f"LSSVMClassifier needs at least 2 classes in y, got 1 class ({classes[0]!r}); "
+                f"pass samples of several classes."
+            )
+        if self.class_weight is not None:
+            cw = compute_sample_weight(self.class_weight, y)
+            sample_weight = cw if sample_weight is None else cw * _check_sample_weight(sample_weight, X)
+        Y = np.zeros((X.shape[0], classes.size), dtype=self._work_dtype(X))
+        Y[np.arange(X.shape[0]), codes] = 1.0
+        self.classes_ = classes
+        return self._fit_system(X, Y, sample_weight)
+
+    def decision_function(self, X):
+        """Scores (n, n_classes); for two classes the (n,) difference score_1 - score_0."""
+        scores = self._scores(X)
+        if self.classes_.size == 2:
+            return scores[:, 1] - scores[:, 0]
+        return scores
+
+    def predict(self, X):
+        """The class with the largest score (eq. 14)."""
+        scores = self._scores(X)
+        return self.classes_[np.argmax(scores, axis=1)]
+
+    def predict_proba(self, X):
+        """Softmax of the scores; its argmax is ``predict``."""
+        scores = self._scores(X)
+        scores -= scores.max(axis=1, keepdims=True)
+        np.exp(scores, out=scores)
+        scores /= scores.sum(axis=1, keepdims=True)
+        return scores
+
+    def predict_log_proba(self, X):
+        scores = self._scores(X)
+        scores -= scores.max(axis=1, keepdims=True)
+        scores -= np.log(np.exp(scores).sum(axis=1, keepdims=True))
+        return scores
+
+
+class LSSVMRegressor(RegressorMixin, _LSSVMBase):
+    __doc__ = (
+        """LS-SVM regression with bias (eqs. 16-19 with real-valued targets), randomized solvers.
+
+    Native multi-output: y of shape (n, k) solves the k systems together.
+
+    Parameters
+    ----------"""
+        + _PARAMS_DOC
+        + """
+    Attributes
+    ----------"""
+        + _ATTRS_DOC
+    )
+
+    def __init__(
+        self,
+        kernel=_paper_kernel(),
+        C=1e4,
+        solver="matching_pursuit",
+        block_size=2000,
+        n_iter=100,
+        n_averaged=1,
+        dtype=np.float32,
+        max_memory=None,
+        random_state=None,
+        verbose=0,
+        callback=None,
+        warm_start=False,
+    ):
+        self.kernel = kernel
+        self.C = C
+        self.solver = solver
+        self.block_size = block_size
+        self.n_iter = n_iter
+        self.n_averaged = n_averaged
+        self.dtype = dtype
+        self.max_memory = max_memory
+        self.random_state = random_state
+        self.verbose = verbose
+        self.callback = callback
+        self.warm_start = warm_start
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Fit on X (n, d) and y (n,) or (n, k), with optional sample weights."""
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], multi_output=True, y_numeric=True)
+        self._fit_system(X, np.asarray(y, dtype=self._work_dtype(X)).reshape(X.shape[0], -1), sample_weight)
+        if np.ndim(y) == 1:
+            self.dual_coef_ = self.dual_coef_[:, 0]
+            self.intercept_ = self.intercept_[0]
+        return self
+
+    def predict(self, X):
+        """K(X, X_fit_) dual_coef_ + intercept_, in blocks under ``max_memory``."""
+        return self._scores(X)
