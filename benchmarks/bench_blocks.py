@@ -114,11 +114,14 @@ def _bench_context(suite, n, repeats, warmup, seed):
         compare(rec, gemm, metrics=["gflops", "time_median_s", "peak_memory_bytes"])
 
 
-def run(quick: bool = False, out_dir=None):
-    """Run the suite, print its table and the 70% target verdicts; return the JSON path."""
-    n = 4000 if quick else 20000
-    n_context = 1000 if quick else 3000
-    repeats = 2 if quick else 3
+def run(quick: bool = False, out_dir=None, *, n=None, n_context=None, repeats=None):
+    """Run the suite, print its table and the 70% target verdicts; return the JSON path.
+
+    ``n``, ``n_context`` and ``repeats`` override the sizes (for tests and exploration).
+    """
+    n = n or (4000 if quick else 20000)
+    n_context = n_context or (1000 if quick else 3000)
+    repeats = repeats or (2 if quick else 3)
     suite = Suite(SUITE, quick=quick, out_dir=out_dir, paper={
         "source": "issue 'blocks.py': K(X, Z) @ V at >= 70% of the GEMM throughput",
         "target_gflops_ratio": TARGET_RATIO,

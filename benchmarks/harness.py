@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 import tracemalloc as _tracemalloc
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -140,9 +140,13 @@ def _read_hwm():
     return None
 
 
-def _release_free_memory():
-    """Collect garbage and give freed heap pages back to the OS, so a call starts from a clean RSS."""
-    gc.collect()
+def _release_free_memory(full=True):
+    """Collect garbage and give freed heap pages back to the OS, so a call starts from a clean RSS.
+
+    A full collection can take ~0.1 s in a process holding scikit-learn; ``full=False`` collects
+    the young generations only (enough between calls of one measurement).
+    """
+    gc.collect() if full else gc.collect(1)
     try:
         ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError, TypeError):
@@ -239,9 +243,9 @@ class _Timer:
         self.fn, self.memory, self.tracemalloc, self.keep_result = fn, memory, tracemalloc, keep_result
         self.times, self.peak, self.tm_peak, self.result = [], None, None, None
 
-    def call(self, timed):
+    def call(self, timed, full_gc=False):
         self.result = None  # free the previous result before measuring the next call
-        _release_free_memory()
+        _release_free_memory(full_gc)
         tm_base = None
         if self.tracemalloc:
             if not _tracemalloc.is_tracing():
@@ -289,24 +293,28 @@ def measure(fn: Callable[[], Any], repeats=3, warmup=1, *, memory=True, tracemal
     _check_counts(repeats, warmup)
     timer = _Timer(fn, memory, tracemalloc, keep_result)
     for i in range(warmup + repeats):
-        timer.call(timed=i >= warmup)
+        timer.call(timed=i >= warmup, full_gc=i == 0)
     return timer.measurement()
 
 
 def measure_many(fns: dict, repeats=3, warmup=1, *, memory=True, tracemalloc=False,
                  keep_result=False) -> dict:
-    """Measure several competitors in interleaved rounds (a, b, c, a, b, c, ...).
+    """Measure several competitors in interleaved rounds, the order rotating each round
+    (a, b, c, then b, c, a, then c, a, b, ...).
 
-    Interleaving spreads background load and thermal drift evenly over the competitors, so the
-    same-run ratios between them are fair. Returns ``{name: Measurement}``.
+    Interleaving spreads background load and drift evenly over the competitors, and rotating
+    the order keeps any one of them from always running after the same neighbour (on virtual
+    machines the first large allocation after a quiet spell can cost seconds of page faults).
+    Returns ``{name: Measurement}`` in the order of ``fns``.
     """
     _check_counts(repeats, warmup)
-    timers = {name: _Timer(fn, memory, tracemalloc, keep_result) for name, fn in fns.items()}
+    timers = [(name, _Timer(fn, memory, tracemalloc, keep_result)) for name, fn in fns.items()]
     for i in range(warmup + repeats):
-        for name, timer in timers.items():
+        shift = i % len(timers) if timers else 0
+        for j, (name, timer) in enumerate(timers[shift:] + timers[:shift]):
             logger.debug("%s: call %d", name, i)
-            timer.call(timed=i >= warmup)
-    return {name: timer.measurement() for name, timer in timers.items()}
+            timer.call(timed=i >= warmup, full_gc=i == 0 and j == 0)
+    return {name: timer.measurement() for name, timer in timers}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -358,6 +366,14 @@ def _blas_info():
     return [{k: info.get(k) for k in keys} for info in threadpool_info()]
 
 
+def _load_average():
+    """1, 5 and 15 minute load averages (other work on the machine skews timings), or None."""
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None
+
+
 def machine_info():
     """What the results were measured on: CPU, cores, memory, library versions, BLAS."""
     try:
@@ -365,6 +381,7 @@ def machine_info():
     except AttributeError:
         n_usable = os.cpu_count()
     return {
+        "load_average": _load_average(),
         "cpu_model": _cpu_model(),
         "n_cores": os.cpu_count(),
         "n_cores_usable": n_usable,
@@ -480,7 +497,8 @@ def read_result(path):
 
 
 class Suite:
-    """Collects the records of one benchmark suite and writes ``<out_dir>/<name>.json``.
+    """Collects the records of one benchmark suite and writes ``<out_dir>/<name>.json``
+    (``<name>-quick.json`` when ``quick``).
 
     ``paper`` holds published numbers printed beside ours (free-form JSON object).
     """
@@ -492,6 +510,7 @@ class Suite:
         self.paper = dict(paper or {})
         self.records = []
         self.created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+        self.load_at_start = _load_average()
 
     def add(self, dataset, method, **kwargs):
         """Append a record built by :func:`make_record` and return it."""
@@ -502,19 +521,26 @@ class Suite:
     compare = staticmethod(compare)
 
     def to_dict(self):
+        machine = machine_info()
+        machine["load_average_at_start"] = self.load_at_start
         return _clean({
             "schema_version": SCHEMA_VERSION,
             "suite": self.name,
             "created": self.created,
             "quick": self.quick,
-            "machine": machine_info(),
+            "machine": machine,
             "records": self.records,
             "paper": self.paper,
         })
 
     @property
+    def stem(self):
+        """``<name>``, or ``<name>-quick`` for quick runs (so they never overwrite a full run)."""
+        return f"{self.name}-quick" if self.quick else self.name
+
+    @property
     def path(self):
-        return self.out_dir / f"{self.name}.json"
+        return self.out_dir / f"{self.stem}.json"
 
     def write(self, plot=True):
         """Write the JSON (and, with ``plot``, the error-vs-time PNG when it applies)."""
@@ -527,7 +553,7 @@ class Suite:
         os.replace(tmp, self.path)
         logger.info("wrote %s", self.path)
         if plot and any(main_metric(r, ERROR_METRICS) for r in self.records):
-            plot_error_vs_time(self.records, self.out_dir / f"{self.name}.png", title=self.name)
+            plot_error_vs_time(self.records, self.out_dir / f"{self.stem}.png", title=self.stem)
         return self.path
 
 
@@ -654,6 +680,7 @@ def load_suite(name, bench_dir=None):
         sys.path.insert(0, str(path.parent))  # so the suite can `import harness` / `import peers`
     spec = importlib.util.spec_from_file_location(f"kernelscale_bench_{path.stem[6:]}", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses and pickling look the module up there
     spec.loader.exec_module(module)
     if not callable(getattr(module, "run", None)) or not hasattr(module, "SUITE"):
         raise ValueError(f"{path} is not a benchmark suite: it needs SUITE and run(quick, out_dir).")

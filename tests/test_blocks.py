@@ -145,3 +145,11 @@ def test_bad_inputs_are_named(data):
         blocks.kernel_matvec("linear", X, Z[:, :5], V)
     with pytest.raises(ValueError, match="NaN"):
         blocks.kernel_matvec("linear", X, Z, np.full(61, np.nan))
+
+
+def test_blocks_are_capped_even_under_a_large_budget(data, monkeypatch):
+    X, Z, V = data
+    monkeypatch.setattr(blocks, "MAX_BLOCK_BYTES", 2_000)
+    sizes = [block.nbytes for _, _, block in blocks.iter_kernel_blocks("linear", X, Z, max_memory="1GB")]
+    assert len(sizes) > 1 and max(sizes) <= 2_000
+    np.testing.assert_allclose(blocks.kernel_matvec("linear", X, Z, V, max_memory="1GB"), X @ (Z.T @ V), rtol=1e-10)

@@ -35,6 +35,9 @@ __all__ = [
 ]
 
 DEFAULT_MEMORY_FRACTION = 0.5
+#: temporary kernel blocks stay below this size even under a larger budget: bigger blocks gain
+#: no GEMM efficiency but pay for fresh pages (seconds per GB on some virtual machines)
+MAX_BLOCK_BYTES = 256 * 2**20
 _UNITS = {
     "": 1, "b": 1,
     "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
@@ -142,6 +145,7 @@ def iter_kernel_blocks(kernel, X, Z=None, max_memory=None, *, dtype=None, prepar
         fixed_bytes += ufunc_workspace_bytes()
     per_row = kernel.bytes_per_row(Z.shape[0], X.shape[1], dtype)
     step = rows_per_block(X.shape[0], per_row, budget, fixed_bytes=fixed_bytes)
+    step = max(1, min(step, MAX_BLOCK_BYTES // per_row))
     if prepared is None:
         prepared = kernel.prepare(Z, dtype)
     buffer = np.empty((step, Z.shape[0]), dtype=dtype)
@@ -160,7 +164,7 @@ def matvec_memory(kernel, n_rows, n_cols, n_features, dtype=np.float64, max_memo
     fixed = kernel.aux_bytes(n_cols, n_features, dtype) + ufunc_workspace_bytes()
     per_row = kernel.bytes_per_row(n_cols, n_features, dtype)
     step = rows_per_block(n_rows, per_row, budget, fixed_bytes=fixed)
-    return fixed + step * per_row
+    return fixed + max(1, min(step, MAX_BLOCK_BYTES // per_row)) * per_row
 
 
 def kernel_matvec(kernel, X, Z, V, max_memory=None):

@@ -186,6 +186,7 @@ def _import_from(folder, module_name):
         sys.path.insert(0, str(folder))
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclasses and pickling look the module up by name
     spec.loader.exec_module(module)
     return module
 
