@@ -17,6 +17,7 @@ from .kernels import (
 )
 from .lssvm import LSSVMClassifier, LSSVMRegressor, solve_lssvm
 from .persistence import PersistenceWarning, describe, load, save
+from .slkl import SLKLClassifier, SLKLRegressor
 from .simplex import project_hypercube, project_simplex
 from .stagewise import StagewiseClassifier, StagewiseRegressor
 
@@ -45,6 +46,9 @@ __all__ = [
     "exact_lssvm",
     "kernel_predict",
     "kernel_ridge_objective",
+    # stochastic low-rank kernel learning (paper 1)
+    "SLKLRegressor",
+    "SLKLClassifier",
     # randomized LS-SVM (paper 4)
     "LSSVMClassifier",
     "LSSVMRegressor",

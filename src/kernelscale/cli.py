@@ -56,6 +56,7 @@ def _demo_entries():
     from .lssvm import LSSVMClassifier, LSSVMRegressor
     from .preprocessing import CenterNormalize, FFTFeatures
     from .least_squares import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
+    from .slkl import SLKLClassifier, SLKLRegressor
     from .stagewise import StagewiseClassifier, StagewiseRegressor
 
     return [
@@ -64,6 +65,10 @@ def _demo_entries():
             RandomFourierFeatures(GaussianKernel(sigma=1.0), n_components=500, random_state=0), Ridge(alpha=0.1))),
         DemoEntry("NystromFeatures+Ridge", "sinc", lambda: make_pipeline(
             NystromFeatures(GaussianKernel(sigma=1.0), n_components=200, random_state=0), Ridge(alpha=0.1))),
+        DemoEntry("SLKLRegressor", "sinc", lambda: SLKLRegressor(
+            GaussianKernel(sigma=1.0), n_columns=256, nu=0.01, lam=1.0, random_state=0)),
+        DemoEntry("SLKLClassifier (one-vs-all)", "digits", lambda: SLKLClassifier(
+            GaussianKernel(sigma=2.0), n_columns=128, nu=0.01, random_state=0)),
         DemoEntry("ExactKernelRidge (one-hot)", "digits", lambda: _OneHotRegressionClassifier(
             ExactKernelRidge("gaussian", alpha=1e-3, random_state=0))),
         DemoEntry("RandomFourierFeatures+RidgeClassifier", "digits", lambda: make_pipeline(

@@ -1,0 +1,697 @@
+"""SLKL: stochastic low-rank kernel learning for regression (paper 1, ALGORITHMS.md section 1).
+
+For M candidate columns c_m = K[:, m] / sqrt(k(x_m, x_m)) (sampled uniformly without
+replacement), SLKL learns the conical combination K(mu) = sum_m mu_m c_m c_m^T = C D C^T by
+minimising (eq. 14)
+
+    F(mu) = y^T (I + K(mu) / lam)^-1 y + nu sum(mu),   mu >= 0,
+
+one randomly chosen coordinate at a time (Algorithms 1-2). The state at mu is the active set,
+C (n x m0), G = (D^-1 + C^T C / lam)^-1 (kernelscale.woodbury) and u = (lam I + K(mu))^-1 y.
+A visited coordinate costs O(n) for a = c_m^T u; if mu_m = 0 and lam a^2 <= nu it stays 0
+(ALGORITHMS.md's skip rule, exact for both step rules); otherwise O(n m0) for
+b = c_m^T (lam I + K(mu))^-1 c_m, the step, and the updates of u and G.
+
+Along a coordinate F is known in closed form: F(mu + t e_m) - F(mu) = -lam a^2 t / (1 + t b) + nu t.
+``update="exact"`` takes its minimiser mu_m + (sqrt(lam a^2 / nu) - 1) / b clipped at 0 and never
+raises F. ``update="newton"`` is the paper's projected Newton step (eq. 19) with the curvature
+2 lam a^2 b of Prop. 2 (Algorithm 2 prints it without the 2). A clipped Newton step that lowers
+a weight can raise F (the quadratic model is no upper bound for negative steps, despite
+Theorem 1a); such a step is detected in closed form and replaced by the exact step, and counted.
+
+The learned model is kernel ridge regression with the kernel k_mu(x, x') =
+sum_m mu_m k(x, x_m) k(x_m, x') / k(x_m, x_m); its prediction simplifies (eqs. 16-17) to
+f(x) = sum_{m active} mu_m a_m k(x_m, x) / sqrt(k(x_m, x_m)).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+from dataclasses import dataclass, field
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context, clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.class_weight import compute_class_weight
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from ._monitor import IterationMonitor
+from .blocks import format_bytes, kernel_matvec, kernel_rows, parse_memory
+from .kernels import KERNEL_NAMES, Kernel, make_kernel
+from .woodbury import woodbury_append, woodbury_direct, woodbury_remove, woodbury_rescale
+
+__all__ = [
+    "SLKLRegressor",
+    "SLKLClassifier",
+    "slkl",
+    "SLKLResult",
+    "ArrayColumns",
+    "KernelColumns",
+    "exact_step",
+    "newton_step",
+    "step_change",
+]
+
+logger = logging.getLogger("kernelscale")
+
+UPDATES = ("exact", "newton")
+COLUMN_MODES = ("auto", "precompute", "on_the_fly")
+DEFAULT_EPOCHS = 500  # max_iter=None means DEFAULT_EPOCHS * M coordinate visits
+
+
+# ----------------------------------------------------------------------------------------------
+# one coordinate
+
+
+def step_change(t, lam_a2, b, nu):
+    """F(mu + t e_m) - F(mu) = -lam a^2 t / (1 + t b) + nu t (Sherman-Morrison on eq. 14)."""
+    return nu * t - lam_a2 * t / (1.0 + t * b)
+
+
+def exact_step(mu, lam_a2, b, nu):
+    """The minimiser over v >= 0 of F along the coordinate: max(0, mu + (sqrt(lam a^2/nu) - 1)/b).
+
+    With a = 0 (or b = 0, i.e. c_m = 0) F grows linearly with slope nu, so the minimiser is 0.
+    """
+    if lam_a2 <= 0.0 or b <= 0.0:
+        return 0.0
+    return max(0.0, mu + (math.sqrt(lam_a2 / nu) - 1.0) / b)
+
+
+def newton_step(mu, lam_a2, b, nu):
+    """The paper's projected Newton step (eq. 19, Algorithm 2) with d2F = 2 lam a^2 b (Prop. 2)."""
+    h = 2.0 * lam_a2 * b
+    if h <= 0.0:
+        return 0.0
+    return max(0.0, mu + (lam_a2 - nu) / h)
+
+
+# ----------------------------------------------------------------------------------------------
+# candidate columns
+
+
+class ArrayColumns:
+    """Candidate columns held in memory: ``C`` of shape (n, M) (stored transposed, row m = c_m).
+
+    Any float dtype is stored as given; ``column`` returns the float64 copy the solver uses.
+    """
+
+    def __init__(self, C=None, *, rows=None):
+        self.rows = np.ascontiguousarray(np.asarray(C).T if rows is None else rows)
+        self.n_candidates, self.n_samples = self.rows.shape
+        self.sqnorms = np.einsum("ij,ij->i", self.rows, self.rows, dtype=np.float64)
+
+    def column(self, j):
+        return self.rows[j].astype(np.float64)
+
+    nbytes = property(lambda self: self.rows.nbytes)
+
+
+class KernelColumns:
+    """Candidate columns computed on demand from the kernel (``columns="on_the_fly"``).
+
+    c_m = sqrt(w) * K(X, x_m) / sqrt(k(x_m, x_m)) for the candidate rows ``candidates`` of X;
+    ``sqrt_w`` carries sample weights (None for unit weights). Costs O(n d) per call.
+    """
+
+    def __init__(self, kernel, X, candidates, sqrt_w=None, max_memory=None):
+        self.kernel, self.X, self.candidates = kernel, X, np.asarray(candidates)
+        self.max_memory = max_memory
+        self.n_samples, self.n_candidates = X.shape[0], self.candidates.size
+        diag = np.asarray(kernel.diag(X[self.candidates]), dtype=np.float64)
+        self.scale = np.where(diag > 0, 1.0 / np.sqrt(np.where(diag > 0, diag, 1.0)), 0.0)
+        self.sqrt_w = sqrt_w
+        self._prepared = None
+        self._buf = np.empty((1, X.shape[0]), dtype=X.dtype)
+        self.sqnorms = None  # computed per column in ``column``
+        self.nbytes = kernel.aux_bytes(X.shape[0], X.shape[1], X.dtype) + self._buf.nbytes
+
+    def column(self, j):
+        if self._prepared is None:
+            self._prepared = self.kernel.prepare(self.X, self.X.dtype)
+        row = kernel_rows(self.kernel, self.X, self.candidates[j:j + 1], out=self._buf, prepared=self._prepared)
+        c = row[0].astype(np.float64)
+        c *= self.scale[j]
+        if self.sqrt_w is not None:
+            c *= self.sqrt_w
+        return c
+
+    def materialise(self):
+        """All M columns as an :class:`ArrayColumns` (``columns="precompute"``), in X's dtype."""
+        rows = kernel_rows(self.kernel, self.X, self.candidates, max_memory=self.max_memory)
+        rows *= self.scale[:, None].astype(rows.dtype)
+        if self.sqrt_w is not None:
+            rows *= self.sqrt_w[None, :].astype(rows.dtype)
+        return ArrayColumns(rows=rows)
+
+
+# ----------------------------------------------------------------------------------------------
+# the solver state
+
+
+class _State:
+    """Active columns (rows of ``Ct``, grown by doubling), G, mu and u = (lam I + K(mu))^-1 y."""
+
+    def __init__(self, y, n_candidates, lam, budget=None, reserved=0):
+        self.y = y
+        self.n = y.size
+        self.lam = lam
+        self.mu = np.zeros(n_candidates)
+        self.slot = -np.ones(n_candidates, dtype=np.intp)  # candidate -> slot in Ct, -1 if inactive
+        self.order = []  # slot -> candidate
+        self.Ct = np.empty((0, self.n))
+        self.G = np.zeros((0, 0))
+        self.u = y / lam
+        self.budget, self.reserved = budget, reserved
+
+    @property
+    def m0(self):
+        return len(self.order)
+
+    def _grow(self):
+        cap = min(max(8, (3 * self.Ct.shape[0]) // 2), self.mu.size)
+        if self.budget is not None:
+            need = self.reserved + cap * self.n * 8 + 3 * cap * cap * 8
+            if need > self.budget:
+                raise ValueError(
+                    f"SLKL needs {format_bytes(need)} to hold {cap} active columns of length {self.n}, "
+                    f"more than max_memory={format_bytes(self.budget)}; increase max_memory, increase nu "
+                    f"(fewer active columns) or lower n_columns."
+                )
+        Ct = np.empty((cap, self.n))
+        Ct[: self.m0] = self.Ct[: self.m0]
+        self.Ct = Ct
+
+    def kinv(self, c, Gz):
+        """(lam I + K(mu))^-1 c from Gz = G C^T c (eq. 22), O(n m0)."""
+        w = c / self.lam
+        if self.m0:
+            w -= (self.Ct[: self.m0].T @ Gz) / self.lam**2
+        return w
+
+    def curvature(self, c, cc):
+        """b = c^T (lam I + K(mu))^-1 c with z = C^T c and Gz = G z, O(n m0)."""
+        if self.m0 == 0:
+            return cc / self.lam, np.zeros(0)
+        z = self.Ct[: self.m0] @ c
+        Gz = self.G @ z
+        return cc / self.lam - float(z @ Gz) / self.lam**2, Gz
+
+    def apply(self, j, c, a, b, Gz, mu_new):
+        """Move mu_j to mu_new: update u (Sherman-Morrison) and G by the cases (25)-(27)."""
+        mu_old = self.mu[j]
+        t = mu_new - mu_old
+        w = self.kinv(c, Gz)
+        self.u -= (t * a / (1.0 + t * b)) * w
+        p = self.slot[j]
+        if p >= 0 and mu_new > 0:
+            woodbury_rescale(self.G, p, mu_old, mu_new)
+        elif p >= 0:
+            self.G = woodbury_remove(self.G, p)
+            last = self.m0 - 1
+            moved = self.order[last]
+            self.Ct[p] = self.Ct[last]
+            self.order[p] = moved
+            self.slot[moved] = p
+            self.order.pop()
+            self.slot[j] = -1
+        else:
+            self.G = woodbury_append(self.G, Gz, b, mu_new, self.lam)
+            if self.m0 == self.Ct.shape[0]:
+                self._grow()
+            self.Ct[self.m0] = c
+            self.slot[j] = self.m0
+            self.order.append(j)
+        self.mu[j] = mu_new
+
+    def load(self, columns, mu):
+        """Set the state at ``mu`` from scratch (warm start)."""
+        for j in np.flatnonzero(mu > 0):
+            if self.m0 == self.Ct.shape[0]:
+                self._grow()
+            self.Ct[self.m0] = columns.column(j)
+            self.slot[j] = self.m0
+            self.order.append(int(j))
+        self.mu[:] = np.where(mu > 0, mu, 0.0)
+        self.refresh()
+
+    def refresh(self):
+        """Recompute G (eq. 23) and u from scratch: bounds the drift of the rank-one updates.
+        O(n m0^2 + m0^3), done once every M visits, so O(n m0) amortised per visit."""
+        m0 = self.m0
+        if m0 == 0:
+            self.G = np.zeros((0, 0))
+            self.u = self.y / self.lam
+            return
+        C = self.Ct[:m0]
+        self.G = woodbury_direct(C.T, self.mu[self.order], self.lam)
+        self.u = self.y / self.lam - (C.T @ (self.G @ (C @ self.y))) / self.lam**2
+
+    def objective(self, nu):
+        return float(self.lam * (self.y @ self.u) + nu * self.mu.sum())
+
+    def active_a(self):
+        """a_m = c_m^T u for the active slots, in slot order."""
+        return self.Ct[: self.m0] @ self.u
+
+
+@dataclass
+class SLKLResult:
+    """Output of :func:`slkl` for one target vector."""
+
+    mu: np.ndarray  # (M,) weights over the candidates
+    a: np.ndarray  # (M,) c_m^T u at the final state (0 where mu_m = 0)
+    u: np.ndarray  # (n,) (lam I + K(mu))^-1 y
+    objective: float
+    objective_history: np.ndarray  # F at the start and every M visits
+    n_iter: int  # coordinate visits
+    converged: bool
+    n_skipped: int  # visits decided by the skip rule (b not computed)
+    n_newton_fallbacks: int  # raw Newton steps that would have raised F
+    stopped_by_callback: bool = False
+    trace: list = field(default_factory=list)  # F after every visit (trace=True only)
+
+
+def _as_columns(columns):
+    if isinstance(columns, (ArrayColumns, KernelColumns)):
+        return columns
+    C = np.asarray(columns)
+    if C.ndim != 2:
+        raise ValueError(f"columns must be an (n, M) array or a column source, got shape {C.shape}.")
+    return ArrayColumns(C)
+
+
+def slkl(columns, y, *, lam=1.0, nu=0.01, update="exact", tol=1e-4, max_iter=None, random_state=None,
+         mu0=None, refresh=True, skip=True, trace=False, max_memory=None, reserved_bytes=0, monitor=None):
+    """Minimise F(mu) of eq. 14 by stochastic coordinate descent (Algorithm 2).
+
+    Parameters
+    ----------
+    columns : array (n, M) of candidate columns c_m, or ArrayColumns / KernelColumns
+    y : array (n,)
+    lam, nu : float > 0
+    update : "exact" (minimiser along the coordinate) or "newton" (eq. 19, safeguarded)
+    tol : stop when F(mu^{k-M}) - F(mu^k) < tol F(mu^{k-M}), checked every M visits
+    max_iter : maximum number of coordinate visits (None: 500 M)
+    random_state : coordinates are drawn uniformly with replacement from it
+    mu0 : starting weights (M,), default 0
+    refresh : recompute G and u from scratch every M visits (bounds round-off drift)
+    skip : use the O(n) skip rule (switch off only to test that it changes nothing)
+    trace : record F after every visit in ``result.trace`` (tests)
+    max_memory, reserved_bytes : budget for the active columns and G (None: unchecked)
+    monitor : an IterationMonitor, updated every M visits
+
+    Returns
+    -------
+    SLKLResult
+    """
+    cols = _as_columns(columns)
+    y = np.asarray(y, dtype=np.float64).ravel()
+    if y.size != cols.n_samples:
+        raise ValueError(f"y has {y.size} entries but the columns have length {cols.n_samples}.")
+    if update not in UPDATES:
+        raise ValueError(f"update must be one of {UPDATES}, got {update!r}.")
+    M = cols.n_candidates
+    max_iter = DEFAULT_EPOCHS * M if max_iter is None else int(max_iter)
+    rng = check_random_state(random_state)
+    budget = None if max_memory is None else parse_memory(max_memory)
+    st = _State(y, M, lam, budget, reserved_bytes)
+    if mu0 is not None:
+        st.load(cols, np.asarray(mu0, dtype=np.float64))
+    sqnorms = cols.sqnorms
+    F = st.objective(nu)
+    history = [F]
+    tr = [F] if trace else []
+    n_skipped = n_fallbacks = k = 0
+    converged = stopped = False
+    step = exact_step if update == "exact" else newton_step
+    lam_ = float(lam)
+    while k < max_iter and not converged:
+        F_epoch = F
+        for j in rng.randint(0, M, size=min(M, max_iter - k)):
+            k += 1
+            p = st.slot[j]
+            c = st.Ct[p].copy() if p >= 0 else cols.column(j)
+            a = float(c @ st.u)
+            lam_a2 = lam_ * a * a
+            mu_old = float(st.mu[j])
+            if skip and p < 0 and lam_a2 <= nu:
+                n_skipped += 1
+                if trace:
+                    tr.append(F)
+                continue
+            cc = float(sqnorms[j]) if sqnorms is not None else float(c @ c)
+            b, Gz = _curvature(st, c, cc)
+            mu_new = step(mu_old, lam_a2, b, nu)
+            if update == "newton" and step_change(mu_new - mu_old, lam_a2, b, nu) > 0.0:
+                n_fallbacks += 1
+                mu_new = exact_step(mu_old, lam_a2, b, nu)
+            t = mu_new - mu_old
+            if t != 0.0:
+                F += step_change(t, lam_a2, b, nu)
+                st.apply(j, c, a, b, Gz, mu_new)
+            if trace:
+                tr.append(F)
+        if refresh:
+            st.refresh()
+        F = st.objective(nu)
+        history.append(F)
+        converged = F_epoch - F < tol * F_epoch
+        if monitor is not None and monitor.update(objective=F, n_active=st.m0):
+            stopped = True
+            break
+    st.refresh()
+    a = np.zeros(M)
+    if st.m0:
+        a[st.order] = st.active_a()
+    return SLKLResult(mu=st.mu.copy(), a=a, u=st.u.copy(), objective=st.objective(nu),
+                      objective_history=np.asarray(history), n_iter=k, converged=converged, n_skipped=n_skipped,
+                      n_newton_fallbacks=n_fallbacks, stopped_by_callback=stopped, trace=tr)
+
+
+def _curvature(state, c, cc):
+    """b = c^T (lam I + K(mu))^-1 c (and G C^T c); the O(n m0) part of a visit (module-level so
+    tests can count its calls)."""
+    return state.curvature(c, cc)
+
+
+# ----------------------------------------------------------------------------------------------
+# estimators
+
+
+_PARAMS_DOC = """
+    kernel : Kernel or str, default="gaussian"
+        A kernelscale kernel or one of ``KERNEL_NAMES``; ``sigma="median"`` is resolved in fit
+        into ``kernel_``.
+    n_columns : int >= 1, default=256
+        M, the number of candidate columns, sampled uniformly without replacement from the
+        training points (clipped to n with a warning).
+    nu : float > 0, default=0.01
+        Weight of the l1 penalty nu sum(mu); only lam * nu matters (Prop. 3).
+    lam : float > 0, default=1.0
+        Ridge parameter of eq. 14.
+    update : "exact" or "newton", default="exact"
+        Exact minimiser along the coordinate, or the paper's Newton step (eq. 19), safeguarded:
+        a Newton step that would raise F is replaced by the exact step and counted in
+        ``n_newton_fallbacks_``.
+    tol : float > 0, default=1e-4
+        Stop when F(mu^{k-M}) - F(mu^k) < tol F(mu^{k-M}) (checked every M visits).
+    max_iter : int or None, default=None
+        Maximum coordinate visits per output (None: 500 M); ConvergenceWarning if reached.
+    columns : "auto", "precompute" or "on_the_fly", default="auto"
+        Keep all M columns (memory n M) or recompute a visited column from the kernel and keep
+        only the active ones (memory O(n m0 + m0^2), O(n d) extra work per visit, Sec. 4.2).
+        "auto" precomputes when the M columns take at most a quarter of ``max_memory``.
+    max_memory : int, str or None, default=None
+        Budget for the columns, the active set and kernel blocks (half the available memory
+        if None); fit fails at once, naming what to change, when it cannot fit.
+    warm_start : bool, default=False
+        Reuse the previous candidates and weights ``mu_`` when the training set has the same
+        size, n_columns and number of outputs.
+    random_state : int, RandomState or None
+        Seeds the candidate sample, the coordinate choice and the median heuristic.
+    verbose : int, default=0
+        1 shows a progress bar with F, updated every M visits.
+    callback : callable or None
+        Called every M visits with a dict (iteration, objective, n_active, problem); returning
+        True stops the current output's problem."""
+
+_ATTR_DOC = """
+    kernel_ : Kernel
+        The kernel used (bandwidth resolved).
+    candidates_ : ndarray (M,)
+        Indices of the candidate training points.
+    mu_ : ndarray (M,) or (M, n_outputs)
+        Weights over the candidates.
+    active_ : ndarray
+        Indices of the training points whose weight is positive (for some output).
+    n_active_ : int
+        m0, the size of ``active_``.
+    X_active_ : ndarray (m0, d)
+        The active training points, all that predict needs.
+    dual_coef_ : ndarray (m0,) or (m0, n_outputs)
+        mu_m a_m / sqrt(k(x_m, x_m)), so that f(x) = K(x, X_active_) @ dual_coef_.
+    objective_history_ : ndarray or list of ndarray
+        F at the start and every M visits (one array per output when there are several).
+    n_iter_ : int
+        Coordinate visits (maximum over outputs).
+    n_skipped_ : int
+        Visits settled by the O(n) skip rule (mu_m = 0 and lam a^2 <= nu), summed over outputs.
+    n_newton_fallbacks_ : int
+        With update="newton": raw Newton steps that would have raised F, replaced by the exact
+        step (0 for update="exact")."""
+
+
+class _SLKLBase(BaseEstimator):
+    _parameter_constraints: dict = {
+        "kernel": [Kernel, StrOptions(set(KERNEL_NAMES))],
+        "n_columns": [Interval(Integral, 1, None, closed="left")],
+        "nu": [Interval(Real, 0, None, closed="neither")],
+        "lam": [Interval(Real, 0, None, closed="neither")],
+        "update": [StrOptions(set(UPDATES))],
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None, closed="left"), None],
+        "columns": [StrOptions(set(COLUMN_MODES))],
+        "max_memory": [Interval(Real, 0, None, closed="neither"), str, None],
+        "warm_start": ["boolean"],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "callback": [callable, None],
+    }
+
+    def _solve(self, X, Y, sample_weight):
+        """Fit the columns of Y (n, k) as k problems over shared candidates; set fitted state."""
+        n_all, k = Y.shape
+        keep = np.flatnonzero(sample_weight > 0)
+        if keep.size == 0:
+            raise ValueError("sample_weight has no positive entry; pass at least one positive weight.")
+        Xk, Yk, wk = X[keep], Y[keep], sample_weight[keep]
+        n = keep.size
+        rng = check_random_state(self.random_state)
+        kernel = make_kernel(self.kernel)
+        self.kernel_ = clone(kernel) if kernel.is_resolved else kernel.resolve(Xk, rng, wk)
+        M = self.n_columns
+        if M > n:
+            warnings.warn(f"n_columns={M} > n_samples={n} (with positive weight); using n_columns={n}.",
+                          UserWarning, stacklevel=3)
+            M = n
+        prev_mu = getattr(self, "mu_", None)
+        warm = (self.warm_start and prev_mu is not None and getattr(self, "_n_fit", None) == n_all
+                and prev_mu.reshape(prev_mu.shape[0], -1).shape == (M, k)
+                and np.all(sample_weight[self.candidates_] > 0))
+        if warm:
+            cand = np.searchsorted(keep, self.candidates_)
+            mu0 = prev_mu.reshape(M, k)
+        else:
+            cand = rng.choice(n, M, replace=False)
+            mu0 = None
+        unit = np.all(wk == 1.0)
+        sqrt_w = None if unit else np.sqrt(wk)
+        budget = parse_memory(self.max_memory)
+        item = Xk.dtype.itemsize
+        precomputed_bytes = M * n * item
+        mode = self.columns
+        if mode == "auto":
+            mode = "precompute" if 4 * precomputed_bytes <= budget else "on_the_fly"
+        if mode == "precompute" and precomputed_bytes > budget:
+            raise ValueError(
+                f"columns='precompute' needs {format_bytes(precomputed_bytes)} for {M} columns of length "
+                f"{n}, more than max_memory={format_bytes(budget)}; use columns='on_the_fly', lower "
+                f"n_columns or increase max_memory."
+            )
+        source = KernelColumns(self.kernel_, Xk, cand, sqrt_w, budget)
+        if mode == "precompute":
+            source = source.materialise()
+        reserved = source.nbytes + 4 * n * 8
+        Yw = Yk if unit else Yk * sqrt_w[:, None]
+        results = []
+        for j in range(k):
+            cb = self.callback
+            if cb is not None and k > 1:
+                cb = (lambda info, j=j, f=self.callback: f({**info, "problem": j}))
+            with IterationMonitor(self.verbose, cb, desc=f"SLKL output {j}" if k > 1 else "SLKL") as mon:
+                results.append(slkl(source, Yw[:, j], lam=self.lam, nu=self.nu, update=self.update, tol=self.tol,
+                                    max_iter=self.max_iter, random_state=rng,
+                                    mu0=None if mu0 is None else mu0[:, j], max_memory=budget,
+                                    reserved_bytes=reserved, monitor=mon))
+        if not all(r.converged or r.stopped_by_callback for r in results):
+            warnings.warn(
+                f"{type(self).__name__} did not reach tol={self.tol:g} in max_iter="
+                f"{max(r.n_iter for r in results)} coordinate visits; increase max_iter or tol.",
+                ConvergenceWarning, stacklevel=3)
+        mu = np.stack([r.mu for r in results], axis=1)
+        a = np.stack([r.a for r in results], axis=1)
+        on = np.flatnonzero(np.any(mu > 0, axis=1))
+        scale = source.scale if isinstance(source, KernelColumns) else _candidate_scale(self.kernel_, Xk, cand)
+        coef = (mu[on] * a[on]) * scale[on, None]
+        if not np.all(np.isfinite(coef)):
+            raise ValueError("SLKL produced non-finite weights; rescale X or y, or increase lam or nu.")
+        self._n_fit = n_all
+        self.candidates_ = keep[cand]
+        self.active_ = keep[cand[on]]
+        self.n_active_ = int(on.size)
+        self.X_active_ = np.ascontiguousarray(Xk[cand[on]])
+        hist = [r.objective_history for r in results]
+        self.objective_history_ = hist[0] if k == 1 else hist
+        self.n_iter_ = int(max(r.n_iter for r in results))
+        self.n_skipped_ = int(sum(r.n_skipped for r in results))
+        self.n_newton_fallbacks_ = int(sum(r.n_newton_fallbacks for r in results))
+        return mu, np.ascontiguousarray(coef, dtype=X.dtype)
+
+    def _scores(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        coef = self.dual_coef_.reshape(self.dual_coef_.shape[0], -1)
+        if self.n_active_ == 0:
+            return np.zeros((X.shape[0], coef.shape[1]), dtype=np.result_type(X.dtype, coef.dtype))
+        return kernel_matvec(self.kernel_, X, self.X_active_, coef, max_memory=self.max_memory)
+
+
+def _candidate_scale(kernel, X, cand):
+    diag = np.asarray(kernel.diag(X[cand]), dtype=np.float64)
+    return np.where(diag > 0, 1.0 / np.sqrt(np.where(diag > 0, diag, 1.0)), 0.0)
+
+
+def _init_params(self, kernel, n_columns, nu, lam, update, tol, max_iter, columns, max_memory, warm_start,
+                 random_state, verbose, callback):
+    self.kernel = kernel
+    self.n_columns = n_columns
+    self.nu = nu
+    self.lam = lam
+    self.update = update
+    self.tol = tol
+    self.max_iter = max_iter
+    self.columns = columns
+    self.max_memory = max_memory
+    self.warm_start = warm_start
+    self.random_state = random_state
+    self.verbose = verbose
+    self.callback = callback
+
+
+class SLKLRegressor(RegressorMixin, _SLKLBase):
+    """Stochastic low-rank kernel learning for regression (paper 1).
+
+    Learns a sparse conical combination of M rank-one Nystrom kernels by minimising eq. 14 with
+    stochastic coordinate descent, then predicts as kernel ridge regression with that kernel.
+    There is no intercept (as in the paper). Each column of a 2-d y is an independent problem
+    (its own weights mu) over shared candidates. ``sample_weight`` w gives the weighted
+    least-squares version (rows of C and y scaled by sqrt(w)); points of zero weight are
+    dropped, and candidates are drawn from the others. The solver works in float64 (the
+    Woodbury downdates lose too many digits in float32); precomputed columns are stored in the
+    input dtype and predictions of float32 input are float32.
+
+    Parameters
+    ----------""" + _PARAMS_DOC + """
+
+    Attributes
+    ----------""" + _ATTR_DOC + """
+    """
+
+    _parameter_constraints: dict = {**_SLKLBase._parameter_constraints}
+
+    def __init__(self, kernel="gaussian", n_columns=256, nu=0.01, lam=1.0, *, update="exact", tol=1e-4,
+                 max_iter=None, columns="auto", max_memory=None, warm_start=False, random_state=None, verbose=0,
+                 callback=None):
+        _init_params(self, kernel, n_columns, nu, lam, update, tol, max_iter, columns, max_memory, warm_start,
+                     random_state, verbose, callback)
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Fit on X (n, d) and y (n,) or (n, k)."""
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], multi_output=True, y_numeric=True)
+        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        y = np.asarray(y, dtype=np.float64)
+        mu, coef = self._solve(X, y.reshape(y.shape[0], -1), sample_weight)
+        self.mu_ = mu[:, 0] if y.ndim == 1 else mu
+        self.dual_coef_ = coef[:, 0] if y.ndim == 1 else coef
+        return self
+
+    def predict(self, X):
+        """f(x) = sum_m mu_m a_m k(x_m, x) / sqrt(k(x_m, x_m)): shape (n,), or (n, k) for a 2-d y."""
+        scores = self._scores(X)
+        return scores[:, 0] if self.dual_coef_.ndim == 1 else scores
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
+
+class SLKLClassifier(ClassifierMixin, _SLKLBase):
+    """SLKL one-vs-all: regression on +-1 targets, one problem per class (two classes: one).
+
+    The protocol of the paper's USPS and MNIST experiments. ``predict`` is the argmax of the
+    class scores (the sign for two classes). No ``predict_proba``: the scores are least-squares
+    regressions of +-1 labels, not probabilities (calibrate with
+    ``sklearn.calibration.CalibratedClassifierCV`` if needed).
+
+    Parameters
+    ----------""" + _PARAMS_DOC + """
+    class_weight : dict, "balanced" or None
+        Multiplies each sample's weight by its class weight (in every one-vs-all problem).
+
+    Attributes
+    ----------
+    classes_ : ndarray""" + _ATTR_DOC + """
+    """
+
+    _parameter_constraints: dict = {
+        **_SLKLBase._parameter_constraints,
+        "class_weight": [dict, StrOptions({"balanced"}), None],
+    }
+
+    def __init__(self, kernel="gaussian", n_columns=256, nu=0.01, lam=1.0, *, update="exact", tol=1e-4,
+                 max_iter=None, columns="auto", class_weight=None, max_memory=None, warm_start=False,
+                 random_state=None, verbose=0, callback=None):
+        _init_params(self, kernel, n_columns, nu, lam, update, tol, max_iter, columns, max_memory, warm_start,
+                     random_state, verbose, callback)
+        self.class_weight = class_weight
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Fit on X (n, d) and class labels y."""
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
+        check_classification_targets(y)
+        classes, codes = np.unique(y, return_inverse=True)
+        if classes.size < 2:
+            raise ValueError(
+                f"{type(self).__name__} needs samples of at least 2 classes; got 1 class ({classes[0]!r}) in y. "
+                f"Pass data with both classes.")
+        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        if self.class_weight is not None:
+            sample_weight = sample_weight * compute_class_weight(self.class_weight, classes=classes, y=y)[codes]
+        if getattr(self, "classes_", None) is not None and not np.array_equal(self.classes_, classes):
+            self.__dict__.pop("mu_", None)  # warm start only with the same classes
+        self.classes_ = classes
+        if classes.size == 2:
+            Y = np.where(codes == 1, 1.0, -1.0)[:, None]
+        else:
+            Y = -np.ones((codes.size, classes.size))
+            Y[np.arange(codes.size), codes] = 1.0
+        mu, coef = self._solve(X, Y, sample_weight)
+        self.mu_ = mu[:, 0] if classes.size == 2 else mu
+        self.dual_coef_ = coef[:, 0] if classes.size == 2 else coef
+        return self
+
+    def decision_function(self, X):
+        """Scores: shape (n,) for two classes (positive means classes_[1]), else (n, n_classes)."""
+        scores = self._scores(X)
+        return scores[:, 0] if self.classes_.size == 2 else scores
+
+    def predict(self, X):
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            return self.classes_[(scores > 0).astype(int)]
+        return self.classes_[np.argmax(scores, axis=1)]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = True
+        return tags

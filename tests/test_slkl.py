@@ -1,0 +1,312 @@
+"""SLKL (paper 1): coordinate steps, descent, optimality, Prop. 3, predictions, costs, estimators."""
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize, minimize_scalar
+from sklearn.base import clone
+from sklearn.datasets import load_digits
+
+import kernelscale.slkl as slkl_mod
+from kernelscale import GaussianKernel
+from kernelscale.slkl import (
+    ArrayColumns,
+    SLKLClassifier,
+    SLKLRegressor,
+    _State,
+    exact_step,
+    newton_step,
+    slkl,
+    step_change,
+)
+from memcheck import peak_bytes
+
+
+# ----------------------------------------------------------------------------------------------
+# dense references
+
+
+def dense_F(C, y, mu, lam, nu):
+    K = (C * mu) @ C.T
+    return lam * y @ np.linalg.solve(lam * np.eye(y.size) + K, y) + nu * mu.sum()
+
+
+def dense_grad(C, y, mu, lam, nu):
+    u = np.linalg.solve(lam * np.eye(y.size) + (C * mu) @ C.T, y)
+    return nu - lam * (C.T @ u) ** 2
+
+
+def gauss(A, B, sigma=1.0):
+    d2 = ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1)
+    return np.exp(-d2 / (2 * sigma**2))
+
+
+def columns_of(X, cand, sigma=1.0):
+    """c_m = K[:, m] / sqrt(k_mm) by a plain formula (k_mm = 1 for the Gaussian kernel)."""
+    return gauss(X, X[cand], sigma)
+
+
+def problem(n=80, M=24, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-3, 3, size=(n, 2))
+    y = np.sinc(np.linalg.norm(X, axis=1) / np.pi) + 0.1 * rng.normal(size=n)
+    cand = rng.choice(n, M, replace=False)
+    return X, y, cand, columns_of(X, cand)
+
+
+# ----------------------------------------------------------------------------------------------
+# one coordinate
+
+
+def test_exact_step_minimises_dense_F_along_the_coordinate():
+    X, y, cand, C = problem()
+    rng = np.random.default_rng(3)
+    lam, nu = 0.5, 0.02
+    mu = np.where(rng.random(C.shape[1]) < 0.5, rng.uniform(0, 2, C.shape[1]), 0.0)
+    for m in range(8):
+        Kinv = np.linalg.inv(lam * np.eye(y.size) + (C * mu) @ C.T)
+        a, b = C[:, m] @ Kinv @ y, C[:, m] @ Kinv @ C[:, m]
+
+        def along(v, m=m):
+            w = mu.copy()
+            w[m] = v
+            return dense_F(C, y, w, lam, nu)
+
+        best = minimize_scalar(along, bounds=(0.0, 50.0), method="bounded", options={"xatol": 1e-10})
+        grid = np.linspace(0, 50, 5001)
+        v_grid = grid[np.argmin([along(v) for v in grid[::10]]) * 10]
+        v = exact_step(mu[m], lam * a * a, b, nu)
+        assert along(v) <= min(best.fun, along(v_grid), along(0.0)) + 1e-10
+        # the closed form of F along the coordinate
+        t = 0.37
+        assert step_change(t, lam * a * a, b, nu) == pytest.approx(along(mu[m] + t) - along(mu[m]), rel=1e-8)
+
+
+def test_raw_newton_overshoot_example():
+    """ALGORITHMS.md: nu = 1, lam a^2 = 0.25, b = 1, mu = 0.9: the clipped Newton step raises F by 1.35."""
+    assert newton_step(0.9, 0.25, 1.0, 1.0) == 0.0
+    assert step_change(-0.9, 0.25, 1.0, 1.0) == pytest.approx(1.35)
+    assert exact_step(0.9, 0.25, 1.0, 1.0) == pytest.approx(0.4)
+    assert step_change(-0.5, 0.25, 1.0, 1.0) == pytest.approx(-0.25)
+
+
+def test_safeguarded_newton_catches_and_counts_the_overshoot():
+    # one column c = sqrt(10), y = sqrt(2.5), lam = 1, mu = 0.9: then b = 1 and lam a^2 = 0.25
+    C, y = np.array([[np.sqrt(10.0)]]), np.array([np.sqrt(2.5)])
+    F0 = dense_F(C, y, np.array([0.9]), 1.0, 1.0)
+    res = slkl(C, y, lam=1.0, nu=1.0, update="newton", mu0=[0.9], max_iter=1, trace=True, random_state=0)
+    assert res.n_newton_fallbacks == 1
+    assert res.mu[0] == pytest.approx(0.4)
+    assert res.objective == pytest.approx(F0 - 0.25)
+    assert dense_F(C, y, res.mu, 1.0, 1.0) == pytest.approx(F0 - 0.25)
+    raw = slkl(C, y, lam=1.0, nu=1.0, update="exact", mu0=[0.9], max_iter=1, random_state=0)
+    assert raw.n_newton_fallbacks == 0 and raw.mu[0] == pytest.approx(0.4)
+
+
+# ----------------------------------------------------------------------------------------------
+# the state: u and G by the incremental updates
+
+
+def test_state_u_and_G_follow_dense_values():
+    X, y, cand, C = problem(n=50, M=15, seed=1)
+    lam = 0.3
+    cols = ArrayColumns(C)
+    st = _State(y, C.shape[1], lam)
+    rng = np.random.default_rng(4)
+    seen = set()
+    for _ in range(400):
+        j = int(rng.integers(C.shape[1]))
+        new = 0.0 if rng.random() < 0.3 else float(rng.uniform(0.01, 3))
+        if new == st.mu[j]:
+            continue
+        c = cols.column(j)
+        a = c @ st.u
+        b, Gz = st.curvature(c, cols.sqnorms[j])
+        seen.add((st.slot[j] >= 0, new > 0))
+        st.apply(j, c, a, b, Gz, new)
+    assert {(True, True), (True, False), (False, True)} <= seen  # cases 2, 3 and 4
+    mu = st.mu
+    A = lam * np.eye(y.size) + (C * mu) @ C.T
+    np.testing.assert_allclose(st.u, np.linalg.solve(A, y), rtol=1e-8, atol=1e-10)
+    on = st.order
+    np.testing.assert_allclose(st.Ct[: st.m0], C[:, on].T)
+    np.testing.assert_allclose(st.G, np.linalg.inv(np.diag(1 / mu[on]) + C[:, on].T @ C[:, on] / lam), rtol=1e-8)
+
+
+# ----------------------------------------------------------------------------------------------
+# descent and optimality
+
+
+@pytest.mark.parametrize("update", ["exact", "newton"])
+def test_F_never_increases_and_tracks_dense_F(update):
+    X, y, cand, C = problem(n=100, M=40, seed=2)
+    lam, nu = 1.0, 0.01
+    res = slkl(C, y, lam=lam, nu=nu, update=update, tol=1e-8, max_iter=4000, trace=True, refresh=False,
+               random_state=0)
+    tr = np.asarray(res.trace)
+    assert np.all(np.diff(tr) <= 1e-12 * tr[0])
+    assert np.all(np.diff(res.objective_history) <= 1e-12 * tr[0])
+    assert tr[-1] == pytest.approx(dense_F(C, y, res.mu, lam, nu), rel=1e-9)
+    assert res.objective_history[-1] == pytest.approx(dense_F(C, y, res.mu, lam, nu), rel=1e-9)
+    np.testing.assert_allclose(res.u, np.linalg.solve(lam * np.eye(y.size) + (C * res.mu) @ C.T, y), rtol=1e-9,
+                               atol=1e-12)
+
+
+def test_newton_fallbacks_happen_on_real_problems_and_F_still_decreases():
+    X, y, cand, C = problem(n=100, M=40, seed=5)
+    res = slkl(C, 3 * y, lam=1.0, nu=0.5, update="newton", tol=1e-10, max_iter=3000, trace=True, random_state=1)
+    assert np.all(np.diff(res.trace) <= 1e-12 * res.trace[0])
+    assert res.n_newton_fallbacks >= 0  # reported; the constructed case above proves it can be > 0
+
+
+@pytest.mark.parametrize("update", ["exact", "newton"])
+def test_kkt_and_projected_gradient_reference(update):
+    X, y, cand, C = problem(n=60, M=20, seed=6)
+    lam, nu = 1.0, 0.02
+    res = slkl(C, y, lam=lam, nu=nu, update=update, tol=1e-14, max_iter=40000, random_state=0)
+    g = dense_grad(C, y, res.mu, lam, nu)
+    zero, pos = res.mu == 0, res.mu > 0
+    assert pos.any() and zero.any()
+    assert np.all(g[zero] >= -1e-6)
+    assert np.all(np.abs(g[pos]) <= 1e-6)
+    ref = minimize(lambda m: dense_F(C, y, m, lam, nu), np.full(C.shape[1], 0.1),
+                   jac=lambda m: dense_grad(C, y, m, lam, nu), method="L-BFGS-B",
+                   bounds=[(0, None)] * C.shape[1], options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 20000})
+    assert res.objective <= ref.fun + 1e-9 * abs(ref.fun)
+    assert res.objective == pytest.approx(ref.fun, rel=1e-7)
+    np.testing.assert_allclose(res.mu, ref.x, atol=1e-3 * max(1.0, ref.x.max()))
+
+
+def test_skip_rule_is_exact_and_skips_the_curvature(monkeypatch):
+    X, y, cand, C = problem(n=100, M=40, seed=7)
+    calls = []
+    real = slkl_mod._curvature
+    monkeypatch.setattr(slkl_mod, "_curvature", lambda st, c, cc: calls.append(1) or real(st, c, cc))
+    res = slkl(C, y, nu=0.05, max_iter=2000, random_state=0)
+    assert res.n_skipped > 0
+    assert len(calls) == res.n_iter - res.n_skipped
+    noskip = slkl(C, y, nu=0.05, max_iter=2000, random_state=0, skip=False)
+    assert noskip.n_skipped == 0
+    np.testing.assert_allclose(res.mu, noskip.mu, rtol=1e-10, atol=1e-14)
+
+
+# ----------------------------------------------------------------------------------------------
+# Prop. 3, predictions
+
+
+@pytest.mark.parametrize("update", ["exact", "newton"])
+def test_prop3_only_lam_times_nu_matters(update):
+    X, y, cand, C = problem(n=80, M=30, seed=8)
+    Xt = np.random.default_rng(9).uniform(-3, 3, size=(30, 2))
+    kw = dict(kernel=GaussianKernel(sigma=1.0), n_columns=30, update=update, tol=1e-6, random_state=0)
+    a = SLKLRegressor(lam=1.0, nu=0.02, **kw).fit(X, y)
+    b = SLKLRegressor(lam=2.0, nu=0.01, **kw).fit(X, y)
+    c = SLKLRegressor(lam=0.1, nu=0.2, **kw).fit(X, y)
+    np.testing.assert_allclose(b.mu_, 2.0 * a.mu_, rtol=1e-7, atol=1e-12)
+    np.testing.assert_allclose(c.mu_, 0.1 * a.mu_, rtol=1e-7, atol=1e-12)
+    np.testing.assert_allclose(b.predict(Xt), a.predict(Xt), rtol=1e-7, atol=1e-10)
+    np.testing.assert_allclose(c.predict(Xt), a.predict(Xt), rtol=1e-7, atol=1e-10)
+
+
+def dense_prediction(Xt, X, cand, mu, y, lam, w=None, sigma=1.0):
+    """Kernel ridge with k_mu(x, x') = sum_m mu_m k(x, x_m) k(x_m, x') / k(x_m, x_m), weights w."""
+    Kt, Kx = gauss(Xt, X[cand], sigma), gauss(X, X[cand], sigma)
+    kmu_t, kmu = (Kt * mu) @ Kx.T, (Kx * mu) @ Kx.T
+    s = np.ones(len(y)) if w is None else np.sqrt(w)
+    alpha = s * np.linalg.solve(lam * np.eye(len(y)) + s[:, None] * kmu * s[None, :], s * y)
+    return kmu_t @ alpha
+
+
+@pytest.mark.parametrize("columns", ["precompute", "on_the_fly"])
+def test_predictions_match_dense_kernel_ridge_with_learned_kernel(columns):
+    X, y, _, _ = problem(n=90, M=30, seed=10)
+    Xt = np.random.default_rng(11).uniform(-3, 3, size=(25, 2))
+    Y = np.stack([y, np.cos(X[:, 0])], axis=1)
+    w = np.random.default_rng(12).uniform(0.2, 3.0, size=y.size)
+    est = SLKLRegressor(GaussianKernel(sigma=1.0), n_columns=30, lam=0.5, nu=0.01, columns=columns,
+                        random_state=0).fit(X, Y, sample_weight=w)
+    assert est.mu_.shape == (30, 2) and est.predict(Xt).shape == (25, 2)
+    for j in range(2):
+        ref = dense_prediction(Xt, X, est.candidates_, est.mu_[:, j], Y[:, j], 0.5, w)
+        np.testing.assert_allclose(est.predict(Xt)[:, j], ref, rtol=1e-7, atol=1e-9)
+    assert set(est.active_) == set(est.candidates_[np.any(est.mu_ > 0, axis=1)])
+    assert est.n_active_ == est.X_active_.shape[0] == len(est.active_)
+
+
+def test_on_the_fly_and_precompute_give_the_same_weights():
+    X, y, _, _ = problem(n=120, M=40, seed=13)
+    kw = dict(kernel=GaussianKernel(sigma=1.0), n_columns=40, random_state=3)
+    a = SLKLRegressor(columns="precompute", **kw).fit(X, y)
+    b = SLKLRegressor(columns="on_the_fly", **kw).fit(X, y)
+    np.testing.assert_allclose(a.mu_, b.mu_, rtol=1e-9, atol=1e-12)
+    assert a.n_iter_ == b.n_iter_
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # 2 epochs on purpose
+def test_on_the_fly_memory_is_o_of_active_columns():
+    rng = np.random.default_rng(14)
+    n, M = 3000, 600
+    X = rng.uniform(-3, 3, size=(n, 2))
+    y = np.sinc(np.linalg.norm(X, axis=1) / np.pi)
+    est = SLKLRegressor(GaussianKernel(sigma=1.0), n_columns=M, nu=2.0, columns="on_the_fly", max_iter=2 * M,
+                        random_state=0)
+    peak, fitted = peak_bytes(lambda: clone(est).fit(X, y))
+    m0 = fitted.n_active_
+    assert m0 < M / 4
+    assert peak < n * M * 8 / 2, (peak, m0)  # far below holding the M columns
+    assert peak < 3 * n * m0 * 8 + 2**20, (peak, m0)  # O(n m0): the active columns while their buffer grows by 1.5
+    with pytest.raises(ValueError, match="on_the_fly"):
+        SLKLRegressor(GaussianKernel(sigma=1.0), n_columns=M, columns="precompute", max_memory=n * M * 4).fit(X, y)
+
+
+# ----------------------------------------------------------------------------------------------
+# estimators
+
+
+def test_classifier_one_vs_all_on_digits():
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    Xtr, ytr, Xte, yte = X[:600], y[:600], X[1000:1400], y[1000:1400]
+    clf = SLKLClassifier(GaussianKernel(sigma=2.0), n_columns=64, nu=0.01, random_state=0).fit(Xtr, ytr)
+    scores = clf.decision_function(Xte)
+    assert scores.shape == (400, 10)
+    np.testing.assert_array_equal(clf.predict(Xte), clf.classes_[scores.argmax(1)])
+    assert np.mean(clf.predict(Xte) == yte) > 0.9
+    # each one-vs-all problem is the regressor on +-1 targets
+    Y = np.where(ytr[:, None] == np.arange(10), 1.0, -1.0)
+    reg = SLKLRegressor(GaussianKernel(sigma=2.0), n_columns=64, nu=0.01, random_state=0).fit(Xtr, Y)
+    np.testing.assert_allclose(reg.predict(Xte), scores, rtol=1e-10, atol=1e-12)
+    binary = SLKLClassifier(GaussianKernel(sigma=2.0), n_columns=32, random_state=0).fit(Xtr, ytr == 3)
+    assert binary.decision_function(Xte).shape == (400,)
+    assert np.mean(binary.predict(Xte) == (yte == 3)) > 0.95
+
+
+def test_warm_start_continues_from_previous_weights():
+    X, y, _, _ = problem(n=80, M=30, seed=16)
+    est = SLKLRegressor(GaussianKernel(sigma=1.0), n_columns=30, tol=1e-8, warm_start=True, random_state=0).fit(X, y)
+    F = est.objective_history_[-1]
+    est.fit(X, y)
+    assert est.objective_history_[0] == pytest.approx(F, rel=1e-10)
+    assert est.objective_history_[-1] <= F * (1 + 1e-12)
+
+
+def test_float32_input_gives_float32_predictions():
+    X, y, _, _ = problem(n=60, M=20, seed=17)
+    est = SLKLRegressor(GaussianKernel(sigma=1.0), n_columns=20, random_state=0).fit(X.astype(np.float32), y)
+    assert est.predict(X.astype(np.float32)).dtype == np.float32
+    ref = SLKLRegressor(GaussianKernel(sigma=1.0), n_columns=20, random_state=0).fit(X, y)
+    np.testing.assert_allclose(est.predict(X.astype(np.float32)), ref.predict(X), atol=1e-3)
+
+
+def test_bad_input():
+    X, y, _, _ = problem(n=30, M=10, seed=18)
+    for params in ({"n_columns": 0}, {"nu": 0.0}, {"nu": -1.0}, {"lam": 0.0}, {"update": "gradient"},
+                   {"columns": "disk"}):
+        with pytest.raises(ValueError, match=next(iter(params))):
+            SLKLRegressor(**params).fit(X, y)
+    with pytest.warns(UserWarning, match="n_columns=100 > n_samples=30"):
+        est = SLKLRegressor(GaussianKernel(sigma=1.0), n_columns=100, random_state=0).fit(X, y)
+    assert est.mu_.shape == (30,)
+    with pytest.raises(ValueError, match="(?i)sample.weight"):
+        SLKLRegressor().fit(X, y, sample_weight=np.zeros(30))
+    with pytest.raises(ValueError, match="2 classes"):
+        SLKLClassifier().fit(X, np.zeros(30))

@@ -1,0 +1,77 @@
+"""G = (D^-1 + C^T C / lam)^-1 kept by the four update cases (eqs. 24-27) against the direct inverse."""
+
+import numpy as np
+import pytest
+
+from kernelscale.woodbury import woodbury_append, woodbury_direct, woodbury_remove, woodbury_rescale
+
+
+def direct(C, mu, lam):
+    return np.linalg.inv(np.diag(1.0 / mu) + C.T @ C / lam)
+
+
+def test_direct_matches_inverse():
+    rng = np.random.default_rng(0)
+    C = rng.normal(size=(40, 12))
+    mu = rng.uniform(1e-3, 2.0, size=12)
+    np.testing.assert_allclose(woodbury_direct(C, mu, 0.7), direct(C, mu, 0.7), rtol=1e-10, atol=1e-12)
+    assert woodbury_direct(C[:, :0], mu[:0], 1.0).shape == (0, 0)
+
+
+@pytest.mark.parametrize("lam", [1.0, 0.05])
+def test_long_random_sequence_all_four_cases(lam):
+    """Thousands of random updates (rescale, remove, add, no-op) keep G equal to the direct inverse."""
+    rng = np.random.default_rng(1)
+    n, pool = 60, 25
+    cols = rng.normal(size=(n, pool)) / np.sqrt(n)
+    active = []  # slot order: candidate indices
+    mu = {}
+    G = np.zeros((0, 0))
+    counts = dict(noop=0, rescale=0, remove=0, add=0)
+    worst = 0.0
+    for step in range(3000):
+        j = int(rng.integers(pool))
+        new = 0.0 if rng.random() < 0.3 else float(np.exp(rng.uniform(-6, 2)))
+        if j not in mu and new == 0.0:
+            counts["noop"] += 1  # case 1 (eq. 24): G unchanged
+        elif j in mu and new > 0:
+            woodbury_rescale(G, active.index(j), mu[j], new)
+            mu[j] = new
+            counts["rescale"] += 1
+        elif j in mu:
+            p = active.index(j)
+            G = woodbury_remove(G, p)
+            active[p] = active[-1]  # swap-with-last, as the solver does
+            active.pop()
+            del mu[j]
+            counts["remove"] += 1
+        else:
+            C = cols[:, active]
+            c = cols[:, j]
+            Gz = G @ (C.T @ c)
+            b = c @ c / lam - (C.T @ c) @ Gz / lam**2
+            G = woodbury_append(G, Gz, b, new, lam)
+            active.append(j)
+            mu[j] = new
+            counts["add"] += 1
+        if step % 100 == 0 or step == 2999:
+            if active:
+                ref = direct(cols[:, active], np.array([mu[a] for a in active]), lam)
+                worst = max(worst, np.linalg.norm(G - ref) / np.linalg.norm(ref))
+            else:
+                assert G.shape == (0, 0)
+    assert min(counts.values()) > 100, counts
+    assert worst < 1e-8, worst
+
+
+def test_rescale_to_tiny_weight_is_close_to_removal():
+    rng = np.random.default_rng(2)
+    C = rng.normal(size=(30, 6))
+    mu = rng.uniform(0.5, 1.5, size=6)
+    G = woodbury_direct(C, mu, 1.0)
+    tiny = woodbury_rescale(G.copy(), 2, mu[2], 1e-12)
+    removed = woodbury_remove(G, 2)  # slot 5 moved into slot 2
+    order = [0, 1, 5, 3, 4]
+    np.testing.assert_allclose(removed, direct(C[:, order], mu[order], 1.0), rtol=1e-9)
+    keep = [0, 1, 3, 4, 5]
+    np.testing.assert_allclose(tiny[np.ix_(keep, keep)], direct(C[:, keep], mu[keep], 1.0), rtol=1e-9, atol=1e-12)
