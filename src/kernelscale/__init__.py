@@ -2,6 +2,7 @@
 
 from . import blocks, preprocessing
 from .datasets import DATASETS, DatasetNotFoundError, load_dataset, load_file, make_sinc, split_dataset, verify_dataset
+from .doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor
 from .exact import ExactKernelRidge, exact_lssvm, kernel_predict, kernel_ridge_dual, kernel_ridge_objective
 from .features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures, SeededFeatureMap
 from .least_squares import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
@@ -49,6 +50,9 @@ __all__ = [
     # stochastic low-rank kernel learning (paper 1)
     "SLKLRegressor",
     "SLKLClassifier",
+    # doubly stochastic functional gradients (paper 2)
+    "DoublyStochasticRegressor",
+    "DoublyStochasticClassifier",
     # randomized LS-SVM (paper 4)
     "LSSVMClassifier",
     "LSSVMRegressor",

@@ -50,6 +50,7 @@ def _demo_entries():
     from sklearn.linear_model import Ridge, RidgeClassifier
     from sklearn.pipeline import make_pipeline
 
+    from .doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor
     from .exact import ExactKernelRidge
     from .features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures
     from .kernels import GaussianKernel
@@ -69,6 +70,16 @@ def _demo_entries():
             GaussianKernel(sigma=1.0), n_columns=256, nu=0.01, lam=1.0, random_state=0)),
         DemoEntry("SLKLClassifier (one-vs-all)", "digits", lambda: SLKLClassifier(
             GaussianKernel(sigma=2.0), n_columns=128, nu=0.01, random_state=0)),
+        DemoEntry("DoublyStochasticRegressor (SGD)", "sinc", lambda: DoublyStochasticRegressor(
+            GaussianKernel(sigma=1.0), n_iter=60, batch_size=128, block_size=128, step_size=2.0, random_state=0)),
+        DemoEntry("DoublyStochasticRegressor (preconditioned)", "sinc", lambda: DoublyStochasticRegressor(
+            GaussianKernel(sigma=1.0), solver="preconditioned", nu=0.0, n_iter=8, batch_size=1000, block_size=64,
+            random_state=0)),
+        DemoEntry("DoublyStochasticClassifier (hinge)", "digits", lambda: DoublyStochasticClassifier(
+            "gaussian", loss="hinge", n_iter=60, batch_size=128, block_size=128, random_state=0)),
+        DemoEntry("DoublyStochasticClassifier (logistic, preconditioned)", "digits", lambda: DoublyStochasticClassifier(
+            "gaussian", loss="logistic", solver="preconditioned", nu=0.0, n_iter=6, batch_size=2000, block_size=512,
+            random_state=0)),
         DemoEntry("ExactKernelRidge (one-hot)", "digits", lambda: _OneHotRegressionClassifier(
             ExactKernelRidge("gaussian", alpha=1e-3, random_state=0))),
         DemoEntry("RandomFourierFeatures+RidgeClassifier", "digits", lambda: make_pipeline(

@@ -1,0 +1,735 @@
+"""Doubly stochastic functional gradients (ALGORITHMS.md section 2, Dai et al. 2014).
+
+Problem: min_f E_w[l(f(x), y)] + (nu / 2) |f|_H^2 for a kernel with random features
+k(x, x') = E_omega[phi_omega(x) . phi_omega(x')]. Iteration t (t = 0, 1, ...) draws a mini-batch
+B_t and the feature block omega_t FROM SEED (seed, t) (:func:`kernelscale.features.block_rng`),
+so the model is f(x) = sum_t phi_t(x) . alpha_t with phi_t the regenerated block t.
+
+``solver="sgd"`` (Algorithm 1 of the paper, with mini-batches)::
+
+    f(x_b) = sum_{j<t} phi_j(x_b) . alpha_j                      (prediction, all earlier blocks)
+    alpha_t = -gamma_t * sum_{b in B_t} w_b phi_t(x_b)^T l'(f(x_b), y_b) / |B_t|
+    alpha_j <- (1 - gamma_t nu) alpha_j   for j < t
+
+``solver="preconditioned"`` (the authors' released MNIST8M code, ALGORITHMS.md section 2): the same,
+but the new block's step is preconditioned by its weighted feature covariance,
+alpha_t = -gamma_t (Phi^T W Phi / |B| + r I)^{-1} Phi^T W l' / |B|, with r = ``precond_ridge``
+times the mean diagonal of that covariance (the authors add 1e-7 I to features of unit scale; ours
+are scaled by 1/sqrt(block_size), hence the relative ridge). With the squared loss and gamma_t = 1
+the step is the ridge fit of the batch residual on the new block. The authors use nu = 0, blocks
+of 4096 cos/sin pairs (``feature_method="cossin"``), mini-batches of 32768 and
+gamma_t = 1 / (1 + 1e-4 t); pass those for their setting.
+It fits each block's coefficients once (no later block revisits them except through the
+decay) and its preconditioned step does not follow the functional gradient of the regularised
+objective, so its limit is not kernel ridge regression: it trades that guarantee for far fewer,
+larger iterations (tested: its first step is the block's ridge fit; on sinc it beats "sgd" at equal
+iterations).
+
+Step sizes: gamma_t = step_size / (1 + t / t0). For t >> t0 this is the paper's theta / t with
+theta = step_size * t0; t0 = "auto" is 100 for "sgd" and 1e4 (nearly constant) for
+"preconditioned".
+
+Storage. Only the coefficient blocks (n_iter_, block_size, k) and the integer seed are kept:
+memory O(t), independent of the input dimension d; every block's random weights are regenerated
+from (seed_, t) for each prediction, at O(t * n * block_size * d) work (that is the method; nothing
+growing with d is cached). The decay of all earlier coefficients is ONE running scalar: the
+stored (unscaled) blocks a_j give alpha_j = scale_ * a_j; a new block is stored as alpha_t / scale
+after the decay is applied to scale. When scale drops below 1e-10 it is folded into the blocks
+(one O(t) pass, rare: scale decays like (t0 / t)^(step_size t0 nu)).
+
+Divergence: when the coefficients or predictions are not finite, or a mini-batch loss exceeds 1e6
+times the loss of f = 0, the run stops with a ValueError asking for a smaller step_size (the
+estimator keeps its previous state).
+
+Losses: "squared" l = |f - y|^2 / 2 (multi-output); "hinge" l = max(0, 1 - y f) with y in {-1, +1}
+per class (one-vs-rest); "logistic": log(1 + exp(-y f)) for two classes, the softmax
+cross-entropy for more. At the stationary point of the squared loss,
+(1/n) sum (f(x_i) - y_i) k(x_i, .) + nu f = 0, i.e. kernel ridge regression
+(K + n nu I) c = y: ``ExactKernelRidge(alpha=n * nu)`` (tested).
+
+Weights: ``fit`` rescales sample_weight to mean 1, so the objective is the weighted mean loss
+sum_i w_i l_i / sum_i w_i (and a full batch equals repeating samples); ``partial_fit`` uses the
+weights as given (mean 1 is the neutral scale).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from numbers import Integral, Real
+
+import numpy as np
+from scipy import linalg
+from scipy.special import expit, log_expit
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context, clone
+from sklearn.utils import check_random_state
+from sklearn.utils._available_if import available_if
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.class_weight import compute_sample_weight
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from ._monitor import IterationMonitor
+from .blocks import format_bytes, parse_memory
+from .features import _KERNEL_CONSTRAINT, FeatureBlockSpec, _family, _seed_from, sample_block
+from .kernels import make_kernel
+from .least_squares import _MEMORY_CONSTRAINT, _row_chunk, _softmax
+
+__all__ = [
+    "DoublyStochasticRegressor",
+    "DoublyStochasticClassifier",
+    "dsg_iterations",
+    "dsg_predict",
+    "dsg_memory",
+    "SOLVERS",
+]
+
+logger = logging.getLogger(__name__)
+
+SOLVERS = ("sgd", "preconditioned")
+_AUTO_T0 = {"sgd": 100.0, "preconditioned": 1e4}
+_RENORMALIZE_BELOW = 1e-10
+_BLOWUP = 1e6
+#: temporaries per feature entry while generating a block, in units of the itemsize
+_WORKSPACE = {"cos": 1, "cossin": 2, "tensorsketch": 6, "maclaurin": 2, "gaussian": 1}
+_FLOAT_DTYPES = [np.float64, np.float32]
+
+
+# ----------------------------------------------------------------------------------------------
+# losses: per-sample value and derivative with respect to the scores F (b, k)
+
+
+def _loss_and_grad(loss, F, Y):
+    """(per-sample loss (b,) float64, dl/dF (b, k) in F's dtype).
+
+    ``loss``: "squared" (Y real), "hinge" (Y in {-1, +1}), "logistic" (k = 1, Y in {-1, +1}),
+    "softmax" (Y one-hot).
+    """
+    if loss == "squared":
+        G = F - Y
+        return 0.5 * np.einsum("ij,ij->i", G, G, dtype=np.float64), G
+    if loss == "hinge":
+        margin = Y * F
+        active = margin < 1
+        value = np.where(active, 1 - margin, 0).sum(axis=1, dtype=np.float64)
+        return value, np.where(active, -Y, 0).astype(F.dtype)
+    if loss == "logistic":
+        z = Y * F
+        return -log_expit(z.astype(np.float64)).sum(axis=1), (-Y * expit(-z)).astype(F.dtype)
+    m = F.max(axis=1, keepdims=True)
+    lse = (m + np.log(np.exp(F - m).sum(axis=1, keepdims=True)))[:, 0]
+    value = lse.astype(np.float64) - np.einsum("ij,ij->i", Y, F, dtype=np.float64)
+    return value, _softmax(F) - Y
+
+
+# ----------------------------------------------------------------------------------------------
+# the method on arrays
+
+
+def dsg_memory(batch_size, spec, k, n_blocks, solver="sgd"):
+    """Bytes one iteration needs: the coefficient store (n_blocks, D, k), one block's random
+    weights, the batch's features and scores, and (preconditioned) the D x D covariance."""
+    D, d = spec.block_size, spec.n_features_in
+    item = np.dtype(spec.dtype).itemsize
+    params = d * D * item * (spec.kernel.degree if spec.method == "maclaurin" else 1)
+    need = n_blocks * D * k * item + params
+    need += batch_size * item * (D * (_WORKSPACE[spec.method] + 1) + 4 * k)
+    if solver == "preconditioned":
+        need += 2 * D * D * 8 + 2 * D * k * 8
+    return need
+
+
+def _step_size(step_size, t0, t):
+    return step_size / (1.0 + t / t0)
+
+
+def _scores(spec, coef, n_blocks, scale, X):
+    """f(X) = scale * sum_{j < n_blocks} phi_j(X) coef[j], blocks regenerated from their seeds."""
+    F = np.zeros((X.shape[0], coef.shape[2]), dtype=X.dtype)
+    for j in range(n_blocks):
+        F += sample_block(spec, j)._transform(X) @ coef[j]
+    F *= scale
+    return F
+
+
+def dsg_iterations(
+    X, Y, spec, *, loss, batches, coef=None, n_done=0, scale=1.0, sample_weight=None, nu=1e-5,
+    step_size=1.0, t0=100.0, solver="sgd", precond_ridge=1e-7, monitor=None,
+):
+    """Run one iteration per entry of ``batches`` (index arrays or slices into X), continuing
+    from ``n_done`` fitted blocks.
+
+    Parameters
+    ----------
+    X : (n, d), C-contiguous, in spec.dtype
+    Y : (n, k) targets in the loss's coding (see :func:`_loss_and_grad`)
+    spec : FeatureBlockSpec
+        Block t has the features of ``sample_block(spec, t)``.
+    coef : (capacity, D, k) buffer or None
+        Unscaled blocks; the first ``n_done`` are the fitted ones. Never changed in place beyond
+        row ``n_done`` (a renormalisation makes a new buffer), so a failed run leaves the first
+        ``n_done`` blocks intact.
+    scale : float
+        The running decay scalar: alpha_j = scale * coef[j].
+
+    Returns
+    -------
+    coef, n_done, scale, objective history (list, the weighted mini-batch loss before each
+    update), stopped (True when the monitor's callback asked to stop).
+    """
+    n_new = len(batches)
+    k = Y.shape[1]
+    D = spec.block_size
+    dtype = X.dtype
+    if coef is None or coef.shape[0] < n_done + n_new:
+        capacity = max(n_done + n_new, 2 * n_done if coef is not None else 0)
+        buf = np.zeros((capacity, D, k), dtype=dtype)
+        if coef is not None:
+            buf[:n_done] = coef[:n_done]
+        coef = buf
+    history = []
+    stopped = False
+    zero_loss = 0.0  # largest mini-batch loss of f = 0 seen: the scale that flags a blow-up
+    for batch in batches:
+        t = n_done
+        Xb = X[batch]
+        Yb = Y[batch]
+        b = Xb.shape[0]
+        F = _scores(spec, coef, t, scale, Xb)
+        values, G = _loss_and_grad(loss, F, Yb)
+        if sample_weight is not None:
+            wb = sample_weight[batch]
+            values = values * wb
+            G = G * wb.astype(dtype)[:, None]
+        history.append(float(values.mean()))
+        zero_loss = max(zero_loss, float(_loss_and_grad(loss, np.zeros_like(Yb), Yb)[0].mean()))
+        gamma = _step_size(step_size, t0, t)
+        Phi = sample_block(spec, t)._transform(Xb)
+        grad = Phi.T @ G
+        grad /= b
+        if solver == "preconditioned":
+            Phiw = Phi if sample_weight is None else Phi * np.sqrt(wb).astype(dtype)[:, None]
+            C = (Phiw.T @ Phiw).astype(np.float64) / b
+            ridge = precond_ridge * max(np.trace(C) / D, np.finfo(np.float64).tiny)
+            C.flat[:: D + 1] += ridge
+            try:
+                step = linalg.cho_solve(linalg.cho_factor(C, check_finite=False), grad.astype(np.float64),
+                                        check_finite=False)
+            except np.linalg.LinAlgError:  # not finite or not positive definite: least squares
+                if not np.all(np.isfinite(C)):
+                    step = np.full(grad.shape, np.nan)
+                else:
+                    step = linalg.lstsq(C, grad.astype(np.float64), check_finite=False)[0]
+            alpha = (-gamma * step).astype(dtype)
+        else:
+            alpha = -gamma * grad
+        decay = 1.0 - gamma * nu
+        finite = np.all(np.isfinite(alpha)) and np.all(np.isfinite(F)) and math.isfinite(history[-1])
+        if not finite or history[-1] > _BLOWUP * max(zero_loss, np.finfo(np.float64).tiny):
+            raise ValueError(
+                f"the iterates blew up at iteration {t} (non-finite coefficients, or a mini-batch "
+                f"loss of {history[-1]:.3g}, over {_BLOWUP:g} times the loss of f = 0): "
+                f"step_size={step_size!r} is too large for this problem; pass a smaller step_size "
+                f"(e.g. {step_size / 10:g}) or a larger t0."
+            )
+        scale *= decay
+        if scale < _RENORMALIZE_BELOW:
+            coef = coef.copy()  # new buffer: the caller's blocks stay valid if a later step fails
+            coef[:t] *= np.asarray(scale, dtype=dtype)
+            scale = 1.0
+        coef[t] = alpha / np.asarray(scale, dtype=dtype)
+        n_done = t + 1
+        if monitor is not None and monitor.update(
+            objective=history[-1], step_size=gamma, scale=scale, n_blocks=n_done
+        ):
+            stopped = True
+            break
+    return coef, n_done, scale, history, stopped
+
+
+def dsg_predict(X, spec, coef, scale, max_memory=None):
+    """f(X) (n, k) in X's dtype: Algorithm 2, every block regenerated once from its seed and
+    applied to row chunks that fit in ``max_memory``."""
+    n_blocks, D, k = coef.shape
+    dtype = X.dtype
+    if spec.dtype != dtype:
+        spec = FeatureBlockSpec(spec.kernel, spec.n_features_in, D, spec.seed, dtype, spec.method)
+    item = dtype.itemsize
+    params_bytes = spec.n_features_in * D * item * (spec.kernel.degree if spec.method == "maclaurin" else 1)
+    per_row = item * (D * (_WORKSPACE[spec.method] + 1) + 2 * k)
+    chunk = _row_chunk(
+        X.shape[0], per_row, params_bytes, max_memory, "doubly stochastic predictions",
+        "increase max_memory or use a smaller block_size",
+    )
+    F = np.zeros((X.shape[0], k), dtype=dtype)
+    coef = coef.astype(dtype, copy=False)
+    X = np.ascontiguousarray(X)
+    for j in range(n_blocks):
+        params = sample_block(spec, j)
+        for s in range(0, X.shape[0], chunk):
+            F[s : s + chunk] += params._transform(X[s : s + chunk]) @ coef[j]
+    F *= np.asarray(scale, dtype=dtype)
+    return F
+
+
+# ----------------------------------------------------------------------------------------------
+# estimators
+
+
+class _DoublyStochasticBase(BaseEstimator):
+    """Fit / partial_fit / predict logic shared by the regressor and the classifier."""
+
+    _parameter_constraints: dict = {
+        "kernel": _KERNEL_CONSTRAINT,
+        "nu": [Interval(Real, 0, None, closed="left")],
+        "n_iter": [Interval(Integral, 1, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "block_size": [Interval(Integral, 1, None, closed="left")],
+        "step_size": [Interval(Real, 0, None, closed="neither")],
+        "t0": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
+        "solver": [StrOptions(set(SOLVERS))],
+        "feature_method": [StrOptions({"cos", "cossin", "tensorsketch", "maclaurin", "gaussian"}), None],
+        "precond_ridge": [Interval(Real, 0, None, closed="neither")],
+        "shuffle": ["boolean"],
+        "warm_start": ["boolean"],
+        "max_memory": _MEMORY_CONSTRAINT,
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "callback": [callable, None],
+    }
+
+    # subclasses: _loss_name(k) and _targets(y, first) -> (Y coded, k)
+
+    def _t0(self):
+        return _AUTO_T0[self.solver] if self.t0 == "auto" else float(self.t0)
+
+    def _spec(self, dtype=None):
+        dtype = self.coef_.dtype if dtype is None else dtype
+        return FeatureBlockSpec(self.kernel_, self.n_features_in_, self.block_size, self.seed_, dtype,
+                                self.feature_method_)
+
+    def _check_first_step(self):
+        gamma0 = self.step_size
+        if gamma0 * self.nu >= 1:
+            raise ValueError(
+                f"step_size * nu = {gamma0 * self.nu:g} >= 1 would flip or zero every coefficient "
+                f"(the decay factor 1 - gamma_t nu must stay positive); pass a smaller step_size "
+                f"or nu."
+            )
+
+    def _start(self, X, sample_weight, rng):
+        """Fresh state: resolved kernel, seed, empty coefficient store."""
+        kernel = make_kernel(self.kernel, "kernel")
+        _family(kernel)  # a clear error for kernels without random features
+        if not kernel.is_resolved and X.shape[0] < 2:
+            raise ValueError(
+                f"sigma='median' needs at least 2 samples to pick a bandwidth, got n_samples="
+                f"{X.shape[0]}; pass more data or a number as sigma."
+            )
+        self.kernel_ = clone(kernel).resolve(X, rng, sample_weight) if not kernel.is_resolved else clone(kernel)
+        self.seed_ = _seed_from(self.random_state if isinstance(self.random_state, Integral) else rng)
+        # validates block_size / feature_method against the kernel now
+        spec = FeatureBlockSpec(self.kernel_, X.shape[1], self.block_size, self.seed_, X.dtype, self.feature_method)
+        self.feature_method_ = spec.method
+        self.scale_ = 1.0
+        self.n_iter_ = 0
+        self.objective_history_ = np.zeros(0)
+        self._buffer = None
+
+    def _buffer_view(self):
+        buf = getattr(self, "_buffer", None)
+        if buf is None or buf.shape[0] < self.n_iter_ or not np.shares_memory(buf, self.coef_):
+            return self.coef_  # e.g. after load: dsg_iterations grows it
+        return buf
+
+    def _run(self, X, Y, sw, batches):
+        """Run the iterations of ``batches`` and commit the state (only on success)."""
+        self._check_first_step()
+        dtype = self.coef_.dtype if self.n_iter_ else X.dtype
+        X = np.ascontiguousarray(X, dtype=dtype)
+        Y = np.ascontiguousarray(Y, dtype=dtype)
+        spec = self._spec(dtype)
+        need = dsg_memory(max(X[b].shape[0] for b in batches) if batches else 1, spec, Y.shape[1],
+                          self.n_iter_ + len(batches), self.solver)
+        budget = parse_memory(self.max_memory)
+        if need > budget:
+            raise ValueError(
+                f"max_memory={format_bytes(budget)} is too small for {len(batches)} doubly stochastic "
+                f"iterations, which need {format_bytes(need)} ({need} bytes: the coefficient store "
+                f"plus batch x block_size features); increase max_memory, or use a smaller "
+                f"batch_size, block_size or n_iter."
+            )
+        with IterationMonitor(self.verbose, self.callback, total=len(batches), desc="doubly stochastic") as mon:
+            coef, n_done, scale, history, _ = dsg_iterations(
+                X, Y, spec, loss=self._loss_name(Y.shape[1]), batches=batches,
+                coef=self._buffer_view() if self.n_iter_ else None, n_done=self.n_iter_,
+                scale=self.scale_, sample_weight=sw, nu=self.nu, step_size=self.step_size,
+                t0=self._t0(), solver=self.solver, precond_ridge=self.precond_ridge, monitor=mon,
+            )
+        self._buffer = coef
+        self.coef_ = coef[:n_done]
+        self.scale_ = float(scale)
+        self.n_iter_ = n_done
+        self.objective_history_ = np.concatenate([self.objective_history_, history])
+        return self
+
+    def _fit_batches(self, n, n_iter, start):
+        """Mini-batches of fit: consecutive chunks of batch_size of one epoch order, repeated;
+        each epoch permuted (shuffle=True) by a generator of (seed_, start, epoch)."""
+        bs = min(self.batch_size, n)
+        chunks = [slice(s, min(s + bs, n)) for s in range(0, n, bs)]
+        batches = []
+        epoch = 0
+        while len(batches) < n_iter:
+            if self.shuffle:
+                order = np.random.default_rng([self.seed_, start, epoch]).permutation(n)
+                batches.extend(order[c] for c in chunks)
+            else:
+                batches.extend(chunks)
+            epoch += 1
+        return batches[:n_iter]
+
+    def _fit(self, X, y, sample_weight):
+        first = not (self.warm_start and hasattr(self, "coef_"))
+        if not first:
+            if X.shape[1] != self.n_features_in_:
+                raise ValueError("warm_start=True but X has a different number of features; set warm_start=False.")
+        Y, sw = self._targets(X, y, sample_weight, first=first, partial=False)
+        if sw is not None:
+            total = sw.sum()
+            if not total > 0:
+                raise ValueError("sample_weight sums to zero; give at least one sample a positive weight.")
+            sw = sw * (X.shape[0] / total)
+        if first:
+            rng = check_random_state(self.random_state)
+            self._start(X, sw, rng)
+            self.coef_ = np.zeros((0, self.block_size, Y.shape[1]), dtype=X.dtype)
+        elif Y.shape[1] != self.coef_.shape[2]:
+            raise ValueError("warm_start=True but the number of targets changed; set warm_start=False.")
+        return self._run(X, Y, sw, self._fit_batches(X.shape[0], self.n_iter, self.n_iter_))
+
+    def _partial_fit(self, X, y, sample_weight, **target_kw):
+        first = not hasattr(self, "coef_")
+        X = validate_data(self, X, dtype=_FLOAT_DTYPES, reset=first)
+        y = np.asarray(y)
+        if y.shape[0] != X.shape[0]:
+            raise ValueError(f"y has {y.shape[0]} samples but X has {X.shape[0]}; pass one target per row.")
+        Y, sw = self._targets(X, y, sample_weight, first=first, partial=True, **target_kw)
+        if first:
+            self._start(X, sw, check_random_state(self.random_state))
+            self.coef_ = np.zeros((0, self.block_size, Y.shape[1]), dtype=X.dtype)
+        n = X.shape[0]
+        batches = [slice(s, min(s + self.batch_size, n)) for s in range(0, n, self.batch_size)]
+        return self._run(X, Y, sw, batches)
+
+    def _outputs(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=_FLOAT_DTYPES, reset=False)
+        return dsg_predict(X, self._spec(X.dtype), self.coef_, self.scale_, self.max_memory)
+
+
+_DOC_PARAMS = """
+    Parameters
+    ----------
+    kernel : Kernel or str, default="gaussian"
+        Gaussian, Laplacian, Matern (random Fourier features), polynomial (TensorSketch or
+        Maclaurin features) or linear; ``sigma="median"`` is resolved in ``fit`` (in the first
+        ``partial_fit`` call: from its batch).
+    nu : float >= 0, default=1e-5
+        Regularisation (nu / 2) |f|_H^2; every step decays all earlier blocks by 1 - gamma_t nu.
+    n_iter : int >= 1, default=200
+        Iterations of ``fit`` (with ``warm_start``: more iterations, continuing the counter).
+    batch_size : int >= 1, default=256
+        Points per iteration (``partial_fit``: one iteration per batch_size chunk of its data).
+    block_size : int >= 1, default=256
+        Random features drawn per iteration (even for ``feature_method="cossin"``).
+    step_size : float > 0, default=1.0
+        gamma_0; gamma_t = step_size / (1 + t / t0) (for large t the paper's theta / t with
+        theta = step_size * t0).
+    t0 : "auto" or float > 0, default="auto"
+        100 for solver="sgd", 1e4 for "preconditioned" (the authors' 1 / (1 + 1e-4 t)).
+    solver : {"sgd", "preconditioned"}, default="sgd"
+        Algorithm 1, or the authors' preconditioned block variant (module docstring).
+    feature_method : str or None, default=None
+        Random-feature form (kernelscale.features): "cos" or "cossin" for shift-invariant
+        kernels, "tensorsketch" or "maclaurin" for polynomial; None is the kernel's default.
+    precond_ridge : float > 0, default=1e-7
+        Ridge of the preconditioner, relative to the mean diagonal of the block covariance.
+    shuffle : bool, default=True
+        Permute the data each epoch in ``fit``; False takes batch_size chunks in order (then
+        ``fit`` equals ``partial_fit`` over the same chunks).
+    warm_start : bool, default=False
+        ``fit`` continues the previous fit (iteration counter, seeds, step sizes).
+    max_memory : int, str or None
+        Budget for the coefficient store and one iteration's batch x block_size features,
+        checked before allocating; predictions run over row chunks within it.
+    random_state : int, RandomState or None
+        An int is the seed of the feature blocks (``seed_``); otherwise one seed is drawn.
+        Mini-batch order comes from (seed_, iteration count, epoch).
+    verbose : int; callback : callable or None
+        Progress per iteration; the callback gets {"iteration", "objective", "step_size",
+        "scale", "n_blocks"} and stops the run by returning True.
+"""
+
+_DOC_ATTRS = """
+    Attributes
+    ----------
+    kernel_, seed_ : the resolved kernel; block t is regenerated from (seed_, t).
+    feature_method_ : str
+    coef_ : (n_iter_, block_size, k)
+        Unscaled coefficient blocks; the model is f(x) = scale_ * sum_t phi_t(x) coef_[t].
+    scale_ : float
+        The running decay prod_t (1 - gamma_t nu) (renormalised into coef_ below 1e-10).
+    n_iter_ : int
+        Iterations run in total (= number of blocks).
+    objective_history_ : (n_iter_,)
+        The weighted mean loss on each iteration's mini-batch before its update (progressive
+        validation loss; the RKHS norm term is not computed: it would need all pairs of blocks).
+    n_features_in_ : int
+"""
+
+
+class DoublyStochasticRegressor(RegressorMixin, _DoublyStochasticBase):
+    __doc__ = (
+        """Kernel ridge regression by doubly stochastic functional gradients (paper 2).
+
+    Squared loss (1/n) sum_i |f(x_i) - y_i|^2 / 2 + (nu / 2) |f|_H^2, one or several targets; its
+    minimiser is ExactKernelRidge with alpha = n * nu. Memory O(n_iter * block_size * k),
+    independent of d.
+"""
+        + _DOC_PARAMS
+        + _DOC_ATTRS
+    )
+
+    _parameter_constraints: dict = {
+        **_DoublyStochasticBase._parameter_constraints,
+        "loss": [StrOptions({"squared"})],
+    }
+
+    def __init__(
+        self, kernel="gaussian", loss="squared", nu=1e-5, n_iter=200, batch_size=256, block_size=256,
+        step_size=1.0, t0="auto", *, solver="sgd", feature_method=None, precond_ridge=1e-7,
+        shuffle=True, warm_start=False, random_state=None, max_memory=None, verbose=0, callback=None,
+    ):
+        self.kernel = kernel
+        self.loss = loss
+        self.nu = nu
+        self.n_iter = n_iter
+        self.batch_size = batch_size
+        self.block_size = block_size
+        self.step_size = step_size
+        self.t0 = t0
+        self.solver = solver
+        self.feature_method = feature_method
+        self.precond_ridge = precond_ridge
+        self.shuffle = shuffle
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.max_memory = max_memory
+        self.verbose = verbose
+        self.callback = callback
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
+    def _loss_name(self, k):
+        return "squared"
+
+    def _targets(self, X, y, sample_weight, *, first, partial):
+        y = np.asarray(y)
+        if y.ndim not in (1, 2):
+            raise ValueError(f"y must have shape (n,) or (n, k), got {y.shape}.")
+        if first:
+            self.single_output_ = y.ndim == 1
+        Y = y.reshape(X.shape[0], -1)
+        if not first and Y.shape[1] != self.coef_.shape[2]:
+            raise ValueError(
+                f"y has {Y.shape[1]} targets but the model was fitted with {self.coef_.shape[2]}; "
+                f"pass targets of the same width."
+            )
+        sw = None
+        if sample_weight is not None:
+            sw = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        return Y, sw
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Fit on X (n, d) and y (n,) or (n, k); n_iter iterations of batch_size points."""
+        warm = self.warm_start and hasattr(self, "coef_")
+        X, y = validate_data(self, X, y, dtype=_FLOAT_DTYPES, multi_output=True, y_numeric=True,
+                             reset=not warm)
+        return self._fit(X, np.asarray(y, dtype=X.dtype), sample_weight)
+
+    def partial_fit(self, X, y, sample_weight=None):
+        """One iteration per batch_size chunk of (X, y), in order, continuing the iteration
+        counter and the seeded blocks; equals ``fit(shuffle=False)`` over the same chunks."""
+        if not hasattr(self, "coef_"):
+            self._validate_params()
+        y = np.asarray(y)
+        if y.dtype.kind not in "biuf":
+            raise ValueError(f"y must be numeric, got dtype {y.dtype}.")
+        if not np.all(np.isfinite(y)):
+            raise ValueError("y contains NaN or infinity; drop or impute those targets.")
+        return self._partial_fit(X, y, sample_weight)
+
+    def predict(self, X):
+        """f(X): (n,) or (n, k), in X's dtype (float32 stays float32)."""
+        F = self._outputs(X)
+        return F[:, 0] if self.single_output_ else F
+
+
+class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
+    __doc__ = (
+        """Kernel classifier by doubly stochastic functional gradients (paper 2).
+
+    ``loss="hinge"``: kernel SVM, one-vs-rest for more than two classes (no ``predict_proba``:
+    the hinge loss estimates no probabilities). ``loss="logistic"``: kernel logistic regression,
+    the sigmoid for two classes and the softmax for more; ``predict_proba`` agrees with
+    ``predict``. ``partial_fit`` needs ``classes=`` on its first call.
+"""
+        + _DOC_PARAMS
+        + """    class_weight : "balanced", dict or None
+        Multiplies the sample weights (``fit``; "balanced" is not available in partial_fit,
+        which sees one batch at a time: pass a dict).
+"""
+        + _DOC_ATTRS
+        + "    classes_ : (n_classes,)\n"
+    )
+
+    _parameter_constraints: dict = {
+        **_DoublyStochasticBase._parameter_constraints,
+        "loss": [StrOptions({"hinge", "logistic"})],
+        "class_weight": [StrOptions({"balanced"}), dict, None],
+    }
+
+    def __init__(
+        self, kernel="gaussian", loss="hinge", nu=1e-5, n_iter=200, batch_size=256, block_size=256,
+        step_size=1.0, t0="auto", *, solver="sgd", feature_method=None, precond_ridge=1e-7,
+        class_weight=None, shuffle=True, warm_start=False, random_state=None, max_memory=None,
+        verbose=0, callback=None,
+    ):
+        self.kernel = kernel
+        self.loss = loss
+        self.nu = nu
+        self.n_iter = n_iter
+        self.batch_size = batch_size
+        self.block_size = block_size
+        self.step_size = step_size
+        self.t0 = t0
+        self.solver = solver
+        self.feature_method = feature_method
+        self.precond_ridge = precond_ridge
+        self.class_weight = class_weight
+        self.shuffle = shuffle
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.max_memory = max_memory
+        self.verbose = verbose
+        self.callback = callback
+
+    def _loss_name(self, k):
+        if self.loss_ == "hinge":
+            return "hinge"
+        return "logistic" if k == 1 else "softmax"
+
+    def _targets(self, X, y, sample_weight, *, first, partial, classes=None):
+        check_classification_targets(y)
+        if first:
+            if partial:
+                if classes is None:
+                    raise ValueError(
+                        "classes must be passed on the first call to partial_fit (all the labels "
+                        "the stream will contain), e.g. partial_fit(X, y, classes=np.unique(y_all))."
+                    )
+                all_classes = np.unique(np.asarray(classes))
+            else:
+                all_classes = np.unique(y)
+            if all_classes.size < 2:
+                raise ValueError(
+                    f"y has only one class ({all_classes[0]!r}); a classifier needs samples of "
+                    f"at least 2 classes."
+                )
+            self.classes_ = all_classes
+            self.loss_ = self.loss
+        elif classes is not None and not np.array_equal(np.unique(np.asarray(classes)), self.classes_):
+            raise ValueError(
+                f"classes={classes!r} differs from the classes of the first partial_fit call "
+                f"({self.classes_!r}); classes cannot change after the first call."
+            )
+        elif not partial and self.loss != self.loss_:
+            raise ValueError("warm_start=True but loss changed; set warm_start=False.")
+        unknown = np.setdiff1d(np.unique(y), self.classes_)
+        if unknown.size:
+            raise ValueError(
+                f"y contains labels {unknown.tolist()!r} not in classes_={self.classes_.tolist()!r}; "
+                f"new classes cannot be added after the first call (pass all labels as classes= "
+                f"on the first partial_fit, or refit)."
+            )
+        codes = np.searchsorted(self.classes_, y)
+        k = self.classes_.size
+        dtype = X.dtype
+        if k == 2:
+            Y = np.where(codes == 1, 1.0, -1.0).astype(dtype)[:, None]
+        elif self.loss_ == "hinge":
+            Y = -np.ones((len(codes), k), dtype=dtype)
+            Y[np.arange(len(codes)), codes] = 1
+        else:
+            Y = np.zeros((len(codes), k), dtype=dtype)
+            Y[np.arange(len(codes)), codes] = 1
+        sw = None
+        if sample_weight is not None or self.class_weight is not None:
+            sw = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+            if self.class_weight is not None:
+                if partial and self.class_weight == "balanced":
+                    raise ValueError(
+                        "class_weight='balanced' needs the whole training set and is not available "
+                        "in partial_fit; pass class_weight as a dict {label: weight} or use fit."
+                    )
+                sw = sw * compute_sample_weight(self.class_weight, y)
+        return Y, sw
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Fit on X (n, d) and labels y (n,); n_iter iterations of batch_size points."""
+        warm = self.warm_start and hasattr(self, "coef_")
+        X, y = validate_data(self, X, y, dtype=_FLOAT_DTYPES, reset=not warm)
+        if warm:
+            if np.setdiff1d(np.unique(y), self.classes_).size:
+                raise ValueError("warm_start=True but y has new classes; set warm_start=False.")
+        return self._fit(X, y, sample_weight)
+
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
+        """One iteration per batch_size chunk of (X, y), in order, continuing the iteration
+        counter and seeds. ``classes`` (every label of the stream) is required on the first call."""
+        if not hasattr(self, "coef_"):
+            self._validate_params()
+        return self._partial_fit(X, np.asarray(y), sample_weight, classes=classes)
+
+    def decision_function(self, X):
+        """Scores: (n,) for two classes (positive means classes_[1]), else (n, n_classes)."""
+        F = self._outputs(X)
+        return F[:, 0] if F.shape[1] == 1 else F
+
+    def _is_logistic(self):
+        return getattr(self, "loss_", self.loss) == "logistic"
+
+    @available_if(_is_logistic)
+    def predict_proba(self, X):
+        """Class probabilities (loss="logistic" only): sigmoid or softmax of the scores."""
+        F = self._outputs(X)
+        if F.shape[1] == 1:
+            p = expit(F[:, 0])
+            return np.stack([1 - p, p], axis=1)
+        return _softmax(F)
+
+    @available_if(_is_logistic)
+    def predict_log_proba(self, X):
+        return np.log(self.predict_proba(X))
+
+    def predict(self, X):
+        F = self._outputs(X)
+        if F.shape[1] == 1:
+            return self.classes_[(F[:, 0] > 0).astype(int)]
+        return self.classes_[np.argmax(F, axis=1)]

@@ -1,0 +1,369 @@
+"""Tests of kernelscale.doubly_stochastic: Algorithm 1 against a naive O(t)-decay reference, the
+kernel ridge limit, streaming, the preconditioned variant, conventions and bad input."""
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.utils.class_weight import compute_sample_weight
+from sklearn.svm import SVC
+
+from kernelscale.doubly_stochastic import (
+    DoublyStochasticClassifier,
+    DoublyStochasticRegressor,
+    dsg_iterations,
+)
+from kernelscale.exact import ExactKernelRidge
+from kernelscale.features import FeatureBlockSpec, sample_block, transform_block
+from kernelscale.kernels import GaussianKernel, LaplacianKernel, MaternKernel, PolynomialKernel
+from kernelscale.persistence import load, save
+
+
+def sinc_data(n=80, d=1, seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-3, 3, size=(n, d))
+    y = np.sinc(X[:, 0]) + 0.1 * rng.normal(size=n)
+    return X.astype(dtype), y.astype(dtype)
+
+
+def blobs(n=90, k=3, seed=0):
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % k
+    centers = 2.5 * rng.normal(size=(k, 2))
+    return centers[y] + rng.normal(size=(n, 2)), y
+
+
+# ----------------------------------------------------------------------------------------------
+# Algorithm 1 against a naive reference that decays every earlier block explicitly
+
+
+def naive_dsg(X, Y, spec, batches, nu, step_size, t0, loss="squared"):
+    """Algorithm 1 written out: a list of alphas, each multiplied by (1 - gamma nu) every step."""
+    alphas = []
+    for t, batch in enumerate(batches):
+        Xb, Yb = X[batch], Y[batch]
+        F = np.zeros_like(Yb)
+        for j, a in enumerate(alphas):
+            F += transform_block(Xb, sample_block(spec, j)) @ a
+        if loss == "squared":
+            G = F - Yb
+        else:  # hinge, Y in {-1, +1}
+            G = np.where(Yb * F < 1, -Yb, 0.0)
+        gamma = step_size / (1 + t / t0)
+        new = -gamma * transform_block(Xb, sample_block(spec, t)).T @ G / Xb.shape[0]
+        alphas = [a * (1 - gamma * nu) for a in alphas] + [new]
+    return alphas
+
+
+def naive_predict(X, spec, alphas):
+    return sum(transform_block(X, sample_block(spec, j)) @ a for j, a in enumerate(alphas))
+
+
+@pytest.mark.parametrize(
+    "kernel, method",
+    [
+        (GaussianKernel(sigma=1.0), "cos"),
+        (GaussianKernel(sigma=1.0), "cossin"),
+        (LaplacianKernel(sigma=1.5), None),
+        (MaternKernel(sigma=1.0, nu=1.5), None),
+        (PolynomialKernel(degree=2, gamma=0.5, coef0=1.0), None),
+    ],
+)
+def test_algorithm_1_matches_naive_reference(kernel, method):
+    X, y = sinc_data(n=40, d=2)
+    est = DoublyStochasticRegressor(
+        kernel, nu=0.05, n_iter=12, batch_size=16, block_size=32, step_size=0.5, t0=5.0,
+        feature_method=method, shuffle=False, random_state=3,
+    ).fit(X, y)
+    spec = FeatureBlockSpec(kernel, 2, 32, 3, np.float64, method)
+    chunks = [slice(0, 16), slice(16, 32), slice(32, 40)]
+    alphas = naive_dsg(X, y[:, None], spec, (chunks * 4)[:12], 0.05, 0.5, 5.0)
+    X_new = np.random.default_rng(1).normal(size=(7, 2))
+    np.testing.assert_allclose(est.predict(X_new), naive_predict(X_new, spec, alphas)[:, 0], rtol=1e-10, atol=1e-12)
+    # the stored blocks are unscaled; the decay is the single scalar scale_
+    np.testing.assert_allclose(est.scale_ * est.coef_, np.stack(alphas), rtol=1e-10, atol=1e-14)
+
+
+def test_running_scale_renormalises_when_it_underflows():
+    X, y = sinc_data(n=30)
+    Y = np.stack([np.sign(y - y.mean()), -np.sign(y - y.mean())], axis=1)
+    spec = FeatureBlockSpec(GaussianKernel(sigma=1.0), 1, 16, 0, np.float64, "cos")
+    batches = [slice(0, 30)] * 40
+    # gamma nu = 0.5 per step: 0.5^40 < 1e-10, so the scale is folded into the blocks on the way
+    coef, n_done, scale, _, _ = dsg_iterations(
+        X, Y, spec, loss="hinge", batches=batches, nu=0.5, step_size=1.0, t0=1e12
+    )
+    assert n_done == 40 and 1e-10 <= scale <= 1.0
+    alphas = naive_dsg(X, Y, spec, batches, 0.5, 1.0, 1e12, loss="hinge")
+    np.testing.assert_allclose(scale * coef, np.stack(alphas), rtol=1e-9, atol=1e-300)
+
+
+# ----------------------------------------------------------------------------------------------
+# correctness: the kernel ridge limit and decreasing objectives
+
+
+def test_squared_loss_approaches_exact_kernel_ridge():
+    n, nu = 100, 1e-2
+    X, y = sinc_data(n=n)
+    kernel = GaussianKernel(sigma=1.0)
+    # stationary point of (1/n) sum (f - y)^2 / 2 + nu/2 |f|^2 is (K + n nu I) c = y
+    reference = ExactKernelRidge(kernel, alpha=n * nu).fit(X, y)
+    X_test = np.linspace(-3, 3, 50)[:, None]
+    ref = reference.predict(X_test)
+    est = DoublyStochasticRegressor(
+        kernel, nu=nu, n_iter=15, batch_size=n, block_size=128, step_size=2.0, t0=100.0,
+        shuffle=False, warm_start=True, random_state=0,
+    )
+    gaps = []
+    for _ in range(8):  # checkpoints after 15, 30, ..., 120 iterations
+        est.fit(X, y)
+        gaps.append(np.sqrt(np.mean((est.predict(X_test) - ref) ** 2)))
+    assert est.n_iter_ == 120
+    assert gaps[-1] < gaps[0] / 4, gaps  # measured: about 8x
+    assert gaps[-1] < 0.02 * np.std(ref), gaps
+
+
+def _mean_loss(est, X, y, loss):
+    S = est.decision_function(X)
+    if S.ndim == 1:
+        z = np.where(y == est.classes_[1], 1.0, -1.0) * S
+        return np.mean(np.maximum(0, 1 - z) if loss == "hinge" else np.logaddexp(0, -z))
+    codes = np.searchsorted(est.classes_, y)
+    if loss == "hinge":
+        Y = -np.ones_like(S)
+        Y[np.arange(len(y)), codes] = 1
+        return np.mean(np.maximum(0, 1 - Y * S).sum(axis=1))
+    lse = np.logaddexp.reduce(S, axis=1)
+    return np.mean(lse - S[np.arange(len(y)), codes])
+
+
+@pytest.mark.parametrize("loss", ["hinge", "logistic"])
+@pytest.mark.parametrize("k", [2, 3])
+def test_classification_objective_decreases(loss, k):
+    X, y = blobs(n=120, k=k, seed=1)
+    est = DoublyStochasticClassifier(
+        GaussianKernel(sigma=1.0), loss=loss, n_iter=10, batch_size=20, block_size=64, nu=1e-4,
+        step_size=1.0, t0=20.0, warm_start=True, random_state=0,
+    )
+    losses = []
+    for _ in range(4):
+        est.fit(X, y)
+        losses.append(_mean_loss(est, X, y, loss))
+    assert losses[-1] < 0.8 * losses[0] and losses[-1] == min(losses), losses
+    h = est.objective_history_
+    assert h.shape == (40,) and h[-10:].mean() < 0.6 * h[:10].mean()
+    # an independent reference on the same data: the exact kernel SVM / logistic regression
+    # accuracy is about the same, so a correct fit is within a few points of it
+    svc = SVC(kernel="rbf", gamma=0.5).fit(X, y)
+    assert np.mean(est.predict(X) == y) >= svc.score(X, y) - 0.05
+
+
+# ----------------------------------------------------------------------------------------------
+# memory O(t), independent of d; persistence
+
+
+def _arrays(est):
+    return {k: v.shape for k, v in vars(est).items() if isinstance(v, np.ndarray) and not k.startswith("_")}
+
+
+def test_fitted_state_does_not_grow_with_d(tmp_path):
+    shapes = []
+    for d in (2, 200):
+        X, y = blobs(n=60, k=3)
+        X = np.hstack([X, np.zeros((60, d - 2))])
+        est = DoublyStochasticClassifier("gaussian", loss="logistic", n_iter=5, batch_size=20, block_size=16,
+                                         random_state=0).fit(X, y)
+        shapes.append(_arrays(est))
+        assert est.coef_.shape == (5, 16, 3)
+    assert shapes[0] == shapes[1]
+    loaded = load(save(est, tmp_path / "m.ks"))
+    X_new = np.random.default_rng(2).normal(size=(11, 200))
+    for method in ("predict", "decision_function", "predict_proba"):
+        np.testing.assert_array_equal(getattr(loaded, method)(X_new), getattr(est, method)(X_new))
+
+
+def test_save_load_then_partial_fit_continues_identically(tmp_path):
+    X, y = sinc_data(n=60)
+    est = DoublyStochasticRegressor(GaussianKernel(sigma=1.0), n_iter=3, batch_size=20, block_size=16,
+                                    shuffle=False, random_state=0)
+    a = clone(est).partial_fit(X, y)
+    b = load(save(a, tmp_path / "m.ks"))
+    a.partial_fit(X, y)
+    b.partial_fit(X, y)
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+
+
+# ----------------------------------------------------------------------------------------------
+# streaming
+
+
+def test_partial_fit_equals_fit_on_the_same_chunks_regression():
+    X, y = sinc_data(n=50)
+    Y = np.stack([y, 2 * y], axis=1)
+    params = dict(kernel=GaussianKernel(sigma=1.0), nu=1e-3, batch_size=16, block_size=24, step_size=0.5,
+                  t0=10.0, random_state=7)
+    fitted = DoublyStochasticRegressor(n_iter=8, shuffle=False, **params).fit(X, Y)  # 4 chunks/epoch
+    stream = DoublyStochasticRegressor(**params)
+    stream.partial_fit(X, Y)
+    stream.partial_fit(X[:32], Y[:32])
+    stream.partial_fit(X[32:], Y[32:])
+    assert stream.n_iter_ == fitted.n_iter_ == 8
+    np.testing.assert_array_equal(stream.coef_, fitted.coef_)
+    assert stream.scale_ == fitted.scale_
+    np.testing.assert_array_equal(stream.predict(X), fitted.predict(X))
+
+
+@pytest.mark.parametrize("loss", ["hinge", "logistic"])
+def test_partial_fit_equals_fit_on_the_same_chunks_classification(loss):
+    X, y = blobs(n=60, k=3)
+    params = dict(kernel=GaussianKernel(sigma=1.0), loss=loss, batch_size=20, block_size=16, random_state=1)
+    fitted = DoublyStochasticClassifier(n_iter=6, shuffle=False, **params).fit(X, y)
+    stream = DoublyStochasticClassifier(**params)
+    for s in range(0, 60, 20):
+        stream.partial_fit(X[s : s + 20], y[s : s + 20], classes=[0, 1, 2])
+    stream.partial_fit(X, y)
+    np.testing.assert_array_equal(stream.decision_function(X), fitted.decision_function(X))
+
+
+def test_shuffled_fit_is_reproducible_and_uses_every_point():
+    X, y = sinc_data(n=50)
+    kw = dict(kernel=GaussianKernel(sigma=1.0), n_iter=6, batch_size=16, block_size=16, random_state=4)
+    a = DoublyStochasticRegressor(**kw).fit(X, y)
+    b = DoublyStochasticRegressor(**kw).fit(X, y)
+    c = DoublyStochasticRegressor(shuffle=False, **kw).fit(X, y)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    assert not np.array_equal(a.coef_, c.coef_)
+
+
+# ----------------------------------------------------------------------------------------------
+# the preconditioned block variant
+
+
+def test_preconditioned_first_step_is_the_ridge_fit_on_the_block():
+    X, y = sinc_data(n=200)
+    est = DoublyStochasticRegressor(GaussianKernel(sigma=1.0), solver="preconditioned", nu=0.0, n_iter=1,
+                                    batch_size=200, block_size=32, shuffle=False, random_state=0).fit(X, y)
+    Phi = transform_block(X, sample_block(FeatureBlockSpec(GaussianKernel(sigma=1.0), 1, 32, 0), 0))
+    C = Phi.T @ Phi / 200
+    C += 1e-7 * np.trace(C) / 32 * np.eye(32)
+    expected = np.linalg.solve(C, Phi.T @ y / 200)  # gamma_0 = 1
+    np.testing.assert_allclose(est.coef_[0, :, 0] * est.scale_, expected, rtol=1e-6)
+
+
+def test_preconditioned_variant_fits_sinc_in_few_iterations():
+    X, y = sinc_data(n=400, seed=1)
+    X_test, y_test = sinc_data(n=200, seed=2)
+    common = dict(kernel=GaussianKernel(sigma=1.0), n_iter=5, batch_size=400, block_size=64, random_state=0)
+    pre = DoublyStochasticRegressor(solver="preconditioned", nu=0.0, **common).fit(X, y)
+    sgd = DoublyStochasticRegressor(solver="sgd", **common).fit(X, y)
+    mse = lambda m: np.mean((m.predict(X_test) - y_test) ** 2)  # noqa: E731
+    assert mse(pre) < 0.02  # noise variance 0.01
+    assert mse(pre) < mse(sgd)
+
+
+# ----------------------------------------------------------------------------------------------
+# conventions
+
+
+def test_float32_end_to_end():
+    X, y = sinc_data(n=60, dtype=np.float32)
+    est = DoublyStochasticRegressor(GaussianKernel(sigma=1.0), n_iter=5, batch_size=20, block_size=16,
+                                    random_state=0).fit(X, y)
+    assert est.coef_.dtype == np.float32 and est.predict(X).dtype == np.float32
+    est64 = clone(est).fit(X.astype(np.float64), y.astype(np.float64))
+    np.testing.assert_allclose(est.predict(X), est64.predict(X.astype(np.float64)), rtol=1e-3, atol=1e-4)
+
+
+def test_integer_weights_equal_repeated_samples_with_full_batches():
+    X, y = blobs(n=40, k=3)
+    w = np.random.default_rng(0).integers(0, 3, size=40)
+    kw = dict(kernel=GaussianKernel(sigma=1.0), loss="logistic", n_iter=5, batch_size=200, block_size=16,
+              random_state=0)
+    weighted = DoublyStochasticClassifier(**kw).fit(X, y, sample_weight=w)
+    repeated = DoublyStochasticClassifier(**kw).fit(np.repeat(X, w, axis=0), np.repeat(y, w))
+    np.testing.assert_allclose(weighted.decision_function(X), repeated.decision_function(X), rtol=1e-10)
+
+
+def test_class_weight_balanced_equals_its_sample_weights():
+    X, y = blobs(n=60, k=2)
+    y[:40] = 0
+    kw = dict(kernel=GaussianKernel(sigma=1.0), n_iter=4, batch_size=20, block_size=16, random_state=0)
+    a = DoublyStochasticClassifier(class_weight="balanced", **kw).fit(X, y)
+    b = DoublyStochasticClassifier(**kw).fit(X, y, sample_weight=compute_sample_weight("balanced", y))
+    np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_predict_proba_agrees_with_predict_and_hinge_has_none(k):
+    X, y = blobs(n=80, k=k)
+    est = DoublyStochasticClassifier(loss="logistic", n_iter=6, batch_size=20, block_size=32,
+                                     random_state=0).fit(X, y)
+    P = est.predict_proba(X)
+    np.testing.assert_allclose(P.sum(axis=1), 1)
+    np.testing.assert_array_equal(est.classes_[P.argmax(axis=1)], est.predict(X))
+    hinge = DoublyStochasticClassifier(loss="hinge", n_iter=2, block_size=8, random_state=0).fit(X, y)
+    assert not hasattr(hinge, "predict_proba")
+
+
+def test_callback_stops_and_sees_the_objective():
+    X, y = sinc_data(n=40)
+    seen = []
+    est = DoublyStochasticRegressor(GaussianKernel(sigma=1.0), n_iter=10, batch_size=10, block_size=8,
+                                    random_state=0, callback=lambda info: seen.append(info) or len(seen) == 3)
+    est.fit(X, y)
+    assert est.n_iter_ == 3 and len(seen) == 3
+    assert seen[-1]["objective"] == est.objective_history_[-1]
+
+
+def test_memory_budget_is_checked_before_allocating():
+    X, y = sinc_data(n=40)
+    est = DoublyStochasticRegressor(n_iter=3, batch_size=40, block_size=4096, max_memory=100_000, random_state=0)
+    with pytest.raises(ValueError, match="batch_size, block_size"):
+        est.fit(X, y)
+    ok = DoublyStochasticRegressor(n_iter=3, batch_size=40, block_size=16, random_state=0).fit(X, y)
+    ok.set_params(max_memory=10)
+    with pytest.raises(ValueError, match="max_memory"):
+        ok.predict(X)
+
+
+# ----------------------------------------------------------------------------------------------
+# bad input
+
+
+def test_one_class_is_refused():
+    X, _ = blobs(n=20)
+    with pytest.raises(ValueError, match="one class"):
+        DoublyStochasticClassifier(n_iter=2).fit(X, np.zeros(20))
+    with pytest.raises(ValueError, match="one class"):
+        DoublyStochasticClassifier(n_iter=2).partial_fit(X, np.zeros(20), classes=[0])
+
+
+def test_divergence_is_detected_with_a_clear_message():
+    X, y = sinc_data(n=60)
+    est = DoublyStochasticRegressor(GaussianKernel(sigma=0.3), n_iter=200, batch_size=60, block_size=16,
+                                    step_size=50.0, t0=1e9, nu=0.0, random_state=0)
+    with pytest.raises(ValueError, match="smaller step_size"):
+        est.fit(X, y)
+    assert not hasattr(est, "coef_") or np.all(np.isfinite(est.coef_))
+    with pytest.raises(ValueError, match="smaller step_size or nu"):
+        DoublyStochasticRegressor(nu=2.0, step_size=1.0, n_iter=2).fit(X, y)
+
+
+def test_partial_fit_refuses_new_classes_missing_classes_and_wrong_width():
+    X, y = blobs(n=30, k=3)
+    est = DoublyStochasticClassifier(batch_size=10, block_size=8, random_state=0)
+    with pytest.raises(ValueError, match="classes must be passed"):
+        est.partial_fit(X, y)
+    est.partial_fit(X[y < 2], y[y < 2], classes=[0, 1])
+    with pytest.raises(ValueError, match="new classes"):
+        est.partial_fit(X, y)
+    with pytest.raises(ValueError, match="cannot change"):
+        est.partial_fit(X[y < 2], y[y < 2], classes=[0, 1, 2])
+    with pytest.raises(ValueError, match="features"):
+        est.partial_fit(np.hstack([X, X]), y)
+    with pytest.raises(ValueError, match="features"):
+        est.predict(np.hstack([X, X]))
+    reg = DoublyStochasticRegressor(batch_size=10, block_size=8, random_state=0).partial_fit(X, y.astype(float))
+    with pytest.raises(ValueError, match="features"):
+        reg.partial_fit(X[:, :1], y.astype(float))
+    with pytest.raises(ValueError, match="class_weight='balanced'"):
+        DoublyStochasticClassifier(class_weight="balanced").partial_fit(X, y, classes=[0, 1, 2])
