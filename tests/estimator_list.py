@@ -11,6 +11,7 @@ from kernelscale.features import NystromFeatures, PolynomialRandomFeatures, Rand
 from kernelscale.kernels import GaussianKernel
 from kernelscale.lssvm import LSSVMClassifier, LSSVMRegressor
 from kernelscale.preprocessing import CenterNormalize
+from kernelscale.regularized import RegularizedKernelClassifier, RegularizedKernelRegressor
 from kernelscale.slkl import SLKLClassifier, SLKLRegressor
 from kernelscale.least_squares import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
 from kernelscale.stagewise import StagewiseClassifier, StagewiseRegressor
@@ -55,6 +56,13 @@ ESTIMATORS = [
     DoublyStochasticClassifier("gaussian", loss="hinge", n_iter=20, batch_size=256, block_size=32, random_state=0),
     DoublyStochasticClassifier("gaussian", loss="logistic", n_iter=20, batch_size=256, block_size=32,
                                random_state=0),
+    # tight tol: the sample-weight checks compare predictions to 1e-7
+    RegularizedKernelClassifier(tol=1e-10, random_state=0),
+    RegularizedKernelClassifier(loss="logistic", solver="fixed_point", alpha="power", tol=1e-10, max_iter=20000),
+    RegularizedKernelClassifier(kernel="linear", fit_intercept=True, tol=1e-10),
+    RegularizedKernelRegressor(tol=1e-10),
+    RegularizedKernelRegressor(loss="epsilon_insensitive", tol=1e-10, random_state=0),
+    RegularizedKernelRegressor(kernel="linear", loss="absolute", tol=1e-12),
 ]
 
 

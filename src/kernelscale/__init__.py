@@ -19,6 +19,7 @@ from .kernels import (
 from .lssvm import LSSVMClassifier, LSSVMRegressor, solve_lssvm
 from .persistence import PersistenceWarning, describe, load, save
 from .slkl import SLKLClassifier, SLKLRegressor
+from .regularized import RegularizedKernelClassifier, RegularizedKernelRegressor
 from .simplex import project_hypercube, project_simplex
 from .stagewise import StagewiseClassifier, StagewiseRegressor
 
@@ -53,6 +54,9 @@ __all__ = [
     # doubly stochastic functional gradients (paper 2)
     "DoublyStochasticRegressor",
     "DoublyStochasticClassifier",
+    # fixed-point and coordinate-descent solvers (paper 3)
+    "RegularizedKernelClassifier",
+    "RegularizedKernelRegressor",
     # randomized LS-SVM (paper 4)
     "LSSVMClassifier",
     "LSSVMRegressor",

@@ -57,6 +57,7 @@ def _demo_entries():
     from .lssvm import LSSVMClassifier, LSSVMRegressor
     from .preprocessing import CenterNormalize, FFTFeatures
     from .least_squares import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
+    from .regularized import RegularizedKernelClassifier, RegularizedKernelRegressor
     from .slkl import SLKLClassifier, SLKLRegressor
     from .stagewise import StagewiseClassifier, StagewiseRegressor
 
@@ -80,6 +81,15 @@ def _demo_entries():
         DemoEntry("DoublyStochasticClassifier (logistic, preconditioned)", "digits", lambda: DoublyStochasticClassifier(
             "gaussian", loss="logistic", solver="preconditioned", nu=0.0, n_iter=6, batch_size=2000, block_size=512,
             random_state=0)),
+        DemoEntry("RegularizedKernelClassifier (hinge, coordinate descent)", "digits",
+                  lambda: RegularizedKernelClassifier(GaussianKernel(sigma=2.0), C=10.0, tol=1e-3, random_state=0)),
+        DemoEntry("RegularizedKernelClassifier (linear, Algorithm 2)", "digits", lambda: RegularizedKernelClassifier(
+            "linear", C=1.0, fit_intercept=True, tol=1e-3, random_state=0)),
+        DemoEntry("RegularizedKernelRegressor (eps-insensitive, coordinate descent)", "sinc",
+                  lambda: RegularizedKernelRegressor(GaussianKernel(sigma=1.0), loss="epsilon_insensitive",
+                                                     epsilon=0.05, C=1.0, tol=1e-3, random_state=0)),
+        DemoEntry("RegularizedKernelRegressor (squared, fixed point)", "sinc", lambda: RegularizedKernelRegressor(
+            GaussianKernel(sigma=1.0), C=1.0, solver="fixed_point", alpha="power", tol=1e-3, random_state=0)),
         DemoEntry("ExactKernelRidge (one-hot)", "digits", lambda: _OneHotRegressionClassifier(
             ExactKernelRidge("gaussian", alpha=1e-3, random_state=0))),
         DemoEntry("RandomFourierFeatures+RidgeClassifier", "digits", lambda: make_pipeline(

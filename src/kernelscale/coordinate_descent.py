@@ -1,0 +1,400 @@
+"""Coordinate descent (non-linear Gauss-Seidel) for regularized kernel methods (paper 3, section 4).
+
+With alpha_i = 1/k_ii, Corollary 1 gives c_i = S_i(sum_{j != i} k_ij c_j / k_ii) (eq. 13),
+S_i = -J^i_{1/k_ii}. Algorithm 1 picks an index, sets v_i = z_i / k_ii - c_i with z = K c and
+c_i <- S_i(v_i); h_i is the change, and a sweep stops the solver when max_i |h_i| < tol.
+
+Each update is the exact minimisation of the dual D(c) = f^*(-c) + c^T K c / 2 over c_i (for the
+hinge loss this is LIBLINEAR's dual coordinate descent), so D decreases monotonically. The
+objective F of problem (2) converges to its minimum (Theorem 4) but is NOT monotone along the
+iterations in general (tests/test_coordinate_descent.py shows a counterexample); F + D is the
+duality gap, recorded per sweep.
+
+- :func:`kernel_coordinate_descent` (Algorithm 1, any kernel): z = K c is maintained
+  incrementally (z += h_i k_i), so an update with h_i = 0 needs no kernel row and a sweep costs
+  O(n x number of changed coordinates). Rows come from an LRU :class:`KernelRowCache` under
+  ``max_memory``, computed in batches (the next coordinates of the sweep that changed last time).
+- :func:`linear_coordinate_descent` (Algorithm 2, linear kernel): keeps w = X^T c, z_i = x_i . w,
+  k_ii = |x_i|^2, and skips the w update when h_i = 0; X dense or scipy.sparse (CSR rows).
+
+Index rules: "cyclic" (1..n every sweep), "aitken" (double sweep: 1..n, then n..1, alternating),
+"random" (randomised cyclic: a new permutation every sweep). ``shrinking`` removes from the sweeps
+coordinates that did not move and sit at a kink of the dual (a bound such as 0 or C for the hinge
+loss) with the unclipped update pushing past it by more than the previous sweep's largest change
+(LIBLINEAR's rule); once the remaining ones meet the tolerance, and every 10th sweep, all
+coordinates are swept again, and the solver stops only when such a full sweep meets it.
+
+Points with k_ii = 0 (a zero kernel row: the paper removes them) and points of zero weight keep
+c_i = 0; the former are listed in ``SolverResult.dropped``. When the solver would stop, z (or w)
+is recomputed exactly, and sweeping goes on if the accumulated rounding was large enough to
+matter.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.linalg import blas
+from sklearn.utils import check_random_state
+
+from ._monitor import IterationMonitor
+from ._validation import as_float_array, check_positive
+from .blocks import kernel_diag
+from .fixed_point import (
+    KernelRowCache,
+    SolverResult,
+    _as_C,
+    _as_targets,
+    _check_intercept_scaling,
+    _check_linear_X,
+    _initial_coef,
+    _row_sq_norms,
+    _vector_bytes,
+)
+from .kernels import make_kernel
+from .losses import dual_objective, make_loss, primal_objective
+
+__all__ = ["kernel_coordinate_descent", "linear_coordinate_descent", "RULES"]
+
+logger = logging.getLogger(__name__)
+
+RULES = ("cyclic", "aitken", "random")
+LOOKAHEAD = 4  # prefetch scans this many batches ahead in the sweep order
+FULL_SWEEP_EVERY = 10  # with shrinking, every this many sweeps visits all coordinates again
+PRECISION_FLOOR = 100.0  # updates moving z_i by less than this many eps(dtype) * max|z| are rounding
+
+
+def _blas(dtype):
+    if dtype == np.float32:
+        return blas.saxpy, blas.sdot
+    return blas.daxpy, blas.ddot
+
+
+class _Sweeps:
+    """Index rule, shrinking, stopping rule and history shared by Algorithms 1 and 2."""
+
+    def __init__(self, active, loss, y, C, *, rule, tol, max_iter, shrinking, random_state, monitor, dtype):
+        if rule not in RULES:
+            raise ValueError(f"rule must be one of {RULES}, got {rule!r}.")
+        check_positive(tol, "tol")
+        check_positive(max_iter, "max_iter", integer=True)
+        self.active = active
+        self.loss, self.y, self.C = loss, y, C
+        self.rule, self.tol, self.max_iter, self.shrinking = rule, tol, max_iter, shrinking
+        self.rng = check_random_state(random_state)
+        self.monitor = monitor
+        self.work = np.flatnonzero(active)
+        self.last_change = math.inf
+        self.sweep = 0
+        self.primal, self.dual = [], []
+        self.converged = False
+        self.eps = float(np.finfo(dtype).eps)
+        self.inv_d = self.diag = None  # 1 / k_ii (0 where inactive) and k_ii, set by the solver
+        self.inv_kmin = 0.0
+
+    def order(self):
+        """The coordinates of the next sweep, in the rule's order."""
+        if self.rule == "random":
+            return self.rng.permutation(self.work)
+        if self.rule == "aitken" and self.sweep % 2 == 1:
+            return self.work[::-1]
+        return self.work
+
+    def record(self, c, z):
+        p = primal_objective(self.loss, self.y, z, c, self.C)
+        d = dual_objective(self.loss, self.y, z, c, self.C)
+        self.primal.append(p)
+        self.dual.append(d)
+        return p, d
+
+    def after_sweep(self, c, z, changed, steps, max_change, refresh):
+        """Book-keeping after a sweep; returns True when the solver must stop.
+
+        ``z`` is K c (with intercept) after the sweep, ``changed`` / ``steps`` the coordinates
+        that moved and by how much; ``refresh()`` recomputes z exactly and returns the largest
+        difference to the maintained one (the accumulated rounding).
+        """
+        self.sweep += 1
+        p, d = self.record(c, z)
+        stop = self.monitor.update(objective=p, dual_objective=d, duality_gap=p + d, max_change=max_change,
+                                   n_active=int(self.work.size))
+        if stop:
+            return True
+        # working precision: every update moved its own z_i (by h_i k_ii) less than the rounding
+        # of z; a tol below float32 resolution is met there instead of spinning to max_iter
+        z_floor = PRECISION_FLOOR * self.eps * max(1.0, float(np.max(np.abs(z), initial=0.0)))
+        moved = np.abs(np.asarray(steps)) * self.diag[changed] if len(changed) else np.zeros(1)
+        if max_change < self.tol or float(moved.max()) < z_floor:
+            if self.work.size < int(self.active.sum()):
+                self.work = np.flatnonzero(self.active)  # un-shrink: a full sweep must confirm
+                self.last_change = math.inf
+                return False
+            drift = refresh()
+            if drift * self.inv_kmin < self.tol or drift < z_floor:
+                self.converged = True
+                return True
+            return False
+        if self.shrinking and self.sweep % FULL_SWEEP_EVERY == 0:
+            self.work = np.flatnonzero(self.active)  # a periodic full sweep undoes wrong shrinks
+        elif self.shrinking and self.sweep > 1:
+            w = self.work
+            unchanged = np.ones(w.size, dtype=bool)
+            unchanged[np.isin(w, changed)] = False
+            v = z[w] * self.inv_d[w] - c[w]
+            push = self.loss.kink_push(c[w], v, self.y[w], self.inv_d[w], self.C[w])
+            self.work = w[~(unchanged & (push > self.last_change))]
+        self.last_change = max_change
+        return False
+
+
+def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random", tol=1e-4, max_iter=1000,
+                              shrinking=True, c0=None, intercept_scaling=0.0, epsilon=0.1, max_memory=None,
+                              random_state=None, verbose=0, callback=None, cache=None):
+    """Solve problem (2) by coordinate descent, Algorithm 1 (any kernel).
+
+    Parameters
+    ----------
+    kernel : Kernel or str
+        A resolved kernel.
+    X : array of shape (n, d)
+    y : array of shape (n,)
+        Targets (+-1 for classification losses). For several problems on the same X, call once
+        per column passing the same ``cache``.
+    loss : str or Loss
+    C : float or array of shape (n,)
+        Per-point weight C_i = C w_i of the loss; 0 removes a point.
+    rule : "cyclic", "aitken" or "random"
+    tol : float
+        Stop when max_i |h_i| < tol over a sweep (h_i: the change of c_i).
+    max_iter : int
+        Maximum number of sweeps.
+    shrinking : bool
+    c0 : array of shape (n,) or None
+        Warm start.
+    intercept_scaling : float >= 0
+        s > 0: regularised intercept b = s^2 sum(c) (kernel K + s^2), see kernelscale.fixed_point.
+    epsilon : float
+        For loss="epsilon_insensitive".
+    max_memory : int, str or None
+        Budget for the row cache and kernel work; fails at once, naming it, if one row does not fit.
+    random_state : seeds the "random" rule.
+    verbose, callback : progress bar / per-sweep callback (kernelscale._monitor).
+    cache : KernelRowCache or None
+        Rows of K(X, X) to reuse (e.g. across the classes of one-vs-rest).
+
+    Returns
+    -------
+    SolverResult (n_iter counts sweeps).
+    """
+    loss = make_loss(loss, epsilon)
+    kernel = make_kernel(kernel)
+    X = as_float_array(X, "X")
+    n = X.shape[0]
+    y = _as_targets(y, n)
+    if y.ndim != 1:
+        raise ValueError(f"y must be 1-d here, got shape {y.shape}; solve one column at a time with a shared cache.")
+    loss.check_targets(y)
+    dtype = X.dtype
+    C = _as_C(C, y, dtype)
+    s = _check_intercept_scaling(intercept_scaling)
+    s2 = s * s
+    diag = np.maximum(kernel_diag(kernel, X).astype(np.float64), 0.0) + s2
+    keep = diag > 0
+    active = keep & (C > 0)
+    dropped = np.flatnonzero(~keep)
+    if dropped.size:
+        logger.info("%d point(s) have a zero kernel diagonal; their coefficients are fixed at 0", dropped.size)
+    if cache is None:
+        cache = KernelRowCache(kernel, X, max_memory, reserved_bytes=_vector_bytes(n, 1, dtype),
+                               max_rows=max(int(active.sum()), 1))
+    elif cache.n != n or cache.dtype != dtype:
+        raise ValueError("cache was built for a different X; pass cache=None.")
+    axpy, _ = _blas(dtype)
+
+    c = _initial_coef(c0, (n,), np.float64, active)
+    z = np.zeros(n, dtype=dtype)
+    if c.any():
+        z[:] = cache.matvec(c.astype(dtype))
+    b = s2 * float(c.sum())
+
+    c_l = c.tolist()
+    y_l = y.tolist()
+    C_l = C.tolist()
+    inv_d_arr = np.divide(1.0, diag, out=np.zeros(n), where=active)
+    inv_d = inv_d_arr.tolist()
+    step = loss.step
+    rows, slot_of, last_used = cache.rows, cache.slot_of, cache.last_used
+    lru = cache.capacity < int(active.sum())
+    # prefetch candidates: coordinates that changed when last visited (from a warm start: those
+    # not at a kink, the others usually stay put and need no row)
+    likely = np.ones(n, dtype=bool) if c0 is None else ~loss.at_kink(c, y, C)
+    batch = cache.batch_rows
+
+    def z_eff():
+        return z + b if s2 else z
+
+    def refresh():
+        nonlocal b
+        exact = cache.matvec(np.asarray(c_l, dtype=dtype)) if any(c_l) else np.zeros(n, dtype=dtype)
+        drift = float(np.max(np.abs(exact - z))) if n else 0.0
+        z[:] = exact
+        b = s2 * math.fsum(c_l)
+        return drift
+
+    with IterationMonitor(verbose, callback, total=max_iter, desc="coordinate descent") as monitor:
+        sweeps = _Sweeps(active, loss, y, C, rule=rule, tol=tol, max_iter=max_iter, shrinking=shrinking,
+                         random_state=random_state, monitor=monitor, dtype=dtype)
+        sweeps.inv_d, sweeps.diag, sweeps.inv_kmin = inv_d_arr, diag, float(np.max(inv_d_arr, initial=0.0))
+        sweeps.record(c, z_eff())
+        if not active.any():
+            sweeps.converged = True
+        while not sweeps.converged and sweeps.sweep < max_iter:
+            order_arr = sweeps.order()
+            order = order_arr.tolist()
+            clock = cache.clock
+            changed, steps = [], []
+            max_h = 0.0
+            for pos, i in enumerate(order):
+                ci = c_l[i]
+                new = step((float(z[i]) + b) * inv_d[i] - ci, y_l[i], inv_d[i], C_l[i])
+                h = new - ci
+                if h != 0.0:
+                    slot = slot_of[i]
+                    if slot < 0:
+                        cache.clock = clock
+                        seg = order_arr[pos : pos + LOOKAHEAD * batch]
+                        want = seg[likely[seg] & (slot_of[seg] < 0)]
+                        want = np.concatenate(([i], want[want != i]))[:batch]
+                        cache.fetch(want)
+                        clock = cache.clock
+                        slot = slot_of[i]
+                    axpy(rows[slot], z, a=h)
+                    if lru:
+                        clock += 1
+                        last_used[slot] = clock
+                    b += s2 * h
+                    c_l[i] = new
+                    changed.append(i)
+                    steps.append(h)
+                    if abs(h) > max_h:
+                        max_h = abs(h)
+            cache.clock = clock
+            likely[order_arr] = False
+            likely[changed] = True
+            c = np.asarray(c_l)
+            if sweeps.after_sweep(c, z_eff(), changed, steps, max_h, refresh):
+                break
+        stopped = monitor.stopped_by_callback
+    c = np.asarray(c_l)
+    coef = c.astype(dtype)
+    return SolverResult(coef, z_eff().astype(dtype), b if s2 else 0.0, sweeps.sweep, sweeps.converged,
+                        np.array(sweeps.primal), np.array(sweeps.dual), dropped, None,
+                        stopped_by_callback=stopped, info={"rows_computed": cache.n_computed,
+                                                           "cache_rows": cache.capacity})
+
+
+def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1e-4, max_iter=1000, shrinking=True,
+                              c0=None, intercept_scaling=0.0, epsilon=0.1, random_state=None, verbose=0,
+                              callback=None):
+    """Solve problem (5) (problem (2) with K = X X^T) by Algorithm 2, keeping w = X^T c.
+
+    X is dense or scipy.sparse (converted to CSR); float32 stays float32. The other parameters
+    are those of :func:`kernel_coordinate_descent`. With ``intercept_scaling = s > 0`` every row
+    gets an extra feature s (LIBLINEAR's bias, regularised); the intercept is s times its weight.
+    The result carries w (shape (d,)) in ``SolverResult.w``.
+    """
+    loss = make_loss(loss, epsilon)
+    X = _check_linear_X(X)
+    n, d = X.shape
+    y = _as_targets(y, n)
+    if y.ndim != 1:
+        raise ValueError(f"y must be 1-d here, got shape {y.shape}; solve one column at a time.")
+    loss.check_targets(y)
+    dtype = X.dtype
+    C = _as_C(C, y, dtype)
+    s = _check_intercept_scaling(intercept_scaling)
+    sparse = sp.issparse(X)
+    if sparse:
+        X = X.copy()
+        X.sum_duplicates()
+        X.sort_indices()
+        indptr, indices, data = X.indptr.tolist(), X.indices, X.data
+    else:
+        X = np.ascontiguousarray(X)
+    diag = _row_sq_norms(X) + s * s
+    keep = diag > 0
+    active = keep & (C > 0)
+    dropped = np.flatnonzero(~keep)
+    axpy, dot = _blas(dtype)
+
+    c = _initial_coef(c0, (n,), np.float64, active)
+    w = np.asarray(X.T @ c.astype(dtype), dtype=dtype).ravel()
+    wb = s * float(c.sum())  # weight of the constant feature s
+    c_l, y_l, C_l = c.tolist(), y.tolist(), C.tolist()
+    inv_d_arr = np.divide(1.0, diag, out=np.zeros(n), where=active)
+    inv_d = inv_d_arr.tolist()
+    step = loss.step
+
+    def scores():
+        return np.asarray(X @ w, dtype=dtype).ravel() + s * wb
+
+    def refresh():
+        nonlocal wb
+        exact = np.asarray(X.T @ np.asarray(c_l, dtype=dtype), dtype=dtype).ravel()
+        drift = float(np.max(np.abs(X @ (exact - w)))) if n else 0.0
+        w[:] = exact
+        wb = s * math.fsum(c_l)
+        return drift
+
+    with IterationMonitor(verbose, callback, total=max_iter, desc="coordinate descent (linear)") as monitor:
+        sweeps = _Sweeps(active, loss, y, C, rule=rule, tol=tol, max_iter=max_iter, shrinking=shrinking,
+                         random_state=random_state, monitor=monitor, dtype=dtype)
+        sweeps.inv_d, sweeps.diag, sweeps.inv_kmin = inv_d_arr, diag, float(np.max(inv_d_arr, initial=0.0))
+        sweeps.record(c, scores())
+        if not active.any():
+            sweeps.converged = True
+        while not sweeps.converged and sweeps.sweep < max_iter:
+            order = sweeps.order().tolist()
+            changed, steps = [], []
+            max_h = 0.0
+            if sparse:
+                for i in order:
+                    lo, hi = indptr[i], indptr[i + 1]
+                    ind, val = indices[lo:hi], data[lo:hi]
+                    ci = c_l[i]
+                    zi = float(val @ w[ind]) + s * wb
+                    new = step(zi * inv_d[i] - ci, y_l[i], inv_d[i], C_l[i])
+                    h = new - ci
+                    if h != 0.0:
+                        w[ind] += h * val
+                        wb += s * h
+                        c_l[i] = new
+                        changed.append(i)
+                        steps.append(h)
+                        if abs(h) > max_h:
+                            max_h = abs(h)
+            else:
+                for i in order:
+                    xi = X[i]
+                    ci = c_l[i]
+                    zi = dot(xi, w) + s * wb
+                    new = step(zi * inv_d[i] - ci, y_l[i], inv_d[i], C_l[i])
+                    h = new - ci
+                    if h != 0.0:
+                        axpy(xi, w, a=h)
+                        wb += s * h
+                        c_l[i] = new
+                        changed.append(i)
+                        steps.append(h)
+                        if abs(h) > max_h:
+                            max_h = abs(h)
+            c = np.asarray(c_l)
+            if sweeps.after_sweep(c, scores(), changed, steps, max_h, refresh):
+                break
+        stopped = monitor.stopped_by_callback
+    c = np.asarray(c_l)
+    return SolverResult(c.astype(dtype), scores(), s * wb, sweeps.sweep, sweeps.converged, np.array(sweeps.primal),
+                        np.array(sweeps.dual), dropped, None, w=w, stopped_by_callback=stopped)

@@ -1,0 +1,549 @@
+"""Fixed-point (non-linear Jacobi) solver for regularized kernel methods (paper 3, section 3).
+
+Problem (2): min_c F(c) = f(K c) + c^T K c / 2 with f(z) = sum_i C_i L(y_i, z_i). Theorem 1: a
+solution satisfies c = -J_alpha(alpha K c - c) (eq. 7); the fixed-point iteration (eq. 10) is
+
+    z = K c  (step 1),   v = alpha z - c  (step 2),   c <- -J_alpha(v)  (step 3),
+
+which converges for 0 < alpha < 2 / ||K||_2 (eq. 11). It is proximal gradient descent, with step
+alpha, on the dual D(c) = f^*(-c) + c^T K c / 2, so D decreases monotonically for such alpha:
+a rise of D is how divergence is detected.
+
+Step 1 is the only kernel work. :class:`KernelRowCache` keeps as many kernel rows as fit in
+``max_memory`` (computed once, in batches, through :mod:`kernelscale.blocks`) and evaluates the
+other columns of K c with blocked kernel products, using only the columns where c is non-zero
+(the paper's remark on sparse c). The same cache serves coordinate descent (LRU rows).
+
+An intercept is offered as a *regularised* one, as in LIBLINEAR: ``intercept_scaling = s > 0``
+adds the constant s^2 to the kernel (an extra feature s for the linear kernel), i.e. the model is
+g(x) = sum_i c_i k(x, x_i) + b with b = s^2 sum_i c_i and the penalty b^2 / (2 s^2) added to
+problem (2). LIBSVM's bias is unregularised instead (the dual then has the equality constraint
+sum_i c_i = 0); the two agree only as s -> infinity.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils import check_random_state
+
+from ._monitor import IterationMonitor
+from ._validation import as_float_array, check_positive
+from .blocks import format_bytes, iter_kernel_blocks, kernel_diag, kernel_matvec, parse_memory, ufunc_workspace_bytes
+from .kernels import make_kernel
+from .losses import dual_objective, make_loss, primal_objective
+
+__all__ = [
+    "SolverResult",
+    "KernelRowCache",
+    "FixedPointDivergenceError",
+    "kernel_fixed_point",
+    "linear_fixed_point",
+    "estimate_spectral_norm",
+    "kernel_objective",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BATCH_ROWS = 256
+POWER_MARGIN = 0.1  # alpha="power" uses 2 (1 - margin) / ||K||_2
+DIVERGENCE_PATIENCE = 3
+PRECISION_FLOOR = 100.0  # steps below this many eps(dtype) * max|z| (in z units) are rounding
+
+
+class FixedPointDivergenceError(ValueError):
+    """The fixed-point iteration diverged: alpha is too large for this kernel matrix."""
+
+
+@dataclass
+class SolverResult:
+    """What the fixed-point and coordinate-descent solvers return.
+
+    coef : (n,) or (n, k) dual coefficients c (zero for dropped and zero-weight points)
+    z : (n,) or (n, k) K c + intercept at ``coef``: the training scores
+    intercept : float or (k,) array, b = s^2 sum_i c_i (0 without intercept)
+    n_iter : iterations (fixed point) or sweeps (coordinate descent) run
+    converged : True when the stopping rule was met (not by max_iter or the callback)
+    objective_history : F(c) of problem (2) after each iteration/sweep (the first entry: at c0)
+    dual_history : D(c) after each iteration/sweep; F + D is the duality gap
+    dropped : indices of points whose kernel diagonal is zero (their row of K is zero; the
+        paper removes it: c_i = 0)
+    alpha : the fixed-point step used (None for coordinate descent)
+    w : (d,) or (k, d) primal weights X^T c of the linear path (None otherwise)
+    """
+
+    coef: np.ndarray
+    z: np.ndarray
+    intercept: float | np.ndarray
+    n_iter: int
+    converged: bool
+    objective_history: np.ndarray
+    dual_history: np.ndarray
+    dropped: np.ndarray
+    alpha: float | None = None
+    w: np.ndarray | None = None
+    stopped_by_callback: bool = False
+    info: dict = field(default_factory=dict)
+
+    @property
+    def duality_gap(self):
+        return float(self.objective_history[-1] + self.dual_history[-1])
+
+
+# ----------------------------------------------------------------------------------------------
+# kernel rows under the memory budget
+
+
+class KernelRowCache:
+    """Rows of K(X, X), computed on demand in batches and kept (least recently used first out)
+    within ``max_memory``.
+
+    The budget holds: ``reserved_bytes`` (the caller's vectors), the prepared point set, the
+    working memory of one batch of rows and of one blocked product, and the cache itself, which
+    gets what is left (at most ``max_rows`` rows). Construction fails at once, naming
+    ``max_memory``, when not even one row fits.
+
+    Parameters
+    ----------
+    kernel : Kernel or str (resolved)
+    X : array of shape (n, d)
+    max_memory : int, str or None
+    reserved_bytes : int
+        Memory the caller holds that counts against the same budget.
+    max_rows : int or None
+        At most this many rows are cached (the number of rows the solver can ever ask for).
+    batch_rows : int
+        Rows computed per kernel block when several are missing.
+    """
+
+    def __init__(self, kernel, X, max_memory=None, *, reserved_bytes=0, max_rows=None, batch_rows=DEFAULT_BATCH_ROWS):
+        self.kernel = make_kernel(kernel)
+        self.X = as_float_array(X, "X")
+        n, d = self.X.shape
+        self.n = n
+        self.dtype = self.X.dtype
+        item = self.dtype.itemsize
+        budget = parse_memory(max_memory)
+        per_row = self.kernel.bytes_per_row(n, d, self.dtype)
+        row_bytes = n * item
+        ws = ufunc_workspace_bytes()
+        held = reserved_bytes + self.kernel.aux_bytes(n, d, self.dtype)  # + the cache: the prepared X
+        # transient work: a batch of rows (blocks), or a blocked product of a subset of X against
+        # another (their copies and preparation, one block row, the coefficients)
+        product = 2 * n * d * item + self.kernel.aux_bytes(n, d, self.dtype) + ws + per_row + n * item
+        need = held + max(product, ws + per_row) + row_bytes
+        if need > budget:
+            raise ValueError(
+                f"max_memory={format_bytes(budget)} is too small for this solver on {n} points: "
+                f"it needs at least {format_bytes(need)} ({need} bytes) for one kernel row, its "
+                f"work space and O(n) vectors; increase max_memory (or pass float32 data, which "
+                f"halves it)."
+            )
+        max_rows = n if max_rows is None else max(1, min(int(max_rows), n))
+        room = budget - held
+        # batches may take a quarter of what the minimal work space leaves, the cache the rest
+        spare = room - max(product, ws + per_row)
+        batch = max(1, min(int(batch_rows), max_rows, spare // (4 * per_row)))
+        work = max(product, ws + batch * per_row)
+        capacity = int(max(1, min(max_rows, (room - work) // row_bytes)))
+        self.capacity = capacity
+        self.batch_rows = min(batch, capacity)
+        self._work_budget = room - capacity * row_bytes
+        self.budget = budget
+        self.rows = np.empty((capacity, n), dtype=self.dtype)
+        self.slot_of = np.full(n, -1, dtype=np.intp)
+        self.owner = np.full(capacity, -1, dtype=np.intp)
+        self.last_used = np.zeros(capacity, dtype=np.int64)
+        self.clock = 0
+        self.n_used = 0
+        self.n_computed = 0  # rows evaluated so far (statistics)
+        self._prepared = self.kernel.prepare(self.X, self.dtype)
+
+    @property
+    def nbytes(self):
+        return self.rows.nbytes
+
+    def fetch(self, idx):
+        """Make sure rows ``idx`` (distinct, at most ``capacity``) are cached; return their slots."""
+        idx = np.asarray(idx, dtype=np.intp)
+        if idx.size > self.capacity:
+            raise ValueError(f"cannot hold {idx.size} rows in a cache of {self.capacity}.")
+        missing = idx[self.slot_of[idx] < 0]
+        if missing.size:
+            slots = self._allocate(missing.size, idx)
+            for start, stop, block in iter_kernel_blocks(
+                self.kernel, self.X[missing], self.X, self._work_budget, dtype=self.dtype, prepared=self._prepared
+            ):
+                self.rows[slots[start:stop]] = block
+            self.owner[slots] = missing
+            self.slot_of[missing] = slots
+            self.n_computed += missing.size
+        self.clock += 1
+        out = self.slot_of[idx]
+        self.last_used[out] = self.clock
+        return out
+
+    def _allocate(self, k, protect):
+        free = min(k, self.capacity - self.n_used)
+        slots = np.arange(self.n_used, self.n_used + free, dtype=np.intp)
+        self.n_used += free
+        if free < k:
+            age = self.last_used[: self.n_used].copy()
+            age[slots] = np.iinfo(np.int64).max  # just handed out above
+            kept = self.slot_of[protect]
+            age[kept[kept >= 0]] = np.iinfo(np.int64).max
+            victims = np.argpartition(age, k - free - 1)[: k - free].astype(np.intp)
+            self.slot_of[self.owner[victims]] = -1
+            self.owner[victims] = -1
+            slots = np.concatenate([slots, victims])
+        return slots
+
+    def matvec(self, c):
+        """Return K c (c of shape (n,) or (n, k)).
+
+        Dense c: cached rows give their entries of K c by one product (row form); the other
+        entries come from blocked kernel products against the points where c != 0. Sparse c:
+        K c = sum_j c_j k_j over the non-zero c_j (K is symmetric: row j is column j), from the
+        cached rows where possible and blocked kernel products for the other columns.
+        """
+        dtype = self.dtype  # the working precision (a float64 c against float32 rows would copy them)
+        c = np.asarray(c, dtype=dtype)
+        out = np.zeros(c.shape, dtype=dtype)
+        nz = np.flatnonzero(c if c.ndim == 1 else np.any(c != 0, axis=1))
+        if nz.size == 0:
+            return out
+        used = self.n_used
+        if 4 * nz.size >= self.n:  # dense: row form
+            if used:
+                out[self.owner[:used]] = self.rows[:used] @ c
+            rows = np.flatnonzero(self.slot_of < 0)
+            if rows.size:
+                out[rows] = self._product(self.X[rows], nz, c, dtype)
+            return out
+        slots = self.slot_of[nz]
+        hit = slots >= 0
+        if hit.any():  # sparse: gather the needed cached rows a batch at a time
+            cached_nz, cached_slots = nz[hit], slots[hit]
+            step = max(1, self.batch_rows)
+            for start in range(0, cached_nz.size, step):
+                out += self.rows[cached_slots[start : start + step]].T @ c[cached_nz[start : start + step]]
+        if (~hit).any():
+            out += self._product(self.X, nz[~hit], c, dtype)
+        return out
+
+    def _product(self, A, cols, c, dtype):
+        """K(A, X[cols]) @ c[cols], blocked under what the cache leaves of the budget."""
+        Z = self.X[cols]
+        V = np.ascontiguousarray(c[cols], dtype=dtype)
+        room = self._work_budget - Z.nbytes - (A.nbytes if A is not self.X else 0)
+        return kernel_matvec(self.kernel, A, Z, V, max_memory=room)
+
+
+def _vector_bytes(n, k, dtype):
+    """Rough bytes of the O(n) solver state: c, z, targets, C and scratch, plus Python lists."""
+    return int(n * k * (8 * np.dtype(dtype).itemsize + 4 * 8) + n * 64)
+
+
+# ----------------------------------------------------------------------------------------------
+# shared helpers
+
+
+def _as_targets(y, n, name="y"):
+    y = as_float_array(y, name, ensure_2d=False)
+    if y.ndim not in (1, 2) or y.shape[0] != n:
+        raise ValueError(f"{name} must have shape ({n},) or ({n}, k) to match X, got {y.shape}.")
+    return y.astype(np.float64)
+
+
+def _as_C(C, y, dtype):
+    """Per-entry C_i broadcast to y's shape, rounded to the working dtype (so that coefficients
+    clipped at C stay inside the dual domain after the cast)."""
+    C = np.asarray(C, dtype=np.float64)
+    if C.ndim == 1 and y.ndim == 2:
+        C = C[:, None]
+    try:
+        C = np.broadcast_to(C, y.shape)
+    except ValueError:
+        raise ValueError(f"C must be a number or an array of shape ({y.shape[0]},), got shape {C.shape}.") from None
+    if not np.all(np.isfinite(C)) or np.any(C < 0):
+        raise ValueError("C (times sample_weight) must be finite and >= 0 for every point.")
+    return np.ascontiguousarray(C.astype(dtype).astype(np.float64))
+
+
+def _check_intercept_scaling(s):
+    if s is None or s == 0:
+        return 0.0
+    return float(check_positive(s, "intercept_scaling"))
+
+
+def _initial_coef(c0, shape, dtype, keep):
+    if c0 is None:
+        return np.zeros(shape, dtype=dtype)
+    c = np.array(c0, dtype=dtype)  # a copy
+    if c.shape != shape or not np.all(np.isfinite(c)):
+        raise ValueError(f"c0 must be a finite array of shape {shape}, got {c.shape}; pass c0=None to start at 0.")
+    c[~keep] = 0
+    return c
+
+
+def kernel_objective(kernel, X, y, c, loss, C=1.0, *, intercept_scaling=0.0, max_memory=None):
+    """F(c) = sum_i C_i L(y_i, (K c)_i + b) + c^T (K c + b) / 2 of problem (2), in blocks.
+
+    ``C`` is a number or per-sample array; b = s^2 sum(c) with s = ``intercept_scaling``.
+    """
+    loss = make_loss(loss)
+    X = as_float_array(X, "X")
+    y = _as_targets(y, X.shape[0])
+    c = np.asarray(c, dtype=np.float64)
+    z = kernel_matvec(make_kernel(kernel), X, None, c, max_memory=max_memory).astype(np.float64)
+    z = z + _intercept(c, _check_intercept_scaling(intercept_scaling))
+    return primal_objective(loss, y, z, c, _as_C(C, y, np.float64))
+
+
+def _intercept(c, s):
+    return (s * s) * np.sum(c, axis=0) if s else 0.0
+
+
+def estimate_spectral_norm(matvec, n, *, n_iter=50, rtol=1e-3, random_state=None, dtype=np.float64):
+    """||K||_2 of a PSD operator by power iteration (Rayleigh quotients; a lower estimate)."""
+    rng = check_random_state(random_state)
+    v = rng.standard_normal(n).astype(dtype)
+    v /= np.linalg.norm(v)
+    lam = 0.0
+    for _ in range(n_iter):
+        w = np.asarray(matvec(v), dtype=np.float64)
+        new = float(v @ w)
+        norm = float(np.linalg.norm(w))
+        if norm == 0.0 or not math.isfinite(norm):
+            return max(new, 0.0)
+        v = (w / norm).astype(dtype)
+        if abs(new - lam) <= rtol * abs(new):
+            return new
+        lam = new
+    return lam
+
+
+def _choose_alpha(alpha, diag, keep, matvec, n, dtype, random_state):
+    """The step of eq. (10): 1/trace(K), 2 (1 - margin) / ||K||_2 by power iteration, or the
+    user's value, refused when it provably violates eq. (11)."""
+    trace = float(diag[keep].sum())
+    if alpha is None or (isinstance(alpha, str) and alpha == "trace"):
+        return 1.0 / trace
+    if isinstance(alpha, str):
+        if alpha != "power":
+            raise ValueError(f"alpha must be 'trace', 'power' or a number in (0, 2/||K||_2), got {alpha!r}.")
+        norm = estimate_spectral_norm(matvec, n, random_state=random_state, dtype=dtype)
+        return max(1.0 / trace, 2.0 * (1.0 - POWER_MARGIN) / norm) if norm > 0 else 1.0 / trace
+    check_positive(alpha, "alpha")
+    ones = keep.astype(dtype)
+    lower = max(float(diag.max()), float(ones @ np.asarray(matvec(ones), dtype=np.float64)) / max(int(keep.sum()), 1))
+    if alpha >= 2.0 / lower:
+        raise ValueError(
+            f"alpha={alpha!r} is outside (0, 2/||K||_2) (eq. 11): ||K||_2 >= {lower:.6g} here, so "
+            f"alpha must be below {2.0 / lower:.6g}; pass a smaller alpha, or alpha='trace' (always "
+            f"safe) or alpha='power'."
+        )
+    return float(alpha)
+
+
+# ----------------------------------------------------------------------------------------------
+# the iteration
+
+
+def _fixed_point_core(matvec, diag, keep, y, loss, C, alpha, *, tol, max_iter, c0, dtype, monitor):
+    """Iterate eq. (10) with the given K c product; see :func:`kernel_fixed_point`."""
+    shape = y.shape
+    kbar = float(diag[keep].mean())
+    scale = alpha * kbar  # |Delta c| / (alpha kbar) is comparable to a coordinate-descent step
+    c = _initial_coef(c0, shape, dtype, keep)
+    eps = float(np.finfo(dtype).eps)
+    primal, dual = [], []
+    best = math.inf
+    rises = 0
+    converged = False
+    it = 0
+    z = None
+    for it in range(1, max_iter + 1):
+        z = np.asarray(matvec(c))
+        if not np.all(np.isfinite(z)):
+            raise _diverged(alpha, it, "K c is not finite")
+        p, d = primal_objective(loss, y, z, c, C), dual_objective(loss, y, z, c, C)
+        primal.append(p)
+        dual.append(d)
+        if d > best + 1e3 * eps * (abs(best) + abs(p) + 1.0):
+            rises += 1
+            if rises >= DIVERGENCE_PATIENCE:
+                raise _diverged(alpha, it, f"the dual objective rose from {best:.6g} to {d:.6g}")
+        else:
+            rises = 0
+        best = min(best, d)
+        v = alpha * z.astype(np.float64) - c
+        new = loss._neg_resolvent(v, y, alpha, C)
+        new[~keep] = 0.0
+        if not np.all(np.isfinite(new)):
+            raise _diverged(alpha, it, "the coefficients are not finite")
+        change = float(np.max(np.abs(new - c))) / scale if new.size else 0.0
+        c = new.astype(dtype)
+        if monitor.update(objective=p, dual_objective=d, duality_gap=p + d, max_change=change):
+            break
+        # working precision: the step moves c by less than alpha times the rounding of z (a tol
+        # below float32 resolution is met there instead of spinning to max_iter)
+        at_precision = change * kbar < PRECISION_FLOOR * eps * max(1.0, float(np.max(np.abs(z), initial=0.0)))
+        if change < tol or at_precision:
+            converged = True
+            break
+    z = np.asarray(matvec(c))
+    primal.append(primal_objective(loss, y, z, c, C))
+    dual.append(dual_objective(loss, y, z, c, C))
+    return c, z.astype(dtype, copy=False), it, converged, np.array(primal), np.array(dual)
+
+
+def _diverged(alpha, it, what):
+    return FixedPointDivergenceError(
+        f"the fixed-point iteration diverged at iteration {it} ({what}): alpha={alpha:.6g} is too "
+        f"large for this kernel matrix (eq. 11 needs 0 < alpha < 2/||K||_2); pass a smaller alpha, "
+        f"e.g. alpha='trace' (1/trace(K), always safe) or alpha='power'."
+    )
+
+
+def _run(matvec, diag, y, loss, C, *, alpha, tol, max_iter, c0, dtype, s, verbose, callback, random_state, what):
+    check_positive(tol, "tol")
+    check_positive(max_iter, "max_iter", integer=True)
+    keep = diag > 0
+    dropped = np.flatnonzero(~keep)
+    if dropped.size:
+        logger.info("%d point(s) have a zero kernel diagonal; their coefficients are fixed at 0", dropped.size)
+    n = diag.shape[0]
+    if not keep.any():
+        zeros = np.zeros(y.shape, dtype=dtype)
+        hist = np.array([primal_objective(loss, y, zeros, zeros, C)])
+        return SolverResult(zeros, zeros, _intercept(zeros, s), 0, True, hist,
+                            np.array([dual_objective(loss, y, zeros, zeros, C)]), dropped, None)
+    if s:
+        plain = matvec
+
+        def matvec(c):  # K + s^2 1 1^T
+            return np.asarray(plain(c)) + _intercept(c, s)
+
+    step = _choose_alpha(alpha, diag, keep, matvec, n, dtype, random_state)
+    with IterationMonitor(verbose, callback, total=max_iter, desc=what) as monitor:
+        c, z, it, converged, primal, dual = _fixed_point_core(
+            matvec, diag, keep, y, loss, C, step, tol=tol, max_iter=max_iter, c0=c0, dtype=dtype, monitor=monitor
+        )
+        stopped = monitor.stopped_by_callback
+    return SolverResult(c, z, _intercept(c, s), it, converged, primal, dual, dropped, step,
+                        stopped_by_callback=stopped)
+
+
+def kernel_fixed_point(kernel, X, y, loss="squared", C=1.0, *, alpha="trace", tol=1e-4, max_iter=1000, c0=None,
+                       intercept_scaling=0.0, epsilon=0.1, max_memory=None, random_state=None, verbose=0,
+                       callback=None, cache=None):
+    """Solve problem (2) by the fixed-point iteration (10) on blocked kernel products.
+
+    Parameters
+    ----------
+    kernel : Kernel or str
+        A resolved kernel (no ``sigma="median"``).
+    X : array of shape (n, d)
+    y : array of shape (n,) or (n, k)
+        Targets (+-1 for classification losses); k columns are k independent problems solved
+        together (one kernel product per iteration for all of them).
+    loss : str or Loss
+    C : float or array of shape (n,)
+        Per-point weight C_i = C w_i of the loss (= 1/lam_i); 0 removes a point.
+    alpha : "trace", "power" or float, default="trace"
+        Step of eq. (10). "trace": 1/trace(K), always inside (0, 2/||K||_2) (trace >= norm).
+        "power": 2 (1 - 0.1) / ||K||_2 with the norm estimated by power iteration (blocked
+        products; faster convergence). A number is REFUSED (ValueError) when it provably
+        violates eq. (11), i.e. alpha >= 2/max(max_i k_ii, 1^T K 1 / n) (lower bounds of
+        ||K||_2, one extra product); a value that passes this check but still exceeds 2/||K||_2
+        makes the dual objective rise, which raises :class:`FixedPointDivergenceError`.
+    tol : float
+        Stop when max_i |c_i^{new} - c_i| / (alpha mean_i k_ii) < tol, the size a coordinate
+        step (alpha_i = 1/k_ii) would have, so ``tol`` means the same as for coordinate descent.
+    max_iter : int
+    c0 : array or None
+        Warm start.
+    intercept_scaling : float >= 0
+        s > 0 adds a regularised intercept b = s^2 sum(c) (kernel K + s^2; see the module notes).
+    epsilon : float
+        For loss="epsilon_insensitive".
+    max_memory : int, str or None
+        Budget for kernel rows (cached: as many as fit) and blocked products.
+    random_state : for the power iteration.
+    verbose, callback : progress bar / per-iteration callback (kernelscale._monitor).
+    cache : KernelRowCache or None
+        Reuse rows computed by an earlier solve on the same kernel and X.
+
+    Returns
+    -------
+    SolverResult
+    """
+    loss = make_loss(loss, epsilon)
+    kernel = make_kernel(kernel)
+    X = as_float_array(X, "X")
+    n = X.shape[0]
+    y = _as_targets(y, n)
+    loss.check_targets(y)
+    dtype = X.dtype
+    C = _as_C(C, y, dtype)
+    s = _check_intercept_scaling(intercept_scaling)
+    diag = np.maximum(kernel_diag(kernel, X).astype(np.float64), 0.0) + s * s
+    keep = diag > 0
+    if cache is None:
+        k = 1 if y.ndim == 1 else y.shape[1]
+        cache = KernelRowCache(kernel, X, max_memory, reserved_bytes=_vector_bytes(n, k, dtype),
+                               max_rows=int(keep.sum()))
+    # static fill: the first rows that fit (all of them when the budget allows)
+    cache.fetch(np.flatnonzero(keep)[: cache.capacity])
+    result = _run(cache.matvec, diag, y, loss, C, alpha=alpha, tol=tol, max_iter=max_iter, c0=c0, dtype=dtype, s=s,
+                  verbose=verbose, callback=callback, random_state=random_state, what="fixed point")
+    result.info.update(rows_computed=cache.n_computed, cache_rows=cache.capacity)
+    return result
+
+
+def _check_linear_X(X):
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        if X.dtype not in (np.float32, np.float64):
+            X = X.astype(np.float64)
+        if not np.all(np.isfinite(X.data)):
+            raise ValueError("X contains NaN or infinity; drop or impute those entries before passing X.")
+        return X
+    return as_float_array(X, "X")
+
+
+def _row_sq_norms(X):
+    if sp.issparse(X):
+        return np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel()
+    return np.einsum("ij,ij->i", X, X, dtype=np.float64)
+
+
+def linear_fixed_point(X, y, loss="squared", C=1.0, *, alpha="trace", tol=1e-4, max_iter=1000, c0=None,
+                       intercept_scaling=0.0, epsilon=0.1, random_state=None, verbose=0, callback=None):
+    """Fixed-point iteration (10) for the linear kernel K = X X^T, with K c = X (X^T c) (O(nnz)).
+
+    X may be dense or scipy.sparse. Same parameters as :func:`kernel_fixed_point`; the result
+    also carries w = X^T c.
+    """
+    loss = make_loss(loss, epsilon)
+    X = _check_linear_X(X)
+    n = X.shape[0]
+    y = _as_targets(y, n)
+    loss.check_targets(y)
+    dtype = X.dtype
+    C = _as_C(C, y, dtype)
+    s = _check_intercept_scaling(intercept_scaling)
+    diag = _row_sq_norms(X) + s * s
+
+    def matvec(c):
+        return np.asarray(X @ np.asarray(X.T @ c), dtype=dtype)
+
+    result = _run(matvec, diag, y, loss, C, alpha=alpha, tol=tol, max_iter=max_iter, c0=c0, dtype=dtype, s=s,
+                  verbose=verbose, callback=callback, random_state=random_state, what="fixed point (linear)")
+    result.w = np.asarray(X.T @ result.coef, dtype=dtype).T
+    return result

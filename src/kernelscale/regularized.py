@@ -1,0 +1,434 @@
+"""RegularizedKernelClassifier / RegularizedKernelRegressor: problem (2) of paper 3 as estimators.
+
+Both minimise  C sum_i w_i L(y_i, g(x_i)) + |g|_H^2 / 2  over g = sum_i c_i k(., x_i), i.e.
+F(c) = f(K c) + c^T K c / 2 with f(z) = sum_i C w_i L(y_i, z_i) (C = 1/lam), by coordinate
+descent (Algorithm 1; Algorithm 2 on w = X^T c for ``kernel="linear"``) or by the fixed-point
+iteration (10). See kernelscale.coordinate_descent and kernelscale.fixed_point.
+
+Problem (2) has no bias. ``fit_intercept=True`` adds a REGULARISED intercept, LIBLINEAR-style:
+the kernel becomes K + s^2 (s = ``intercept_scaling``; for the linear kernel: an extra constant
+feature s), so b = s^2 sum_i c_i and b^2 / (2 s^2) is added to the objective. LIBSVM's SVC/SVR
+use an unregularised b instead (the dual gets the constraint sum_i c_i = 0); the two coincide
+only as s -> infinity, and larger s makes the solvers converge more slowly.
+"""
+
+from __future__ import annotations
+
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from scipy.special import expit
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context, clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.class_weight import compute_class_weight
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from .coordinate_descent import RULES, kernel_coordinate_descent, linear_coordinate_descent
+from .exact import kernel_predict
+from .fixed_point import KernelRowCache, _vector_bytes, kernel_fixed_point, linear_fixed_point
+from .kernels import KERNEL_NAMES, Kernel, LinearKernel, make_kernel
+from .losses import CLASSIFICATION_LOSSES, REGRESSION_LOSSES, make_loss
+
+__all__ = ["RegularizedKernelClassifier", "RegularizedKernelRegressor"]
+
+SOLVERS = ("coordinate_descent", "fixed_point")
+
+
+class _RegularizedBase(BaseEstimator):
+    _parameter_constraints: dict = {
+        "kernel": [Kernel, StrOptions(set(KERNEL_NAMES))],
+        "C": [Interval(Real, 0, None, closed="neither")],
+        "solver": [StrOptions(set(SOLVERS))],
+        "rule": [StrOptions(set(RULES))],
+        "alpha": [StrOptions({"trace", "power"}), Interval(Real, 0, None, closed="neither")],
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "shrinking": ["boolean"],
+        "fit_intercept": ["boolean"],
+        "intercept_scaling": [Interval(Real, 0, None, closed="neither")],
+        "warm_start": ["boolean"],
+        "max_memory": [Interval(Real, 0, None, closed="neither"), str, None],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "callback": [callable, None],
+    }
+
+    def _is_linear(self):
+        return isinstance(self.kernel, LinearKernel) or (isinstance(self.kernel, str) and self.kernel == "linear")
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = self._is_linear()
+        return tags
+
+    def _validate_X(self, X, y=None, reset=True, fit=False):
+        sparse = "csr" if self._is_linear() else False
+        if not fit:
+            return validate_data(self, X, accept_sparse=sparse, dtype=[np.float64, np.float32], reset=reset)
+        return validate_data(self, X, y, accept_sparse=sparse, dtype=[np.float64, np.float32], reset=reset,
+                             **self._y_validation)
+
+    def _solve(self, X, Y, sample_weight, loss):
+        """Fit the columns of Y (n, m) as m problems; set the fitted attributes."""
+        n, m = Y.shape
+        rng = check_random_state(self.random_state)
+        linear = self._is_linear()
+        kernel = make_kernel(self.kernel)
+        if linear:
+            self.kernel_ = clone(kernel)
+        elif kernel.is_resolved:
+            self.kernel_ = clone(kernel)
+        elif np.all(sample_weight == 1):
+            self.kernel_ = kernel.resolve(X, rng)
+        else:  # the median heuristic over the points that count, weighted
+            positive = sample_weight > 0
+            self.kernel_ = kernel.resolve(X[positive], rng, sample_weight[positive])
+        Cw = self.C * sample_weight
+        s = self.intercept_scaling if self.fit_intercept else 0.0
+        c0 = None
+        previous = getattr(self, "dual_coef_", None)
+        if self.warm_start and previous is not None and previous.reshape(n, -1).shape == (n, m):
+            c0 = previous.reshape(n, m)
+        common = dict(loss=loss, tol=self.tol, max_iter=self.max_iter, intercept_scaling=s, random_state=rng,
+                      verbose=self.verbose)
+        if self.solver == "fixed_point":
+            common.update(alpha=self.alpha, c0=c0, callback=self.callback)
+            if linear:
+                results = [linear_fixed_point(X, Y, C=Cw, **common)]
+            else:
+                results = [kernel_fixed_point(self.kernel_, X, Y, C=Cw, max_memory=self.max_memory, **common)]
+            coef = results[0].coef
+            intercept = np.broadcast_to(np.asarray(results[0].intercept, dtype=X.dtype), (m,)).copy()
+            w = results[0].w
+            self.alpha_ = float(results[0].alpha) if results[0].alpha is not None else None
+        else:
+            common["shrinking"] = self.shrinking
+            common["rule"] = self.rule
+            cache = None
+            if not linear:
+                cache = KernelRowCache(self.kernel_, X, self.max_memory, reserved_bytes=_vector_bytes(n, m, X.dtype),
+                                       max_rows=int(np.count_nonzero(sample_weight)) or 1)
+            results = []
+            for j in range(m):
+                cb = self.callback
+                if cb is not None and m > 1:
+                    cb = (lambda info, j=j, f=self.callback: f({**info, "problem": j}))
+                start = None if c0 is None else c0[:, j]
+                if linear:
+                    results.append(linear_coordinate_descent(X, Y[:, j], C=Cw, c0=start, callback=cb, **common))
+                else:
+                    results.append(kernel_coordinate_descent(self.kernel_, X, Y[:, j], C=Cw, c0=start, callback=cb,
+                                                             cache=cache, **common))
+            coef = np.stack([r.coef for r in results], axis=1)
+            intercept = np.array([r.intercept for r in results], dtype=X.dtype)
+            w = np.stack([r.w for r in results]) if linear else None
+        if not (np.all(np.isfinite(coef)) and np.all(np.isfinite(intercept))):
+            raise ValueError("the solver produced non-finite coefficients; rescale X or y, or lower C.")
+        if not all(r.converged or r.stopped_by_callback for r in results):
+            warnings.warn(
+                f"{type(self).__name__} ({self.solver}) did not reach tol={self.tol:g} in max_iter="
+                f"{self.max_iter} {'sweeps' if self.solver == 'coordinate_descent' else 'iterations'}; "
+                f"increase max_iter or tol"
+                + (", or use alpha='power'" if self.solver == "fixed_point" and self.alpha == "trace" else "") + ".",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        self.n_iter_ = int(max(r.n_iter for r in results))
+        hist = [r.objective_history for r in results]
+        dual = [r.dual_history for r in results]
+        self.objective_history_ = hist[0] if len(hist) == 1 else hist
+        self.dual_objective_history_ = dual[0] if len(dual) == 1 else dual
+        self.duality_gap_ = float(sum(r.duality_gap for r in results))
+        self.dropped_ = results[0].dropped
+        if linear:
+            self.coef_ = np.ascontiguousarray(w.reshape(m, -1), dtype=X.dtype)
+        else:
+            self.support_ = np.flatnonzero(np.any(coef != 0, axis=1))
+            self.support_vectors_ = np.ascontiguousarray(X[self.support_])
+        return np.ascontiguousarray(coef, dtype=X.dtype), intercept
+
+    def _scores(self, X):
+        """(n, m) decision values K(X, X_fit) c + b (or X w + b on the linear path)."""
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        intercept = self.intercept_.reshape(-1)
+        if hasattr(self, "coef_"):
+            scores = np.asarray(X @ self.coef_.reshape(intercept.size, -1).T)
+            return scores + intercept.astype(scores.dtype)
+        coef = self.dual_coef_.reshape(self.dual_coef_.shape[0], -1)[self.support_]
+        if self.support_.size == 0:
+            dtype = np.result_type(X.dtype, self.dual_coef_.dtype)
+            return np.zeros((X.shape[0], intercept.size), dtype=dtype) + intercept.astype(dtype)
+        return kernel_predict(self.kernel_, X, self.support_vectors_, coef, intercept, max_memory=self.max_memory)
+
+
+_COMMON_DOC = """
+    kernel : Kernel or str, default="gaussian"
+        A kernelscale kernel or one of ``KERNEL_NAMES``; ``sigma="median"`` is resolved in fit
+        (weighted by ``sample_weight``) into ``kernel_``. ``"linear"`` (or ``LinearKernel()``)
+        runs Algorithm 2 on w = X^T c and accepts scipy.sparse X.
+    C : float > 0, default=1.0
+        Loss weight, 1/lam of the paper.
+    solver : "coordinate_descent" or "fixed_point", default="coordinate_descent"
+    rule : "cyclic", "aitken" or "random", default="random"
+        Index rule of coordinate descent (randomised cyclic by default).
+    alpha : "trace", "power" or float > 0, default="trace"
+        Step of the fixed-point solver: 1/trace(K) (always safe), or 1.8/||K||_2 with the norm
+        estimated by power iteration (usually far fewer iterations), or a number, which is
+        refused (ValueError) when it provably exceeds 2/||K||_2 and otherwise raises
+        ``FixedPointDivergenceError`` if the iteration diverges.
+    tol : float > 0, default=1e-4
+        Stop when the largest coefficient change over a sweep is below tol (fixed point: the
+        change divided by alpha * mean(k_ii), the scale of a coordinate step).
+    max_iter : int, default=1000
+        Sweeps (coordinate descent) or iterations (fixed point); ConvergenceWarning if reached.
+    shrinking : bool, default=True
+        Skip coordinates stuck at a bound of the dual (coordinate descent).
+    fit_intercept : bool, default=False
+        Add the regularised intercept b = s^2 sum(c) (kernel K + s^2; see the module notes for
+        how it differs from LIBSVM's unregularised bias).
+    intercept_scaling : float > 0, default=1.0
+        s above.
+    warm_start : bool, default=False
+        Start from the previous ``dual_coef_`` when its shape matches (same number of samples
+        and problems), else from 0.
+    max_memory : int, str or None, default=None
+        Budget for cached kernel rows and blocked kernel products (half the available memory if
+        None); fit fails at once, naming it, when one kernel row does not fit.
+    random_state : int, RandomState or None
+        Seeds the median heuristic, the "random" rule and the power iteration.
+    verbose : int, default=0
+        1 shows a progress bar with the objective.
+    callback : callable or None
+        Called with a dict (iteration, objective, dual_objective, duality_gap, max_change; with
+        coordinate descent also n_active, and "problem" when it solves several problems one
+        after the other) after every sweep/iteration; returning True stops the current problem
+        (the fixed-point solver iterates all problems together)."""
+
+_ATTR_DOC = """
+    kernel_ : Kernel
+        The kernel used (bandwidth resolved).
+    dual_coef_ : ndarray
+        c of problem (2) for every training point (0 for points of zero weight or with a zero
+        kernel diagonal).
+    intercept_ : ndarray
+        b = s^2 sum(c) per problem (0 without ``fit_intercept``).
+    support_, support_vectors_ : ndarray (kernel path)
+        Indices and rows of the training points with a non-zero coefficient, used by predict.
+    coef_ : ndarray (linear kernel only)
+        w = X^T c, shape (n_problems, n_features) for the classifier.
+    dropped_ : ndarray
+        Training points whose kernel diagonal k_ii is zero: their kernel row is zero, so, as in
+        the paper (section 4.1), they are removed from the problem (c_i = 0).
+    n_iter_ : int
+        Sweeps or iterations run (the maximum over problems).
+    objective_history_ : ndarray or list of ndarray
+        F(c) of problem (2) at the start and after every sweep/iteration; a list with one array
+        per problem when coordinate descent solved several (one-vs-rest, multi-output); the
+        fixed-point solver iterates all problems together and records their sum. Under
+        coordinate descent F converges but need not decrease monotonically.
+    dual_objective_history_ : ndarray or list of ndarray
+        D(c) = f^*(-c) + c^T K c / 2, which coordinate descent and the fixed-point iteration
+        decrease monotonically; F + D >= 0 is the duality gap.
+    duality_gap_ : float
+        F + D at the end, summed over problems (0 at the exact solution).
+    alpha_ : float (fixed-point solver only)
+        The step used."""
+
+
+class RegularizedKernelClassifier(ClassifierMixin, _RegularizedBase):
+    """Kernel SVM / logistic regression without bias by coordinate descent or fixed point (paper 3).
+
+    Minimises C sum_i w_i L(y_i, g(x_i)) + |g|_H^2 / 2 for each binary problem (labels +-1);
+    more than two classes are handled one-vs-rest (one problem per class, sharing the kernel row
+    cache), and ``decision_function`` returns one score per class.
+
+    Parameters
+    ----------
+    loss : "hinge", "squared_hinge" or "logistic", default="hinge"
+        (1 - yz)_+, (1 - yz)_+^2 (no 1/2, as LinearSVC) or log(1 + exp(-yz)).""" + _COMMON_DOC + """
+    class_weight : dict, "balanced" or None
+        Multiplies each sample's weight by the weight of its class (in every one-vs-rest
+        problem).
+
+    Attributes
+    ----------
+    classes_ : ndarray""" + _ATTR_DOC + """
+
+    Notes
+    -----
+    ``predict_proba`` exists only for ``loss="logistic"``: sigmoid(score) for two classes, and
+    the normalised sigmoids of the one-vs-rest scores for more (argmax = predict). Hinge-loss
+    scores are margins, not probabilities, so no probabilities are offered for them (wrap the
+    model in ``sklearn.calibration.CalibratedClassifierCV`` to get calibrated ones).
+    """
+
+    _parameter_constraints: dict = {
+        **_RegularizedBase._parameter_constraints,
+        "loss": [StrOptions(set(CLASSIFICATION_LOSSES))],
+        "class_weight": [dict, StrOptions({"balanced"}), None],
+    }
+    _y_validation = {}
+
+    def __init__(self, kernel="gaussian", loss="hinge", C=1.0, *, solver="coordinate_descent", rule="random",
+                 alpha="trace", tol=1e-4, max_iter=1000, shrinking=True, fit_intercept=False, intercept_scaling=1.0,
+                 class_weight=None, warm_start=False, max_memory=None, random_state=None, verbose=0, callback=None):
+        self.kernel = kernel
+        self.loss = loss
+        self.C = C
+        self.solver = solver
+        self.rule = rule
+        self.alpha = alpha
+        self.tol = tol
+        self.max_iter = max_iter
+        self.shrinking = shrinking
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.class_weight = class_weight
+        self.warm_start = warm_start
+        self.max_memory = max_memory
+        self.random_state = random_state
+        self.verbose = verbose
+        self.callback = callback
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Fit on X (n, d) (scipy.sparse allowed for the linear kernel) and class labels y."""
+        X, y = self._validate_X(X, y, fit=True)
+        check_classification_targets(y)
+        classes, codes = np.unique(y, return_inverse=True)
+        if classes.size < 2:
+            raise ValueError(
+                f"{type(self).__name__} needs samples of at least 2 classes; got 1 class ({classes[0]!r}) "
+                f"in y. Pass data with both classes."
+            )
+        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        if self.class_weight is not None:
+            sample_weight = sample_weight * compute_class_weight(self.class_weight, classes=classes, y=y)[codes]
+        if getattr(self, "classes_", None) is not None and not np.array_equal(self.classes_, classes):
+            self.__dict__.pop("dual_coef_", None)  # warm start only with the same classes
+        self.classes_ = classes
+        m = 1 if classes.size == 2 else classes.size
+        if m == 1:
+            Y = np.where(codes == 1, 1.0, -1.0)[:, None]
+        else:
+            Y = -np.ones((codes.size, m))
+            Y[np.arange(codes.size), codes] = 1.0
+        for attr in ("coef_", "support_", "support_vectors_", "alpha_"):
+            self.__dict__.pop(attr, None)
+        self.dual_coef_, self.intercept_ = self._solve(X, Y, sample_weight, make_loss(self.loss))
+        return self
+
+    def decision_function(self, X):
+        """Scores g(x): shape (n,) for two classes (positive means classes_[1]), else (n, n_classes)."""
+        scores = self._scores(X)
+        return scores[:, 0] if self.classes_.size == 2 else scores
+
+    def predict(self, X):
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            return self.classes_[(scores > 0).astype(int)]
+        return self.classes_[np.argmax(scores, axis=1)]
+
+    def _has_proba(self):
+        return self.loss == "logistic"
+
+    @available_if(_has_proba)
+    def predict_proba(self, X):
+        """Class probabilities for loss="logistic" (normalised one-vs-rest sigmoids for > 2 classes)."""
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            p = expit(scores)
+            return np.stack([1.0 - p, p], axis=1)
+        p = expit(scores)
+        return p / p.sum(axis=1, keepdims=True)
+
+    @available_if(_has_proba)
+    def predict_log_proba(self, X):
+        return np.log(self.predict_proba(X))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = True
+        return tags
+
+
+class RegularizedKernelRegressor(RegressorMixin, _RegularizedBase):
+    """Kernel ridge / least absolute deviations / SVR without bias by coordinate descent or fixed
+    point (paper 3).
+
+    Minimises C sum_i w_i L(y_i, g(x_i)) + |g|_H^2 / 2; with ``loss="squared"`` this is
+    scikit-learn's ``KernelRidge(alpha=1/C)``. Each column of a 2-d y is an independent problem.
+
+    Parameters
+    ----------
+    loss : "squared", "absolute" or "epsilon_insensitive", default="squared"
+        (y - z)^2 / 2, |y - z| or (|y - z| - epsilon)_+.
+    epsilon : float >= 0, default=0.1
+        Width of the insensitive tube (loss="epsilon_insensitive" only).""" + _COMMON_DOC + """
+
+    Attributes
+    ----------""" + _ATTR_DOC + """
+    """
+
+    _parameter_constraints: dict = {
+        **_RegularizedBase._parameter_constraints,
+        "loss": [StrOptions(set(REGRESSION_LOSSES))],
+        "epsilon": [Interval(Real, 0, None, closed="left")],
+    }
+    _y_validation = {"multi_output": True, "y_numeric": True}
+
+    def __init__(self, kernel="gaussian", loss="squared", C=1.0, *, epsilon=0.1, solver="coordinate_descent",
+                 rule="random", alpha="trace", tol=1e-4, max_iter=1000, shrinking=True, fit_intercept=False,
+                 intercept_scaling=1.0, warm_start=False, max_memory=None, random_state=None, verbose=0,
+                 callback=None):
+        self.kernel = kernel
+        self.loss = loss
+        self.C = C
+        self.epsilon = epsilon
+        self.solver = solver
+        self.rule = rule
+        self.alpha = alpha
+        self.tol = tol
+        self.max_iter = max_iter
+        self.shrinking = shrinking
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.warm_start = warm_start
+        self.max_memory = max_memory
+        self.random_state = random_state
+        self.verbose = verbose
+        self.callback = callback
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Fit on X (n, d) (scipy.sparse allowed for the linear kernel) and y (n,) or (n, k)."""
+        X, y = self._validate_X(X, y, fit=True)
+        y = np.asarray(y, dtype=np.float64)
+        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        Y = y.reshape(y.shape[0], -1)
+        for attr in ("coef_", "support_", "support_vectors_", "alpha_"):
+            self.__dict__.pop(attr, None)
+        coef, intercept = self._solve(X, Y, sample_weight, make_loss(self.loss, self.epsilon))
+        if y.ndim == 1:
+            self.dual_coef_, self.intercept_ = coef[:, 0], intercept[0]
+            if hasattr(self, "coef_"):
+                self.coef_ = self.coef_[0]
+        else:
+            self.dual_coef_, self.intercept_ = coef, intercept
+        return self
+
+    def predict(self, X):
+        """g(x) for each row of X: shape (n,), or (n, k) for a 2-d training y."""
+        scores = self._scores(X)
+        return scores[:, 0] if self.dual_coef_.ndim == 1 else scores
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags

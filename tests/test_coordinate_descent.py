@@ -1,0 +1,234 @@
+"""Tests of kernelscale.coordinate_descent: Algorithms 1 and 2 against independent solutions, the
+index rules, monotonicity, shrinking, the row cache (skipped rows when h = 0, LRU under a tight
+budget), dropped zero-diagonal rows and float32.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from memcheck import peak_bytes
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+from sklearn.svm import LinearSVC
+from test_fixed_point import EPS, LOSSES, SIGMA, make_problem, reference_coef, rel_err
+
+from kernelscale.coordinate_descent import RULES, kernel_coordinate_descent, linear_coordinate_descent
+from kernelscale.fixed_point import KernelRowCache
+from kernelscale.kernels import GaussianKernel, LinearKernel
+from kernelscale.losses import make_loss, primal_objective
+
+
+@pytest.mark.parametrize("rule", RULES)
+@pytest.mark.parametrize("loss", LOSSES)
+def test_matches_independent_solution(loss, rule):
+    X, y = make_problem(loss)
+    C = 0.5 if loss == "absolute" else 2.0  # a larger C makes the absolute loss interpolate: slow
+    kern = GaussianKernel(SIGMA)
+    K = kern(X)
+    ref = reference_coef(loss, K, y, C)
+    r = kernel_coordinate_descent(kern, X, y, loss, C, rule=rule, tol=1e-9, max_iter=20000, epsilon=EPS,
+                                  random_state=0)
+    assert r.converged
+    assert rel_err(r.coef, ref) < 1e-4
+    assert rel_err(r.z, K @ ref) < 1e-4
+    assert abs(r.duality_gap) < 1e-6 * abs(r.objective_history[-1])
+
+
+def test_squared_loss_equals_gauss_seidel_on_the_ridge_system():
+    """Algorithm 1 with the squared loss is Gauss-Seidel on (K + I/C) c = y: same iterates."""
+    X, y = make_problem("squared", n=30, seed=1)
+    kern, C = GaussianKernel(SIGMA), 0.8
+    A = kern(X) + np.eye(30) / C
+    c = np.zeros(30)
+    for _ in range(5):
+        for i in range(30):
+            c[i] += (y[i] - A[i] @ c) / A[i, i]
+    r = kernel_coordinate_descent(kern, X, y, "squared", C, rule="cyclic", tol=1e-30, max_iter=5)
+    np.testing.assert_allclose(r.coef, c, rtol=1e-12, atol=1e-14)
+
+
+def test_dual_objective_decreases_monotonically_but_primal_need_not():
+    """Each update minimises D(c) = f*(-c) + c^T K c / 2 exactly over one coordinate, so D never
+    rises (per sweep here; per update it is the same argument). Problem (2)'s F converges to its
+    minimum (Theorem 4) but is not monotone: this example rises between sweeps."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = np.sign(X[:, 0] + 0.5 * rng.normal(size=60))
+    kern, C = GaussianKernel(1.0), 10.0
+    r = kernel_coordinate_descent(kern, X, y, "hinge", C, rule="cyclic", tol=1e-10, max_iter=20000, shrinking=False)
+    d, p = r.dual_history, r.objective_history
+    assert np.all(np.diff(d) <= 1e-12 * np.abs(d[:-1]))
+    assert np.any(np.diff(p) > 1.0)  # F rose by more than 1 after some sweep
+    ref = reference_coef("hinge", kern(X), y, C)
+    f_min = primal_objective(make_loss("hinge"), y, kern(X) @ ref, ref, C)
+    assert p[-1] == pytest.approx(f_min, rel=1e-8)
+    for loss in ("logistic", "epsilon_insensitive", "squared_hinge"):
+        Xl, yl = make_problem(loss, seed=2)
+        r = kernel_coordinate_descent(GaussianKernel(SIGMA), Xl, yl, loss, 3.0, tol=1e-8, random_state=0, epsilon=EPS)
+        assert np.all(np.diff(r.dual_history) <= 1e-12 * np.abs(r.dual_history[:-1]))
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
+def test_linear_path_equals_liblinear(loss):
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(120, 6))
+    y = np.where(X @ rng.normal(size=6) + 0.5 * rng.normal(size=120) > 0, 1.0, -1.0)
+    svc = LinearSVC(loss=loss, C=0.5, dual=True, fit_intercept=False, tol=1e-9, max_iter=200000,
+                    random_state=0).fit(X, y)
+    for rule in RULES:
+        r = linear_coordinate_descent(X, y, loss, 0.5, rule=rule, tol=1e-10, random_state=0, max_iter=20000)
+        assert rel_err(r.w, svc.coef_.ravel()) < 1e-4
+        np.testing.assert_allclose(r.w, X.T @ r.coef, rtol=1e-10, atol=1e-12)
+
+
+def test_linear_path_with_intercept_equals_liblinear_bias():
+    """LIBLINEAR's bias is an extra feature s (regularised): exactly intercept_scaling = s."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(80, 4))
+    y = np.where(X[:, 0] + X[:, 1] + 0.7 * rng.normal(size=80) + 0.8 > 0, 1.0, -1.0)
+    svc = LinearSVC(loss="hinge", C=3.0, dual=True, fit_intercept=True, intercept_scaling=2.0, tol=1e-9, random_state=0,
+                    max_iter=1000000).fit(X, y)
+    r = linear_coordinate_descent(X, y, "hinge", 3.0, tol=1e-12, random_state=0, intercept_scaling=2.0,
+                                  max_iter=20000)
+    assert rel_err(r.w, svc.coef_.ravel()) < 1e-4
+    assert r.intercept == pytest.approx(svc.intercept_[0], rel=1e-4)
+
+
+def test_linear_logistic_equals_sklearn():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(100, 4))
+    y = np.where(X[:, 0] - X[:, 2] + 0.8 * rng.normal(size=100) > 0, 1.0, -1.0)
+    lr = LogisticRegression(C=0.7, fit_intercept=False, tol=1e-12, max_iter=10000).fit(X, y)
+    r = linear_coordinate_descent(X, y, "logistic", 0.7, tol=1e-10, random_state=0)
+    assert rel_err(r.w, lr.coef_.ravel()) < 1e-4
+
+
+def test_linear_path_sparse_equals_dense_and_kernel_path():
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(90, 8)) * (rng.random((90, 8)) < 0.3)
+    y = rng.normal(size=90)
+    args = dict(rule="cyclic", tol=1e-10, max_iter=20000, epsilon=0.1)
+    dense = linear_coordinate_descent(X, y, "epsilon_insensitive", 1.5, **args)
+    sparse = linear_coordinate_descent(sp.csr_matrix(X), y, "epsilon_insensitive", 1.5, **args)
+    kern = kernel_coordinate_descent(LinearKernel(), X, y, "epsilon_insensitive", 1.5, **args)
+    np.testing.assert_allclose(sparse.coef, dense.coef, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(kern.coef, dense.coef, rtol=1e-7, atol=1e-9)
+    assert rel_err(dense.w, X.T @ reference_coef("epsilon_insensitive", X @ X.T, y, 1.5, eps=0.1)) < 1e-4
+
+
+def test_zero_rows_are_dropped():
+    """k_ii = 0 (a zero row of X for the linear kernel): removed as in the paper, c_i = 0."""
+    X, y = make_problem("hinge", n=50, d=3, seed=7)
+    X[[0, 9, 33]] = 0.0
+    for solve in (lambda: linear_coordinate_descent(X, y, "hinge", 1.0, tol=1e-10, random_state=0),
+                  lambda: kernel_coordinate_descent(LinearKernel(), X, y, "hinge", 1.0, tol=1e-10, random_state=0)):
+        r = solve()
+        np.testing.assert_array_equal(r.dropped, [0, 9, 33])
+        assert np.all(r.coef[[0, 9, 33]] == 0)
+        keep = np.setdiff1d(np.arange(50), [0, 9, 33])
+        ref = reference_coef("hinge", X[keep] @ X[keep].T, y[keep], 1.0)
+        assert rel_err(X[keep].T @ r.coef[keep], X[keep].T @ ref) < 1e-5
+    # with an intercept the constant feature keeps those rows in the problem
+    r = linear_coordinate_descent(X, y, "hinge", 1.0, tol=1e-10, random_state=0, intercept_scaling=1.0)
+    assert r.dropped.size == 0
+
+
+@pytest.mark.parametrize("loss", ["hinge", "epsilon_insensitive"])
+def test_shrinking_gives_the_same_solution_with_fewer_visits(loss):
+    X, y = make_problem(loss, n=120, seed=8)
+    kern = GaussianKernel(SIGMA)
+    visits = {}
+    coef = {}
+    for shrinking in (True, False):
+        seen = []
+        r = kernel_coordinate_descent(kern, X, y, loss, 1.0, tol=1e-9, random_state=0, shrinking=shrinking,
+                                      epsilon=EPS, callback=lambda info: seen.append(info["n_active"]))
+        assert r.converged
+        visits[shrinking], coef[shrinking] = sum(seen), r.coef
+    assert visits[True] < visits[False]
+    np.testing.assert_allclose(coef[True], coef[False], atol=1e-7)
+
+
+def test_rows_are_computed_only_for_coordinates_that_change():
+    """From a warm start at the solution most coordinates sit at a bound (h = 0): no kernel row
+    is fetched for them, and the sweep stops at once."""
+    X, y = make_problem("hinge", n=150, seed=9)
+    kern = GaussianKernel(SIGMA)
+    first = kernel_coordinate_descent(kern, X, y, "hinge", 1.0, tol=1e-10, random_state=0)
+    free = np.sum((np.abs(first.coef) > 0) & (np.abs(first.coef) < 1.0))
+    again = kernel_coordinate_descent(kern, X, y, "hinge", 1.0, tol=1e-8, random_state=0, c0=first.coef)
+    assert again.n_iter <= 2 and again.converged
+    assert again.info["rows_computed"] <= free < 150
+    np.testing.assert_allclose(again.coef, first.coef, atol=1e-8)
+
+
+def test_tight_budget_uses_the_lru_cache_and_stays_within_it():
+    """Same iterates (cyclic rule, 15 sweeps) whether every row stays cached or rows are evicted
+    and recomputed under a budget smaller than the kernel matrix; the peak stays in the budget."""
+    X, y = make_problem("squared_hinge", n=200, seed=10)
+    kern = GaussianKernel(SIGMA)
+    args = dict(tol=1e-30, rule="cyclic", max_iter=15)
+    ref = kernel_coordinate_descent(kern, X, y, "squared_hinge", 1.0, **args)
+    budget = 450_000  # the full kernel matrix needs 320 kB of it, the fixed work space ~300 kB
+    peak, r = peak_bytes(lambda: kernel_coordinate_descent(kern, X, y, "squared_hinge", 1.0, max_memory=budget,
+                                                           **args))
+    assert ref.info["cache_rows"] == 200
+    assert r.info["cache_rows"] < 200 and r.info["rows_computed"] > 200  # rows were evicted and recomputed
+    assert peak <= budget
+    np.testing.assert_allclose(r.coef, ref.coef, rtol=1e-9, atol=1e-12)
+    with pytest.raises(ValueError, match="max_memory=.*too small"):
+        kernel_coordinate_descent(kern, X, y, "squared_hinge", 1.0, max_memory=10_000)
+
+
+def test_shared_cache_across_problems():
+    X, y = make_problem("hinge", n=80, seed=11)
+    kern = GaussianKernel(SIGMA)
+    cache = KernelRowCache(kern, X)
+    a = kernel_coordinate_descent(kern, X, y, "hinge", 1.0, tol=1e-9, random_state=0, cache=cache)
+    computed = cache.n_computed
+    b = kernel_coordinate_descent(kern, X, -y, "hinge", 1.0, tol=1e-9, random_state=0, cache=cache)
+    assert cache.n_computed == computed  # the second problem reused every row
+    assert rel_err(b.coef, reference_coef("hinge", kern(X), -y, 1.0)) < 1e-4
+    assert rel_err(a.coef, reference_coef("hinge", kern(X), y, 1.0)) < 1e-4
+
+
+def test_float32_end_to_end():
+    X, y = make_problem("logistic", seed=12)
+    kern = GaussianKernel(SIGMA)
+    r64 = kernel_coordinate_descent(kern, X, y, "logistic", 2.0, tol=1e-9, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        r32 = kernel_coordinate_descent(kern, X.astype(np.float32), y, "logistic", 2.0, tol=1e-12, random_state=0)
+        l32 = linear_coordinate_descent(X.astype(np.float32), y, "logistic", 2.0, tol=1e-12, random_state=0)
+    assert r32.converged and l32.converged  # tol below float32 resolution is raised to it, not spun on
+    assert r32.coef.dtype == np.float32 and r32.z.dtype == np.float32 and l32.w.dtype == np.float32
+    assert rel_err(r32.coef, r64.coef) < 1e-4
+
+
+def test_random_rule_is_reproducible_and_seeded():
+    X, y = make_problem("squared", n=40, seed=13)
+    kern = GaussianKernel(SIGMA)
+    a = kernel_coordinate_descent(kern, X, y, "squared", 1.0, tol=1e-30, max_iter=3, random_state=1)
+    b = kernel_coordinate_descent(kern, X, y, "squared", 1.0, tol=1e-30, max_iter=3, random_state=1)
+    c = kernel_coordinate_descent(kern, X, y, "squared", 1.0, tol=1e-30, max_iter=3, random_state=2)
+    np.testing.assert_array_equal(a.coef, b.coef)
+    assert not np.array_equal(a.coef, c.coef)
+
+
+def test_bad_input():
+    X, y = make_problem("hinge", n=20)
+    kern = GaussianKernel(SIGMA)
+    with pytest.raises(ValueError, match="rule"):
+        kernel_coordinate_descent(kern, X, y, "hinge", rule="greedy")
+    with pytest.raises(ValueError, match=r"\{-1, \+1\}"):
+        kernel_coordinate_descent(kern, X, (y > 0).astype(float), "hinge")
+    with pytest.raises(ValueError, match="epsilon"):
+        linear_coordinate_descent(X, y, "epsilon_insensitive", epsilon=-0.5)
+    with pytest.raises(ValueError, match="1-d"):
+        kernel_coordinate_descent(kern, X, np.stack([y, y], 1), "hinge")
+    with pytest.raises(ValueError, match="C"):
+        kernel_coordinate_descent(kern, X, y, "hinge", C=-1.0)
+    with pytest.raises(ValueError, match="tol"):
+        linear_coordinate_descent(X, y, "hinge", tol=0.0)
