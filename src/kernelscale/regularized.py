@@ -28,6 +28,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from ._classifier import OneVsRestScoresMixin
 from .coordinate_descent import RULES, kernel_coordinate_descent, linear_coordinate_descent
 from .exact import kernel_predict
 from .fixed_point import KernelRowCache, _vector_bytes, kernel_fixed_point, linear_fixed_point
@@ -241,7 +242,7 @@ _ATTR_DOC = """
         The step used."""
 
 
-class RegularizedKernelClassifier(ClassifierMixin, _RegularizedBase):
+class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _RegularizedBase):
     """Kernel SVM / logistic regression without bias by coordinate descent or fixed point (paper 3).
 
     Minimises C sum_i w_i L(y_i, g(x_i)) + |g|_H^2 / 2 for each binary problem (labels +-1);
@@ -324,16 +325,6 @@ class RegularizedKernelClassifier(ClassifierMixin, _RegularizedBase):
         self.dual_coef_, self.intercept_ = self._solve(X, Y, sample_weight, make_loss(self.loss))
         return self
 
-    def decision_function(self, X):
-        """Scores g(x): shape (n,) for two classes (positive means classes_[1]), else (n, n_classes)."""
-        scores = self._scores(X)
-        return scores[:, 0] if self.classes_.size == 2 else scores
-
-    def predict(self, X):
-        scores = self.decision_function(X)
-        if scores.ndim == 1:
-            return self.classes_[(scores > 0).astype(int)]
-        return self.classes_[np.argmax(scores, axis=1)]
 
     def _has_proba(self):
         return self.loss == "logistic"

@@ -41,6 +41,7 @@ from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from ._classifier import OneVsRestScoresMixin
 from ._monitor import IterationMonitor
 from .blocks import format_bytes, kernel_matvec, kernel_rows, parse_memory
 from .kernels import KERNEL_NAMES, Kernel, make_kernel
@@ -624,7 +625,7 @@ class SLKLRegressor(RegressorMixin, _SLKLBase):
         return tags
 
 
-class SLKLClassifier(ClassifierMixin, _SLKLBase):
+class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
     """SLKL one-vs-all: regression on +-1 targets, one problem per class (two classes: one).
 
     The protocol of the paper's USPS and MNIST experiments. ``predict`` is the argmax of the
@@ -680,16 +681,6 @@ class SLKLClassifier(ClassifierMixin, _SLKLBase):
         self.dual_coef_ = coef[:, 0] if classes.size == 2 else coef
         return self
 
-    def decision_function(self, X):
-        """Scores: shape (n,) for two classes (positive means classes_[1]), else (n, n_classes)."""
-        scores = self._scores(X)
-        return scores[:, 0] if self.classes_.size == 2 else scores
-
-    def predict(self, X):
-        scores = self.decision_function(X)
-        if scores.ndim == 1:
-            return self.classes_[(scores > 0).astype(int)]
-        return self.classes_[np.argmax(scores, axis=1)]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
