@@ -440,7 +440,19 @@ def _binary_sign(labels):
     return 1.0 if int(labels[0]) == 1 else -1.0
 
 
-class LibSVM(Peer):
+class _LibPeer(Peer):
+    """Prediction shared by the LIBSVM and LIBLINEAR bindings, whose predict functions agree."""
+
+    def _run(self, data):
+        X = data.data["X"] if isinstance(data.data, dict) else data.data
+        labels, _, values = self._predict_fn()([], X, self.model_, "-q")
+        return np.asarray(labels), np.asarray(values, dtype=np.float64)
+
+    def _predict(self, data):
+        return self._run(data)[0]
+
+
+class LibSVM(_LibPeer):
     """LIBSVM through ``libsvm.svmutil`` (package ``libsvm-official``).
 
     Options: C-SVC (``-s 0``) or epsilon-SVR (``-s 3``); kernel "rbf" (``-t 2``, ``-g gamma``
@@ -497,15 +509,10 @@ class LibSVM(Peer):
 
         self.model_ = svm_train(data.data["problem"], self.options(data.data["n_features"]))
 
-    def _run(self, data):
+    def _predict_fn(self):
         from libsvm.svmutil import svm_predict
 
-        X = data.data["X"] if isinstance(data.data, dict) else data.data
-        labels, _, values = svm_predict([], X, self.model_, "-q")
-        return np.asarray(labels), np.asarray(values, dtype=np.float64)
-
-    def _predict(self, data):
-        return self._run(data)[0]
+        return svm_predict
 
     def _decision(self, data):
         labels, values = self._run(data)
@@ -516,7 +523,7 @@ class LibSVM(Peer):
         return values[:, 0] * _binary_sign(self.model_.get_labels())
 
 
-class LibLinear(Peer):
+class LibLinear(_LibPeer):
     """LIBLINEAR through ``liblinear.liblinearutil`` (package ``liblinear-official``).
 
     ``solver`` is LIBLINEAR's ``-s`` number or name (e.g. "l2r_l2loss_svc_dual" = 1, scikit-
@@ -573,15 +580,10 @@ class LibLinear(Peer):
 
         self.model_ = train(data.data["problem"], self.options())
 
-    def _run(self, data):
+    def _predict_fn(self):
         from liblinear.liblinearutil import predict
 
-        X = data.data["X"] if isinstance(data.data, dict) else data.data
-        labels, _, values = predict([], X, self.model_, "-q")
-        return np.asarray(labels), np.asarray(values, dtype=np.float64)
-
-    def _predict(self, data):
-        return self._run(data)[0]
+        return predict
 
     def _decision(self, data):
         labels, values = self._run(data)
