@@ -244,7 +244,7 @@ def test_preconditioned_first_step_is_the_ridge_fit_on_the_block():
                                     batch_size=200, block_size=32, shuffle=False, random_state=0).fit(X, y)
     Phi = transform_block(X, sample_block(FeatureBlockSpec(GaussianKernel(sigma=1.0), 1, 32, 0), 0))
     C = Phi.T @ Phi / 200
-    C += 1e-7 * np.trace(C) / 32 * np.eye(32)
+    C += est.precond_ridge * np.trace(C) / 32 * np.eye(32)
     expected = np.linalg.solve(C, Phi.T @ y / 200)  # gamma_0 = 1
     np.testing.assert_allclose(est.coef_[0, :, 0] * est.scale_, expected, rtol=1e-6)
 
@@ -367,3 +367,52 @@ def test_partial_fit_refuses_new_classes_missing_classes_and_wrong_width():
         reg.partial_fit(X[:, :1], y.astype(float))
     with pytest.raises(ValueError, match="class_weight='balanced'"):
         DoublyStochasticClassifier(class_weight="balanced").partial_fit(X, y, classes=[0, 1, 2])
+
+
+# ----------------------------------------------------------------------------------------------
+# the transient frequency cache, "auto" sizes and the preconditioner's fallback
+
+
+@pytest.mark.parametrize("method", ["cos", "cossin"])
+def test_block_cache_gives_the_same_iterates_bit_for_bit(method):
+    # groups of 4096 // 16 = 256 blocks; 300 iterations cross a group boundary
+    X, y = sinc_data(n=64, d=3)
+    spec = FeatureBlockSpec(GaussianKernel(sigma=1.0), 3, 16, 5, np.float64, method)
+    batches = [slice(s, s + 16) for s in range(0, 64, 16)] * 75
+    kw = dict(loss="squared", batches=batches, nu=1e-3, step_size=0.5, t0=50.0)
+    cached = dsg_iterations(X, y[:, None], spec, cache_bytes=10**9, **kw)
+    plain = dsg_iterations(X, y[:, None], spec, cache_bytes=0, **kw)
+    np.testing.assert_array_equal(cached[0][:300], plain[0][:300])
+    # and the grouped evaluation is Algorithm 1 (naive reference, first 20 iterations)
+    short = dsg_iterations(X, y[:, None], spec, cache_bytes=10**9, **{**kw, "batches": batches[:20]})
+    alphas = naive_dsg(X, y[:, None], spec, batches[:20], 1e-3, 0.5, 50.0)
+    np.testing.assert_allclose(short[2] * short[0][:20], np.stack(alphas), rtol=1e-9, atol=1e-12)
+
+
+def test_auto_sizes_and_steps_follow_the_solver_and_loss():
+    X, y = blobs(n=60, k=2)
+    sgd = DoublyStochasticClassifier(n_iter=1, random_state=0).fit(X, y)
+    assert sgd.coef_.shape[1] == 256 and sgd._batch_size() == 256 and sgd._step() == 10.0
+    reg = DoublyStochasticRegressor(n_iter=1, random_state=0).fit(X, y.astype(float))
+    assert reg._step() == 1.0
+    pre = DoublyStochasticRegressor(solver="preconditioned", n_iter=1, random_state=0).fit(X, y.astype(float))
+    assert pre.coef_.shape[1] == 1024 and pre._batch_size() == 4096 and pre._step() == 1.0
+    # a refit with another solver resolves its own block size (not the previous coef_'s)
+    pre.set_params(solver="sgd").fit(X, y.astype(float))
+    assert pre.coef_.shape[1] == 256
+
+
+def test_preconditioner_grows_the_ridge_when_cholesky_fails():
+    from kernelscale.doubly_stochastic import _precond_solve
+
+    rng = np.random.default_rng(0)
+    V = rng.normal(size=(30, 5))
+    C = V @ V.T - 1e-6 * np.eye(30)  # indefinite: rank 5 minus a small multiple of I
+    G = rng.normal(size=(30, 2))
+    x = _precond_solve(C, G, 1e-9)
+    assert np.all(np.isfinite(x))
+    # the solution is (C + r I)^-1 G for some r in 1e-9 * 10^k > 1e-6
+    ridges = [1e-9 * 10.0**k for k in range(9)]
+    residuals = [np.abs((C + r * np.eye(30)) @ x - G).max() for r in ridges]
+    assert min(residuals) < 1e-6 * np.abs(G).max()
+    assert ridges[int(np.argmin(residuals))] > 1e-6
