@@ -1,6 +1,9 @@
 """Tests of kernelscale.coordinate_descent: Algorithms 1 and 2 against independent solutions, the
 index rules, monotonicity, shrinking, the row cache (skipped rows when h = 0, LRU under a tight
 budget), dropped zero-diagonal rows and float32.
+
+Every test runs on the Python sweeps and, when numba is installed, again on the compiled ones
+(the module switch ``USE_NUMBA``); one test checks that both give the same iterates.
 """
 
 import warnings
@@ -14,10 +17,19 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.svm import LinearSVC
 from test_fixed_point import EPS, LOSSES, SIGMA, make_problem, reference_coef, rel_err
 
+import kernelscale.coordinate_descent as cd
 from kernelscale.coordinate_descent import RULES, kernel_coordinate_descent, linear_coordinate_descent
 from kernelscale.fixed_point import KernelRowCache
 from kernelscale.kernels import GaussianKernel, LinearKernel
-from kernelscale.losses import make_loss, primal_objective
+from kernelscale.losses import HingeLoss, make_loss, primal_objective
+
+HAVE_NUMBA = cd._numba is not None
+
+
+@pytest.fixture(autouse=True, params=[False, True] if HAVE_NUMBA else [False], ids=lambda v: "numba" if v else "python")
+def compiled(request, monkeypatch):
+    monkeypatch.setattr(cd, "USE_NUMBA", request.param)
+    return request.param
 
 
 @pytest.mark.parametrize("rule", RULES)
@@ -232,3 +244,33 @@ def test_bad_input():
         kernel_coordinate_descent(kern, X, y, "hinge", C=-1.0)
     with pytest.raises(ValueError, match="tol"):
         linear_coordinate_descent(X, y, "hinge", tol=0.0)
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba is not installed")
+@pytest.mark.parametrize("loss", LOSSES)
+def test_compiled_and_python_sweeps_give_the_same_iterates(loss, monkeypatch):
+    X, y = make_problem(loss, n=60, seed=14)
+    Xs = sp.csr_matrix(X * (np.random.default_rng(0).random(X.shape) < 0.5))
+    kern = GaussianKernel(SIGMA)
+    args = dict(rule="random", tol=1e-30, max_iter=6, epsilon=EPS, random_state=3, shrinking=True)
+    out = {}
+    for flag in (False, True):
+        monkeypatch.setattr(cd, "USE_NUMBA", flag)
+        out[flag] = (kernel_coordinate_descent(kern, X, y, loss, 1.5, intercept_scaling=0.5, **args),
+                     linear_coordinate_descent(X, y, loss, 1.5, **args),
+                     linear_coordinate_descent(Xs, y, loss, 1.5, intercept_scaling=1.0, **args))
+    for a, b in zip(out[False], out[True]):
+        np.testing.assert_allclose(b.coef, a.coef, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(b.objective_history, a.objective_history, rtol=1e-10)
+        assert b.n_iter == a.n_iter
+
+
+def test_custom_loss_subclass_uses_the_python_sweeps():
+    class MyHinge(HingeLoss):
+        pass
+
+    X, y = make_problem("hinge", n=50, seed=15)
+    kern = GaussianKernel(SIGMA)
+    assert cd._loss_code(MyHinge()) == -1
+    r = kernel_coordinate_descent(kern, X, y, MyHinge(), 1.0, tol=1e-10, random_state=0)
+    assert rel_err(r.coef, reference_coef("hinge", kern(X), y, 1.0)) < 1e-4

@@ -21,8 +21,12 @@ Index rules: "cyclic" (1..n every sweep), "aitken" (double sweep: 1..n, then n..
 "random" (randomised cyclic: a new permutation every sweep). ``shrinking`` removes from the sweeps
 coordinates that did not move and sit at a kink of the dual (a bound such as 0 or C for the hinge
 loss) with the unclipped update pushing past it by more than the previous sweep's largest change
-(LIBLINEAR's rule); once the remaining ones meet the tolerance, and every 10th sweep, all
-coordinates are swept again, and the solver stops only when such a full sweep meets it.
+(LIBLINEAR's rule); once the remaining ones meet the tolerance all coordinates are swept again,
+and the solver stops only when such a full sweep meets it. The linear path evaluates F and D
+(a pass over X) only after full sweeps: its histories hold NaN after shrunk sweeps.
+
+The sweeps run compiled when numba is installed (the optional ``numba`` extra; ``USE_NUMBA``
+switches it off), else as Python loops with the same iterates.
 
 Points with k_ii = 0 (a zero kernel row: the paper removes them) and points of zero weight keep
 c_i = 0; the former are listed in ``SolverResult.dropped``. When the solver would stop, z (or w)
@@ -55,7 +59,19 @@ from .fixed_point import (
     _vector_bytes,
 )
 from .kernels import make_kernel
-from .losses import dual_objective, make_loss, primal_objective
+from .losses import (
+    NEWTON_MAX_ITER,
+    NEWTON_RTOL,
+    AbsoluteLoss,
+    EpsilonInsensitiveLoss,
+    HingeLoss,
+    LogisticLoss,
+    SquaredHingeLoss,
+    SquaredLoss,
+    dual_objective,
+    make_loss,
+    primal_objective,
+)
 
 __all__ = ["kernel_coordinate_descent", "linear_coordinate_descent", "RULES"]
 
@@ -63,7 +79,7 @@ logger = logging.getLogger(__name__)
 
 RULES = ("cyclic", "aitken", "random")
 LOOKAHEAD = 4  # prefetch scans this many batches ahead in the sweep order
-FULL_SWEEP_EVERY = 10  # with shrinking, every this many sweeps visits all coordinates again
+SPARSE_SWEEPS_BELOW = 0.3  # compiled linear sweeps run dense X with fewer nonzeros than this as CSR
 PRECISION_FLOOR = 100.0  # updates moving z_i by less than this many eps(dtype) * max|z| are rounding
 
 
@@ -87,6 +103,8 @@ class _Sweeps:
         self.rng = check_random_state(random_state)
         self.monitor = monitor
         self.work = np.flatnonzero(active)
+        self.n_active = int(self.work.size)
+        self.mark = np.zeros(active.shape[0], dtype=bool)
         self.last_change = math.inf
         self.sweep = 0
         self.primal, self.dual = [], []
@@ -113,22 +131,38 @@ class _Sweeps:
     def after_sweep(self, c, z, changed, steps, max_change, refresh):
         """Book-keeping after a sweep; returns True when the solver must stop.
 
-        ``z`` is K c (with intercept) after the sweep, ``changed`` / ``steps`` the coordinates
-        that moved and by how much; ``refresh()`` recomputes z exactly and returns the largest
-        difference to the maintained one (the accumulated rounding).
+        ``z`` is K c (with intercept) after the sweep, or a function ``z(idx)`` returning its
+        entries idx (all for None) where z is not maintained (the linear path); then the
+        objectives, which need all of z (a pass over X), are evaluated only after sweeps over all
+        coordinates and recorded as NaN after sweeps over a shrunk working set, whose cost is
+        a fraction of that pass. ``changed`` / ``steps`` are the coordinates that moved and by
+        how much; ``refresh()`` recomputes z exactly and returns the largest difference to the
+        maintained one (the accumulated rounding).
         """
         self.sweep += 1
-        p, d = self.record(c, z)
+        w = self.work
+        full = w.size == self.n_active
+        if callable(z):
+            z_all = z(None) if full else None
+            z_w = z_all[w] if full else z(w)
+        else:
+            z_all, z_w = z, z[w]
+        if z_all is not None:
+            p, d = self.record(c, z_all)
+        else:
+            p = d = math.nan
+            self.primal.append(p)
+            self.dual.append(d)
         stop = self.monitor.update(objective=p, dual_objective=d, duality_gap=p + d, max_change=max_change,
-                                   n_active=int(self.work.size))
+                                   n_active=int(w.size))
         if stop:
             return True
         # working precision: every update moved its own z_i (by h_i k_ii) less than the rounding
         # of z; a tol below float32 resolution is met there instead of spinning to max_iter
-        z_floor = PRECISION_FLOOR * self.eps * max(1.0, float(np.max(np.abs(z), initial=0.0)))
+        z_floor = PRECISION_FLOOR * self.eps * max(1.0, float(np.max(np.abs(z_w), initial=0.0)))
         moved = np.abs(np.asarray(steps)) * self.diag[changed] if len(changed) else np.zeros(1)
         if max_change < self.tol or float(moved.max()) < z_floor:
-            if self.work.size < int(self.active.sum()):
+            if not full:
                 self.work = np.flatnonzero(self.active)  # un-shrink: a full sweep must confirm
                 self.last_change = math.inf
                 return False
@@ -137,13 +171,13 @@ class _Sweeps:
                 self.converged = True
                 return True
             return False
-        if self.shrinking and self.sweep % FULL_SWEEP_EVERY == 0:
-            self.work = np.flatnonzero(self.active)  # a periodic full sweep undoes wrong shrinks
-        elif self.shrinking and self.sweep > 1:
-            w = self.work
-            unchanged = np.ones(w.size, dtype=bool)
-            unchanged[np.isin(w, changed)] = False
-            v = z[w] * self.inv_d[w] - c[w]
+        if self.shrinking and self.sweep > 1:
+            # LIBLINEAR's rule, and like LIBLINEAR no periodic full sweeps: a wrong shrink is
+            # undone by the full sweep that must confirm convergence
+            self.mark[changed] = True
+            unchanged = ~self.mark[w]
+            self.mark[changed] = False
+            v = z_w * self.inv_d[w] - c[w]
             push = self.loss.kink_push(c[w], v, self.y[w], self.inv_d[w], self.C[w])
             self.work = w[~(unchanged & (push > self.last_change))]
         self.last_change = max_change
@@ -236,12 +270,28 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
     def z_eff():
         return z + b if s2 else z
 
+    code = _loss_code(loss)
+    if code >= 0:  # compiled sweeps: state in arrays
+        c_arr, y_arr, C_arr = c.copy(), np.ascontiguousarray(y), np.ascontiguousarray(C)
+        eps_loss = float(getattr(loss, "epsilon", 0.0))
+        state = np.array([b, 0.0])
+        counts = np.zeros(2, dtype=np.int64)
+        hbuf = np.zeros(1, dtype=dtype)
+        changed_buf = np.empty(n, dtype=np.intp)
+        steps_buf = np.empty(n, dtype=np.float64)
+
+    def coef_now():
+        return c_arr if code >= 0 else np.asarray(c_l)
+
     def refresh():
         nonlocal b
-        exact = cache.matvec(np.asarray(c_l, dtype=dtype)) if any(c_l) else np.zeros(n, dtype=dtype)
+        cur = coef_now()
+        exact = cache.matvec(cur.astype(dtype)) if cur.any() else np.zeros(n, dtype=dtype)
         drift = float(np.max(np.abs(exact - z))) if n else 0.0
         z[:] = exact
-        b = s2 * math.fsum(c_l)
+        b = s2 * math.fsum(cur.tolist())
+        if code >= 0:
+            state[0] = b
         return drift
 
     with IterationMonitor(verbose, callback, total=max_iter, desc="coordinate descent") as monitor:
@@ -253,6 +303,32 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
             sweeps.converged = True
         while not sweeps.converged and sweeps.sweep < max_iter:
             order_arr = sweeps.order()
+            if code >= 0:
+                order_arr = np.ascontiguousarray(order_arr, dtype=np.intp)
+                state[1] = 0.0
+                counts[0] = 0
+                pos = 0
+                while True:
+                    counts[1] = cache.clock
+                    pos = _nb_kernel_sweep(order_arr, pos, c_arr, z, y_arr, C_arr, inv_d_arr, rows, slot_of,
+                                           last_used, lru, code, eps_loss, s2, state, hbuf, changed_buf, steps_buf,
+                                           counts)
+                    cache.clock = int(counts[1])
+                    if pos >= order_arr.size:
+                        break
+                    i = order_arr[pos]
+                    seg = order_arr[pos : pos + LOOKAHEAD * batch]
+                    want = seg[likely[seg] & (slot_of[seg] < 0)]
+                    want = np.concatenate(([i], want[want != i]))[:batch]
+                    cache.fetch(want)
+                b = float(state[0])
+                k = int(counts[0])
+                changed, steps = changed_buf[:k], steps_buf[:k]
+                likely[order_arr] = False
+                likely[changed] = True
+                if sweeps.after_sweep(c_arr, z_eff(), changed, steps, float(state[1]), refresh):
+                    break
+                continue
             order = order_arr.tolist()
             clock = cache.clock
             changed, steps = [], []
@@ -288,7 +364,7 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
             if sweeps.after_sweep(c, z_eff(), changed, steps, max_h, refresh):
                 break
         stopped = monitor.stopped_by_callback
-    c = np.asarray(c_l)
+    c = coef_now()
     coef = c.astype(dtype)
     return SolverResult(coef, z_eff().astype(dtype), b if s2 else 0.0, sweeps.sweep, sweeps.converged,
                         np.array(sweeps.primal), np.array(sweeps.dual), dropped, None,
@@ -339,14 +415,43 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
     step = loss.step
 
     def scores():
-        return np.asarray(X @ w, dtype=dtype).ravel() + s * wb
+        A = X if csr is None else csr  # CSR products: O(nnz), and no BLAS threads to wake
+        return np.asarray(A @ w, dtype=dtype).ravel() + s * wb
+
+    def scores_at(idx):
+        if idx is None:
+            return scores()
+        if csr is not None and code >= 0:  # CSR fancy indexing costs more than a shrunk sweep
+            out = np.empty(idx.size, dtype=dtype)
+            _nb_sparse_row_dots(idx, csr.indptr, csr.indices, csr.data, w, out)
+            return out + dtype.type(s * wb)
+        return np.asarray(X[idx] @ w, dtype=dtype).ravel() + s * wb
+
+    code = _loss_code(loss)
+    csr = X if sparse else None
+    if code >= 0:  # compiled sweeps: state in arrays
+        c_arr, y_arr, C_arr = c.copy(), np.ascontiguousarray(y), np.ascontiguousarray(C)
+        eps_loss = float(getattr(loss, "epsilon", 0.0))
+        state = np.array([wb, 0.0])
+        hbuf = np.zeros(1, dtype=dtype)
+        changed_buf = np.empty(n, dtype=np.intp)
+        steps_buf = np.empty(n, dtype=np.float64)
+        if not sparse and _prefers_csr(X):
+            csr = sp.csr_matrix(X)  # a sweep costs O(nnz): run mostly-zero dense rows as CSR rows
+
+    def coef_now():
+        return c_arr if code >= 0 else np.asarray(c_l)
 
     def refresh():
         nonlocal wb
-        exact = np.asarray(X.T @ np.asarray(c_l, dtype=dtype), dtype=dtype).ravel()
-        drift = float(np.max(np.abs(X @ (exact - w)))) if n else 0.0
+        cur = coef_now()
+        A = X if csr is None else csr
+        exact = np.asarray(A.T @ cur.astype(dtype), dtype=dtype).ravel()
+        drift = float(np.max(np.abs(A @ (exact - w)))) if n else 0.0
         w[:] = exact
-        wb = s * math.fsum(c_l)
+        wb = s * math.fsum(cur.tolist())
+        if code >= 0:
+            state[0] = wb
         return drift
 
     with IterationMonitor(verbose, callback, total=max_iter, desc="coordinate descent (linear)") as monitor:
@@ -357,6 +462,18 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
         if not active.any():
             sweeps.converged = True
         while not sweeps.converged and sweeps.sweep < max_iter:
+            if code >= 0:
+                order_arr = np.ascontiguousarray(sweeps.order(), dtype=np.intp)
+                if csr is not None:
+                    k = _nb_linear_sparse_sweep(order_arr, csr.indptr, csr.indices, csr.data, w, c_arr, y_arr, C_arr,
+                                                inv_d_arr, code, eps_loss, s, state, hbuf, changed_buf, steps_buf)
+                else:
+                    k = _nb_linear_dense_sweep(order_arr, X, w, c_arr, y_arr, C_arr, inv_d_arr, code, eps_loss, s,
+                                               state, hbuf, changed_buf, steps_buf)
+                wb = float(state[0])
+                if sweeps.after_sweep(c_arr, scores_at, changed_buf[:k], steps_buf[:k], float(state[1]), refresh):
+                    break
+                continue
             order = sweeps.order().tolist()
             changed, steps = [], []
             max_h = 0.0
@@ -392,9 +509,248 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
                         if abs(h) > max_h:
                             max_h = abs(h)
             c = np.asarray(c_l)
-            if sweeps.after_sweep(c, scores(), changed, steps, max_h, refresh):
+            if sweeps.after_sweep(c, scores_at, changed, steps, max_h, refresh):
                 break
         stopped = monitor.stopped_by_callback
-    c = np.asarray(c_l)
+    c = coef_now()
     return SolverResult(c.astype(dtype), scores(), s * wb, sweeps.sweep, sweeps.converged, np.array(sweeps.primal),
                         np.array(sweeps.dual), dropped, None, w=w, stopped_by_callback=stopped)
+
+
+# ----------------------------------------------------------------------------------------------
+# compiled sweeps (optional numba)
+#
+# The loops below are plain Python written in the subset numba compiles. With numba installed
+# (the optional ``numba`` extra) and USE_NUMBA true they run compiled, and a sweep costs what its
+# arithmetic costs; without numba the solvers use the Python loops of the functions above, which
+# give the same iterates (up to the rounding of float32 axpys). Losses other than the six built-in
+# classes (user subclasses) always take the Python loop.
+
+try:  # pragma: no cover - depends on the environment
+    import numba as _numba
+except ImportError:  # pragma: no cover
+    _numba = None
+
+#: compiled sweeps are used when numba is importable and this is True (tests flip it)
+USE_NUMBA = _numba is not None
+_LOSS_CODES = {"squared": 0, "hinge": 1, "squared_hinge": 2, "absolute": 3, "epsilon_insensitive": 4, "logistic": 5}
+_BUILTIN = {SquaredLoss, HingeLoss, SquaredHingeLoss, AbsoluteLoss, EpsilonInsensitiveLoss, LogisticLoss}
+_NEWTON_MAX_ITER = NEWTON_MAX_ITER
+_NEWTON_RTOL = NEWTON_RTOL
+
+
+def _prefers_csr(X):
+    """True when the compiled linear sweeps run faster on X (dense, mostly zeros) as CSR rows."""
+    return (USE_NUMBA and _numba is not None and not sp.issparse(X) and X.size > 0
+            and np.count_nonzero(X) < SPARSE_SWEEPS_BELOW * X.size)
+
+
+def _loss_code(loss):
+    """The compiled loops' code of a built-in loss, or -1 (use the Python loop)."""
+    if not (USE_NUMBA and _numba is not None) or type(loss) not in _BUILTIN:
+        return -1
+    return _LOSS_CODES[loss.name]
+
+
+def _nb_sigmoid(s):
+    if s >= 0.0:
+        return 1.0 / (1.0 + math.exp(-s))
+    e = math.exp(s)
+    return e / (1.0 + e)
+
+
+def _nb_logistic_margin(x, t):
+    # same iteration as kernelscale.losses._logistic_margin_scalar
+    if t <= 0.0:
+        return x
+    lo, hi = x, x + t
+    move = t * _nb_sigmoid(-x)
+    if move > 10.0:
+        lt = math.log(t)
+        s = min(max(lt - math.log(max(1.0, lt - x)), lo), hi)
+    else:
+        s = min(x + move, hi)
+    for _ in range(_NEWTON_MAX_ITER):
+        e = _nb_sigmoid(-s)
+        phi = s - x - t * e
+        if phi == 0.0:
+            return s
+        if phi < 0.0:
+            lo = s
+        else:
+            hi = s
+        step = phi / (1.0 + t * e * (1.0 - e))
+        tol = _NEWTON_RTOL * (1.0 + abs(s))
+        if abs(step) <= tol:
+            return s - step
+        new = s - step
+        if not lo < new < hi:
+            new = 0.5 * (lo + hi)
+        if hi - lo <= tol:
+            return new
+        s = new
+    return s
+
+
+def _nb_step(code, v, y, alpha, C, eps):
+    """S_i(v) = -J_{alpha}(v) of one coordinate: the formulas of the Loss.step methods."""
+    if code == 0:
+        return C * (alpha * y - v) / (alpha + C)
+    if code == 1:
+        a = alpha - y * v
+        if a <= 0.0:
+            return 0.0
+        return y * (a if a < C else C)
+    if code == 2:
+        a = alpha - y * v
+        if a <= 0.0:
+            return 0.0
+        return y * (2.0 * C) * a / (alpha + 2.0 * C)
+    if code == 3:
+        r = alpha * y - v
+        if r >= 0.0:
+            return r if r < C else C
+        return r if -r < C else -C
+    if code == 4:
+        r = alpha * y - v
+        m = abs(r) - alpha * eps
+        if m <= 0.0:
+            return 0.0
+        m = m if m < C else C
+        return m if r > 0.0 else -m
+    if C <= 0.0:
+        return 0.0
+    s = _nb_logistic_margin(y * v / alpha, C / alpha)
+    return y * C * _nb_sigmoid(-s)
+
+
+def _nb_kernel_sweep(order, pos, c, z, y, C, inv_d, rows, slot_of, last_used, lru, code, eps, s2, state, hbuf,
+                     changed, steps, counts):
+    """Algorithm 1 over order[pos:] until a coordinate that moves has no cached row.
+
+    state = [b, max |h|]; counts = [entries of changed/steps so far, LRU clock]. Returns the
+    position reached (len(order) when the sweep is done).
+    """
+    n = z.shape[0]
+    m = order.shape[0]
+    b = state[0]
+    max_h = state[1]
+    k = counts[0]
+    clock = counts[1]
+    while pos < m:
+        i = order[pos]
+        ci = c[i]
+        new = _nb_step(code, (z[i] + b) * inv_d[i] - ci, y[i], inv_d[i], C[i], eps)
+        h = new - ci
+        if h != 0.0:
+            slot = slot_of[i]
+            if slot < 0:
+                break
+            hbuf[0] = h  # h in the dtype of z and the rows
+            hz = hbuf[0]
+            row = rows[slot]
+            for j in range(n):
+                z[j] += hz * row[j]
+            if lru:
+                clock += 1
+                last_used[slot] = clock
+            b += s2 * h
+            c[i] = new
+            changed[k] = i
+            steps[k] = h
+            k += 1
+            if abs(h) > max_h:
+                max_h = abs(h)
+        pos += 1
+    state[0] = b
+    state[1] = max_h
+    counts[0] = k
+    counts[1] = clock
+    return pos
+
+
+def _nb_linear_dense_sweep(order, X, w, c, y, C, inv_d, code, eps, s, state, hbuf, changed, steps):
+    """Algorithm 2 over ``order`` for dense X; state = [weight of the constant feature, max |h|].
+    Returns the number of coordinates that moved."""
+    d = X.shape[1]
+    wb = state[0]
+    max_h = 0.0
+    k = 0
+    for i in order:
+        xi = X[i]
+        acc = 0.0
+        for j in range(d):
+            acc += xi[j] * w[j]
+        ci = c[i]
+        new = _nb_step(code, (acc + s * wb) * inv_d[i] - ci, y[i], inv_d[i], C[i], eps)
+        h = new - ci
+        if h != 0.0:
+            hbuf[0] = h
+            hw = hbuf[0]
+            for j in range(d):
+                w[j] += hw * xi[j]
+            wb += s * h
+            c[i] = new
+            changed[k] = i
+            steps[k] = h
+            k += 1
+            if abs(h) > max_h:
+                max_h = abs(h)
+    state[0] = wb
+    state[1] = max_h
+    return k
+
+
+def _nb_linear_sparse_sweep(order, indptr, indices, data, w, c, y, C, inv_d, code, eps, s, state, hbuf, changed,
+                            steps):
+    """:func:`_nb_linear_dense_sweep` for CSR X (sorted, duplicate-free indices)."""
+    wb = state[0]
+    max_h = 0.0
+    k = 0
+    for i in order:
+        lo = indptr[i]
+        hi = indptr[i + 1]
+        acc = 0.0
+        for p in range(lo, hi):
+            acc += data[p] * w[indices[p]]
+        ci = c[i]
+        new = _nb_step(code, (acc + s * wb) * inv_d[i] - ci, y[i], inv_d[i], C[i], eps)
+        h = new - ci
+        if h != 0.0:
+            hbuf[0] = h
+            hw = hbuf[0]
+            for p in range(lo, hi):
+                w[indices[p]] += hw * data[p]
+            wb += s * h
+            c[i] = new
+            changed[k] = i
+            steps[k] = h
+            k += 1
+            if abs(h) > max_h:
+                max_h = abs(h)
+    state[0] = wb
+    state[1] = max_h
+    return k
+
+
+def _nb_sparse_row_dots(idx, indptr, indices, data, w, out):
+    """out[k] = x_{idx[k]} . w for CSR X (the scores of a working set)."""
+    for k in range(idx.shape[0]):
+        i = idx[k]
+        acc = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            acc += data[p] * w[indices[p]]
+        out[k] = acc
+
+
+if _numba is not None:  # pragma: no branch
+    _jit = _numba.njit(cache=True, nogil=True)
+    _nb_sparse_row_dots = _jit(_nb_sparse_row_dots)
+    _nb_sigmoid = _jit(_nb_sigmoid)
+    _nb_logistic_margin = _jit(_nb_logistic_margin)
+    _nb_step = _jit(_nb_step)
+    _nb_kernel_sweep = _jit(_nb_kernel_sweep)
+    # the dense dot products may be reassociated (vectorised); the order of the updates is not touched
+    _nb_linear_dense_sweep = _numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})(
+        _nb_linear_dense_sweep)
+    _nb_linear_sparse_sweep = _jit(_nb_linear_sparse_sweep)

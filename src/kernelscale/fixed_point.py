@@ -33,7 +33,15 @@ from sklearn.utils import check_random_state
 
 from ._monitor import IterationMonitor
 from ._validation import as_float_array, check_positive
-from .blocks import format_bytes, iter_kernel_blocks, kernel_diag, kernel_matvec, parse_memory, ufunc_workspace_bytes
+from .blocks import (
+    format_bytes,
+    iter_kernel_blocks,
+    kernel_diag,
+    kernel_matvec,
+    kernel_rows,
+    parse_memory,
+    ufunc_workspace_bytes,
+)
 from .kernels import make_kernel
 from .losses import dual_objective, make_loss, primal_objective
 
@@ -175,10 +183,17 @@ class KernelRowCache:
         missing = idx[self.slot_of[idx] < 0]
         if missing.size:
             slots = self._allocate(missing.size, idx)
-            for start, stop, block in iter_kernel_blocks(
-                self.kernel, self.X[missing], self.X, self._work_budget, dtype=self.dtype, prepared=self._prepared
-            ):
-                self.rows[slots[start:stop]] = block
+            if slots[-1] - slots[0] == slots.size - 1 and np.all(np.diff(slots) == 1):
+                # fresh slots in a row: the kernel writes straight into the cache (no copy)
+                out = self.rows[slots[0] : slots[-1] + 1]
+                kernel_rows(self.kernel, self.X, missing, max_memory=self._work_budget + out.nbytes, out=out,
+                            prepared=self._prepared)
+            else:
+                for start, stop, block in iter_kernel_blocks(
+                    self.kernel, self.X[missing], self.X, self._work_budget, dtype=self.dtype,
+                    prepared=self._prepared
+                ):
+                    self.rows[slots[start:stop]] = block
             self.owner[slots] = missing
             self.slot_of[missing] = slots
             self.n_computed += missing.size

@@ -3,7 +3,8 @@
 Both minimise  C sum_i w_i L(y_i, g(x_i)) + |g|_H^2 / 2  over g = sum_i c_i k(., x_i), i.e.
 F(c) = f(K c) + c^T K c / 2 with f(z) = sum_i C w_i L(y_i, z_i) (C = 1/lam), by coordinate
 descent (Algorithm 1; Algorithm 2 on w = X^T c for ``kernel="linear"``) or by the fixed-point
-iteration (10). See kernelscale.coordinate_descent and kernelscale.fixed_point.
+iteration (10). See kernelscale.coordinate_descent and kernelscale.fixed_point. With the optional
+dependency numba installed, the coordinate-descent sweeps run compiled (same iterates, much faster).
 
 Problem (2) has no bias. ``fit_intercept=True`` adds a REGULARISED intercept, LIBLINEAR-style:
 the kernel becomes K + s^2 (s = ``intercept_scaling``; for the linear kernel: an extra constant
@@ -18,6 +19,7 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context, clone
 from sklearn.exceptions import ConvergenceWarning
@@ -29,7 +31,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._classifier import OneVsRestScoresMixin
-from .coordinate_descent import RULES, kernel_coordinate_descent, linear_coordinate_descent
+from .coordinate_descent import RULES, _prefers_csr, kernel_coordinate_descent, linear_coordinate_descent
 from .exact import kernel_predict
 from .fixed_point import KernelRowCache, _vector_bytes, kernel_fixed_point, linear_fixed_point
 from .kernels import KERNEL_NAMES, Kernel, LinearKernel, make_kernel
@@ -110,6 +112,7 @@ class _RegularizedBase(BaseEstimator):
         else:
             common["shrinking"] = self.shrinking
             common["rule"] = self.rule
+            Xs = sp.csr_matrix(X) if linear and m > 1 and _prefers_csr(X) else X  # convert once, not per class
             cache = None
             if not linear:
                 cache = KernelRowCache(self.kernel_, X, self.max_memory, reserved_bytes=_vector_bytes(n, m, X.dtype),
@@ -121,7 +124,7 @@ class _RegularizedBase(BaseEstimator):
                     cb = (lambda info, j=j, f=self.callback: f({**info, "problem": j}))
                 start = None if c0 is None else c0[:, j]
                 if linear:
-                    results.append(linear_coordinate_descent(X, Y[:, j], C=Cw, c0=start, callback=cb, **common))
+                    results.append(linear_coordinate_descent(Xs, Y[:, j], C=Cw, c0=start, callback=cb, **common))
                 else:
                     results.append(kernel_coordinate_descent(self.kernel_, X, Y[:, j], C=Cw, c0=start, callback=cb,
                                                              cache=cache, **common))
@@ -232,7 +235,9 @@ _ATTR_DOC = """
         F(c) of problem (2) at the start and after every sweep/iteration; a list with one array
         per problem when coordinate descent solved several (one-vs-rest, multi-output); the
         fixed-point solver iterates all problems together and records their sum. Under
-        coordinate descent F converges but need not decrease monotonically.
+        coordinate descent F converges but need not decrease monotonically. On the linear path
+        (``kernel="linear"``) F and D cost a pass over X and are evaluated only after sweeps over
+        all coordinates: NaN after sweeps over a shrunk working set.
     dual_objective_history_ : ndarray or list of ndarray
         D(c) = f^*(-c) + c^T K c / 2, which coordinate descent and the fixed-point iteration
         decrease monotonically; F + D >= 0 is the duality gap.
