@@ -6,7 +6,10 @@ Multi-class GLM E[y | x] = g(W x + b), g = grad Phi, y one-hot (k classes).
   - y) x^T], the weighted second-moment matrix factorised ONCE (Cholesky). With the softmax link
   it minimises the calibrated loss of eq. 13 (the multinomial logistic loss) and decreases it at
   every iteration (L = 1, or 1/2, majorises the Hessian); with the identity link it is ridge
-  regression on the one-hot targets and converges in ONE step.
+  regression on the one-hot targets and converges in ONE step. By default the steps are
+  accelerated (Nesterov momentum in the Sigma metric, restarted to stay monotone), the variant
+  the paper's conclusion proposes: Algorithm 1 as printed (``solver="gls"``) is far from
+  converged after 100 steps on MNIST.
 - :func:`calibrated_least_squares` (Algorithm 2, eqs. 18-19): alternately fit the residual on x,
   refit y on a basis G of the current predictions (y, y^2, y^3 elementwise), then project each
   prediction onto the probability simplex (multi-label: the hypercube). The squared error never
@@ -67,7 +70,7 @@ BASIS_FUNCTIONS = {"y": 1, "y2": 2, "y3": 3, "y4": 4}
 LINKS = ("softmax", "identity")
 PROJECTIONS = ("simplex", "hypercube")
 
-GLSResult = namedtuple("GLSResult", "coef intercept objective_history n_iter converged")
+GLSResult = namedtuple("GLSResult", "coef intercept objective_history n_iter converged n_restarts")
 CLSResult = namedtuple(
     "CLSResult", "coef intercept calibration calibration_intercept objective_history n_iter converged"
 )
@@ -163,6 +166,31 @@ def _factor_spd(M, what, fix):
     return factor
 
 
+def _check_XY(X, Y):
+    """X as a float array, Y (n, k) in X's dtype."""
+    X = as_float_array(X, "X")
+    Y = np.asarray(Y, dtype=X.dtype)
+    if Y.ndim != 2 or Y.shape[0] != X.shape[0]:
+        raise ValueError(f"Y must have shape ({X.shape[0]}, k), got {Y.shape}.")
+    return X, Y
+
+
+def _factor_sigma(X, w, chunk, scale, alpha):
+    """The weighted mean of X and the Cholesky factor of scale * Cov + alpha I (the Sigma of
+    Algorithms 1-2 for the centred features), built from row blocks of ``chunk`` rows."""
+    mean = _weighted_mean(X, w)
+    M = _weighted_covariance(X, w, mean, chunk)
+    if scale != 1.0:
+        M *= scale
+    M[np.diag_indices_from(M)] += alpha
+    factor = _factor_spd(
+        M, "Sigma (the second moment of the features)",
+        "some features have zero variance or are collinear: use alpha > 0 (e.g. 1e-6), which "
+        "keeps their weights at 0",
+    )
+    return mean, factor
+
+
 def _ridge_fit(F, R, w, alpha):
     """Weighted ridge fit of R (n, k) on the columns of F (n, p) with an unpenalised intercept.
 
@@ -233,10 +261,14 @@ def _sample_weights(sample_weight, X, y, class_weight):
 # Algorithm 1
 
 
+SOLVERS = ("accelerated", "gls")
+
+
 def _gls_fixed_bytes(n, d, k, itemsize, with_offset=False):
     """Bytes Algorithm 1 holds besides the row blocks: Cov and its factor (float64), d x d in
-    X's dtype (a block product), and the n x k targets, scores, predictions and residuals."""
-    return 2 * 8 * d * d + itemsize * d * d + itemsize * n * k * (5 + with_offset) + 16 * n + 64 * d * k
+    X's dtype (a block product), and the n x k targets, scores (current, previous, extrapolated
+    and trial iterates) and residuals."""
+    return 2 * 8 * d * d + itemsize * d * d + itemsize * n * k * (7 + with_offset) + 16 * n + 96 * d * k
 
 
 def generalized_least_squares(
@@ -246,8 +278,9 @@ def generalized_least_squares(
     link="softmax",
     L=1.0,
     alpha=1e-6,
-    max_iter=100,
-    tol=1e-4,
+    max_iter=500,
+    tol=1e-6,
+    solver="accelerated",
     sample_weight=None,
     offset=None,
     coef_init=None,
@@ -259,34 +292,42 @@ def generalized_least_squares(
 
     Minimises f(W, b) = sum_i w_i l(W x_i + b + o_i; y_i) + (alpha / 2) |W|_F^2, with l the
     calibrated loss of ``link`` (softmax: lse(s) - y . s, eq. 13; identity: |s - y|^2 / 2) and
-    o the optional fixed ``offset`` (n, k) (the current predictions of a stagewise stage). Each
-    step is W <- W - (L Cov + alpha I)^{-1} grad_W f, b <- b - grad_b f / L: a majorisation
-    step (L Sigma bounds the Hessian block-wise), so f never increases. With the identity link
-    and L = 1 the first step lands on the ridge solution.
+    o the optional fixed ``offset`` (n, k) (the current predictions of a stagewise stage). The
+    step of eq. 14 is W <- W - (L Cov + alpha I)^{-1} grad_W f, b <- b - grad_b f / L: a
+    majorisation step (L Sigma bounds the Hessian block-wise), so f never increases. With the
+    identity link and L = 1 the first step lands on the ridge solution.
 
-    Stops when the guaranteed decrease g^T M^{-1} g / 2 of the next step is at most
-    ``tol * |f|``, after ``max_iter`` steps, or when ``monitor.update`` returns True.
+    ``solver="gls"`` iterates eq. 14 as printed. Its rate is set by how loosely L Sigma bounds
+    the Hessian: the softmax curvature p (1 - p) is far below L once predictions are confident,
+    and on MNIST 100 steps leave the loss 40% above its minimum. ``solver="accelerated"`` (the
+    default) is the accelerated variant the paper's conclusion proposes: Nesterov's momentum
+    with the same Sigma-metric step taken from the extrapolated point y = x + beta (x - x_prev)
+    (FISTA), made monotone by a restart: a trial point that would raise f is discarded and the
+    plain eq. 14 step is taken from x instead. Both cost two passes over X per step (the
+    extrapolated scores are combined from stored ones); f decreases at every iteration for
+    both. The identity link takes plain steps (one suffices).
+
+    Stops when the guaranteed decrease g^T M^{-1} g / 2 of a step from the gradient point is
+    at most ``tol * |f|``, after ``max_iter`` steps, or when ``monitor.update`` returns True.
 
     Returns
     -------
     GLSResult(coef (k, d) float64, intercept (k,) float64, objective_history (n_iter + 1,)
-    with f at every iterate, n_iter, converged).
+    with f at every iterate, n_iter, converged, n_restarts). A plain step that raises f (by
+    rounding only, at the precision floor) ends the fit as converged without being taken.
     """
     if link not in LINKS:
         raise ValueError(f"link must be one of {LINKS}, got {link!r}.")
+    if solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}.")
     lowest = 1.0 if link == "identity" else 0.5
     if not L >= lowest:
         raise ValueError(
             f"L={L!r} is below the Lipschitz constant of the {link} link ({lowest:g}), so the "
             f"steps would not decrease the loss; pass L >= {lowest:g} (L=1 is always valid)."
         )
-    X = as_float_array(X, "X")
-    n, d = X.shape
-    dtype = X.dtype
-    Y = np.asarray(Y, dtype=dtype)
-    if Y.ndim != 2 or Y.shape[0] != n:
-        raise ValueError(f"Y must have shape ({n}, k), got {Y.shape}.")
-    k = Y.shape[1]
+    X, Y = _check_XY(X, Y)
+    (n, d), k, dtype = X.shape, Y.shape[1], X.dtype
     w = _normalized_weights(sample_weight, n)
     if offset is not None:
         offset = np.asarray(offset, dtype=dtype)
@@ -298,59 +339,100 @@ def generalized_least_squares(
         "increase max_memory, or reduce the number of features (PCA, or a stagewise fit with a "
         "smaller block_size)",
     )
-    mean = _weighted_mean(X, w)
-    M = L * _weighted_covariance(X, w, mean, chunk)
-    M[np.diag_indices_from(M)] += alpha
-    factor = _factor_spd(
-        M, "Sigma (the second moment of the features)",
-        "some features have zero variance or are collinear: use alpha > 0 (e.g. 1e-6), which "
-        "keeps their weights at 0",
-    )
+    mean, factor = _factor_sigma(X, w, chunk, L, alpha)
     W = np.zeros((d, k)) if coef_init is None else np.array(coef_init, dtype=np.float64).T.copy()
     b = np.zeros(k) if intercept_init is None else np.array(intercept_init, dtype=np.float64).copy()
     if W.shape != (d, k) or b.shape != (k,):
         raise ValueError(f"coef_init must have shape ({k}, {d}) and intercept_init ({k},).")
-    b_centered = b + mean @ W  # intercept of the centred features x - mean
     wd = w.astype(dtype)[:, None]
-    tiny = np.finfo(np.float64).tiny
-    history = []
-    converged = False
-    n_iter = 0
-    monitor = monitor if monitor is not None else IterationMonitor()
-    for it in range(max_iter + 1):
+    momentum = solver == "accelerated" and link == "softmax"
+
+    def scores(W, b_centered):
+        """Scores of the (centred-intercept) iterate; the objective of the current iterate."""
         S = X @ W.astype(dtype)
         S += (b_centered - mean @ W).astype(dtype)
         if offset is not None:
             S += offset
+        return S
+
+    def objective(S, W):
         if link == "softmax":
-            R, f = _softmax_loss(S, Y, w)
+            f = _softmax_loss(S, Y, w)[1]
         else:
-            R = S
             diff = S - Y
             f = 0.5 * float(w @ np.einsum("ij,ij->i", diff, diff).astype(np.float64))
-        f += 0.5 * alpha * float(np.sum(W * W))
-        history.append(f)
+        return f + 0.5 * alpha * float(np.sum(W * W))
+
+    def step(S, W):
+        """The eq. 14 step from the point with scores S and weights W, and its decrement."""
+        R = _softmax(S) if link == "softmax" else S.copy()
         R -= Y
         R *= wd
         grad_b = R.sum(axis=0, dtype=np.float64)
         grad_W = np.dot(X.T, R).astype(np.float64) - np.outer(mean, grad_b) + alpha * W
         step_W = linalg.cho_solve(factor, grad_W, check_finite=False)
         step_b = grad_b / L
-        decrement = float(np.sum(grad_W * step_W) + grad_b @ step_b)
-        # the objective of iterate `it` is reported after step `it` (none before the first)
-        if it > 0 and monitor.update(objective=f, decrement=decrement):
-            break
-        if 0.5 * decrement <= tol * max(abs(f), tiny):
+        return step_W, step_b, float(np.sum(grad_W * step_W) + grad_b @ step_b)
+
+    b_c = b + mean @ W  # intercept of the centred features x - mean
+    S = scores(W, b_c)
+    f = objective(S, W)
+    history = [f]
+    previous = None  # (W, b_c, S) of the previous iterate while momentum is on
+    t = 1.0
+    tiny = np.finfo(np.float64).tiny
+    converged = False
+    n_iter = 0
+    n_restarts = 0
+    monitor = monitor if monitor is not None else IterationMonitor()
+    while True:
+        t_next = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t * t))
+        beta = 0.0 if previous is None else (t - 1.0) / t_next
+        if beta > 0:
+            Wy = W + beta * (W - previous[0])
+            by = b_c + beta * (b_c - previous[1])
+            Sy = S - previous[2]
+            Sy *= dtype.type(beta)
+            Sy += S
+        else:
+            Wy, by, Sy = W, b_c, S
+        step_W, step_b, decrement = step(Sy, Wy)
+        del Sy
+        small = 0.5 * decrement <= tol * max(abs(f), tiny)
+        if small and beta == 0:
             converged = True
             break
-        if it == max_iter:
+        if n_iter == max_iter:
+            converged = small
             break
-        W -= step_W
-        b_centered -= step_b
+        Wz, bz = Wy - step_W, by - step_b
+        Sz = scores(Wz, bz)
+        fz = objective(Sz, Wz)
+        if fz > f:
+            if beta == 0:  # a majorisation step cannot raise f: only rounding can, so stop here
+                converged = True
+                break
+            # restart: discard the extrapolated trial point, take a plain step from x next
+            previous, t = None, 1.0
+            n_restarts += 1
+            continue
+        if momentum:
+            previous, t = (W, b_c, S), t_next
+        W, b_c, S, f = Wz, bz, Sz, fz
         n_iter += 1
-    logger.debug("generalized least squares: %d iterations, objective %.6g, converged=%s", n_iter, f, converged)
-    intercept = b_centered - mean @ W
-    return GLSResult(W.T.copy(), intercept, np.asarray(history), n_iter, converged)
+        history.append(f)
+        # the objective of iterate `n_iter` is reported after step `n_iter` (none before the first)
+        if monitor.update(objective=f, decrement=decrement):
+            break
+        if small:
+            converged = True
+            break
+    logger.debug(
+        "generalized least squares (%s): %d iterations, %d restarts, objective %.6g, converged=%s",
+        solver, n_iter, n_restarts, f, converged,
+    )
+    intercept = b_c - mean @ W
+    return GLSResult(W.T.copy(), intercept, np.asarray(history), n_iter, converged, n_restarts)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -450,13 +532,8 @@ def calibrated_least_squares(
     basis = _check_basis(basis)
     if projection not in PROJECTIONS:
         raise ValueError(f"projection must be one of {PROJECTIONS}, got {projection!r}.")
-    X = as_float_array(X, "X")
-    n, d = X.shape
-    dtype = X.dtype
-    Y = np.asarray(Y, dtype=dtype)
-    if Y.ndim != 2 or Y.shape[0] != n:
-        raise ValueError(f"Y must have shape ({n}, k), got {Y.shape}.")
-    k = Y.shape[1]
+    X, Y = _check_XY(X, Y)
+    (n, d), k, dtype = X.shape, Y.shape[1], X.dtype
     m = k * len(basis)
     w = _normalized_weights(sample_weight, n)
     fixed = _gls_fixed_bytes(n, d, k, dtype.itemsize) + dtype.itemsize * n * (3 * m + 2 * k) + 16 * m * m
@@ -466,13 +543,7 @@ def calibrated_least_squares(
         "basis are n x k and n x k|G|)",
         "increase max_memory, or reduce the number of features or the basis",
     )
-    mean = _weighted_mean(X, w)
-    M = _weighted_covariance(X, w, mean, chunk)
-    M[np.diag_indices_from(M)] += alpha
-    factor = _factor_spd(
-        M, "Sigma (the second moment of the features)",
-        "some features have zero variance or are collinear: use alpha > 0 (e.g. 1e-6)",
-    )
+    mean, factor = _factor_sigma(X, w, chunk, 1.0, alpha)
     stages = [[], [], [], []]
     Yhat = np.zeros((n, k), dtype=dtype)
     if init is not None:
@@ -523,7 +594,28 @@ def calibrated_least_squares(
 
 
 class _LeastSquaresClassifierBase(ClassifierMixin, BaseEstimator):
-    """Shared validation of the two classifiers."""
+    """Parameters and validation shared by the two classifiers."""
+
+    _parameter_constraints: dict = {
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "class_weight": [StrOptions({"balanced"}), dict, None],
+        "warm_start": ["boolean"],
+        "max_memory": _MEMORY_CONSTRAINT,
+        "verbose": ["verbose"],
+        "callback": [callable, None],
+    }
+
+    def _set_common_params(self, alpha, max_iter, tol, class_weight, warm_start, max_memory, verbose, callback):
+        self.alpha = alpha
+        self.max_iter = max_iter
+        self.tol = tol
+        self.class_weight = class_weight
+        self.warm_start = warm_start
+        self.max_memory = max_memory
+        self.verbose = verbose
+        self.callback = callback
 
     def _validate_fit_data(self, X, y, sample_weight, allow_multilabel=False):
         X, y = validate_data(
@@ -570,8 +662,10 @@ class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
     """Multi-class GLM fitted by generalized least squares (paper 5, Algorithm 1, eq. 14).
 
     Iterates W <- W - (1/L) Sigma^{-1} E[(g(W x + b) - y) x^T] with g the link, Sigma the
-    weighted second moment of the (centred) features plus ``alpha`` I, factorised once. The
-    softmax link minimises the multinomial logistic loss (the calibrated loss of eq. 13) plus
+    weighted second moment of the (centred) features plus ``alpha`` I, factorised once; by
+    default with Nesterov momentum in the Sigma metric (``solver="accelerated"``, the paper's
+    suggested accelerated variant; see :func:`generalized_least_squares`). The softmax link
+    minimises the multinomial logistic loss (the calibrated loss of eq. 13) plus
     (alpha/2)|W|^2, decreasing it at every iteration for any L >= 1/2; the identity link is
     ridge regression on one-hot targets, reached in ONE iteration. The intercept is fitted
     unpenalised (see :mod:`kernelscale.least_squares`).
@@ -586,12 +680,20 @@ class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
     alpha : float >= 0, default=1e-6
         Ridge added to Sigma (and (alpha/2)|W|^2 to the objective). Keeps Sigma invertible when
         features have zero variance or are collinear; alpha=0 then raises a ValueError.
-    max_iter : int, default=100
-    tol : float >= 0, default=1e-4
-        Stop when the guaranteed decrease of the next step is at most tol * objective.
+    max_iter : int, default=500
+    tol : float >= 0, default=1e-6
+        Stop when the guaranteed decrease of a step is at most tol * objective. This bounds
+        the objective gap only from below (the gap can be 100x larger when the loss is flat,
+        as for confident predictions), hence the small default.
+    solver : {"accelerated", "gls"}, default="accelerated"
+        "gls": eq. 14 as printed (Algorithm 1). "accelerated": the same step from a
+        Nesterov-extrapolated point, restarted whenever it would raise the loss; same cost per
+        iteration, far fewer iterations (on MNIST pixels 100 steps of "gls" leave the loss 40%
+        above its minimum, "accelerated" 5%).
     class_weight : "balanced", dict or None
     warm_start : bool, default=False
-        Start from the previous ``coef_`` / ``intercept_`` (same features and classes).
+        Start from the previous ``coef_`` / ``intercept_`` (same features and classes); the
+        momentum of "accelerated" starts afresh.
     max_memory : int, str or None
         Budget for Sigma, its factor and the n x k work arrays; checked before allocating.
     verbose : int, default=0
@@ -607,32 +709,20 @@ class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
     """
 
     _parameter_constraints: dict = {
+        **_LeastSquaresClassifierBase._parameter_constraints,
         "link": [StrOptions(set(LINKS))],
         "L": [Interval(Real, 0, None, closed="neither")],
-        "alpha": [Interval(Real, 0, None, closed="left")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="left")],
-        "class_weight": [StrOptions({"balanced"}), dict, None],
-        "warm_start": ["boolean"],
-        "max_memory": _MEMORY_CONSTRAINT,
-        "verbose": ["verbose"],
-        "callback": [callable, None],
+        "solver": [StrOptions(set(SOLVERS))],
     }
 
     def __init__(
-        self, link="softmax", L=1.0, alpha=1e-6, max_iter=100, tol=1e-4, *, class_weight=None,
-        warm_start=False, max_memory=None, verbose=0, callback=None,
+        self, link="softmax", L=1.0, alpha=1e-6, max_iter=500, tol=1e-6, *, solver="accelerated",
+        class_weight=None, warm_start=False, max_memory=None, verbose=0, callback=None,
     ):
         self.link = link
         self.L = L
-        self.alpha = alpha
-        self.max_iter = max_iter
-        self.tol = tol
-        self.class_weight = class_weight
-        self.warm_start = warm_start
-        self.max_memory = max_memory
-        self.verbose = verbose
-        self.callback = callback
+        self.solver = solver
+        self._set_common_params(alpha, max_iter, tol, class_weight, warm_start, max_memory, verbose, callback)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -642,7 +732,7 @@ class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
         with IterationMonitor(self.verbose, self.callback, total=self.max_iter, desc="GLS") as monitor:
             result = generalized_least_squares(
                 X, Y, link=self.link, L=self.L, alpha=self.alpha, max_iter=self.max_iter, tol=self.tol,
-                sample_weight=sw, coef_init=self.coef_ if warm else None,
+                solver=self.solver, sample_weight=sw, coef_init=self.coef_ if warm else None,
                 intercept_init=self.intercept_ if warm else None, max_memory=self.max_memory,
                 monitor=monitor,
             )
@@ -726,15 +816,8 @@ class CalibratedLeastSquaresClassifier(_LeastSquaresClassifierBase):
     """
 
     _parameter_constraints: dict = {
+        **_LeastSquaresClassifierBase._parameter_constraints,
         "basis": [tuple, list],
-        "alpha": [Interval(Real, 0, None, closed="left")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="left")],
-        "class_weight": [StrOptions({"balanced"}), dict, None],
-        "warm_start": ["boolean"],
-        "max_memory": _MEMORY_CONSTRAINT,
-        "verbose": ["verbose"],
-        "callback": [callable, None],
     }
 
     def __init__(
@@ -742,14 +825,7 @@ class CalibratedLeastSquaresClassifier(_LeastSquaresClassifierBase):
         warm_start=False, max_memory=None, verbose=0, callback=None,
     ):
         self.basis = basis
-        self.alpha = alpha
-        self.max_iter = max_iter
-        self.tol = tol
-        self.class_weight = class_weight
-        self.warm_start = warm_start
-        self.max_memory = max_memory
-        self.verbose = verbose
-        self.callback = callback
+        self._set_common_params(alpha, max_iter, tol, class_weight, warm_start, max_memory, verbose, callback)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):

@@ -25,7 +25,8 @@ Updates (``update``), each with an unpenalised intercept and a ridge ``alpha``:
 - ``"calibrated"``: the same fit on the block AND the current predictions (the paper's "simplest"
   calibration: "we only use the previous predictions as features in our new batch");
 - ``"logistic"`` (classifier only): ``inner_iter`` steps of Algorithm 1 with the softmax link on
-  the block, the current scores as a fixed offset.
+  the block, the current scores as a fixed offset (accelerated steps, the default of
+  :func:`kernelscale.least_squares.generalized_least_squares`; monotone like the plain ones).
 
 "No change" is always feasible and the ridge shrinks towards it, so the training residual
 sum_i w_i |y_i - y_hat_i|^2 never increases with "linear" and "calibrated", and the training
