@@ -248,6 +248,25 @@ def test_memory_budget_fails_at_once_naming_max_memory():
         RegularizedKernelRegressor(max_memory="lots").fit(X, y.astype(float))
 
 
+@pytest.mark.parametrize("solver", ["coordinate_descent", "fixed_point"])
+def test_cache_size_bounds_the_kept_rows_not_the_solution(solver):
+    """The default cache never holds the n x n matrix of a large problem; a small cache only
+    recomputes rows and reaches the same solution. (The fixed-point solver then computes the
+    missing rows of every product in transient blocks, bounded by max_memory and 256 MiB, which
+    at this size is the whole rest of K: its peak is not checked here.)"""
+    from memcheck import peak_bytes
+
+    X, y = blobs(800, seed=21)
+    common = dict(kernel=GaussianKernel(1.0), solver=solver, alpha="power", tol=1e-7, max_iter=5000, random_state=0)
+    full_peak, full = peak_bytes(lambda: RegularizedKernelClassifier(cache_size=None, **common).fit(X, y))
+    small_peak, small = peak_bytes(lambda: RegularizedKernelClassifier(cache_size=50 * 800 * 8, **common).fit(X, y))
+    assert full_peak > 800 * 800 * 8  # the uncapped cache held every row
+    if solver == "coordinate_descent":
+        assert small_peak < 0.5 * 800 * 800 * 8
+    assert rel_err(small.dual_coef_, full.dual_coef_) < 1e-4
+    assert RegularizedKernelClassifier().cache_size == "1GB"
+
+
 def test_bad_input():
     X, y = blobs(40, seed=18)
     with pytest.raises(ValueError, match="C"):

@@ -34,6 +34,7 @@ from ._classifier import OneVsRestScoresMixin
 from .coordinate_descent import RULES, _prefers_csr, kernel_coordinate_descent, linear_coordinate_descent
 from .exact import kernel_predict
 from .fixed_point import KernelRowCache, _vector_bytes, kernel_fixed_point, linear_fixed_point
+from .blocks import parse_memory
 from .kernels import KERNEL_NAMES, Kernel, LinearKernel, make_kernel
 from .losses import CLASSIFICATION_LOSSES, REGRESSION_LOSSES, make_loss
 
@@ -56,6 +57,7 @@ class _RegularizedBase(BaseEstimator):
         "intercept_scaling": [Interval(Real, 0, None, closed="neither")],
         "warm_start": ["boolean"],
         "max_memory": [Interval(Real, 0, None, closed="neither"), str, None],
+        "cache_size": [Interval(Real, 0, None, closed="neither"), str, None],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "callback": [callable, None],
@@ -99,12 +101,17 @@ class _RegularizedBase(BaseEstimator):
             c0 = previous.reshape(n, m)
         common = dict(loss=loss, tol=self.tol, max_iter=self.max_iter, intercept_scaling=s, random_state=rng,
                       verbose=self.verbose)
+        cache = None
+        if not linear:
+            cache = KernelRowCache(self.kernel_, X, self.max_memory, reserved_bytes=_vector_bytes(n, m, X.dtype),
+                                   max_rows=self._cache_rows(n, X.dtype, int(np.count_nonzero(sample_weight)) or 1))
         if self.solver == "fixed_point":
             common.update(alpha=self.alpha, c0=c0, callback=self.callback)
             if linear:
                 results = [linear_fixed_point(X, Y, C=Cw, **common)]
             else:
-                results = [kernel_fixed_point(self.kernel_, X, Y, C=Cw, max_memory=self.max_memory, **common)]
+                results = [kernel_fixed_point(self.kernel_, X, Y, C=Cw, max_memory=self.max_memory, cache=cache,
+                                              **common)]
             coef = results[0].coef
             intercept = np.broadcast_to(np.asarray(results[0].intercept, dtype=X.dtype), (m,)).copy()
             w = results[0].w
@@ -113,10 +120,6 @@ class _RegularizedBase(BaseEstimator):
             common["shrinking"] = self.shrinking
             common["rule"] = self.rule
             Xs = sp.csr_matrix(X) if linear and m > 1 and _prefers_csr(X) else X  # convert once, not per class
-            cache = None
-            if not linear:
-                cache = KernelRowCache(self.kernel_, X, self.max_memory, reserved_bytes=_vector_bytes(n, m, X.dtype),
-                                       max_rows=int(np.count_nonzero(sample_weight)) or 1)
             results = []
             for j in range(m):
                 cb = self.callback
@@ -155,6 +158,13 @@ class _RegularizedBase(BaseEstimator):
             self.support_ = np.flatnonzero(np.any(coef != 0, axis=1))
             self.support_vectors_ = np.ascontiguousarray(X[self.support_])
         return np.ascontiguousarray(coef, dtype=X.dtype), intercept
+
+    def _cache_rows(self, n, dtype, n_rows):
+        """Kernel rows the cache may keep: ``n_rows`` (the rows a solve can ask for), at most
+        ``cache_size`` bytes of them."""
+        if self.cache_size is None:
+            return n_rows
+        return int(max(1, min(n_rows, parse_memory(self.cache_size) // (n * np.dtype(dtype).itemsize))))
 
     def _scores(self, X):
         """(n, m) decision values K(X, X_fit) c + b (or X w + b on the linear path)."""
@@ -204,6 +214,11 @@ _COMMON_DOC = """
     max_memory : int, str or None, default=None
         Budget for cached kernel rows and blocked kernel products (half the available memory if
         None); fit fails at once, naming it, when one kernel row does not fit.
+    cache_size : int, str or None, default="1GB"
+        At most this many bytes of kernel rows are kept between sweeps (within ``max_memory``),
+        like LIBSVM's cache; rows that do not fit are recomputed when needed. None keeps as many
+        as ``max_memory`` allows, which can be the whole n x n kernel matrix: faster when it
+        fits, but memory then grows like n^2.
     random_state : int, RandomState or None
         Seeds the median heuristic, the "random" rule and the power iteration.
     verbose : int, default=0
@@ -283,7 +298,7 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
 
     def __init__(self, kernel="gaussian", loss="hinge", C=1.0, *, solver="coordinate_descent", rule="random",
                  alpha="trace", tol=1e-4, max_iter=1000, shrinking=True, fit_intercept=False, intercept_scaling=1.0,
-                 class_weight=None, warm_start=False, max_memory=None, random_state=None, verbose=0, callback=None):
+                 class_weight=None, warm_start=False, max_memory=None, cache_size="1GB", random_state=None, verbose=0, callback=None):
         self.kernel = kernel
         self.loss = loss
         self.C = C
@@ -298,6 +313,7 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
         self.class_weight = class_weight
         self.warm_start = warm_start
         self.max_memory = max_memory
+        self.cache_size = cache_size
         self.random_state = random_state
         self.verbose = verbose
         self.callback = callback
@@ -381,7 +397,7 @@ class RegularizedKernelRegressor(RegressorMixin, _RegularizedBase):
 
     def __init__(self, kernel="gaussian", loss="squared", C=1.0, *, epsilon=0.1, solver="coordinate_descent",
                  rule="random", alpha="trace", tol=1e-4, max_iter=1000, shrinking=True, fit_intercept=False,
-                 intercept_scaling=1.0, warm_start=False, max_memory=None, random_state=None, verbose=0,
+                 intercept_scaling=1.0, warm_start=False, max_memory=None, cache_size="1GB", random_state=None, verbose=0,
                  callback=None):
         self.kernel = kernel
         self.loss = loss
@@ -397,6 +413,7 @@ class RegularizedKernelRegressor(RegressorMixin, _RegularizedBase):
         self.intercept_scaling = intercept_scaling
         self.warm_start = warm_start
         self.max_memory = max_memory
+        self.cache_size = cache_size
         self.random_state = random_state
         self.verbose = verbose
         self.callback = callback
