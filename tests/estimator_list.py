@@ -26,6 +26,7 @@ ESTIMATORS = [
     PolynomialRandomFeatures(n_components=64, random_state=0),
     NystromFeatures(n_components=20, random_state=0),
     GeneralizedLeastSquaresClassifier(max_iter=20),
+    GeneralizedLeastSquaresClassifier(solver="gls", max_iter=20),
     GeneralizedLeastSquaresClassifier(link="identity"),
     CalibratedLeastSquaresClassifier(max_iter=10),
     StagewiseClassifier(block_size=24, n_stages=3, pca_components=None, random_state=0),

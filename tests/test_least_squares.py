@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from memcheck import peak_bytes
 from sklearn.base import clone
+from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.metrics import log_loss
@@ -397,3 +398,12 @@ def test_step_constant_below_the_lipschitz_constant_raises(link, L):
     X, y = make_data(n=30)
     with pytest.raises(ValueError, match="L="):
         GeneralizedLeastSquaresClassifier(link=link, L=L).fit(X, y)
+
+
+def test_calibrated_warns_when_it_stops_at_max_iter():
+    X, y = load_digits(return_X_y=True)
+    with pytest.warns(ConvergenceWarning, match="CalibratedLeastSquaresClassifier did not converge"):
+        CalibratedLeastSquaresClassifier(max_iter=1, tol=1e-12).fit(X[:300] / 16, y[:300])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        CalibratedLeastSquaresClassifier(max_iter=200, tol=1e-3).fit(X[:300] / 16, y[:300])

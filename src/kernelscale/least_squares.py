@@ -582,7 +582,8 @@ def calibrated_least_squares(
         history.append(f)
         if monitor.update(objective=f):
             break
-        if previous - f <= tol * previous:
+        # a separable problem drives f to 0 geometrically: its relative decrease never drops
+        if previous - f <= tol * previous or f <= 1e-12 * history[0]:
             converged = True
             break
     arrays = [np.asarray(s) if s else np.zeros((0,) + shape) for s, shape in zip(stages, [(k, d), (k,), (m, k), (k,)])]
@@ -795,7 +796,8 @@ class CalibratedLeastSquaresClassifier(_LeastSquaresClassifierBase):
     max_iter : int, default=100
         Total number of iterations (with ``warm_start``, including earlier ones).
     tol : float >= 0, default=1e-4
-        Stop when the squared error decreases by at most ``tol`` times its value.
+        Stop when the squared error decreases by at most ``tol`` times its value, or falls below
+        1e-12 times its initial value (separable data); ConvergenceWarning if ``max_iter`` comes first.
     class_weight : "balanced", dict or None
         Not available with multi-label targets.
     warm_start : bool, default=False
@@ -848,6 +850,13 @@ class CalibratedLeastSquaresClassifier(_LeastSquaresClassifierBase):
                 X, Y, basis=basis, alpha=self.alpha, max_iter=self.max_iter, tol=self.tol,
                 sample_weight=sw, projection="hypercube" if multilabel else "simplex", init=init,
                 max_memory=self.max_memory, monitor=monitor,
+            )
+        if not result.converged and not monitor.stopped_by_callback:
+            warnings.warn(
+                f"CalibratedLeastSquaresClassifier did not converge in max_iter={self.max_iter} "
+                f"iterations (tol={self.tol}); increase max_iter or tol.",
+                ConvergenceWarning,
+                stacklevel=2,
             )
         self.classes_ = classes
         self.multilabel_ = multilabel
