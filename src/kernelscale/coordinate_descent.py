@@ -60,14 +60,14 @@ from .fixed_point import (
 )
 from .kernels import make_kernel
 from .losses import (
-    NEWTON_MAX_ITER,
-    NEWTON_RTOL,
     AbsoluteLoss,
     EpsilonInsensitiveLoss,
     HingeLoss,
     LogisticLoss,
     SquaredHingeLoss,
     SquaredLoss,
+    _logistic_margin_scalar,
+    _sigmoid,
     dual_objective,
     make_loss,
     primal_objective,
@@ -535,8 +535,6 @@ except ImportError:  # pragma: no cover
 USE_NUMBA = _numba is not None
 _LOSS_CODES = {"squared": 0, "hinge": 1, "squared_hinge": 2, "absolute": 3, "epsilon_insensitive": 4, "logistic": 5}
 _BUILTIN = {SquaredLoss, HingeLoss, SquaredHingeLoss, AbsoluteLoss, EpsilonInsensitiveLoss, LogisticLoss}
-_NEWTON_MAX_ITER = NEWTON_MAX_ITER
-_NEWTON_RTOL = NEWTON_RTOL
 
 
 def _prefers_csr(X):
@@ -552,44 +550,9 @@ def _loss_code(loss):
     return _LOSS_CODES[loss.name]
 
 
-def _nb_sigmoid(s):
-    if s >= 0.0:
-        return 1.0 / (1.0 + math.exp(-s))
-    e = math.exp(s)
-    return e / (1.0 + e)
-
-
-def _nb_logistic_margin(x, t):
-    # same iteration as kernelscale.losses._logistic_margin_scalar
-    if t <= 0.0:
-        return x
-    lo, hi = x, x + t
-    move = t * _nb_sigmoid(-x)
-    if move > 10.0:
-        lt = math.log(t)
-        s = min(max(lt - math.log(max(1.0, lt - x)), lo), hi)
-    else:
-        s = min(x + move, hi)
-    for _ in range(_NEWTON_MAX_ITER):
-        e = _nb_sigmoid(-s)
-        phi = s - x - t * e
-        if phi == 0.0:
-            return s
-        if phi < 0.0:
-            lo = s
-        else:
-            hi = s
-        step = phi / (1.0 + t * e * (1.0 - e))
-        tol = _NEWTON_RTOL * (1.0 + abs(s))
-        if abs(step) <= tol:
-            return s - step
-        new = s - step
-        if not lo < new < hi:
-            new = 0.5 * (lo + hi)
-        if hi - lo <= tol:
-            return new
-        s = new
-    return s
+# the scalar logistic resolvent of kernelscale.losses, compiled below (one implementation)
+_nb_sigmoid = _sigmoid
+_nb_logistic_margin = _logistic_margin_scalar
 
 
 def _nb_step(code, v, y, alpha, C, eps):
@@ -746,8 +709,9 @@ def _nb_sparse_row_dots(idx, indptr, indices, data, w, out):
 if _numba is not None:  # pragma: no branch
     _jit = _numba.njit(cache=True, nogil=True)
     _nb_sparse_row_dots = _jit(_nb_sparse_row_dots)
-    _nb_sigmoid = _jit(_nb_sigmoid)
-    _nb_logistic_margin = _jit(_nb_logistic_margin)
+    _numba.extending.register_jitable(_sigmoid)  # called by _logistic_margin_scalar
+    _nb_sigmoid = _jit(_sigmoid)
+    _nb_logistic_margin = _jit(_logistic_margin_scalar)
     _nb_step = _jit(_nb_step)
     _nb_kernel_sweep = _jit(_nb_kernel_sweep)
     # the dense dot products may be reassociated (vectorised); the order of the updates is not touched
