@@ -254,6 +254,19 @@ def test_nystrom_is_exact_with_all_rows_and_improves_with_block_size(small):
     assert errors[2] < 0.2 * np.linalg.norm(exact)
 
 
+def test_nystrom_callback_sees_the_committee_average(small):
+    """The callback's "coef" after member t is the average of the first t members (eq. 27)."""
+    X, Y, *_ = small
+    seen = []
+    sol = solve_lssvm(GaussianKernel(sigma=SIGMA), X, Y, 10.0, "nystrom", block_size=20, n_iter=3,
+                      random_state=0, callback=lambda info: seen.append(info["coef"].copy()))
+    assert len(seen) == 3 and not np.allclose(seen[0], seen[2])
+    np.testing.assert_allclose(seen[-1], stack(sol), rtol=1e-12)
+    first = solve_lssvm(GaussianKernel(sigma=SIGMA), X, Y, 10.0, "nystrom", block_size=20, n_iter=3,
+                        random_state=0, callback=lambda info: info["step"] == 1)
+    np.testing.assert_allclose(seen[0], stack(first), rtol=1e-12)
+
+
 def test_n_averaged_is_the_mean_of_the_seeded_runs(small):
     """eq. 68: the solution is the average of S independently seeded runs."""
     X, Y, C, *_ = small

@@ -54,6 +54,14 @@ float32 rounding) it keeps eqs. 44 and 60 true. A block Gram matrix that is sing
 precision gets a ridge (one RuntimeWarning per fit; the count is ``n_regularized``).
 
 ``n_averaged`` = S > 1 averages S independently seeded solutions (eq. 68).
+
+Cost of one iteration (n samples, d features, J = block_size, k outputs): the J x n kernel block
+(2 J n d flops, one GEMM) and its Gram matrix G (J^2 n flops, a float32 symmetric rank-k
+update) dominate; both are needed by the exact block projections (pinv of a J x n block).
+For MNIST (n = 60000, d = 784, J = 2000) the Gram matrix is about 1.3 times the block's
+flops; the float64 J x J Cholesky factorisation (J^3 / 3) and the k-column products add about
+10%. The hybrid also needs one full product with Theta (2 n^2 d), about (n + 1) / J times the
+cost of a block.
 """
 
 from __future__ import annotations
@@ -297,7 +305,9 @@ def lssvm_fit_memory(n, d, k, block_size, dtype, kernel, solver="matching_pursui
     Counts the (n + 1) x k state arrays (W, Z, the residual R, the committee/average, update
     temporaries), one J x n kernel block with the temporaries of
     :func:`kernelscale.blocks.kernel_rows`, and the J x J Gram matrix and its factor; for
-    ``"kaczmarz_mp"`` also one row of the full kernel product; for ``"exact"`` the n x n matrix.
+    ``"kaczmarz_mp"`` also one row of the full kernel product (the minimum it needs: its blocks
+    take what the budget leaves, up to ``kernelscale.blocks.MAX_BLOCK_BYTES``, so with a large
+    budget the hybrid uses up to that much more); for ``"exact"`` the n x n matrix.
     """
     kernel = make_kernel(kernel)
     dtype = np.dtype(dtype)
@@ -592,7 +602,8 @@ def _nystrom(system, Z, blocks, T, small, monitor, run):
         factor = small.factor(rows.gram())
         x = small.solve(factor, rows.square() @ small.solve(factor, rows.dot(Z)))
         total += rows.tdot(x)
-        if monitor.update(run=run, step=t + 1):
+        # "coef" is the committee so far (an (n + 1) x k copy: negligible next to the J x n block)
+        if monitor.update(run=run, step=t + 1, coef=total / (t + 1) if monitor.callback else None):
             return total / (t + 1), t + 1
     return total / T, T
 
