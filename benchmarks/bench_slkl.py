@@ -12,7 +12,15 @@ with nu = 0.01 our m0 reproduce the paper's m0 of Table 2 (sinc, boston, abalone
   training mean and standard deviation, y centred by the training mean (the models have no
   intercept; the same offset for every method). boston is run under both readings of the paper's
   3.25: sigma^2 = 3.25 (Table 1 as printed; it reproduces the paper's m0) and sigma = 3.25
-  (ALGORITHMS.md: it reproduces the paper's KRRn of 10.17). abalone: sigma^2 = 2.5.
+  (ALGORITHMS.md: it reproduces the paper's KRRn of 10.17). abalone: sigma^2 = 2.5, run twice:
+  y centred, and y as it is ("abalone-raw-y": no intercept anywhere; this reading reproduces the
+  paper's KRRM at M = 512 / 1024, 6.14 / 5.51).
+- abalone study (why the paper's SLKL/KRRn = 0.71-0.73 is out of reach): the paper's own KRRn
+  (6.91) and its KRRM at M = n = 3000 (5.25) are the same estimator yet differ, so the paper's
+  ratio rests on a KRRn that its own table contradicts (against its KRRM at M = n the paper's
+  SLKL ratio is 0.94-0.96). The suite records, on the same splits, KRR over a sigma^2 x lam grid
+  (its best test MSE bounds what tuning KRRn could change), SLKL over a nu grid, and the test MSE
+  that a ratio of 0.72 would require.
 - Columns: KRRn = ExactKernelRidge on all n (alpha = lam); KRRM = ExactKernelRidge on the M
   candidates SLKL sampled; Unif = kernel ridge with K(mu) for uniform weights over the same M
   rank-1 terms, mu_m = 1/M (weights summing to one: that reproduces the paper's Unif, flat in M and
@@ -27,12 +35,17 @@ with nu = 0.01 our m0 reproduce the paper's m0 of Table 2 (sinc, boston, abalone
 - MNIST: SLKLClassifier one-vs-all, M = 1000. The paper's features (Maji & Malik HOG, 2172
   dimensions, sigma^2 = 4) are not available; we use pixels / 255 in float32 with sigma from the
   median trick. Subsets are timed first and the full 60000 is run only when the extrapolated fit
-  time is under 20 minutes; otherwise the extrapolation is recorded.
+  time is under 20 minutes; otherwise the extrapolation is recorded. At n = 2500 the Gram solver
+  (columns="auto") is timed against the column solver of the previous version
+  (columns="precompute") in the same run.
 
-SLKL's visits are many small BLAS-2 calls, which a second BLAS thread slows down (by 2-6x on
-this 2-core machine under load); SLKLRegressor/SLKLClassifier therefore run their coordinate loop
-on one BLAS thread by default, and this suite's explicit one-thread limit is the same setting a
-user gets. The timing section also records SLKL with two threads; peers run at their defaults.
+Solvers: columns="auto" is the Gram solver (Q = C^T C and C^T Y by BLAS-3 over kernel row
+blocks, then O(m0) / O(m0^2) per visit); the cost-per-visit section also times the paper's column
+solver (columns="precompute": O(n) / O(n m0) per visit). SLKL's visits are small BLAS-2 calls,
+which a second BLAS thread slows down; SLKLRegressor/SLKLClassifier run their coordinate loops on
+one BLAS thread themselves and leave the BLAS-3 Gram pass at the default. Tables 2-3 fit under an
+explicit one-thread limit (accuracy tables); the timing section records SLKL at one thread and at
+the default, and MNIST runs at the default; peers run at their defaults.
 
 Run: ``python benchmarks/bench_slkl.py [--quick]`` or ``kernelscale bench slkl [--quick]``.
 """
@@ -83,8 +96,12 @@ REGRESSION = {
     "boston-sigma": dict(title="boston (sigma=3.25)", sigma=3.25, Ms=(128, 256, 350), center=True,
                          reading="sigma = 3.25 (sigma^2 = 10.5625; matches the paper's KRRn)"),
     "abalone": dict(title="abalone", sigma=math.sqrt(2.5), Ms=(512, 1024, 3000), center=True,
-                    reading="sigma^2 = 2.5"),
+                    reading="sigma^2 = 2.5, y centred"),
+    "abalone-raw-y": dict(title="abalone (y not centred)", sigma=math.sqrt(2.5), Ms=(512, 1024, 3000),
+                          center=False, reading="sigma^2 = 2.5, y as it is (no intercept)"),
 }
+ABALONE_GRID = dict(sigma2=(0.5, 1.0, 2.5, 5.0, 10.0, 25.0), lam=(0.03, 0.1, 0.3, 1.0, 3.0, 10.0),
+                    nu=(0.001, 0.003, 0.01, 0.03, 0.1, 0.3), M=1024)
 USPS_SIGMA = 8.0  # sigma^2 = 64
 
 PAPER = {
@@ -113,6 +130,8 @@ PAPER = {
     },
     "table 2 ratios SLKL / KRRn": {"sinc": [1.18, 1.14, 1.16], "boston": [1.98, 1.29, 1.12],
                                    "abalone": [0.73, 0.71, 0.72]},
+    "abalone consistency": "KRRM at M = n = 3000 (5.25) and KRRn (6.91) are the same estimator on the same "
+                           "partition but differ in the paper; SLKL / KRRM(M=n) = 0.96 / 0.94 / 0.94",
     "table 3 (USPS errors of 2007, mean +- std over 20 runs)": {
         "M": [64, 256, 1024], "Nyst": [101.3, 34.5, 35.9], "Nyst_std": [22.9, 3.0, 2.0],
         "SLKL": [76.3, 47.6, 41.5], "SLKL_std": [9.9, 3.1, 3.9], "m0": [61, 210, 515]},
@@ -313,6 +332,60 @@ def table2(suite, key, runs, Ms):
     return rows
 
 
+def abalone_study(suite, runs, grid=ABALONE_GRID):
+    """Is the paper's abalone SLKL/KRRn = 0.71-0.73 attainable? KRR over sigma^2 x lam and SLKL
+    (M = grid["M"]) over nu on the first ``runs`` splits of Table 2 (y centred), and the MSE a
+    ratio of 0.72 would need."""
+    ds = "abalone study"
+    splits = [regression_split("abalone", r) for r in range(runs)]
+    krr = {}
+    with _Threads(1):
+        for s2 in grid["sigma2"]:
+            for lam in grid["lam"]:
+                k = GaussianKernel(math.sqrt(s2))
+                krr[(s2, lam)] = float(np.mean([_mse(ExactKernelRidge(k, alpha=lam).fit(Xtr, ytr - off).predict(Xte)
+                                                     + off, yte) for Xtr, ytr, Xte, yte, off in splits]))
+        nus = {}
+        for nu in grid["nu"]:
+            mses, m0s = [], []
+            for r, (Xtr, ytr, Xte, yte, off) in enumerate(splits):
+                est, _ = _fit_quiet(_slkl_reg(REGRESSION["abalone"]["sigma"], grid["M"], SOLVER_SEED + r, nu=nu),
+                                    Xtr, ytr - off)
+                mses.append(_mse(est.predict(Xte) + off, yte))
+                m0s.append(est.n_active_)
+            nus[nu] = (float(np.mean(mses)), float(np.mean(m0s)))
+    paper_setting = krr[(2.5, 1.0)]
+    best = min(krr, key=krr.get)
+    best_nu = min(nus, key=lambda v: nus[v][0])
+    base = {"runs": runs, "splits": "runs 0.. of Table 2 (abalone, y centred)", "n_train": 3000, "n_test": 1177,
+            "blas_threads": 1, "note": "test MSE averaged over the runs; the grids are tuned on the test set, "
+                                      "so they bound from below what any tuning could give"}
+    suite.add(ds, "KRR over sigma^2 x lam", role="peer",
+              params=dict(base, sigma2=list(grid["sigma2"]), lam=list(grid["lam"])),
+              metrics={"mse_grid": {f"sigma2={a:g},lam={b:g}": v for (a, b), v in krr.items()},
+                       "mse_paper_setting": paper_setting, "mse_best": krr[best],
+                       "best_sigma2": best[0], "best_lam": best[1],
+                       "paper_setting_over_best": paper_setting / krr[best]})
+    suite.add(ds, f"SLKLRegressor over nu (M={grid['M']})", role="ours",
+              params=dict(base, M=grid["M"], nu=list(grid["nu"]), sigma2=2.5, lam=LAM),
+              metrics={"mse_by_nu": {f"{v:g}": nus[v][0] for v in nus}, "m0_by_nu": {f"{v:g}": nus[v][1] for v in nus},
+                       "mse_best": nus[best_nu][0], "best_nu": best_nu,
+                       "ratio_best_nu_to_krrn": nus[best_nu][0] / paper_setting,
+                       "ratio_best_nu_to_best_krr": nus[best_nu][0] / krr[best],
+                       "mse_needed_for_ratio_0.72": 0.72 * paper_setting})
+    return {"krr_paper": paper_setting, "krr_best": (krr[best], best), "nus": nus, "best_nu": best_nu,
+            "needed": 0.72 * paper_setting, "runs": runs}
+
+
+def print_abalone_study(st):
+    print(f"\nabalone study ({st['runs']} splits, y centred): KRR at sigma^2=2.5, lam=1: {st['krr_paper']:.3f}; "
+          f"best KRR over the sigma^2 x lam grid: {st['krr_best'][0]:.3f} at sigma^2, lam = {st['krr_best'][1]}")
+    print("  SLKL M=%d over nu: %s" % (ABALONE_GRID["M"], ", ".join(
+        f"nu={v:g}: {m:.3f} (m0 {m0:.0f})" for v, (m, m0) in st["nus"].items())))
+    print(f"  best SLKL / KRRn = {st['nus'][st['best_nu']][0] / st['krr_paper']:.3f}; the paper's ratio 0.72 would "
+          f"need a test MSE of {st['needed']:.2f}")
+
+
 # ----------------------------------------------------------------------------------------------
 # Table 3 (USPS)
 
@@ -479,31 +552,38 @@ def _cost_record(suite, ds, method, meas, est, params, note=None):
     return suite.add(ds, method, role="ours", measurement=meas, params=params, metrics=metrics, notes=note)
 
 
-def cost_scaling(suite, ns, M_n, nus, M_nu, mem_M, mem_modes=("precompute", "on_the_fly")):
-    """Time per coordinate visit against n (sinc, fixed M) and against m0 (abalone run 0, nu varied),
-    and peak memory of columns='precompute' against 'on_the_fly' at the largest n."""
-    note = ("one fit (1 BLAS thread); time_per_visit = fit time / visits (column precompute included); "
-            "time_per_full_visit = fit time / visits not settled by the O(n) skip rule")
+def cost_scaling(suite, ns, M_n, nus, M_nu, mem_M, mem_modes=("precompute", "on_the_fly", "gram"),
+                 solvers=("precompute", "gram")):
+    """Time per coordinate visit against n (sinc, fixed M) and against m0 (abalone run 0, nu varied)
+    for the column solver (columns='precompute', the paper's O(n) / O(n m0) per visit) and the Gram
+    solver (O(m0) / O(m0^2) per visit after an O(n M (M + d)) pass), and peak memory of each
+    columns mode at the largest n."""
+    note = ("one fit (1 BLAS thread); time_per_visit = fit time / visits (column precompute or Gram pass "
+            "included); time_per_full_visit = fit time / visits not settled by the skip rule")
     rows_n, rows_nu, rows_mem = [], [], []
     for n in ns:
         Xtr, ytr, _, _ = make_sinc(n, 1, snr_db=10, random_state=0)
-        est = _slkl_reg(1.0, M_n, SOLVER_SEED, columns="precompute")
-        meas = measure(_one_thread(lambda: _fit_quiet(clone(est), Xtr, ytr)[0]), repeats=1, warmup=0)
-        rec = _cost_record(suite, f"sinc n={n}", f"SLKLRegressor cost/visit (M={M_n})", meas, meas.result,
-                           {"n_train": n, "M": M_n, "nu": NU, "sigma": 1.0, "columns": "precompute",
-                            "blas_threads": 1, "sweep": "n"}, note)
-        rows_n.append((n, rec))
-        logger.info("cost vs n: n=%d %.3g s/visit, m0=%d", n, rec["metrics"]["time_per_visit_s"], rec["metrics"]["m0"])
+        for mode in solvers:
+            est = _slkl_reg(1.0, M_n, SOLVER_SEED, columns=mode)
+            meas = measure(_one_thread(lambda: _fit_quiet(clone(est), Xtr, ytr)[0]), repeats=1, warmup=0)
+            rec = _cost_record(suite, f"sinc n={n}", f"SLKLRegressor cost/visit (M={M_n}, columns={mode})", meas,
+                               meas.result, {"n_train": n, "M": M_n, "nu": NU, "sigma": 1.0, "columns": mode,
+                                             "blas_threads": 1, "sweep": "n"}, note)
+            rows_n.append((n, mode, rec))
+            logger.info("cost vs n: n=%d %s %.3g s/visit, m0=%d", n, mode, rec["metrics"]["time_per_visit_s"],
+                        rec["metrics"]["m0"])
     Xm, ym = Xtr, ytr  # the largest n, for the memory comparison
     Xtr, ytr, _, _, off = regression_split("abalone", 0)
     for nu in nus:
-        est = _slkl_reg(REGRESSION["abalone"]["sigma"], M_nu, SOLVER_SEED, nu=nu, columns="precompute")
-        meas = measure(_one_thread(lambda: _fit_quiet(clone(est), Xtr, ytr - off)[0]), repeats=1, warmup=0)
-        rec = _cost_record(suite, "abalone n=3000", f"SLKLRegressor cost/visit (M={M_nu}, nu={nu:g})", meas,
-                           meas.result, {"n_train": Xtr.shape[0], "M": M_nu, "nu": nu, "sigma^2": 2.5,
-                                         "columns": "precompute", "blas_threads": 1, "sweep": "nu"}, note)
-        rows_nu.append((nu, rec))
-        logger.info("cost vs m0: nu=%g %.3g s/visit, m0=%d", nu, rec["metrics"]["time_per_visit_s"], rec["metrics"]["m0"])
+        for mode in solvers:
+            est = _slkl_reg(REGRESSION["abalone"]["sigma"], M_nu, SOLVER_SEED, nu=nu, columns=mode)
+            meas = measure(_one_thread(lambda: _fit_quiet(clone(est), Xtr, ytr - off)[0]), repeats=1, warmup=0)
+            rec = _cost_record(suite, "abalone n=3000", f"SLKLRegressor cost/visit (M={M_nu}, nu={nu:g}, columns={mode})",
+                               meas, meas.result, {"n_train": Xtr.shape[0], "M": M_nu, "nu": nu, "sigma^2": 2.5,
+                                                   "columns": mode, "blas_threads": 1, "sweep": "nu"}, note)
+            rows_nu.append((nu, mode, rec))
+            logger.info("cost vs m0: nu=%g %s %.3g s/visit, m0=%d", nu, mode, rec["metrics"]["time_per_visit_s"],
+                        rec["metrics"]["m0"])
     n = Xm.shape[0]
     recs = {}
     for mode in mem_modes:
@@ -517,8 +597,9 @@ def cost_scaling(suite, ns, M_n, nus, M_nu, mem_M, mem_modes=("precompute", "on_
             metrics={"m0": fitted.n_active_, "coordinate_visits": fitted.n_iter_,
                      "active_columns_bytes": 8 * n * fitted.n_active_})
         rows_mem.append((mode, rec))
-    if len(recs) == 2:
-        compare(recs["on_the_fly"], recs["precompute"], metrics=["time_median_s", "peak_memory_bytes"])
+    for mode in ("on_the_fly", "gram"):
+        if mode in recs and "precompute" in recs:
+            compare(recs[mode], recs["precompute"], metrics=["time_median_s", "peak_memory_bytes"])
     return rows_n, rows_nu, rows_mem
 
 
@@ -536,22 +617,37 @@ def mnist(suite, sizes, M, n_test, allow_full):
     sigma = float(kernel.sigma)
     ds = "mnist"
     base = {"M": M, "nu": NU, "lam": LAM, "tol": TOL, "sigma": sigma, "sigma_rule": "median trick on pixels/255",
-            "dtype": "float32", "n_test": int(yte.size), "columns": "auto (precompute)", "blas_threads": 1,
+            "dtype": "float32", "n_test": int(yte.size), "columns": "auto (gram)",
+            "blas_threads": "default (the estimator runs its coordinate loops on 1)",
             "features": "raw pixels / 255 (the paper's HOG features are not available)"}
     rows = []
 
-    def run_size(n):
+    def fit_record(n, columns, threads):
         idx = perm[:n]
-        est = SLKLClassifier(kernel, n_columns=M, nu=NU, lam=LAM, tol=TOL, random_state=SOLVER_SEED)
-        meas = measure(_one_thread(lambda: _fit_quiet(est, X[idx], y[idx])[0]), repeats=1, warmup=0)
-        with _Threads(1):
-            err = float(np.mean(est.predict(Xte) != yte))
+        est = SLKLClassifier(kernel, n_columns=M, nu=NU, lam=LAM, tol=TOL, random_state=SOLVER_SEED, columns=columns)
+        fn = lambda: _fit_quiet(est, X[idx], y[idx])[0]  # noqa: E731
+        meas = measure(_one_thread(fn) if threads == 1 else fn, repeats=1, warmup=0)
+        err = float(np.mean(est.predict(Xte) != yte))
         m0c = np.sum(est.mu_ > 0, axis=0)
-        rec = suite.add(ds, f"SLKLClassifier one-vs-all (M={M}, n={n})", role="ours", measurement=meas,
-                        params=dict(base, n_train=n),
+        label = "" if columns == "auto" else f", columns={columns}, 1 BLAS thread: the previous version's solver"
+        rec = suite.add(ds, f"SLKLClassifier one-vs-all (M={M}, n={n}{label})", role="ours", measurement=meas,
+                        params=dict(base, n_train=n, columns=est.columns_used_,
+                                    blas_threads=base["blas_threads"] if threads is None else threads),
                         metrics={"test_error": err, "m0_union": est.n_active_, "m0_per_class": float(m0c.mean()),
                                  "coordinate_visits_max": est.n_iter_,
                                  "skipped_fraction": est.n_skipped_ / max(1, est.n_iter_ * len(est.classes_))})
+        return est, meas, err, m0c, rec
+
+    def run_size(n, before_after=False):
+        idx = perm[:n]
+        est, meas, err, m0c, rec = fit_record(n, "auto", None)
+        if before_after:
+            _, old_meas, old_err, _, old = fit_record(n, "precompute", 1)
+            rec["metrics"].update(speedup_over_column_solver=old_meas.median / meas.median,
+                                  column_solver_time_s=old_meas.median, column_solver_test_error=old_err,
+                                  column_solver_peak_memory_bytes=old_meas.peak_memory_bytes)
+            logger.info("mnist n=%d: Gram solver %.1f s, column solver %.1f s (%.1fx)", n, meas.median,
+                        old_meas.median, old_meas.median / meas.median)
         peer = make_peer("sklearn-nystroem-ridge", task="classification", n_components=M, sigma=sigma, alpha=LAM,
                          random_state=SOLVER_SEED)
         prep = peer.prepare(X[idx], y[idx])
@@ -566,13 +662,13 @@ def mnist(suite, sizes, M, n_test, allow_full):
         rows.append((n, rec, prec))
         return meas.median
 
-    times = [run_size(n) for n in sizes]
+    times = [run_size(n, before_after=(i == 0)) for i, n in enumerate(sizes)]
     n_full = X.shape[0]
     if len(sizes) >= 2:
         p = math.log(times[-1] / times[-2]) / math.log(sizes[-1] / sizes[-2])
     else:
         p = 1.0
-    p_used = max(p, 1.0)  # each visit costs at least O(n): never extrapolate below linear
+    p_used = max(p, 1.0)  # the Gram pass alone is O(n M (M + d)): never extrapolate below linear
     t_full = times[-1] * (n_full / sizes[-1]) ** p_used
     ran_full = allow_full and t_full <= MNIST_FULL_LIMIT_S
     suite.add(ds, f"SLKLClassifier one-vs-all (M={M}, n={n_full}) extrapolated fit time", role="ours",
@@ -633,11 +729,11 @@ def print_timings(rows):
 
 
 def print_scaling(rows_n, rows_nu, rows_mem):
-    print("\nCost per coordinate visit (1 BLAS thread)")
+    print("\nCost per coordinate visit (1 BLAS thread; column solver = columns='precompute', Gram = columns='gram')")
     for label, rows in (("n", rows_n), ("nu", rows_nu)):
-        for v, rec in rows:
+        for v, mode, rec in rows:
             m = rec["metrics"]
-            print(f"  {label}={v!s:<8} m0={m['m0']:<5} visits={m['coordinate_visits']:<7} "
+            print(f"  {label}={v!s:<8} {mode:<10} m0={m['m0']:<5} visits={m['coordinate_visits']:<7} "
                   f"skipped={m['skipped_fraction']:.2f}  {1e6 * m['time_per_visit_s']:8.1f} us/visit  "
                   f"{1e6 * m['time_per_full_visit_s']:8.1f} us/full visit  "
                   f"{m['ns_per_full_visit_per_n_m0']:.3f} ns/(n m0)")
@@ -655,6 +751,10 @@ def print_mnist(rows, extrap, sigma):
               f"peak {rec['peak_memory_bytes'] / 2**20:.0f} MiB  m0/class {m['m0_per_class']:.0f}   "
               f"Nystroem+Ridge error {prec['metrics']['test_error']:.4f} fit {prec['time_median_s']:.1f} s "
               f"peak {prec['peak_memory_bytes'] / 2**20:.0f} MiB")
+        if "speedup_over_column_solver" in m:
+            print(f"  {'':<8}column solver (columns='precompute', previous version): fit "
+                  f"{m['column_solver_time_s']:.1f} s, error {m['column_solver_test_error']:.4f}; "
+                  f"Gram solver {m['speedup_over_column_solver']:.1f}x faster")
     p, p_used, t_full, ran = extrap
     print(f"  extrapolated fit time at n=60000: {t_full:.0f} s (exponent fitted {p:.2f}, used {p_used:.2f}); "
           f"full run {'done' if ran else 'skipped (over the limit or --quick)'}")
@@ -700,11 +800,18 @@ def plot_scaling(rows_n, rows_nu, path):
     except ImportError:
         return None
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for ax, rows, key, label in ((axes[0], rows_n, None, "n (sinc)"), (axes[1], rows_nu, "m0", "m0 (abalone, nu varied)")):
-        xs = [v if key is None else rec["metrics"]["m0"] for v, rec in rows]
-        ax.plot(xs, [1e6 * rec["metrics"]["time_per_visit_s"] for _, rec in rows], "o-", label="all visits")
-        ax.plot(xs, [1e6 * rec["metrics"]["time_per_full_visit_s"] for _, rec in rows], "s-",
-                label="visits past the skip rule")
+    for ax, rows_all, key, label in ((axes[0], rows_n, None, "n (sinc)"),
+                                     (axes[1], rows_nu, "m0", "m0 (abalone, nu varied)")):
+        for mode, style in (("precompute", "-"), ("gram", "--")):
+            rows = [(v, rec) for v, md, rec in rows_all if md == mode]
+            if not rows:
+                continue
+            name = "columns" if mode == "precompute" else "Gram"
+            xs = [v if key is None else rec["metrics"]["m0"] for v, rec in rows]
+            ax.plot(xs, [1e6 * rec["metrics"]["time_per_visit_s"] for _, rec in rows], "o" + style,
+                    label=f"{name}: all visits")
+            ax.plot(xs, [1e6 * rec["metrics"]["time_per_full_visit_s"] for _, rec in rows], "s" + style,
+                    label=f"{name}: visits past the skip rule")
         ax.set_xlabel(label)
         ax.set_ylabel("microseconds per visit")
         ax.set_xscale("log")
@@ -724,13 +831,16 @@ def run(quick: bool = False, out_dir=None):
     """Run the suite, print the tables beside the paper's numbers; return the JSON path."""
     suite = Suite(SUITE, quick=quick, out_dir=out_dir, paper=PAPER)
     if quick:
-        runs, Ms = 2, {"sinc": (256,), "boston": (128,), "boston-sigma": (128,), "abalone": (512,)}
+        runs, Ms = 2, {"sinc": (256,), "boston": (128,), "boston-sigma": (128,), "abalone": (512,),
+                       "abalone-raw-y": (512,)}
+        study_runs = 1
         usps_M, usps_runs = (64,), {64: 2}
         time_cases, repeats, warmup = [("sinc", 256), ("boston", 128), ("abalone", 512)], 2, 1
         ns, M_n, nus, M_nu, mem_M = (500, 1000, 2000), 256, (1.0, 0.1, 0.01), 256, 256
         mnist_sizes, mnist_M, mnist_test = (1000, 2000), 100, 2000
     else:
         runs, Ms = 20, {k: v["Ms"] for k, v in REGRESSION.items()}
+        study_runs = 5
         usps_M, usps_runs = (64, 256, 1024), {64: 20, 256: 5, 1024: 2}
         time_cases = [(k, M) for k in ("sinc", "boston", "boston-sigma", "abalone") for M in REGRESSION[k]["Ms"]]
         time_cases += [("usps", 64), ("usps", 256)]
@@ -743,6 +853,9 @@ def run(quick: bool = False, out_dir=None):
         t2 += table2(suite, key, runs, Ms[key])
         suite.write(plot=False)  # checkpoint
     print_table2(t2)
+    st = abalone_study(suite, study_runs)
+    suite.write(plot=False)
+    print_abalone_study(st)
     t3 = table3(suite, usps_runs, usps_M)
     suite.write(plot=False)
     print_table3(t3)

@@ -50,6 +50,7 @@ ESTIMATORS = [
     CenterNormalize(),
     SLKLRegressor(n_columns=30, random_state=0),
     SLKLRegressor("gaussian", n_columns=20, update="newton", columns="on_the_fly", random_state=0),
+    SLKLRegressor(n_columns=20, columns="precompute", random_state=0),
     SLKLClassifier(GaussianKernel(sigma=1.0), n_columns=20, random_state=0),
     DoublyStochasticRegressor("gaussian", n_iter=30, batch_size=256, block_size=32, step_size=2.0, random_state=0),
     DoublyStochasticRegressor("gaussian", solver="preconditioned", nu=0.0, n_iter=5, batch_size=256, block_size=16,

@@ -14,8 +14,10 @@ from kernelscale.slkl import (
     SLKLRegressor,
     _State,
     exact_step,
+    gram_of_columns,
     newton_step,
     slkl,
+    slkl_gram,
     step_change,
 )
 from memcheck import peak_bytes
@@ -136,12 +138,13 @@ def test_state_u_and_G_follow_dense_values():
 # descent and optimality
 
 
+@pytest.mark.parametrize("gram", [False, True])
 @pytest.mark.parametrize("update", ["exact", "newton"])
-def test_F_never_increases_and_tracks_dense_F(update):
+def test_F_never_increases_and_tracks_dense_F(update, gram):
     X, y, cand, C = problem(n=100, M=40, seed=2)
     lam, nu = 1.0, 0.01
     res = slkl(C, y, lam=lam, nu=nu, update=update, tol=1e-8, max_iter=4000, trace=True, refresh=False,
-               random_state=0)
+               random_state=0, gram=gram)
     tr = np.asarray(res.trace)
     assert np.all(np.diff(tr) <= 1e-12 * tr[0])
     assert np.all(np.diff(res.objective_history) <= 1e-12 * tr[0])
@@ -158,11 +161,12 @@ def test_newton_fallbacks_happen_on_real_problems_and_F_still_decreases():
     assert res.n_newton_fallbacks >= 0  # reported; the constructed case above proves it can be > 0
 
 
+@pytest.mark.parametrize("gram", [False, True])
 @pytest.mark.parametrize("update", ["exact", "newton"])
-def test_kkt_and_projected_gradient_reference(update):
+def test_kkt_and_projected_gradient_reference(update, gram):
     X, y, cand, C = problem(n=60, M=20, seed=6)
     lam, nu = 1.0, 0.02
-    res = slkl(C, y, lam=lam, nu=nu, update=update, tol=1e-14, max_iter=40000, random_state=0)
+    res = slkl(C, y, lam=lam, nu=nu, update=update, tol=1e-14, max_iter=40000, random_state=0, gram=gram)
     g = dense_grad(C, y, res.mu, lam, nu)
     zero, pos = res.mu == 0, res.mu > 0
     assert pos.any() and zero.any()
@@ -190,14 +194,106 @@ def test_skip_rule_is_exact_and_skips_the_curvature(monkeypatch):
 
 
 # ----------------------------------------------------------------------------------------------
-# Prop. 3, predictions
+# the Gram solver
 
 
 @pytest.mark.parametrize("update", ["exact", "newton"])
-def test_prop3_only_lam_times_nu_matters(update):
+def test_gram_solver_takes_the_same_steps_as_the_column_solver(update):
+    """Q = C^T C and r = C^T y give the same a, b, steps and G updates: the same iterates."""
+    X, y, cand, C = problem(n=150, M=50, seed=20)
+    lam, nu = 0.7, 0.01
+    ref = slkl(C, y, lam=lam, nu=nu, update=update, tol=1e-9, random_state=4, trace=True)
+    Q, R = gram_of_columns(C, y)
+    np.testing.assert_allclose(Q, C.T @ C, rtol=1e-12)
+    res = slkl_gram(Q, R[:, 0], y @ y, lam=lam, nu=nu, update=update, tol=1e-9, random_state=4, trace=True)
+    assert res.n_iter == ref.n_iter and res.n_skipped == ref.n_skipped
+    assert res.n_newton_fallbacks == ref.n_newton_fallbacks
+    np.testing.assert_allclose(res.mu, ref.mu, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(res.a, ref.a, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(res.trace, ref.trace, rtol=1e-10)
+    np.testing.assert_allclose(res.objective_history, ref.objective_history, rtol=1e-10)
+    assert res.objective == pytest.approx(dense_F(C, y, res.mu, lam, nu), rel=1e-10)
+    # the skip rule changes nothing here either
+    noskip = slkl_gram(Q, R[:, 0], y @ y, lam=lam, nu=nu, update=update, tol=1e-9, random_state=4, skip=False)
+    assert noskip.n_skipped == 0
+    np.testing.assert_allclose(noskip.mu, res.mu, rtol=1e-8, atol=1e-12)
+
+
+@pytest.mark.parametrize("gram", [False, True])
+def test_dual_coefficients_stay_accurate_when_the_columns_are_nearly_collinear(gram):
+    """mu_A a_A comes from the direct solve v = (D^-1 + Q_AA / lam)^-1 C_A^T y, not from
+    r / lam - Q_AA v / lam^2 (or C_A^T u), whose error grows with |Q| (1e-7 here, 1e-2 at MNIST
+    n = 60000, enough to wreck predictions)."""
+    rng = np.random.default_rng(26)
+    n, M = 1500, 200
+    X = rng.normal(size=(n, 30))
+    y = np.where(X[:, 0] + 0.3 * rng.normal(size=n) > 0.5, 1.0, -1.0)
+    C = columns_of(X, rng.choice(n, M, replace=False), sigma=30.0)  # wide kernel: |C^T C| ~ 1e5
+    res = slkl(C, y, nu=0.01, random_state=0, gram=gram)
+    on = np.flatnonzero(res.mu > 0)
+    CA = C[:, on]
+    u = np.linalg.solve(np.eye(n) + (CA * res.mu[on]) @ CA.T, y)
+    ref = res.mu[on] * (CA.T @ u)
+    np.testing.assert_allclose(res.mu[on] * res.a[on], ref, rtol=0, atol=1e-9 * np.abs(ref).max())
+
+
+def test_gram_solver_warm_start_and_bad_shapes():
+    X, y, cand, C = problem(n=80, M=30, seed=21)
+    Q, R = gram_of_columns(C, y)
+    first = slkl_gram(Q, R[:, 0], y @ y, tol=1e-8, random_state=0)
+    again = slkl_gram(Q, R[:, 0], y @ y, tol=1e-8, random_state=1, mu0=first.mu)
+    assert again.objective_history[0] == pytest.approx(first.objective, rel=1e-10)
+    assert again.objective <= first.objective * (1 + 1e-12)
+    with pytest.raises(ValueError, match="Q must be"):
+        slkl_gram(Q[:5], R[:, 0], y @ y)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_gram_estimator_matches_the_column_modes(weighted):
+    X, y, _, _ = problem(n=140, M=40, seed=22)
+    Y = np.stack([y, np.cos(X[:, 1])], axis=1)
+    Xt = np.random.default_rng(23).uniform(-3, 3, size=(20, 2))
+    w = np.random.default_rng(24).uniform(0.2, 3.0, size=y.size) if weighted else None
+    kw = dict(kernel=GaussianKernel(sigma=1.0), n_columns=40, lam=0.5, nu=0.01, tol=1e-6, random_state=5)
+    auto = SLKLRegressor(**kw).fit(X, Y, sample_weight=w)
+    assert auto.columns_used_ == "gram"
+    for mode in ("precompute", "on_the_fly"):
+        ref = SLKLRegressor(columns=mode, **kw).fit(X, Y, sample_weight=w)
+        assert ref.columns_used_ == mode
+        np.testing.assert_allclose(auto.mu_, ref.mu_, rtol=1e-7, atol=1e-12)
+        np.testing.assert_allclose(auto.predict(Xt), ref.predict(Xt), rtol=1e-7, atol=1e-10)
+        assert auto.n_iter_ == ref.n_iter_
+
+
+def test_gram_memory_is_o_of_m_squared_and_checked_before_allocating():
+    rng = np.random.default_rng(25)
+    n, M = 8000, 400
+    X = rng.uniform(-3, 3, size=(n, 2))
+    y = np.sinc(np.linalg.norm(X, axis=1) / np.pi)
+    est = SLKLRegressor(GaussianKernel(sigma=1.0), n_columns=M, nu=0.05, columns="gram", max_memory="8MB",
+                        random_state=0)
+    peak, fitted = peak_bytes(lambda: clone(est).fit(X, y))
+    assert peak < n * M * 8 / 2, peak  # never the n x M columns: Q, R, G and kernel blocks within the budget
+    assert peak < 8e6 + 2**20, peak
+    with pytest.raises(ValueError, match="on_the_fly"):
+        clone(est).set_params(max_memory=M * M * 8).fit(X, y)
+    # Q does not fit half of this budget: "auto" falls back to the column path, whose n x m0 active
+    # columns need more here than the Gram solver did
+    with pytest.raises(ValueError, match="active columns"):
+        clone(est).set_params(columns="auto", max_memory=M * M * 8 * 6).fit(X, y)
+
+
+# ----------------------------------------------------------------------------------------------
+# Prop. 3, predictions
+
+
+@pytest.mark.parametrize("columns", ["gram", "precompute"])
+@pytest.mark.parametrize("update", ["exact", "newton"])
+def test_prop3_only_lam_times_nu_matters(update, columns):
     X, y, cand, C = problem(n=80, M=30, seed=8)
     Xt = np.random.default_rng(9).uniform(-3, 3, size=(30, 2))
-    kw = dict(kernel=GaussianKernel(sigma=1.0), n_columns=30, update=update, tol=1e-6, random_state=0)
+    kw = dict(kernel=GaussianKernel(sigma=1.0), n_columns=30, update=update, tol=1e-6, random_state=0,
+              columns=columns)
     a = SLKLRegressor(lam=1.0, nu=0.02, **kw).fit(X, y)
     b = SLKLRegressor(lam=2.0, nu=0.01, **kw).fit(X, y)
     c = SLKLRegressor(lam=0.1, nu=0.2, **kw).fit(X, y)
@@ -216,7 +312,7 @@ def dense_prediction(Xt, X, cand, mu, y, lam, w=None, sigma=1.0):
     return kmu_t @ alpha
 
 
-@pytest.mark.parametrize("columns", ["precompute", "on_the_fly"])
+@pytest.mark.parametrize("columns", ["gram", "precompute", "on_the_fly"])
 def test_predictions_match_dense_kernel_ridge_with_learned_kernel(columns):
     X, y, _, _ = problem(n=90, M=30, seed=10)
     Xt = np.random.default_rng(11).uniform(-3, 3, size=(25, 2))

@@ -19,6 +19,19 @@ raises F. ``update="newton"`` is the paper's projected Newton step (eq. 19) with
 a weight can raise F (the quadratic model is no upper bound for negative steps, despite
 Theorem 1a); such a step is detected in closed form and replaced by the exact step, and counted.
 
+Gram solver (``columns="gram"``, what ``"auto"`` picks when it fits). Every quantity of a visit
+is an inner product of candidate columns with y or with each other, so with the M x M Gram
+matrix Q = C^T C and r = C^T y (one BLAS-3 pass over kernel row blocks, each candidate column
+computed once and shared by all outputs) and v = G r_A over the active set A:
+
+    a_m = r_m / lam - Q[m, A] v / lam^2,     b_m = Q_mm / lam - z^T G z / lam^2  (z = Q[A, m]),
+    F = y^T y - r_A^T v / lam + nu sum(mu).
+
+The iterates are the same as with the columns (same coordinates, steps and G updates), but a
+skipped visit costs O(m0) and a full one O(m0^2) instead of O(n) and O(n m0), at a one-off cost
+of O(n M (M + d)) and O(M^2) memory. This departs from the cost analysis of the paper (Sec. 4.2),
+whose open problem (the cost of visits that leave a weight at zero) it removes.
+
 The learned model is kernel ridge regression with the kernel k_mu(x, x') =
 sum_m mu_m k(x, x_m) k(x_m, x') / k(x_m, x_m); its prediction simplifies (eqs. 16-17) to
 f(x) = sum_{m active} mu_m a_m k(x_m, x) / sqrt(k(x_m, x_m)).
@@ -44,14 +57,16 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from ._classifier import OneVsRestScoresMixin
 from ._monitor import IterationMonitor
-from .blocks import format_bytes, kernel_matvec, kernel_rows, parse_memory
+from .blocks import format_bytes, iter_kernel_blocks, kernel_matvec, kernel_rows, parse_memory
 from .kernels import KERNEL_NAMES, Kernel, make_kernel
-from .woodbury import woodbury_append, woodbury_direct, woodbury_remove, woodbury_rescale
+from .woodbury import woodbury_append, woodbury_direct_gram, woodbury_remove, woodbury_rescale
 
 __all__ = [
     "SLKLRegressor",
     "SLKLClassifier",
     "slkl",
+    "slkl_gram",
+    "gram_of_columns",
     "SLKLResult",
     "ArrayColumns",
     "KernelColumns",
@@ -63,7 +78,7 @@ __all__ = [
 logger = logging.getLogger("kernelscale")
 
 UPDATES = ("exact", "newton")
-COLUMN_MODES = ("auto", "precompute", "on_the_fly")
+COLUMN_MODES = ("auto", "gram", "precompute", "on_the_fly")
 DEFAULT_EPOCHS = 500  # max_iter=None means DEFAULT_EPOCHS * M coordinate visits
 
 
@@ -248,12 +263,12 @@ class _State:
         O(n m0^2 + m0^3), done once every M visits, so O(n m0) amortised per visit."""
         m0 = self.m0
         if m0 == 0:
-            self.G = np.zeros((0, 0))
+            self.G, self.v = np.zeros((0, 0)), np.zeros(0)
             self.u = self.y / self.lam
             return
         C = self.Ct[:m0]
-        self.G = woodbury_direct(C.T, self.mu[self.order], self.lam)
-        self.u = self.y / self.lam - (C.T @ (self.G @ (C @ self.y))) / self.lam**2
+        self.G, self.v = woodbury_direct_gram(C @ C.T, self.mu[self.order], self.lam, rhs=C @ self.y)
+        self.u = self.y / self.lam - (C.T @ self.v) / self.lam**2
 
     def objective(self, nu):
         return float(self.lam * (self.y @ self.u) + nu * self.mu.sum())
@@ -269,7 +284,7 @@ class SLKLResult:
 
     mu: np.ndarray  # (M,) weights over the candidates
     a: np.ndarray  # (M,) c_m^T u at the final state (0 where mu_m = 0)
-    u: np.ndarray  # (n,) (lam I + K(mu))^-1 y
+    u: np.ndarray | None  # (n,) (lam I + K(mu))^-1 y (None from slkl_gram)
     objective: float
     objective_history: np.ndarray  # F at the start and every M visits
     n_iter: int  # coordinate visits
@@ -290,7 +305,8 @@ def _as_columns(columns):
 
 
 def slkl(columns, y, *, lam=1.0, nu=0.01, update="exact", tol=1e-4, max_iter=None, random_state=None,
-         mu0=None, refresh=True, skip=True, trace=False, max_memory=None, reserved_bytes=0, monitor=None):
+         mu0=None, refresh=True, skip=True, trace=False, max_memory=None, reserved_bytes=0, monitor=None,
+         gram=False):
     """Minimise F(mu) of eq. 14 by stochastic coordinate descent (Algorithm 2).
 
     Parameters
@@ -308,6 +324,8 @@ def slkl(columns, y, *, lam=1.0, nu=0.01, update="exact", tol=1e-4, max_iter=Non
     trace : record F after every visit in ``result.trace`` (tests)
     max_memory, reserved_bytes : budget for the active columns and G (None: unchecked)
     monitor : an IterationMonitor, updated every M visits
+    gram : run :func:`slkl_gram` on Q = C^T C and r = C^T y instead (same iterates; O(m0^2) per
+        visit instead of O(n m0)); ``result.u`` is then computed at the end from the columns
 
     Returns
     -------
@@ -317,6 +335,17 @@ def slkl(columns, y, *, lam=1.0, nu=0.01, update="exact", tol=1e-4, max_iter=Non
     y = np.asarray(y, dtype=np.float64).ravel()
     if y.size != cols.n_samples:
         raise ValueError(f"y has {y.size} entries but the columns have length {cols.n_samples}.")
+    if gram:
+        Q, R = gram_of_columns(cols, y, max_memory)
+        res = slkl_gram(Q, R[:, 0], y @ y, lam=lam, nu=nu, update=update, tol=tol, max_iter=max_iter,
+                        random_state=random_state, mu0=mu0, refresh=refresh, skip=skip, trace=trace,
+                        monitor=monitor)
+        on = np.flatnonzero(res.mu > 0)
+        _, v = _gram_state(Q, R[:, 0], res.mu, on, on.size, lam)
+        res.u = y / lam
+        for i, j in enumerate(on):
+            res.u -= (v[i] / lam**2) * cols.column(j)
+        return res
     if update not in UPDATES:
         raise ValueError(f"update must be one of {UPDATES}, got {update!r}.")
     M = cols.n_candidates
@@ -371,7 +400,9 @@ def slkl(columns, y, *, lam=1.0, nu=0.01, update="exact", tol=1e-4, max_iter=Non
     st.refresh()
     a = np.zeros(M)
     if st.m0:
-        a[st.order] = st.active_a()
+        # a_A = v / (lam mu_A) with v = G C_A^T y from the direct solve (see _gram_state), not C_A^T u:
+        # the dual coefficients mu_A a_A = v / lam without cancellation
+        a[st.order] = st.v / (lam * st.mu[st.order])
     return SLKLResult(mu=st.mu.copy(), a=a, u=st.u.copy(), objective=st.objective(nu),
                       objective_history=np.asarray(history), n_iter=k, converged=converged, n_skipped=n_skipped,
                       n_newton_fallbacks=n_fallbacks, stopped_by_callback=stopped, trace=tr)
@@ -381,6 +412,168 @@ def _curvature(state, c, cc):
     """b = c^T (lam I + K(mu))^-1 c (and G C^T c); the O(n m0) part of a visit (module-level so
     tests can count its calls)."""
     return state.curvature(c, cc)
+
+
+# ----------------------------------------------------------------------------------------------
+# the Gram solver
+
+
+def gram_of_columns(columns, Y, max_memory=None):
+    """Q = C^T C (M, M) and R = C^T Y (M, k) in float64 (BLAS-3), for the Gram solver.
+
+    ``columns``: an (n, M) array, ArrayColumns or KernelColumns. KernelColumns are evaluated in
+    kernel row blocks of the training points against the candidates, so C is never held whole
+    and every candidate column is computed once, for all outputs. Memory O(M^2 + M k) besides
+    the blocks, which fit ``max_memory`` (default: the columns' own budget).
+    """
+    cols = _as_columns(columns)
+    Y = np.asarray(Y, dtype=np.float64)
+    Y2 = Y.reshape(Y.shape[0], -1)
+    if Y2.shape[0] != cols.n_samples:
+        raise ValueError(f"Y has {Y2.shape[0]} rows but the columns have length {cols.n_samples}.")
+    M, k = cols.n_candidates, Y2.shape[1]
+    if isinstance(cols, ArrayColumns):
+        rows = cols.rows.astype(np.float64, copy=False)  # (M, n)
+        return rows @ rows.T, rows @ Y2
+    Q, R = np.zeros((M, M)), np.zeros((M, k))
+    budget = cols.max_memory if max_memory is None else max_memory
+    held = 2 * Q.nbytes + R.nbytes  # Q, the product added to it, R
+    Z = cols.X[cols.candidates]
+    for start, stop, B in iter_kernel_blocks(cols.kernel, cols.X, Z, budget, dtype=np.float64, fixed_bytes=held):
+        B *= cols.scale[None, :]
+        if cols.sqrt_w is not None:
+            B *= cols.sqrt_w[start:stop, None]
+        Q += B.T @ B
+        R += B.T @ Y2[start:stop]
+    return Q, R
+
+
+def _gram_state(Q, r, mu, act, m0, lam):
+    """G (eq. 23) and v = G r_A over the active slots act[:m0], from scratch. O(m0^3).
+
+    v = lam mu_A a_A are the dual coefficients of the active columns (G^-1 v = r_A gives
+    r_A / lam - Q_AA v / lam^2 = D^-1 v / lam), solved directly from the Cholesky factor."""
+    A = act[:m0]
+    return woodbury_direct_gram(Q[np.ix_(A, A)], mu[A], lam, rhs=r[A])
+
+
+def slkl_gram(Q, r, yy, *, lam=1.0, nu=0.01, update="exact", tol=1e-4, max_iter=None, random_state=None,
+              mu0=None, refresh=True, skip=True, trace=False, monitor=None):
+    """Algorithm 2 on the Gram quantities Q = C^T C (M, M), r = C^T y (M,) and yy = y^T y.
+
+    The same iterates as :func:`slkl` on the columns (same coordinate draws from
+    ``random_state``, same steps and G updates), with a_m = r_m / lam - Q[m, A] G r_A / lam^2 and
+    b_m = Q_mm / lam - Q[m, A] G Q[A, m] / lam^2: a visit the skip rule settles costs O(m0), any
+    other O(m0^2). Parameters as for :func:`slkl`; ``result.u`` is None (it needs the columns).
+    """
+    Q = np.asarray(Q, dtype=np.float64)
+    r = np.asarray(r, dtype=np.float64).ravel()
+    M = r.size
+    if Q.shape != (M, M):
+        raise ValueError(f"Q must be ({M}, {M}) to match r, got {Q.shape}.")
+    if update not in UPDATES:
+        raise ValueError(f"update must be one of {UPDATES}, got {update!r}.")
+    max_iter = DEFAULT_EPOCHS * M if max_iter is None else int(max_iter)
+    rng = check_random_state(random_state)
+    lam, nu, yy = float(lam), float(nu), float(yy)
+    inv_lam, inv_lam2 = 1.0 / lam, 1.0 / lam**2
+    qdiag = np.ascontiguousarray(np.diag(Q))
+    mu = np.zeros(M)
+    slot = -np.ones(M, dtype=np.intp)  # candidate -> active slot, -1 if inactive
+    act = np.empty(M, dtype=np.intp)  # slot -> candidate
+    m0 = 0
+    if mu0 is not None:
+        mu0 = np.asarray(mu0, dtype=np.float64).ravel()
+        on = np.flatnonzero(mu0 > 0)
+        m0 = on.size
+        mu[on], act[:m0], slot[on] = mu0[on], on, np.arange(m0)
+    G, v = _gram_state(Q, r, mu, act, m0, lam)
+    A, rA = act[:m0], r[act[:m0]]
+    F = yy - float(rA @ v) * inv_lam + nu * mu.sum()
+    history = [F]
+    tr = [F] if trace else []
+    n_skipped = n_fallbacks = k = 0
+    converged = stopped = False
+    step = exact_step if update == "exact" else newton_step
+    newton = update == "newton"
+    empty = np.zeros(0)
+    while k < max_iter and not converged:
+        F_epoch = F
+        for j in rng.randint(0, M, size=min(M, max_iter - k)).tolist():
+            k += 1
+            p = slot[j]
+            mu_old = mu[j]
+            if p >= 0:
+                # active: a = v_p / (lam mu) and b = (mu - G_pp) / mu^2 follow from G^-1 = D^-1 + Q_AA / lam
+                # without the cancellation of r_m / lam - Q[m, A] v / lam^2, whose error grows with |Q|;
+                # the Q form of b is kept where mu Q_mm / lam < 1 (there the G form cancels instead)
+                a = v[p] * inv_lam / mu_old
+                lam_a2 = lam * a * a
+                Gz = None
+                if mu_old * qdiag[j] * inv_lam > 1.0:
+                    b = (mu_old - G[p, p]) / (mu_old * mu_old)
+                else:
+                    z = Q[j].take(A)
+                    Gz = G @ z
+                    b = qdiag[j] * inv_lam - float(z @ Gz) * inv_lam2
+            else:
+                if m0:
+                    z = Q[j].take(A)  # Q[A, j] = C_A^T c_j
+                    a = r[j] * inv_lam - float(z @ v) * inv_lam2
+                else:
+                    a = r[j] * inv_lam
+                lam_a2 = lam * a * a
+                if skip and lam_a2 <= nu:
+                    n_skipped += 1
+                    if trace:
+                        tr.append(F)
+                    continue
+                if m0:
+                    Gz = G @ z
+                    b = qdiag[j] * inv_lam - float(z @ Gz) * inv_lam2
+                else:
+                    Gz, b = empty, qdiag[j] * inv_lam
+            mu_new = step(mu_old, lam_a2, b, nu)
+            if newton and step_change(mu_new - mu_old, lam_a2, b, nu) > 0.0:
+                n_fallbacks += 1
+                mu_new = exact_step(mu_old, lam_a2, b, nu)
+            t = mu_new - mu_old
+            if t != 0.0:
+                F += step_change(t, lam_a2, b, nu)
+                if p >= 0 and mu_new > 0:  # eq. 25; v = G r_A follows the same rank-one change
+                    g = G[:, p].copy()
+                    delta = 1.0 / mu_new - 1.0 / mu_old
+                    woodbury_rescale(G, p, mu_old, mu_new)
+                    v -= (delta * float(g @ rA) / (1.0 + delta * g[p])) * g
+                else:
+                    if p >= 0:  # eq. 26, swap-with-last
+                        G = woodbury_remove(G, p)
+                        m0 -= 1
+                        moved = act[m0]
+                        act[p], slot[moved], slot[j] = moved, p, -1
+                    else:  # eq. 27
+                        G = woodbury_append(G, Gz, b, mu_new, lam)
+                        act[m0], slot[j] = j, m0
+                        m0 += 1
+                    A, rA = act[:m0], r[act[:m0]]
+                    v = G @ rA
+                mu[j] = mu_new
+            if trace:
+                tr.append(F)
+        if refresh:
+            G, v = _gram_state(Q, r, mu, act, m0, lam)
+        F = yy - float(rA @ v) * inv_lam + nu * mu.sum()
+        history.append(F)
+        converged = F_epoch - F < tol * F_epoch
+        if monitor is not None and monitor.update(objective=F, n_active=m0):
+            stopped = True
+            break
+    G, v = _gram_state(Q, r, mu, act, m0, lam)
+    a = np.zeros(M)
+    a[A] = v * inv_lam / mu[A]  # so that mu_A a_A = v / lam exactly: the dual coefficients
+    return SLKLResult(mu=mu, a=a, u=None, objective=yy - float(rA @ v) * inv_lam + nu * mu.sum(),
+                      objective_history=np.asarray(history), n_iter=k, converged=converged, n_skipped=n_skipped,
+                      n_newton_fallbacks=n_fallbacks, stopped_by_callback=stopped, trace=tr)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -406,10 +599,15 @@ _PARAMS_DOC = """
         Stop when F(mu^{k-M}) - F(mu^k) < tol F(mu^{k-M}) (checked every M visits).
     max_iter : int or None, default=None
         Maximum coordinate visits per output (None: 500 M); ConvergenceWarning if reached.
-    columns : "auto", "precompute" or "on_the_fly", default="auto"
-        Keep all M columns (memory n M) or recompute a visited column from the kernel and keep
-        only the active ones (memory O(n m0 + m0^2), O(n d) extra work per visit, Sec. 4.2).
-        "auto" precomputes when the M columns take at most a quarter of ``max_memory``.
+    columns : "auto", "gram", "precompute" or "on_the_fly", default="auto"
+        "gram": compute Q = C^T C and C^T y once (BLAS-3 over kernel row blocks, memory O(M^2))
+        and run the visits on them, O(m0) per skipped visit and O(m0^2) per other visit (same
+        iterates as the column modes; see the module docstring). "precompute": keep all M
+        columns (memory n M) and pay O(n) / O(n m0) per visit as in the paper (Sec. 4.2).
+        "on_the_fly": recompute a visited column from the kernel and keep only the active ones
+        (memory O(n m0 + m0^2), O(n d) extra work per visit). "auto" takes "gram" when its
+        state fits in half of ``max_memory``, else "precompute" when the M columns take at most
+        a quarter of it, else "on_the_fly". The mode used is ``columns_used_``.
     max_memory : int, str or None, default=None
         Budget for the columns, the active set and kernel blocks (half the available memory
         if None); fit fails at once, naming what to change, when it cannot fit.
@@ -445,6 +643,8 @@ _ATTR_DOC = """
         Coordinate visits (maximum over outputs).
     n_skipped_ : int
         Visits settled by the O(n) skip rule (mu_m = 0 and lam a^2 <= nu), summed over outputs.
+    columns_used_ : str
+        The ``columns`` mode "auto" resolved to ("gram", "precompute" or "on_the_fly").
     n_newton_fallbacks_ : int
         With update="newton": raw Newton steps that would have raised F, replaced by the exact
         step (0 for update="exact")."""
@@ -467,18 +667,15 @@ class _SLKLBase(BaseEstimator):
         "callback": [callable, None],
     }
 
-    def _solve_outputs(self, source, Yw, k, rng, mu0, budget, reserved):
-        """One SLKL problem per output column j (eq. 14 for y = Yw[:, j])."""
+    def _solve_outputs(self, solve_one, k):
+        """One SLKL problem per output column j (eq. 14 for the j-th target); ``solve_one(j, monitor)``."""
         results = []
         for j in range(k):
             cb = self.callback
             if cb is not None and k > 1:
                 cb = (lambda info, j=j, f=self.callback: f({**info, "problem": j}))
             with IterationMonitor(self.verbose, cb, desc=f"SLKL output {j}" if k > 1 else "SLKL") as mon:
-                results.append(slkl(source, Yw[:, j], lam=self.lam, nu=self.nu, update=self.update, tol=self.tol,
-                                    max_iter=self.max_iter, random_state=rng,
-                                    mu0=None if mu0 is None else mu0[:, j], max_memory=budget,
-                                    reserved_bytes=reserved, monitor=mon))
+                results.append(solve_one(j, mon))
         return results
 
     def _solve(self, X, Y, sample_weight):
@@ -512,25 +709,50 @@ class _SLKLBase(BaseEstimator):
         budget = parse_memory(self.max_memory)
         item = Xk.dtype.itemsize
         precomputed_bytes = M * n * item
+        # the Gram solver holds Q (M x M), R (M x k), and G with its update temporaries (<= 3 m0^2, m0 <= M)
+        gram_bytes = 8 * (4 * M * M + 2 * M * k)
         mode = self.columns
         if mode == "auto":
-            mode = "precompute" if 4 * precomputed_bytes <= budget else "on_the_fly"
+            if 2 * gram_bytes <= budget:
+                mode = "gram"
+            else:
+                mode = "precompute" if 4 * precomputed_bytes <= budget else "on_the_fly"
+        if mode == "gram" and gram_bytes > budget:
+            raise ValueError(
+                f"columns='gram' needs {format_bytes(gram_bytes)} for the {M} x {M} Gram matrix of the candidates "
+                f"and its solver state, more than max_memory={format_bytes(budget)}; use columns='on_the_fly', "
+                f"lower n_columns or increase max_memory."
+            )
         if mode == "precompute" and precomputed_bytes > budget:
             raise ValueError(
                 f"columns='precompute' needs {format_bytes(precomputed_bytes)} for {M} columns of length "
                 f"{n}, more than max_memory={format_bytes(budget)}; use columns='on_the_fly', lower "
                 f"n_columns or increase max_memory."
             )
+        self.columns_used_ = mode
         source = KernelColumns(self.kernel_, Xk, cand, sqrt_w, budget)
-        if mode == "precompute":
-            source = source.materialise()
-        reserved = source.nbytes + 4 * n * 8
         Yw = Yk if unit else Yk * sqrt_w[:, None]
-        results = []
-        # each visit is a few memory-bound matrix-vector products, which a multithreaded BLAS
-        # slows down (1.3-2.9x on 2 cores, measured by bench_slkl): run them on one thread
+        kw = dict(lam=self.lam, nu=self.nu, update=self.update, tol=self.tol, max_iter=self.max_iter,
+                  random_state=rng)
+        if mode == "gram":
+            # one BLAS-3 pass over kernel row blocks (all BLAS threads), shared by the k outputs
+            Q, R = gram_of_columns(source, Yw, budget)
+            yy = np.einsum("ij,ij->j", Yw, Yw)
+
+            def solve_one(j, mon):
+                return slkl_gram(Q, R[:, j], yy[j], mu0=None if mu0 is None else mu0[:, j], monitor=mon, **kw)
+        else:
+            if mode == "precompute":
+                source = source.materialise()
+            reserved = source.nbytes + 4 * n * 8
+
+            def solve_one(j, mon):
+                return slkl(source, Yw[:, j], mu0=None if mu0 is None else mu0[:, j], max_memory=budget,
+                            reserved_bytes=reserved, monitor=mon, **kw)
+        # each visit is a few small matrix-vector products, which a multithreaded BLAS slows down
+        # (1.3-2.9x on 2 cores, measured by bench_slkl): run the coordinate loops on one thread
         with threadpool_limits(limits=1, user_api="blas"):
-            results = self._solve_outputs(source, Yw, k, rng, mu0, budget, reserved)
+            results = self._solve_outputs(solve_one, k)
         if not all(r.converged or r.stopped_by_callback for r in results):
             warnings.warn(
                 f"{type(self).__name__} did not reach tol={self.tol:g} in max_iter="

@@ -3,7 +3,8 @@
 C (n x m0) holds the active columns c_m (mu_m > 0) and D = diag(mu_active). With G,
 (lam I + C D C^T)^-1 = I / lam - C G C^T / lam^2 (eq. 22) is applied to a vector in O(n m0).
 One coordinate update changes G by one of four cases: none (eq. 24), a rank-one change of D
-(eq. 25), removal of a column (eq. 26) or addition of one (eq. 27). Each is O(m0^2) here.
+(eq. 25), removal of a column (eq. 26) or addition of one (eq. 27). Each is O(m0^2) here; the
+rank-one change is done in place (one BLAS ``dger`` pass, no m0 x m0 temporary).
 
 Removal uses swap-with-last: the last active slot moves into the removed slot, so the caller
 moves its last stored column the same way (an O(n) copy instead of shifting m0 columns).
@@ -13,34 +14,55 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
+from scipy.linalg.blas import dger
 
-__all__ = ["woodbury_direct", "woodbury_rescale", "woodbury_remove", "woodbury_append"]
+__all__ = ["woodbury_direct", "woodbury_direct_gram", "woodbury_rescale", "woodbury_remove", "woodbury_append"]
 
 
 def woodbury_direct(C, mu, lam):
     """G = (D^-1 + C^T C / lam)^-1 computed from scratch (eq. 23), for mu > 0.
 
-    Evaluated as S (I + S C^T C S / lam)^-1 S with S = D^(1/2), whose matrix is well
-    conditioned even when some mu are tiny. O(n m0^2 + m0^3).
+    O(n m0^2 + m0^3); see :func:`woodbury_direct_gram`. No scaled copy of C is made, so SLKL's
+    memory stays O(n m0 + m0^2).
     """
     C = np.asarray(C, dtype=np.float64)
+    return woodbury_direct_gram(C.T @ C, mu, lam)
+
+
+def woodbury_direct_gram(CtC, mu, lam, rhs=None):
+    """G = (D^-1 + CtC / lam)^-1 from the Gram matrix CtC = C^T C of the active columns (eq. 23).
+
+    Evaluated as S (I + S CtC S / lam)^-1 S with S = D^(1/2), whose matrix is well conditioned
+    even when some mu are tiny. O(m0^3). With ``rhs``, returns (G, G rhs) where G rhs comes from
+    the Cholesky factor directly (a backward-stable solve, more accurate than G @ rhs when CtC
+    is ill conditioned).
+    """
     mu = np.asarray(mu, dtype=np.float64)
     m0 = mu.size
     if m0 == 0:
-        return np.zeros((0, 0))
+        G = np.zeros((0, 0))
+        return G if rhs is None else (G, np.zeros(0))
     s = np.sqrt(mu)
-    B = (C.T @ C) * np.outer(s, s / lam)  # no scaled copy of C: SLKL's memory is O(n m0 + m0^2)
+    B = np.asarray(CtC, dtype=np.float64) * np.outer(s, s / lam)
     B[np.diag_indices(m0)] += 1.0
-    Binv = cho_solve(cho_factor(B, lower=True), np.eye(m0))
+    factor = cho_factor(B, lower=True)
+    Binv = cho_solve(factor, np.eye(m0))
     G = s[:, None] * Binv * s[None, :]
-    return (G + G.T) / 2
+    G = (G + G.T) / 2
+    if rhs is None:
+        return G
+    return G, s * cho_solve(factor, s * np.asarray(rhs, dtype=np.float64))
 
 
 def woodbury_rescale(G, p, mu_old, mu_new):
     """Case 2 (eq. 25): D^-1 changes by 1/mu_new - 1/mu_old at slot p; G updated in place."""
     delta = 1.0 / mu_new - 1.0 / mu_old
     g = G[:, p].copy()
-    G -= (delta / (1.0 + delta * g[p])) * np.outer(g, g)
+    coef = -delta / (1.0 + delta * g[p])
+    if G.dtype == np.float64 and G.flags.c_contiguous:
+        dger(coef, g, g, a=G.T, overwrite_a=1)  # G.T is a Fortran view of G: updated in place
+    else:
+        G += coef * np.outer(g, g)
     return G
 
 
