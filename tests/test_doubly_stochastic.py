@@ -260,6 +260,45 @@ def test_preconditioned_variant_fits_sinc_in_few_iterations():
     assert mse(pre) < mse(sgd)
 
 
+def test_preconditioned_error_does_not_grow_over_many_passes():
+    # Former default t0 = 1e4: a constant step over these passes, under which the error
+    # random-walks (measured: RMS gap to kernel ridge 0.072 after 3 passes, 0.111 at pass 18, 0.044
+    # at 20; on QM7 the test MAE grew 13-fold over 18 passes). t0 = "auto" = one pass decays
+    # gamma_t like 1 / passes (measured: 0.023 after 3 passes, at most 0.016 after 10, 0.013).
+    n, nu = 300, 1e-3
+    X, y = sinc_data(n=n, seed=1)
+    X_test = sinc_data(n=500, seed=2)[0]
+    kernel = GaussianKernel(sigma=0.5)
+    ref = ExactKernelRidge(kernel, alpha=n * nu).fit(X, y).predict(X_test)
+    # batch "auto" = 4 * 32 = 128: 3 mini-batches per pass, the last one of 44 points
+    est = DoublyStochasticRegressor(kernel, solver="preconditioned", nu=nu, block_size=32, n_iter=3,
+                                    warm_start=True, random_state=0)
+    gaps = []
+    for _ in range(20):  # one pass per fit
+        est.fit(X, y)
+        gaps.append(np.sqrt(np.mean((est.predict(X_test) - ref) ** 2)))
+    assert est.t0_ == 3.0 and est.n_iter_ == 60
+    assert max(gaps[9:]) <= 1.05 * gaps[2], gaps
+    assert gaps[-1] < 0.05 * np.std(ref), gaps
+
+
+def test_auto_t0_is_one_pass_for_the_preconditioned_solver():
+    X, y = sinc_data(n=100)
+    kw = dict(kernel=GaussianKernel(sigma=1.0), solver="preconditioned", block_size=8, batch_size=30,
+              random_state=0)
+    est = DoublyStochasticRegressor(n_iter=10, **kw).fit(X, y)
+    assert est.t0_ == 4.0  # ceil(100 / 30)
+    gammas = []
+    est.set_params(warm_start=True, n_iter=1, callback=lambda info: gammas.append(info["step_size"]))
+    est.fit(X, y)
+    assert gammas == [pytest.approx(1.0 / (1 + 10 / 4.0))]
+    # partial_fit counts its first call as the pass; an explicit t0 wins
+    stream = DoublyStochasticRegressor(**kw).partial_fit(X[:60], y[:60])
+    assert stream.t0_ == 2.0
+    assert DoublyStochasticRegressor(t0=7.5, **kw).partial_fit(X, y).t0_ == 7.5
+    assert DoublyStochasticRegressor(kernel=GaussianKernel(sigma=1.0), n_iter=1).fit(X, y).t0_ == 100.0
+
+
 # ----------------------------------------------------------------------------------------------
 # conventions
 
