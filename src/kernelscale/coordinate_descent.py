@@ -22,7 +22,12 @@ Index rules: "cyclic" (1..n every sweep), "aitken" (double sweep: 1..n, then n..
 coordinates that did not move and sit at a kink of the dual (a bound such as 0 or C for the hinge
 loss) with the unclipped update pushing past it by more than the previous sweep's largest change
 (LIBLINEAR's rule); once the remaining ones meet the tolerance all coordinates are swept again,
-and the solver stops only when such a full sweep meets it. The linear path evaluates F and D
+and the solver stops only when such a full sweep meets it. The linear path uses LIBLINEAR's
+one-sided form: a coordinate pushed down (in y c; in c for regression) past its kink is compared
+with the previous sweep's largest downward step, one pushed up with the largest upward step
+(LIBLINEAR's G > PGmax_old / G < PGmin_old), which shrinks the many points at c = 0 sweeps
+earlier, and the z_i it tests are those seen at the coordinate's visit (no pass over the working
+set's rows). The stopping rule is the same on both paths. The linear path evaluates F and D
 (a pass over X) only after full sweeps: its histories hold NaN after shrunk sweeps.
 
 The sweeps run compiled when numba is installed (the optional ``numba`` extra; ``USE_NUMBA``
@@ -112,6 +117,11 @@ class _Sweeps:
         self.eps = float(np.finfo(dtype).eps)
         self.inv_d = self.diag = None  # 1 / k_ii (0 where inactive) and k_ii, set by the solver
         self.inv_kmin = 0.0
+        # one-sided shrinking thresholds (the linear path): the previous sweep's largest step in
+        # each direction of y c (classification) or c (regression), as LIBLINEAR's PGmax / PGmin
+        self.one_sided = False
+        self.sign = None
+        self.last_up = self.last_down = math.inf
 
     def order(self):
         """The coordinates of the next sweep, in the rule's order."""
@@ -128,7 +138,7 @@ class _Sweeps:
         self.dual.append(d)
         return p, d
 
-    def after_sweep(self, c, z, changed, steps, max_change, refresh):
+    def after_sweep(self, c, z, changed, steps, max_change, refresh, z_visit=None):
         """Book-keeping after a sweep; returns True when the solver must stop.
 
         ``z`` is K c (with intercept) after the sweep, or a function ``z(idx)`` returning its
@@ -137,14 +147,16 @@ class _Sweeps:
         coordinates and recorded as NaN after sweeps over a shrunk working set, whose cost is
         a fraction of that pass. ``changed`` / ``steps`` are the coordinates that moved and by
         how much; ``refresh()`` recomputes z exactly and returns the largest difference to the
-        maintained one (the accumulated rounding).
+        maintained one (the accumulated rounding). ``z_visit`` (the linear path): z_i as each
+        coordinate saw it when visited (LIBLINEAR's gradient at its visit), used for shrinking and
+        the precision floor instead of a pass over the working set's rows.
         """
         self.sweep += 1
         w = self.work
         full = w.size == self.n_active
         if callable(z):
             z_all = z(None) if full else None
-            z_w = z_all[w] if full else z(w)
+            z_w = z_visit[w] if z_visit is not None else (z_all[w] if full else z(w))
         else:
             z_all, z_w = z, z[w]
         if z_all is not None:
@@ -164,7 +176,7 @@ class _Sweeps:
         if max_change < self.tol or float(moved.max()) < z_floor:
             if not full:
                 self.work = np.flatnonzero(self.active)  # un-shrink: a full sweep must confirm
-                self.last_change = math.inf
+                self.last_change = self.last_up = self.last_down = math.inf
                 return False
             drift = refresh()
             if drift * self.inv_kmin < self.tol or drift < z_floor:
@@ -179,8 +191,20 @@ class _Sweeps:
             self.mark[changed] = False
             v = z_w * self.inv_d[w] - c[w]
             push = self.loss.kink_push(c[w], v, self.y[w], self.inv_d[w], self.C[w])
-            self.work = w[~(unchanged & (push > self.last_change))]
+            if self.one_sided:
+                # the push goes the way of the unclipped step, sign(y_i - z_i) in c units; compare
+                # it with the last sweep's largest step that way (LIBLINEAR: G > PGmax_old at the
+                # lower bound, G < PGmin_old at the upper)
+                up = self.sign[w] * (self.y[w] - z_w) > 0
+                limit = np.where(up, self.last_up, self.last_down)
+            else:
+                limit = self.last_change
+            self.work = w[~(unchanged & (push > limit))]
         self.last_change = max_change
+        if self.one_sided:
+            signed = self.sign[changed] * np.asarray(steps) if len(changed) else np.zeros(1)
+            self.last_up = float(signed.max(initial=0.0)) or math.inf
+            self.last_down = float(-signed.min(initial=0.0)) or math.inf
         return False
 
 
@@ -380,7 +404,9 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
     X is dense or scipy.sparse (converted to CSR); float32 stays float32. The other parameters
     are those of :func:`kernel_coordinate_descent`. With ``intercept_scaling = s > 0`` every row
     gets an extra feature s (LIBLINEAR's bias, regularised); the intercept is s times its weight.
-    The result carries w (shape (d,)) in ``SolverResult.w``.
+    ``shrinking`` uses LIBLINEAR's one-sided thresholds (module docstring); the stopping rule is
+    max |h| < tol over a full sweep, as on the kernel path. The result carries w (shape (d,)) in
+    ``SolverResult.w``.
     """
     loss = make_loss(loss, epsilon)
     X = _check_linear_X(X)
@@ -397,7 +423,7 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
         X = X.copy()
         X.sum_duplicates()
         X.sort_indices()
-        indptr, indices, data = X.indptr.tolist(), X.indices, X.data
+        indices, data = X.indices, X.data
     else:
         X = np.ascontiguousarray(X)
     diag = _row_sq_norms(X) + s * s
@@ -409,25 +435,23 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
     c = _initial_coef(c0, (n,), np.float64, active)
     w = np.asarray(X.T @ c.astype(dtype), dtype=dtype).ravel()
     wb = s * float(c.sum())  # weight of the constant feature s
-    c_l, y_l, C_l = c.tolist(), y.tolist(), C.tolist()
     inv_d_arr = np.divide(1.0, diag, out=np.zeros(n), where=active)
-    inv_d = inv_d_arr.tolist()
+    code = _loss_code(loss)
+    if code < 0:  # the Python sweeps run on lists
+        c_l, y_l, C_l, inv_d = c.tolist(), y.tolist(), C.tolist(), inv_d_arr.tolist()
+        if sparse:
+            indptr = X.indptr.tolist()
     step = loss.step
+    z_visit = np.zeros(n)  # z_i when coordinate i was last visited
 
     def scores():
         A = X if csr is None else csr  # CSR products: O(nnz), and no BLAS threads to wake
         return np.asarray(A @ w, dtype=dtype).ravel() + s * wb
 
-    def scores_at(idx):
-        if idx is None:
-            return scores()
-        if csr is not None and code >= 0:  # CSR fancy indexing costs more than a shrunk sweep
-            out = np.empty(idx.size, dtype=dtype)
-            _nb_sparse_row_dots(idx, csr.indptr, csr.indices, csr.data, w, out)
-            return out + dtype.type(s * wb)
-        return np.asarray(X[idx] @ w, dtype=dtype).ravel() + s * wb
+    def scores_at(idx):  # shrinking reads z_visit, so only the full z is ever asked for
+        z = scores()
+        return z if idx is None else z[idx]
 
-    code = _loss_code(loss)
     csr = X if sparse else None
     if code >= 0:  # compiled sweeps: state in arrays
         c_arr, y_arr, C_arr = c.copy(), np.ascontiguousarray(y), np.ascontiguousarray(C)
@@ -458,6 +482,8 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
         sweeps = _Sweeps(active, loss, y, C, rule=rule, tol=tol, max_iter=max_iter, shrinking=shrinking,
                          random_state=random_state, monitor=monitor, dtype=dtype)
         sweeps.inv_d, sweeps.diag, sweeps.inv_kmin = inv_d_arr, diag, float(np.max(inv_d_arr, initial=0.0))
+        sweeps.one_sided = True
+        sweeps.sign = np.sign(y) if loss.classification else np.ones(n)
         sweeps.record(c, scores())
         if not active.any():
             sweeps.converged = True
@@ -466,12 +492,14 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
                 order_arr = np.ascontiguousarray(sweeps.order(), dtype=np.intp)
                 if csr is not None:
                     k = _nb_linear_sparse_sweep(order_arr, csr.indptr, csr.indices, csr.data, w, c_arr, y_arr, C_arr,
-                                                inv_d_arr, code, eps_loss, s, state, hbuf, changed_buf, steps_buf)
+                                                inv_d_arr, code, eps_loss, s, state, hbuf, changed_buf, steps_buf,
+                                                z_visit)
                 else:
                     k = _nb_linear_dense_sweep(order_arr, X, w, c_arr, y_arr, C_arr, inv_d_arr, code, eps_loss, s,
-                                               state, hbuf, changed_buf, steps_buf)
+                                               state, hbuf, changed_buf, steps_buf, z_visit)
                 wb = float(state[0])
-                if sweeps.after_sweep(c_arr, scores_at, changed_buf[:k], steps_buf[:k], float(state[1]), refresh):
+                if sweeps.after_sweep(c_arr, scores_at, changed_buf[:k], steps_buf[:k], float(state[1]), refresh,
+                                      z_visit):
                     break
                 continue
             order = sweeps.order().tolist()
@@ -483,6 +511,7 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
                     ind, val = indices[lo:hi], data[lo:hi]
                     ci = c_l[i]
                     zi = float(val @ w[ind]) + s * wb
+                    z_visit[i] = zi
                     new = step(zi * inv_d[i] - ci, y_l[i], inv_d[i], C_l[i])
                     h = new - ci
                     if h != 0.0:
@@ -498,6 +527,7 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
                     xi = X[i]
                     ci = c_l[i]
                     zi = dot(xi, w) + s * wb
+                    z_visit[i] = zi
                     new = step(zi * inv_d[i] - ci, y_l[i], inv_d[i], C_l[i])
                     h = new - ci
                     if h != 0.0:
@@ -509,7 +539,7 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
                         if abs(h) > max_h:
                             max_h = abs(h)
             c = np.asarray(c_l)
-            if sweeps.after_sweep(c, scores_at, changed, steps, max_h, refresh):
+            if sweeps.after_sweep(c, scores_at, changed, steps, max_h, refresh, z_visit):
                 break
         stopped = monitor.stopped_by_callback
     c = coef_now()
@@ -632,9 +662,9 @@ def _nb_kernel_sweep(order, pos, c, z, y, C, inv_d, rows, slot_of, last_used, lr
     return pos
 
 
-def _nb_linear_dense_sweep(order, X, w, c, y, C, inv_d, code, eps, s, state, hbuf, changed, steps):
-    """Algorithm 2 over ``order`` for dense X; state = [weight of the constant feature, max |h|].
-    Returns the number of coordinates that moved."""
+def _nb_linear_dense_sweep(order, X, w, c, y, C, inv_d, code, eps, s, state, hbuf, changed, steps, z_visit):
+    """Algorithm 2 over ``order`` for dense X; state = [weight of the constant feature, max |h|];
+    z_visit[i] gets z_i at the visit of i. Returns the number of coordinates that moved."""
     d = X.shape[1]
     wb = state[0]
     max_h = 0.0
@@ -644,8 +674,10 @@ def _nb_linear_dense_sweep(order, X, w, c, y, C, inv_d, code, eps, s, state, hbu
         acc = 0.0
         for j in range(d):
             acc += xi[j] * w[j]
+        zi = acc + s * wb
+        z_visit[i] = zi
         ci = c[i]
-        new = _nb_step(code, (acc + s * wb) * inv_d[i] - ci, y[i], inv_d[i], C[i], eps)
+        new = _nb_step(code, zi * inv_d[i] - ci, y[i], inv_d[i], C[i], eps)
         h = new - ci
         if h != 0.0:
             hbuf[0] = h
@@ -665,7 +697,7 @@ def _nb_linear_dense_sweep(order, X, w, c, y, C, inv_d, code, eps, s, state, hbu
 
 
 def _nb_linear_sparse_sweep(order, indptr, indices, data, w, c, y, C, inv_d, code, eps, s, state, hbuf, changed,
-                            steps):
+                            steps, z_visit):
     """:func:`_nb_linear_dense_sweep` for CSR X (sorted, duplicate-free indices)."""
     wb = state[0]
     max_h = 0.0
@@ -676,8 +708,10 @@ def _nb_linear_sparse_sweep(order, indptr, indices, data, w, c, y, C, inv_d, cod
         acc = 0.0
         for p in range(lo, hi):
             acc += data[p] * w[indices[p]]
+        zi = acc + s * wb
+        z_visit[i] = zi
         ci = c[i]
-        new = _nb_step(code, (acc + s * wb) * inv_d[i] - ci, y[i], inv_d[i], C[i], eps)
+        new = _nb_step(code, zi * inv_d[i] - ci, y[i], inv_d[i], C[i], eps)
         h = new - ci
         if h != 0.0:
             hbuf[0] = h
@@ -696,19 +730,8 @@ def _nb_linear_sparse_sweep(order, indptr, indices, data, w, c, y, C, inv_d, cod
     return k
 
 
-def _nb_sparse_row_dots(idx, indptr, indices, data, w, out):
-    """out[k] = x_{idx[k]} . w for CSR X (the scores of a working set)."""
-    for k in range(idx.shape[0]):
-        i = idx[k]
-        acc = 0.0
-        for p in range(indptr[i], indptr[i + 1]):
-            acc += data[p] * w[indices[p]]
-        out[k] = acc
-
-
 if _numba is not None:  # pragma: no branch
     _jit = _numba.njit(cache=True, nogil=True)
-    _nb_sparse_row_dots = _jit(_nb_sparse_row_dots)
     _numba.extending.register_jitable(_sigmoid)  # called by _logistic_margin_scalar
     _nb_sigmoid = _jit(_sigmoid)
     _nb_logistic_margin = _jit(_logistic_margin_scalar)
