@@ -50,7 +50,6 @@ Run: ``python benchmarks/bench_fixed_point.py [--quick] [--part kernel|linear]``
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
@@ -63,7 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
 
-from harness import Suite, compare, measure  # noqa: E402
+from harness import Suite, cli_main, compare, measure  # noqa: E402
 from kernelscale.datasets import load_dataset  # noqa: E402
 from kernelscale.kernels import GaussianKernel  # noqa: E402
 from kernelscale.regularized import RegularizedKernelClassifier  # noqa: E402
@@ -341,14 +340,7 @@ def run(quick: bool = False, out_dir=None, parts=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out-dir", default=None)
-    parser.add_argument("--part", action="append", choices=PARTS)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    print(f"results: {run(quick=args.quick, out_dir=args.out_dir, parts=args.part)}")
-    return 0
+    return cli_main(run, argv, __doc__.split("\n")[0], parts=PARTS)
 
 
 if __name__ == "__main__":

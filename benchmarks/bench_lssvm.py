@@ -45,7 +45,6 @@ Run: ``python benchmarks/bench_lssvm.py [--quick] [--part solvers --part peers]`
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import multiprocessing as mp
@@ -58,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
-from harness import Suite, compare, measure, median  # noqa: E402
+from harness import Suite, cli_main, compare, measure, median  # noqa: E402
 from kernelscale.blocks import kernel_matrix  # noqa: E402
 from kernelscale.datasets import load_dataset  # noqa: E402
 from kernelscale.kernels import PolynomialKernel  # noqa: E402
@@ -477,14 +476,7 @@ def plot_curves(records, path, title):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes (minutes)")
-    parser.add_argument("--out-dir", default=None)
-    parser.add_argument("--part", action="append", choices=PARTS, help="run only these parts (repeatable)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    print(f"results: {run(quick=args.quick, out_dir=args.out_dir, parts=args.part)}")
-    return 0
+    return cli_main(run, argv, __doc__.splitlines()[0], parts=PARTS)
 
 
 if __name__ == "__main__":

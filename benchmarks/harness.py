@@ -692,13 +692,18 @@ def run_suite(name, quick=False, out_dir=None, bench_dir=None):
     return Path(load_suite(name, bench_dir).run(quick=quick, out_dir=out_dir))
 
 
-def cli_main(run, argv=None, description=None):
-    """``python benchmarks/bench_<name>.py [--quick] [--out-dir DIR]``."""
+def cli_main(run, argv=None, description=None, parts=None):
+    """``python benchmarks/bench_<name>.py [--quick] [--out-dir DIR]``, plus ``[--part P]...`` for a
+    suite made of ``parts`` (its ``run`` then takes ``parts=``, None meaning all of them)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="small sizes and fewer repeats")
     parser.add_argument("--out-dir", default=None, help=f"where results go (default {RESULTS_DIR})")
+    if parts:
+        parser.add_argument("--part", action="append", choices=parts,
+                            help="run only these parts (repeatable), keeping the other parts' records")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    path = run(quick=args.quick, out_dir=args.out_dir)
+    extra = {"parts": args.part} if parts else {}
+    path = run(quick=args.quick, out_dir=args.out_dir, **extra)
     print(f"results: {path}")
     return 0
