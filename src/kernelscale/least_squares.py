@@ -658,6 +658,14 @@ class _LeastSquaresClassifierBase(ClassifierMixin, BaseEstimator):
             )
         return True
 
+    def _warn_not_converged(self):
+        warnings.warn(
+            f"{type(self).__name__} did not converge in max_iter={self.max_iter} iterations "
+            f"(tol={self.tol}); increase max_iter or tol.",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+
 
 class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
     """Multi-class GLM fitted by generalized least squares (paper 5, Algorithm 1, eq. 14).
@@ -738,12 +746,7 @@ class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
                 monitor=monitor,
             )
         if not result.converged and not monitor.stopped_by_callback:
-            warnings.warn(
-                f"GeneralizedLeastSquaresClassifier did not converge in max_iter={self.max_iter} "
-                f"iterations (tol={self.tol}); increase max_iter or tol.",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
+            self._warn_not_converged()
         self.classes_ = classes
         self.coef_ = result.coef.astype(X.dtype)
         self.intercept_ = result.intercept.astype(X.dtype)
@@ -852,12 +855,7 @@ class CalibratedLeastSquaresClassifier(_LeastSquaresClassifierBase):
                 max_memory=self.max_memory, monitor=monitor,
             )
         if not result.converged and not monitor.stopped_by_callback:
-            warnings.warn(
-                f"CalibratedLeastSquaresClassifier did not converge in max_iter={self.max_iter} "
-                f"iterations (tol={self.tol}); increase max_iter or tol.",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
+            self._warn_not_converged()
         self.classes_ = classes
         self.multilabel_ = multilabel
         self.basis_ = basis
