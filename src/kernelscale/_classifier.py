@@ -1,6 +1,24 @@
-"""Shared prediction logic of one-vs-rest classifiers built on per-class scores."""
+"""Shared logic of the classifiers: class encoding and one-vs-rest prediction from per-class scores."""
 
 import numpy as np
+from sklearn.utils.multiclass import check_classification_targets
+
+
+def require_two_classes(classes, name="y"):
+    """A ValueError naming ``name`` when ``classes`` (sorted unique labels) has a single class."""
+    if classes.size < 2:
+        raise ValueError(
+            f"{name} has only one class ({classes[0]!r}); a classifier needs samples of at least 2 "
+            f"classes (got 1 class)."
+        )
+
+
+def encode_classes(y, name="y"):
+    """classes, integer codes of y; a ValueError when y holds a single class."""
+    check_classification_targets(y)
+    classes, codes = np.unique(y, return_inverse=True)
+    require_two_classes(classes, name)
+    return classes, codes
 
 
 class OneVsRestScoresMixin:

@@ -92,6 +92,7 @@ from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from ._classifier import require_two_classes
 from ._monitor import IterationMonitor
 from .blocks import format_bytes, parse_memory
 from .features import _KERNEL_CONSTRAINT, FeatureBlockSpec, FourierBlock, _family, _seed_from, sample_block
@@ -812,11 +813,7 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
                 all_classes = np.unique(np.asarray(classes))
             else:
                 all_classes = np.unique(y)
-            if all_classes.size < 2:
-                raise ValueError(
-                    f"y has only one class ({all_classes[0]!r}); a classifier needs samples of "
-                    f"at least 2 classes."
-                )
+            require_two_classes(all_classes)
             self.classes_ = all_classes
             self.loss_ = self.loss
         elif classes is not None and not np.array_equal(np.unique(np.asarray(classes)), self.classes_):

@@ -46,9 +46,10 @@ from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.class_weight import compute_sample_weight
-from sklearn.utils.multiclass import check_classification_targets, type_of_target
+from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, column_or_1d, validate_data
 
+from ._classifier import encode_classes
 from ._monitor import IterationMonitor
 from ._validation import as_float_array
 from .blocks import format_bytes, parse_memory, rows_per_block
@@ -227,18 +228,6 @@ def _softmax(S):
     np.exp(P, out=P)
     P /= P.sum(axis=1, keepdims=True)
     return P
-
-
-def _encode_classes(y, name="y"):
-    """classes, integer codes; a ValueError when y holds a single class."""
-    check_classification_targets(y)
-    classes, codes = np.unique(y, return_inverse=True)
-    if classes.size < 2:
-        raise ValueError(
-            f"{name} has only one class ({classes[0]!r}); a classifier needs samples of at least "
-            f"2 classes."
-        )
-    return classes, codes
 
 
 def _one_hot(codes, k, dtype):
@@ -643,7 +632,7 @@ class _LeastSquaresClassifierBase(ClassifierMixin, BaseEstimator):
             classes = np.arange(y.shape[1])
             Y = np.asarray(y, dtype=X.dtype)
         else:
-            classes, codes = _encode_classes(y)
+            classes, codes = encode_classes(y)
             Y = _one_hot(codes, classes.size, X.dtype)
         sw = _sample_weights(sample_weight, X, y if not multilabel else None, self.class_weight)
         return X, y, Y, classes, sw, multilabel

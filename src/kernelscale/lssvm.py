@@ -76,9 +76,9 @@ from scipy import linalg
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context, clone
 from sklearn.utils import check_random_state, compute_sample_weight
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from ._classifier import encode_classes
 from ._monitor import IterationMonitor, check_callback
 from ._validation import as_float_array, check_positive
 from .blocks import format_bytes, kernel_matvec, kernel_rows, parse_memory, ufunc_workspace_bytes
@@ -837,13 +837,7 @@ class LSSVMClassifier(ClassifierMixin, _LSSVMBase):
     def fit(self, X, y, sample_weight=None):
         """Fit on X (n, d) and class labels y (n,), with optional sample weights."""
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
-        check_classification_targets(y)
-        classes, codes = np.unique(y, return_inverse=True)
-        if classes.size < 2:
-            raise ValueError(
-                f"LSSVMClassifier needs at least 2 classes in y, got 1 class ({classes[0]!r}); "
-                f"pass samples of several classes."
-            )
+        classes, codes = encode_classes(y)
         if self.class_weight is not None:
             cw = compute_sample_weight(self.class_weight, y)
             sample_weight = cw if sample_weight is None else cw * _check_sample_weight(sample_weight, X)

@@ -27,10 +27,9 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from ._classifier import OneVsRestScoresMixin
+from ._classifier import OneVsRestScoresMixin, encode_classes
 from .coordinate_descent import RULES, _prefers_csr, kernel_coordinate_descent, linear_coordinate_descent
 from .exact import kernel_predict
 from .fixed_point import KernelRowCache, _vector_bytes, kernel_fixed_point, linear_fixed_point
@@ -324,13 +323,7 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
     def fit(self, X, y, sample_weight=None):
         """Fit on X (n, d) (scipy.sparse allowed for the linear kernel) and class labels y."""
         X, y = self._validate_X(X, y, fit=True)
-        check_classification_targets(y)
-        classes, codes = np.unique(y, return_inverse=True)
-        if classes.size < 2:
-            raise ValueError(
-                f"{type(self).__name__} needs samples of at least 2 classes; got 1 class ({classes[0]!r}) "
-                f"in y. Pass data with both classes."
-            )
+        classes, codes = encode_classes(y)
         sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
         if self.class_weight is not None:
             sample_weight = sample_weight * compute_class_weight(self.class_weight, classes=classes, y=y)[codes]

@@ -52,10 +52,9 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.class_weight import compute_class_weight
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from ._classifier import OneVsRestScoresMixin
+from ._classifier import OneVsRestScoresMixin, encode_classes
 from ._monitor import IterationMonitor
 from .blocks import format_bytes, iter_kernel_blocks, kernel_matvec, kernel_rows, parse_memory
 from .kernels import KERNEL_NAMES, Kernel, make_kernel
@@ -891,12 +890,7 @@ class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
     def fit(self, X, y, sample_weight=None):
         """Fit on X (n, d) and class labels y."""
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
-        check_classification_targets(y)
-        classes, codes = np.unique(y, return_inverse=True)
-        if classes.size < 2:
-            raise ValueError(
-                f"{type(self).__name__} needs samples of at least 2 classes; got 1 class ({classes[0]!r}) in y. "
-                f"Pass data with both classes.")
+        classes, codes = encode_classes(y)
         sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
         if self.class_weight is not None:
             sample_weight = sample_weight * compute_class_weight(self.class_weight, classes=classes, y=y)[codes]

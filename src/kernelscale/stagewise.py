@@ -48,13 +48,13 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._classifier import encode_classes
 from ._monitor import IterationMonitor
 from ._validation import as_float_array, check_same_features
 from .features import FeatureBlockSpec, _seed_from, block_rng, sample_block, transform_block
 from .kernels import GaussianKernel, PolynomialKernel
 from .least_squares import (
     _MEMORY_CONSTRAINT,
-    _encode_classes,
     _factor_spd,
     _gls_fixed_bytes,
     _normalized_weights,
@@ -608,7 +608,7 @@ class StagewiseClassifier(ClassifierMixin, _StagewiseBase):
         """Fit on X (n, d) and class labels y (n,), with optional sample weights."""
         previous_d = getattr(self, "n_features_in_", None)
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
-        classes, codes = _encode_classes(y)
+        classes, codes = encode_classes(y)
         if self.warm_start and hasattr(self, "classes_") and not np.array_equal(classes, self.classes_):
             raise ValueError("warm_start=True but the classes changed; set warm_start=False.")
         Y = _one_hot(codes, classes.size, X.dtype)
