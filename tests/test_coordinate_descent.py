@@ -247,12 +247,13 @@ def test_bad_input():
 
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba is not installed")
+@pytest.mark.parametrize("rule", RULES)
 @pytest.mark.parametrize("loss", LOSSES)
-def test_compiled_and_python_sweeps_give_the_same_iterates(loss, monkeypatch):
+def test_compiled_and_python_sweeps_give_the_same_iterates(loss, rule, monkeypatch):
     X, y = make_problem(loss, n=60, seed=14)
     Xs = sp.csr_matrix(X * (np.random.default_rng(0).random(X.shape) < 0.5))
     kern = GaussianKernel(SIGMA)
-    args = dict(rule="random", tol=1e-30, max_iter=6, epsilon=EPS, random_state=3, shrinking=True)
+    args = dict(rule=rule, tol=1e-30, max_iter=6, epsilon=EPS, random_state=3, shrinking=True)
     out = {}
     for flag in (False, True):
         monkeypatch.setattr(cd, "USE_NUMBA", flag)
@@ -314,3 +315,23 @@ def test_linear_path_at_loose_tol_is_close_to_liblinear_at_tight_tol():
         assert r.converged
         assert rel_err(r.w, ref) < 3e-2
         assert 0 <= F(r.w) - F(ref) < 5e-3 * F(ref)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_linear_callback_sees_every_sweep_of_the_same_run(sparse):
+    """A callback makes the compiled linear path return after every sweep; the iterates, the
+    sweep count and the shrunk working sets are those of a run without callback."""
+    X, y = _sparse_classification(400, 12, 21)
+    X = sp.csr_matrix(X) if sparse else X
+    args = dict(tol=1e-6, random_state=5, max_iter=500)
+    seen = []
+    a = linear_coordinate_descent(X, y, "hinge", 1.0, callback=lambda info: seen.append(info["n_active"]), **args)
+    b = linear_coordinate_descent(X, y, "hinge", 1.0, **args)
+    assert a.converged and b.converged
+    assert len(seen) == a.n_iter == b.n_iter
+    assert min(seen) < 400  # shrinking happened
+    np.testing.assert_array_equal(a.coef, b.coef)
+    np.testing.assert_array_equal(np.isnan(a.objective_history), np.isnan(b.objective_history))
+    stop_at = a.n_iter // 2
+    c = linear_coordinate_descent(X, y, "hinge", 1.0, callback=lambda info: info["iteration"] >= stop_at, **args)
+    assert c.stopped_by_callback and c.n_iter == stop_at

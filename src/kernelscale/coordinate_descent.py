@@ -31,7 +31,11 @@ set's rows). The stopping rule is the same on both paths. The linear path evalua
 (a pass over X) only after full sweeps: its histories hold NaN after shrunk sweeps.
 
 The sweeps run compiled when numba is installed (the optional ``numba`` extra; ``USE_NUMBA``
-switches it off), else as Python loops with the same iterates.
+switches it off; the loops are in kernelscale._cd_loops), else as Python loops with the same
+iterates. On the linear path one compiled call runs sweeps, shrinking included, until a sweep over
+all coordinates (after every sweep when a callback is given), so that the many short sweeps over a
+shrunk working set cost no Python overhead. The "random" rule shuffles with one stream of floats
+drawn from ``random_state``, shared by both forms.
 
 Points with k_ii = 0 (a zero kernel row: the paper removes them) and points of zero weight keep
 c_i = 0; the former are listed in ``SolverResult.dropped``. When the solver would stop, z (or w)
@@ -49,6 +53,8 @@ import scipy.sparse as sp
 from scipy.linalg import blas
 from sklearn.utils import check_random_state
 
+from . import _cd_loops as loops
+from ._cd_loops import numba as _numba
 from ._monitor import IterationMonitor
 from ._validation import as_float_array, check_positive
 from .blocks import kernel_diag
@@ -71,8 +77,6 @@ from .losses import (
     LogisticLoss,
     SquaredHingeLoss,
     SquaredLoss,
-    _logistic_margin_scalar,
-    _sigmoid,
     dual_objective,
     make_loss,
     primal_objective,
@@ -86,6 +90,8 @@ RULES = ("cyclic", "aitken", "random")
 LOOKAHEAD = 4  # prefetch scans this many batches ahead in the sweep order
 SPARSE_SWEEPS_BELOW = 0.3  # compiled linear sweeps run dense X with fewer nonzeros than this as CSR
 PRECISION_FLOOR = 100.0  # updates moving z_i by less than this many eps(dtype) * max|z| are rounding
+RANDOM_CHUNK = 1 << 16  # floats drawn at a time for the "random" rule's shuffles
+RUN_SWEEPS = 4096  # most sweeps of one compiled run of the linear path
 
 
 def _blas(dtype):
@@ -106,6 +112,7 @@ class _Sweeps:
         self.loss, self.y, self.C = loss, y, C
         self.rule, self.tol, self.max_iter, self.shrinking = rule, tol, max_iter, shrinking
         self.rng = check_random_state(random_state)
+        self.rand, self.rpos = np.empty(0), 0  # the stream of floats that shuffles (rule "random")
         self.monitor = monitor
         self.work = np.flatnonzero(active)
         self.n_active = int(self.work.size)
@@ -126,10 +133,22 @@ class _Sweeps:
     def order(self):
         """The coordinates of the next sweep, in the rule's order."""
         if self.rule == "random":
-            return self.rng.permutation(self.work)
+            order = self.work.astype(np.intp)
+            need = max(order.size - 1, 0)
+            self.random_floats(need)
+            loops.shuffle(order, order.size, self.rand, self.rpos)
+            self.rpos += need
+            return order
         if self.rule == "aitken" and self.sweep % 2 == 1:
             return self.work[::-1]
         return self.work
+
+    def random_floats(self, need):
+        """Make rand[rpos:] hold at least ``need`` floats of the "random" rule's stream."""
+        if self.rpos + need > self.rand.size:
+            fresh = self.rng.random_sample(max(need, RANDOM_CHUNK))
+            self.rand = np.concatenate((self.rand[self.rpos:], fresh))
+            self.rpos = 0
 
     def record(self, c, z):
         p = primal_objective(self.loss, self.y, z, c, self.C)
@@ -137,6 +156,27 @@ class _Sweeps:
         self.primal.append(p)
         self.dual.append(d)
         return p, d
+
+    def account(self, outcome, done, max_changes, sizes, c, z, refresh, z_floor):
+        """Book-keeping after a compiled run of ``done`` linear sweeps (loops._nb_linear_run did
+        the shrinking); the same histories and stopping decision as :meth:`after_sweep`."""
+        for t in range(done):
+            self.sweep += 1
+            if t == done - 1 and outcome in (loops.RUN_FULL, loops.RUN_TOL):
+                p, d = self.record(c, z(None))
+            else:
+                p = d = math.nan
+                self.primal.append(p)
+                self.dual.append(d)
+            if self.monitor.update(objective=p, dual_objective=d, duality_gap=p + d, max_change=float(max_changes[t]),
+                                   n_active=int(sizes[t])):
+                return True
+        if outcome == loops.RUN_TOL:
+            drift = refresh()
+            if drift * self.inv_kmin < self.tol or drift < z_floor:
+                self.converged = True
+                return True
+        return False
 
     def after_sweep(self, c, z, changed, steps, max_change, refresh, z_visit=None):
         """Book-keeping after a sweep; returns True when the solver must stop.
@@ -334,7 +374,7 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
                 pos = 0
                 while True:
                     counts[1] = cache.clock
-                    pos = _nb_kernel_sweep(order_arr, pos, c_arr, z, y_arr, C_arr, inv_d_arr, rows, slot_of,
+                    pos = loops._nb_kernel_sweep(order_arr, pos, c_arr, z, y_arr, C_arr, inv_d_arr, rows, slot_of,
                                            last_used, lru, code, eps_loss, s2, state, hbuf, changed_buf, steps_buf,
                                            counts)
                     cache.clock = int(counts[1])
@@ -453,15 +493,27 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
         return z if idx is None else z[idx]
 
     csr = X if sparse else None
-    if code >= 0:  # compiled sweeps: state in arrays
-        c_arr, y_arr, C_arr = c.copy(), np.ascontiguousarray(y), np.ascontiguousarray(C)
+    if code >= 0:  # compiled runs of sweeps (loops._nb_linear_run): state in arrays
         eps_loss = float(getattr(loss, "epsilon", 0.0))
-        state = np.array([wb, 0.0])
-        hbuf = np.zeros(1, dtype=dtype)
-        changed_buf = np.empty(n, dtype=np.intp)
-        steps_buf = np.empty(n, dtype=np.float64)
         if not sparse and _prefers_csr(X):
             csr = sp.csr_matrix(X)  # a sweep costs O(nnz): run mostly-zero dense rows as CSR rows
+        c_arr, y_arr, C_arr = c.copy(), np.ascontiguousarray(y), np.ascontiguousarray(C)
+        active_idx = np.flatnonzero(active).astype(np.intp)
+        work_buf = np.zeros(n, dtype=np.intp)
+        work_buf[: active_idx.size] = active_idx
+        # [working-set size, sweeps, position in the random stream, max sweeps, rule, shrinking]
+        ist = np.array([active_idx.size, 0, 0, 0, RULES.index(rule) if rule in RULES else 0, int(shrinking)],
+                       dtype=np.int64)
+        # [wb, tol, precision floor factor, last change, last up / down steps, z_floor]
+        fst = np.array([wb, tol, PRECISION_FLOOR * float(np.finfo(dtype).eps), math.inf, math.inf, math.inf, 0.0])
+        if csr is not None:
+            X_args = (True, csr.indptr, csr.indices, csr.data, np.zeros((1, 1), dtype=dtype))
+        else:
+            X_args = (False, np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32), np.zeros(1, dtype=dtype), X)
+        run_args = (w, c_arr, y_arr, C_arr, inv_d_arr, diag.astype(np.float64), code, eps_loss, s, np.zeros(1, dtype=dtype),
+                    np.empty(n, dtype=np.intp), np.empty(n), np.zeros(n, dtype=bool), np.empty(RUN_SWEEPS),
+                    np.empty(RUN_SWEEPS, dtype=np.int64))
+        order_buf = np.empty(n, dtype=np.intp)
 
     def coef_now():
         return c_arr if code >= 0 else np.asarray(c_l)
@@ -475,7 +527,7 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
         w[:] = exact
         wb = s * math.fsum(cur.tolist())
         if code >= 0:
-            state[0] = wb
+            fst[0] = wb
         return drift
 
     with IterationMonitor(verbose, callback, total=max_iter, desc="coordinate descent (linear)") as monitor:
@@ -489,17 +541,14 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
             sweeps.converged = True
         while not sweeps.converged and sweeps.sweep < max_iter:
             if code >= 0:
-                order_arr = np.ascontiguousarray(sweeps.order(), dtype=np.intp)
-                if csr is not None:
-                    k = _nb_linear_sparse_sweep(order_arr, csr.indptr, csr.indices, csr.data, w, c_arr, y_arr, C_arr,
-                                                inv_d_arr, code, eps_loss, s, state, hbuf, changed_buf, steps_buf,
-                                                z_visit)
-                else:
-                    k = _nb_linear_dense_sweep(order_arr, X, w, c_arr, y_arr, C_arr, inv_d_arr, code, eps_loss, s,
-                                               state, hbuf, changed_buf, steps_buf, z_visit)
-                wb = float(state[0])
-                if sweeps.after_sweep(c_arr, scores_at, changed_buf[:k], steps_buf[:k], float(state[1]), refresh,
-                                      z_visit):
+                # one sweep per run when a callback must see every sweep, else until a full sweep
+                ist[2], ist[3] = sweeps.rpos, 1 if callback is not None else min(max_iter - sweeps.sweep, RUN_SWEEPS)
+                outcome, done = loops._nb_linear_run(work_buf, active_idx, order_buf, sweeps.rand, ist, fst, *X_args,
+                                                     *run_args)
+                sweeps.rpos, wb = int(ist[2]), float(fst[0])
+                if outcome == loops.RUN_RANDOM:
+                    sweeps.random_floats(max(int(ist[0]) - 1, 0))
+                if sweeps.account(outcome, done, run_args[-2], run_args[-1], c_arr, scores_at, refresh, float(fst[6])):
                     break
                 continue
             order = sweeps.order().tolist()
@@ -548,18 +597,7 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
 
 
 # ----------------------------------------------------------------------------------------------
-# compiled sweeps (optional numba)
-#
-# The loops below are plain Python written in the subset numba compiles. With numba installed
-# (the optional ``numba`` extra) and USE_NUMBA true they run compiled, and a sweep costs what its
-# arithmetic costs; without numba the solvers use the Python loops of the functions above, which
-# give the same iterates (up to the rounding of float32 axpys). Losses other than the six built-in
-# classes (user subclasses) always take the Python loop.
-
-try:  # pragma: no cover - depends on the environment
-    import numba as _numba
-except ImportError:  # pragma: no cover
-    _numba = None
+# compiled loops (optional numba, kernelscale._cd_loops)
 
 #: compiled sweeps are used when numba is importable and this is True (tests flip it)
 USE_NUMBA = _numba is not None
@@ -578,166 +616,3 @@ def _loss_code(loss):
     if not (USE_NUMBA and _numba is not None) or type(loss) not in _BUILTIN:
         return -1
     return _LOSS_CODES[loss.name]
-
-
-# the scalar logistic resolvent of kernelscale.losses, compiled below (one implementation)
-_nb_sigmoid = _sigmoid
-_nb_logistic_margin = _logistic_margin_scalar
-
-
-def _nb_step(code, v, y, alpha, C, eps):
-    """S_i(v) = -J_{alpha}(v) of one coordinate: the formulas of the Loss.step methods."""
-    if code == 0:
-        return C * (alpha * y - v) / (alpha + C)
-    if code == 1:
-        a = alpha - y * v
-        if a <= 0.0:
-            return 0.0
-        return y * (a if a < C else C)
-    if code == 2:
-        a = alpha - y * v
-        if a <= 0.0:
-            return 0.0
-        return y * (2.0 * C) * a / (alpha + 2.0 * C)
-    if code == 3:
-        r = alpha * y - v
-        if r >= 0.0:
-            return r if r < C else C
-        return r if -r < C else -C
-    if code == 4:
-        r = alpha * y - v
-        m = abs(r) - alpha * eps
-        if m <= 0.0:
-            return 0.0
-        m = m if m < C else C
-        return m if r > 0.0 else -m
-    if C <= 0.0:
-        return 0.0
-    s = _nb_logistic_margin(y * v / alpha, C / alpha)
-    return y * C * _nb_sigmoid(-s)
-
-
-def _nb_kernel_sweep(order, pos, c, z, y, C, inv_d, rows, slot_of, last_used, lru, code, eps, s2, state, hbuf,
-                     changed, steps, counts):
-    """Algorithm 1 over order[pos:] until a coordinate that moves has no cached row.
-
-    state = [b, max |h|]; counts = [entries of changed/steps so far, LRU clock]. Returns the
-    position reached (len(order) when the sweep is done).
-    """
-    n = z.shape[0]
-    m = order.shape[0]
-    b = state[0]
-    max_h = state[1]
-    k = counts[0]
-    clock = counts[1]
-    while pos < m:
-        i = order[pos]
-        ci = c[i]
-        new = _nb_step(code, (z[i] + b) * inv_d[i] - ci, y[i], inv_d[i], C[i], eps)
-        h = new - ci
-        if h != 0.0:
-            slot = slot_of[i]
-            if slot < 0:
-                break
-            hbuf[0] = h  # h in the dtype of z and the rows
-            hz = hbuf[0]
-            row = rows[slot]
-            for j in range(n):
-                z[j] += hz * row[j]
-            if lru:
-                clock += 1
-                last_used[slot] = clock
-            b += s2 * h
-            c[i] = new
-            changed[k] = i
-            steps[k] = h
-            k += 1
-            if abs(h) > max_h:
-                max_h = abs(h)
-        pos += 1
-    state[0] = b
-    state[1] = max_h
-    counts[0] = k
-    counts[1] = clock
-    return pos
-
-
-def _nb_linear_dense_sweep(order, X, w, c, y, C, inv_d, code, eps, s, state, hbuf, changed, steps, z_visit):
-    """Algorithm 2 over ``order`` for dense X; state = [weight of the constant feature, max |h|];
-    z_visit[i] gets z_i at the visit of i. Returns the number of coordinates that moved."""
-    d = X.shape[1]
-    wb = state[0]
-    max_h = 0.0
-    k = 0
-    for i in order:
-        xi = X[i]
-        acc = 0.0
-        for j in range(d):
-            acc += xi[j] * w[j]
-        zi = acc + s * wb
-        z_visit[i] = zi
-        ci = c[i]
-        new = _nb_step(code, zi * inv_d[i] - ci, y[i], inv_d[i], C[i], eps)
-        h = new - ci
-        if h != 0.0:
-            hbuf[0] = h
-            hw = hbuf[0]
-            for j in range(d):
-                w[j] += hw * xi[j]
-            wb += s * h
-            c[i] = new
-            changed[k] = i
-            steps[k] = h
-            k += 1
-            if abs(h) > max_h:
-                max_h = abs(h)
-    state[0] = wb
-    state[1] = max_h
-    return k
-
-
-def _nb_linear_sparse_sweep(order, indptr, indices, data, w, c, y, C, inv_d, code, eps, s, state, hbuf, changed,
-                            steps, z_visit):
-    """:func:`_nb_linear_dense_sweep` for CSR X (sorted, duplicate-free indices)."""
-    wb = state[0]
-    max_h = 0.0
-    k = 0
-    for i in order:
-        lo = indptr[i]
-        hi = indptr[i + 1]
-        acc = 0.0
-        for p in range(lo, hi):
-            acc += data[p] * w[indices[p]]
-        zi = acc + s * wb
-        z_visit[i] = zi
-        ci = c[i]
-        new = _nb_step(code, zi * inv_d[i] - ci, y[i], inv_d[i], C[i], eps)
-        h = new - ci
-        if h != 0.0:
-            hbuf[0] = h
-            hw = hbuf[0]
-            for p in range(lo, hi):
-                w[indices[p]] += hw * data[p]
-            wb += s * h
-            c[i] = new
-            changed[k] = i
-            steps[k] = h
-            k += 1
-            if abs(h) > max_h:
-                max_h = abs(h)
-    state[0] = wb
-    state[1] = max_h
-    return k
-
-
-if _numba is not None:  # pragma: no branch
-    _jit = _numba.njit(cache=True, nogil=True)
-    _numba.extending.register_jitable(_sigmoid)  # called by _logistic_margin_scalar
-    _nb_sigmoid = _jit(_sigmoid)
-    _nb_logistic_margin = _jit(_logistic_margin_scalar)
-    _nb_step = _jit(_nb_step)
-    _nb_kernel_sweep = _jit(_nb_kernel_sweep)
-    # the dense dot products may be reassociated (vectorised); the order of the updates is not touched
-    _nb_linear_dense_sweep = _numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})(
-        _nb_linear_dense_sweep)
-    _nb_linear_sparse_sweep = _jit(_nb_linear_sparse_sweep)

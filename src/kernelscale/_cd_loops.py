@@ -1,0 +1,346 @@
+"""The inner loops of coordinate descent (kernelscale.coordinate_descent), compiled by numba.
+
+The functions below are plain Python written in the subset numba compiles. With numba installed
+(the optional ``numba`` extra) they are compiled on first use (cached on disk), and a sweep costs what
+its arithmetic costs; kernelscale.coordinate_descent falls back to its own Python loops, which give
+the same iterates (up to the rounding of float32 axpys), when numba is missing, when its
+``USE_NUMBA`` switch is off, and for losses other than the six built-in classes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .losses import _logistic_margin_scalar, _sigmoid
+
+try:  # pragma: no cover - depends on the environment
+    import numba
+except ImportError:  # pragma: no cover
+    numba = None
+
+# the scalar logistic resolvent of kernelscale.losses, compiled below (one implementation)
+_nb_sigmoid = _sigmoid
+_nb_logistic_margin = _logistic_margin_scalar
+
+
+def _nb_step(code, v, y, alpha, C, eps):
+    """S_i(v) = -J_{alpha}(v) of one coordinate: the formulas of the Loss.step methods."""
+    if code == 0:
+        return C * (alpha * y - v) / (alpha + C)
+    if code == 1:
+        a = alpha - y * v
+        if a <= 0.0:
+            return 0.0
+        return y * (a if a < C else C)
+    if code == 2:
+        a = alpha - y * v
+        if a <= 0.0:
+            return 0.0
+        return y * (2.0 * C) * a / (alpha + 2.0 * C)
+    if code == 3:
+        r = alpha * y - v
+        if r >= 0.0:
+            return r if r < C else C
+        return r if -r < C else -C
+    if code == 4:
+        r = alpha * y - v
+        m = abs(r) - alpha * eps
+        if m <= 0.0:
+            return 0.0
+        m = m if m < C else C
+        return m if r > 0.0 else -m
+    if C <= 0.0:
+        return 0.0
+    s = _nb_logistic_margin(y * v / alpha, C / alpha)
+    return y * C * _nb_sigmoid(-s)
+
+
+def _nb_kernel_sweep(order, pos, c, z, y, C, inv_d, rows, slot_of, last_used, lru, code, eps, s2, state, hbuf,
+                     changed, steps, counts):
+    """Algorithm 1 over order[pos:] until a coordinate that moves has no cached row.
+
+    state = [b, max |h|]; counts = [entries of changed/steps so far, LRU clock]. Returns the
+    position reached (len(order) when the sweep is done).
+    """
+    n = z.shape[0]
+    m = order.shape[0]
+    b = state[0]
+    max_h = state[1]
+    k = counts[0]
+    clock = counts[1]
+    while pos < m:
+        i = order[pos]
+        ci = c[i]
+        new = _nb_step(code, (z[i] + b) * inv_d[i] - ci, y[i], inv_d[i], C[i], eps)
+        h = new - ci
+        if h != 0.0:
+            slot = slot_of[i]
+            if slot < 0:
+                break
+            hbuf[0] = h  # h in the dtype of z and the rows
+            hz = hbuf[0]
+            row = rows[slot]
+            for j in range(n):
+                z[j] += hz * row[j]
+            if lru:
+                clock += 1
+                last_used[slot] = clock
+            b += s2 * h
+            c[i] = new
+            changed[k] = i
+            steps[k] = h
+            k += 1
+            if abs(h) > max_h:
+                max_h = abs(h)
+        pos += 1
+    state[0] = b
+    state[1] = max_h
+    counts[0] = k
+    counts[1] = clock
+    return pos
+
+
+def _nb_linear_visit(i, zi, c, y, C, inv_d, code, eps, up_limit, down_limit, drop):
+    """The update of coordinate i seen with z_i = zi (the new coefficient goes to c[i]): returns h
+    and, when h = 0, marks drop[i] if shrinking removes it (pushed past its kink by more than the
+    limit on its side; the side is sign(y_i - z_i) times the sign of y_i for classification)."""
+    ci, yi, ai = c[i], y[i], inv_d[i]
+    v = zi * ai - ci
+    new = _nb_step(code, v, yi, ai, C[i], eps)
+    h = new - ci
+    if h != 0.0:
+        c[i] = new
+    else:
+        side = yi - zi
+        if code == 1 or code == 2 or code == 5:
+            side *= yi
+        limit = up_limit if side > 0 else down_limit
+        if _nb_kink_push(code, ci, v, yi, ai, C[i], eps) > limit:
+            drop[i] = True
+    return h
+
+
+def _nb_linear_dense_sweep(order, X, w, c, y, C, inv_d, code, eps, s, state, hbuf, changed, steps, drop, up_limit,
+                           down_limit):
+    """Algorithm 2 over ``order`` for dense X; state = [weight of the constant feature, max |h|,
+    max(1, max |z_i|)]. Returns the number of coordinates that moved (in changed / steps)."""
+    d = X.shape[1]
+    wb = state[0]
+    max_h = 0.0
+    z_max = 1.0
+    k = 0
+    for i in order:
+        xi = X[i]
+        acc = 0.0
+        for j in range(d):
+            acc += xi[j] * w[j]
+        zi = acc + s * wb
+        if abs(zi) > z_max:
+            z_max = abs(zi)
+        h = _nb_linear_visit(i, zi, c, y, C, inv_d, code, eps, up_limit, down_limit, drop)
+        if h != 0.0:
+            hbuf[0] = h
+            hw = hbuf[0]
+            for j in range(d):
+                w[j] += hw * xi[j]
+            wb += s * h
+            changed[k] = i
+            steps[k] = h
+            k += 1
+            if abs(h) > max_h:
+                max_h = abs(h)
+    state[0] = wb
+    state[1] = max_h
+    state[2] = z_max
+    return k
+
+
+def _nb_linear_sparse_sweep(order, indptr, indices, data, w, c, y, C, inv_d, code, eps, s, state, hbuf, changed,
+                            steps, drop, up_limit, down_limit):
+    """:func:`_nb_linear_dense_sweep` for CSR X (sorted, duplicate-free indices)."""
+    wb = state[0]
+    max_h = 0.0
+    z_max = 1.0
+    k = 0
+    for i in order:
+        lo = indptr[i]
+        hi = indptr[i + 1]
+        acc = 0.0
+        for p in range(lo, hi):
+            acc += data[p] * w[indices[p]]
+        zi = acc + s * wb
+        if abs(zi) > z_max:
+            z_max = abs(zi)
+        h = _nb_linear_visit(i, zi, c, y, C, inv_d, code, eps, up_limit, down_limit, drop)
+        if h != 0.0:
+            hbuf[0] = h
+            hw = hbuf[0]
+            for p in range(lo, hi):
+                w[indices[p]] += hw * data[p]
+            wb += s * h
+            changed[k] = i
+            steps[k] = h
+            k += 1
+            if abs(h) > max_h:
+                max_h = abs(h)
+    state[0] = wb
+    state[1] = max_h
+    state[2] = z_max
+    return k
+
+
+def shuffle(order, m, rand, pos):
+    """Fisher-Yates shuffle of order[:m] in place with the floats rand[pos : pos + m - 1] in [0, 1).
+
+    The "random" index rule's permutations come from one stream of floats, so the Python and the
+    compiled solvers (which shuffle inside a run of sweeps) visit the coordinates in the same order.
+    """
+    for t in range(m - 1, 0, -1):
+        j = int(rand[pos] * (t + 1))
+        pos += 1
+        tmp = order[t]
+        order[t] = order[j]
+        order[j] = tmp
+
+
+def _nb_kink_push(code, c, v, y, alpha, C, eps):
+    """Scalar form of the Loss.kink_push methods (-inf: not at a kink)."""
+    if code == 1:
+        a = y * c
+        free = alpha - y * v
+        if a == 0.0:
+            return -free
+        if a == C:
+            return free - C
+        return -math.inf
+    if code == 2:
+        if c == 0.0:
+            return y * v - alpha
+        return -math.inf
+    if code == 3 or code == 4:
+        r = alpha * y - v
+        excess = abs(r) - (alpha * eps if code == 4 else 0.0)
+        if code == 4 and c == 0.0:
+            return -excess
+        if abs(c) == C and ((r > 0.0 and c > 0.0) or (r < 0.0 and c < 0.0)):
+            return excess - C
+    return -math.inf
+
+
+# outcomes of a run of linear sweeps
+RUN_FULL = 0  # a sweep over all active coordinates ended (the caller records the objectives)
+RUN_TOL = 1  # such a sweep met the tolerance: the caller recomputes w exactly and decides
+RUN_RANDOM = 2  # the stream of random floats is too short for the next sweep
+RUN_LIMIT = 3  # max_sweeps sweeps are done
+
+
+def _nb_linear_run(work, active, order, rand, ist, fst, sparse, indptr, indices, data, X, w, c, y, C, inv_d, diag,
+                   code, eps, s, hbuf, changed, steps, drop, stat_change, stat_size):
+    """Sweeps of Algorithm 2 with the shrinking and the stopping rule of ``_Sweeps.after_sweep``
+    (linear path, one-sided thresholds), without returning to Python between shrunk sweeps.
+
+    work[:m] is the (sorted) working set and active all active coordinates. ist = [m, sweeps so far, position in rand, max_sweeps, rule (0 cyclic,
+    1 aitken, 2 random), shrinking]; fst = [weight of the constant feature, tol, precision floor
+    factor, last largest change, last largest up / down steps, z_floor of the last sweep]. Sweep t
+    of this run leaves its largest change and working-set size in stat_change[t], stat_size[t].
+    Returns (outcome, sweeps done).
+    """
+    n_active = active.shape[0]
+    m, sweep, rpos, max_sweeps, rule, shrinking = ist[0], ist[1], ist[2], ist[3], ist[4], ist[5]
+    tol, floor_eps = fst[1], fst[2]
+    last_up, last_down = fst[4], fst[5]
+    state = np.array([fst[0], 0.0, 1.0])
+    outcome = RUN_LIMIT
+    done = 0
+    while done < max_sweeps:
+        if rule == 2:
+            need = m - 1 if m > 1 else 0
+            if rpos + need > rand.shape[0]:
+                outcome = RUN_RANDOM
+                break
+            order[:m] = work[:m]
+            shuffle(order, m, rand, rpos)
+            rpos += need
+        elif rule == 1 and sweep % 2 == 1:
+            order[:m] = work[:m][::-1]
+        else:
+            order[:m] = work[:m]
+        up_limit = last_up if shrinking else math.inf
+        down_limit = last_down if shrinking else math.inf
+        if sparse:
+            k = _nb_linear_sparse_sweep(order[:m], indptr, indices, data, w, c, y, C, inv_d, code, eps, s, state,
+                                        hbuf, changed, steps, drop, up_limit, down_limit)
+        else:
+            k = _nb_linear_dense_sweep(order[:m], X, w, c, y, C, inv_d, code, eps, s, state, hbuf, changed, steps,
+                                       drop, up_limit, down_limit)
+        max_h = state[1]
+        sweep += 1
+        stat_change[done] = max_h
+        stat_size[done] = m
+        done += 1
+        full = m == n_active
+        z_floor = floor_eps * state[2]
+        fst[6] = z_floor
+        moved = 0.0
+        for t in range(k):
+            a = abs(steps[t]) * diag[changed[t]]
+            if a > moved:
+                moved = a
+        kept = 0
+        for t in range(m):  # shrink (unless the solver stops or un-shrinks below)
+            i = work[t]
+            if drop[i]:
+                drop[i] = False
+            else:
+                work[kept] = i
+                kept += 1
+        if max_h < tol or moved < z_floor:
+            if not full:  # un-shrink: a full sweep must confirm
+                m = n_active
+                work[:m] = active
+                fst[3] = math.inf
+                last_up = math.inf
+                last_down = math.inf
+                continue
+            work[:m] = active
+            outcome = RUN_TOL
+            break
+        m = kept
+        fst[3] = max_h
+        up = 0.0
+        down = 0.0
+        for t in range(k):
+            a = steps[t]
+            if code == 1 or code == 2 or code == 5:
+                a *= y[changed[t]]
+            if a > up:
+                up = a
+            if -a > down:
+                down = -a
+        last_up = up if up > 0.0 else math.inf
+        last_down = down if down > 0.0 else math.inf
+        if full:
+            outcome = RUN_FULL
+            break
+    ist[0], ist[1], ist[2] = m, sweep, rpos
+    fst[0], fst[4], fst[5] = state[0], last_up, last_down
+    return outcome, done
+
+
+if numba is not None:  # pragma: no branch
+    _jit = numba.njit(cache=True, nogil=True)
+    numba.extending.register_jitable(_sigmoid)  # called by _logistic_margin_scalar
+    _nb_sigmoid = _jit(_sigmoid)
+    _nb_logistic_margin = _jit(_logistic_margin_scalar)
+    _nb_step = _jit(_nb_step)
+    _nb_kernel_sweep = _jit(_nb_kernel_sweep)
+    # the dense dot products may be reassociated (vectorised); the order of the updates is not touched
+    _nb_linear_dense_sweep = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})(
+        _nb_linear_dense_sweep)
+    _nb_linear_sparse_sweep = _jit(_nb_linear_sparse_sweep)
+    _nb_linear_visit = _jit(_nb_linear_visit)
+    _nb_kink_push = _jit(_nb_kink_push)
+    shuffle = _jit(shuffle)
+    _nb_linear_run = _jit(_nb_linear_run)
