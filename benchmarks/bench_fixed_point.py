@@ -146,6 +146,7 @@ def load(name, n_train):
 # tol bounds the largest |h| of the last full sweep; 5e-2 / 2e-2 are the range of LIBLINEAR's -e 0.1
 # (a bound on the spread of projected gradients G = Q_ii h; Q_ii = |x_i|^2 is about 14 on a9a)
 LINEAR_TOLS = (5e-2, 2e-2, 1e-2, 1e-3)
+DEFAULT_TOL = RegularizedKernelClassifier().tol  # what a user who sets nothing gets
 
 
 def plan(quick):
@@ -313,6 +314,12 @@ def summary(suite):
         lines.append(f"{dataset:32s} {('FP' if fp else 'CD'):3s} vs {peer:48s} time ratio "
                      f"{best['ratio_to_peer'].get('time_median_s', float('nan')):6.2f}  "
                      f"error {100 * best['metrics']['test_error']:.2f}%{tag}  [{best['method']}]")
+        default = [r for r in recs if (r.get("params") or {}).get("tol") == DEFAULT_TOL]
+        if default and not fp:
+            d = default[0]
+            lines.append(f"{'':32s}     at the default tol={DEFAULT_TOL:g}: time ratio "
+                         f"{d['ratio_to_peer'].get('time_median_s', float('nan')):6.2f}  "
+                         f"error {100 * d['metrics']['test_error']:.2f}%")
     return "\n".join(lines)
 
 

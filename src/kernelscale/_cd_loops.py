@@ -102,28 +102,42 @@ def _nb_kernel_sweep(order, pos, c, z, y, C, inv_d, rows, slot_of, last_used, lr
     return pos
 
 
-def _nb_linear_visit(i, zi, c, y, C, inv_d, code, eps, up_limit, down_limit, drop):
-    """The update of coordinate i seen with z_i = zi (the new coefficient goes to c[i]): returns h
+# columns of the coordinate table Q of the compiled linear path: a visit in random order reads one
+# 32-byte row of it instead of four arrays
+Q_COEF, Q_Y, Q_C, Q_INV_D = range(4)
+
+
+def coordinate_table(c, y, C, inv_d):
+    """The (n, 4) float64 table [c, y, C, 1/k_ii], rows aligned to 32 bytes."""
+    n = c.shape[0]
+    buf = np.zeros(4 * n + 4)
+    skip = (-buf.ctypes.data % 32) // 8
+    Q = buf[skip : skip + 4 * n].reshape(n, 4)
+    Q[:, Q_COEF], Q[:, Q_Y], Q[:, Q_C], Q[:, Q_INV_D] = c, y, C, inv_d
+    return Q
+
+
+def _nb_linear_visit(i, zi, Q, code, eps, up_limit, down_limit, drop):
+    """The update of coordinate i seen with z_i = zi (the new coefficient goes to Q): returns h
     and, when h = 0, marks drop[i] if shrinking removes it (pushed past its kink by more than the
     limit on its side; the side is sign(y_i - z_i) times the sign of y_i for classification)."""
-    ci, yi, ai = c[i], y[i], inv_d[i]
+    ci, yi, ai, Ci = Q[i, Q_COEF], Q[i, Q_Y], Q[i, Q_INV_D], Q[i, Q_C]
     v = zi * ai - ci
-    new = _nb_step(code, v, yi, ai, C[i], eps)
+    new = _nb_step(code, v, yi, ai, Ci, eps)
     h = new - ci
     if h != 0.0:
-        c[i] = new
+        Q[i, Q_COEF] = new
     else:
         side = yi - zi
         if code == 1 or code == 2 or code == 5:
             side *= yi
         limit = up_limit if side > 0 else down_limit
-        if _nb_kink_push(code, ci, v, yi, ai, C[i], eps) > limit:
+        if _nb_kink_push(code, ci, v, yi, ai, Ci, eps) > limit:
             drop[i] = True
     return h
 
 
-def _nb_linear_dense_sweep(order, X, w, c, y, C, inv_d, code, eps, s, state, hbuf, changed, steps, drop, up_limit,
-                           down_limit):
+def _nb_linear_dense_sweep(order, X, w, Q, code, eps, s, state, hbuf, changed, steps, drop, up_limit, down_limit):
     """Algorithm 2 over ``order`` for dense X; state = [weight of the constant feature, max |h|,
     max(1, max |z_i|)]. Returns the number of coordinates that moved (in changed / steps)."""
     d = X.shape[1]
@@ -139,7 +153,7 @@ def _nb_linear_dense_sweep(order, X, w, c, y, C, inv_d, code, eps, s, state, hbu
         zi = acc + s * wb
         if abs(zi) > z_max:
             z_max = abs(zi)
-        h = _nb_linear_visit(i, zi, c, y, C, inv_d, code, eps, up_limit, down_limit, drop)
+        h = _nb_linear_visit(i, zi, Q, code, eps, up_limit, down_limit, drop)
         if h != 0.0:
             hbuf[0] = h
             hw = hbuf[0]
@@ -157,8 +171,8 @@ def _nb_linear_dense_sweep(order, X, w, c, y, C, inv_d, code, eps, s, state, hbu
     return k
 
 
-def _nb_linear_sparse_sweep(order, indptr, indices, data, w, c, y, C, inv_d, code, eps, s, state, hbuf, changed,
-                            steps, drop, up_limit, down_limit):
+def _nb_linear_sparse_sweep(order, indptr, indices, data, w, Q, code, eps, s, state, hbuf, changed, steps, drop,
+                            up_limit, down_limit):
     """:func:`_nb_linear_dense_sweep` for CSR X (sorted, duplicate-free indices)."""
     wb = state[0]
     max_h = 0.0
@@ -173,7 +187,7 @@ def _nb_linear_sparse_sweep(order, indptr, indices, data, w, c, y, C, inv_d, cod
         zi = acc + s * wb
         if abs(zi) > z_max:
             z_max = abs(zi)
-        h = _nb_linear_visit(i, zi, c, y, C, inv_d, code, eps, up_limit, down_limit, drop)
+        h = _nb_linear_visit(i, zi, Q, code, eps, up_limit, down_limit, drop)
         if h != 0.0:
             hbuf[0] = h
             hw = hbuf[0]
@@ -236,12 +250,13 @@ RUN_RANDOM = 2  # the stream of random floats is too short for the next sweep
 RUN_LIMIT = 3  # max_sweeps sweeps are done
 
 
-def _nb_linear_run(work, active, order, rand, ist, fst, sparse, indptr, indices, data, X, w, c, y, C, inv_d, diag,
-                   code, eps, s, hbuf, changed, steps, drop, stat_change, stat_size):
+def _nb_linear_run(work, active, order, rand, ist, fst, sparse, indptr, indices, data, X, w, Q, diag, code, eps, s,
+                   hbuf, changed, steps, drop, stat_change, stat_size):
     """Sweeps of Algorithm 2 with the shrinking and the stopping rule of ``_Sweeps.after_sweep``
     (linear path, one-sided thresholds), without returning to Python between shrunk sweeps.
 
-    work[:m] is the (sorted) working set and active all active coordinates. ist = [m, sweeps so far, position in rand, max_sweeps, rule (0 cyclic,
+    work[:m] is the (sorted) working set, active all active coordinates, Q the coordinate table
+    (:func:`coordinate_table`). ist = [m, sweeps so far, position in rand, max_sweeps, rule (0 cyclic,
     1 aitken, 2 random), shrinking]; fst = [weight of the constant feature, tol, precision floor
     factor, last largest change, last largest up / down steps, z_floor of the last sweep]. Sweep t
     of this run leaves its largest change and working-set size in stat_change[t], stat_size[t].
@@ -270,11 +285,11 @@ def _nb_linear_run(work, active, order, rand, ist, fst, sparse, indptr, indices,
         up_limit = last_up if shrinking else math.inf
         down_limit = last_down if shrinking else math.inf
         if sparse:
-            k = _nb_linear_sparse_sweep(order[:m], indptr, indices, data, w, c, y, C, inv_d, code, eps, s, state,
-                                        hbuf, changed, steps, drop, up_limit, down_limit)
+            k = _nb_linear_sparse_sweep(order[:m], indptr, indices, data, w, Q, code, eps, s, state, hbuf, changed,
+                                        steps, drop, up_limit, down_limit)
         else:
-            k = _nb_linear_dense_sweep(order[:m], X, w, c, y, C, inv_d, code, eps, s, state, hbuf, changed, steps,
-                                       drop, up_limit, down_limit)
+            k = _nb_linear_dense_sweep(order[:m], X, w, Q, code, eps, s, state, hbuf, changed, steps, drop, up_limit,
+                                       down_limit)
         max_h = state[1]
         sweep += 1
         stat_change[done] = max_h
@@ -314,7 +329,7 @@ def _nb_linear_run(work, active, order, rand, ist, fst, sparse, indptr, indices,
         for t in range(k):
             a = steps[t]
             if code == 1 or code == 2 or code == 5:
-                a *= y[changed[t]]
+                a *= Q[changed[t], Q_Y]
             if a > up:
                 up = a
             if -a > down:

@@ -375,8 +375,8 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
                 while True:
                     counts[1] = cache.clock
                     pos = loops._nb_kernel_sweep(order_arr, pos, c_arr, z, y_arr, C_arr, inv_d_arr, rows, slot_of,
-                                           last_used, lru, code, eps_loss, s2, state, hbuf, changed_buf, steps_buf,
-                                           counts)
+                                                 last_used, lru, code, eps_loss, s2, state, hbuf, changed_buf,
+                                                 steps_buf, counts)
                     cache.clock = int(counts[1])
                     if pos >= order_arr.size:
                         break
@@ -497,7 +497,8 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
         eps_loss = float(getattr(loss, "epsilon", 0.0))
         if not sparse and _prefers_csr(X):
             csr = sp.csr_matrix(X)  # a sweep costs O(nnz): run mostly-zero dense rows as CSR rows
-        c_arr, y_arr, C_arr = c.copy(), np.ascontiguousarray(y), np.ascontiguousarray(C)
+        Q = loops.coordinate_table(c, y, C, inv_d_arr)
+        c_arr = Q[:, loops.Q_COEF]
         active_idx = np.flatnonzero(active).astype(np.intp)
         work_buf = np.zeros(n, dtype=np.intp)
         work_buf[: active_idx.size] = active_idx
@@ -506,11 +507,11 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
                        dtype=np.int64)
         # [wb, tol, precision floor factor, last change, last up / down steps, z_floor]
         fst = np.array([wb, tol, PRECISION_FLOOR * float(np.finfo(dtype).eps), math.inf, math.inf, math.inf, 0.0])
-        if csr is not None:
-            X_args = (True, csr.indptr, csr.indices, csr.data, np.zeros((1, 1), dtype=dtype))
+        if csr is not None:  # unsigned views: the compiled gathers then skip negative-index handling
+            X_args = (True, _unsigned(csr.indptr), _unsigned(csr.indices), csr.data, np.zeros((1, 1), dtype=dtype))
         else:
-            X_args = (False, np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32), np.zeros(1, dtype=dtype), X)
-        run_args = (w, c_arr, y_arr, C_arr, inv_d_arr, diag.astype(np.float64), code, eps_loss, s, np.zeros(1, dtype=dtype),
+            X_args = (False, np.zeros(1, dtype=np.uint32), np.zeros(1, dtype=np.uint32), np.zeros(1, dtype=dtype), X)
+        run_args = (w, Q, diag.astype(np.float64), code, eps_loss, s, np.zeros(1, dtype=dtype),
                     np.empty(n, dtype=np.intp), np.empty(n), np.zeros(n, dtype=bool), np.empty(RUN_SWEEPS),
                     np.empty(RUN_SWEEPS, dtype=np.int64))
         order_buf = np.empty(n, dtype=np.intp)
@@ -609,6 +610,11 @@ def _prefers_csr(X):
     """True when the compiled linear sweeps run faster on X (dense, mostly zeros) as CSR rows."""
     return (USE_NUMBA and _numba is not None and not sp.issparse(X) and X.size > 0
             and np.count_nonzero(X) < SPARSE_SWEEPS_BELOW * X.size)
+
+
+def _unsigned(a):
+    """The same non-negative integers viewed as unsigned (no copy)."""
+    return a.view(np.uint32 if a.dtype.itemsize == 4 else np.uint64)
 
 
 def _loss_code(loss):
