@@ -137,62 +137,42 @@ def _nb_linear_visit(i, zi, Q, code, eps, up_limit, down_limit, drop):
     return h
 
 
-def _nb_linear_dense_sweep(order, X, w, Q, code, eps, s, state, hbuf, changed, steps, drop, up_limit, down_limit):
-    """Algorithm 2 over ``order`` for dense X; state = [weight of the constant feature, max |h|,
-    max(1, max |z_i|)]. Returns the number of coordinates that moved (in changed / steps)."""
+def _nb_linear_sweep(order, sparse, indptr, indices, data, X, w, Q, code, eps, s, state, hbuf, changed, steps, drop,
+                     up_limit, down_limit):
+    """Algorithm 2 over ``order``, X dense or CSR (indptr, indices, data: sorted, duplicate-free
+    indices); state = [weight of the constant feature, max |h|, max(1, max |z_i|)]. Returns the
+    number of coordinates that moved (in changed / steps)."""
     d = X.shape[1]
     wb = state[0]
     max_h = 0.0
     z_max = 1.0
     k = 0
+    lo = hi = indptr[0]
+    xi = X[0]
     for i in order:
-        xi = X[i]
         acc = 0.0
-        for j in range(d):
-            acc += xi[j] * w[j]
-        zi = acc + s * wb
-        if abs(zi) > z_max:
-            z_max = abs(zi)
-        h = _nb_linear_visit(i, zi, Q, code, eps, up_limit, down_limit, drop)
-        if h != 0.0:
-            hbuf[0] = h
-            hw = hbuf[0]
-            for j in range(d):
-                w[j] += hw * xi[j]
-            wb += s * h
-            changed[k] = i
-            steps[k] = h
-            k += 1
-            if abs(h) > max_h:
-                max_h = abs(h)
-    state[0] = wb
-    state[1] = max_h
-    state[2] = z_max
-    return k
-
-
-def _nb_linear_sparse_sweep(order, indptr, indices, data, w, Q, code, eps, s, state, hbuf, changed, steps, drop,
-                            up_limit, down_limit):
-    """:func:`_nb_linear_dense_sweep` for CSR X (sorted, duplicate-free indices)."""
-    wb = state[0]
-    max_h = 0.0
-    z_max = 1.0
-    k = 0
-    for i in order:
-        lo = indptr[i]
-        hi = indptr[i + 1]
-        acc = 0.0
-        for p in range(lo, hi):
-            acc += data[p] * w[indices[p]]
-        zi = acc + s * wb
-        if abs(zi) > z_max:
-            z_max = abs(zi)
-        h = _nb_linear_visit(i, zi, Q, code, eps, up_limit, down_limit, drop)
-        if h != 0.0:
-            hbuf[0] = h
-            hw = hbuf[0]
+        if sparse:
+            lo = indptr[i]
+            hi = indptr[i + 1]
             for p in range(lo, hi):
-                w[indices[p]] += hw * data[p]
+                acc += data[p] * w[indices[p]]
+        else:
+            xi = X[i]
+            for j in range(d):
+                acc += xi[j] * w[j]
+        zi = acc + s * wb
+        if abs(zi) > z_max:
+            z_max = abs(zi)
+        h = _nb_linear_visit(i, zi, Q, code, eps, up_limit, down_limit, drop)
+        if h != 0.0:
+            hbuf[0] = h  # h in the dtype of w and X
+            hw = hbuf[0]
+            if sparse:
+                for p in range(lo, hi):
+                    w[indices[p]] += hw * data[p]
+            else:
+                for j in range(d):
+                    w[j] += hw * xi[j]
             wb += s * h
             changed[k] = i
             steps[k] = h
@@ -284,12 +264,8 @@ def _nb_linear_run(work, active, order, rand, ist, fst, sparse, indptr, indices,
             order[:m] = work[:m]
         up_limit = last_up if shrinking else math.inf
         down_limit = last_down if shrinking else math.inf
-        if sparse:
-            k = _nb_linear_sparse_sweep(order[:m], indptr, indices, data, w, Q, code, eps, s, state, hbuf, changed,
-                                        steps, drop, up_limit, down_limit)
-        else:
-            k = _nb_linear_dense_sweep(order[:m], X, w, Q, code, eps, s, state, hbuf, changed, steps, drop, up_limit,
-                                       down_limit)
+        k = _nb_linear_sweep(order[:m], sparse, indptr, indices, data, X, w, Q, code, eps, s, state, hbuf, changed,
+                             steps, drop, up_limit, down_limit)
         max_h = state[1]
         sweep += 1
         stat_change[done] = max_h
@@ -351,10 +327,8 @@ if numba is not None:  # pragma: no branch
     _nb_logistic_margin = _jit(_logistic_margin_scalar)
     _nb_step = _jit(_nb_step)
     _nb_kernel_sweep = _jit(_nb_kernel_sweep)
-    # the dense dot products may be reassociated (vectorised); the order of the updates is not touched
-    _nb_linear_dense_sweep = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})(
-        _nb_linear_dense_sweep)
-    _nb_linear_sparse_sweep = _jit(_nb_linear_sparse_sweep)
+    # the dot products may be reassociated (vectorised); the order of the updates is not touched
+    _nb_linear_sweep = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})(_nb_linear_sweep)
     _nb_linear_visit = _jit(_nb_linear_visit)
     _nb_kink_push = _jit(_nb_kink_push)
     shuffle = _jit(shuffle)
