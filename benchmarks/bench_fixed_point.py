@@ -18,7 +18,8 @@ Settings:
   decomposition as ours (a local wrapper). Ours: float32 data, ``max_memory``
   default (half the available memory: the whole kernel matrix is cached when it fits), the
   "random" rule with shrinking, at several tolerances ``tol`` (largest coefficient change over a
-  sweep); the fixed-point solver with ``alpha="power"`` and an iteration cap.
+  sweep); the fixed-point solver with ``alpha="power"`` and an iteration cap (adult 50, about
+  2 s each; MNIST 1000, where it reaches SVC's error).
 - Problem (2) has NO bias term. SVC always fits LIBSVM's unregularised intercept (it cannot be
   switched off), so on the kernel part the two solve slightly different problems; we compare
   test errors and times only. MNIST is one-vs-rest for us (10 binary problems sharing the kernel
@@ -153,7 +154,7 @@ def plan(quick):
     if quick:
         return dict(kernel=[("adult", 5000, (1e-2, 1e-3), 100), ("mnist", 2000, (1e-2, 1e-3), 100)],
                     linear=[("a9a", None, LINEAR_TOLS), ("mnist raw", 10000, LINEAR_TOLS)])
-    return dict(kernel=[("adult", None, (1e-2, 1e-3), 50), ("mnist", 10000, (1e-2, 1e-3), 100)],
+    return dict(kernel=[("adult", None, (1e-2, 1e-3), 50), ("mnist", 10000, (1e-2, 1e-3), 1000)],
                 linear=[("a9a", None, LINEAR_TOLS), ("mnist raw", 20000, LINEAR_TOLS)])
 
 
