@@ -238,14 +238,14 @@ def _nb_linear_run(work, active, order, rand, ist, fst, sparse, indptr, indices,
     work[:m] is the (sorted) working set, active all active coordinates, Q the coordinate table
     (:func:`coordinate_table`). ist = [m, sweeps so far, position in rand, max_sweeps, rule (0 cyclic,
     1 aitken, 2 random), shrinking]; fst = [weight of the constant feature, tol, precision floor
-    factor, last largest change, last largest up / down steps, z_floor of the last sweep]. Sweep t
+    factor, last sweep's largest up / down steps, z_floor of the last sweep]. Sweep t
     of this run leaves its largest change and working-set size in stat_change[t], stat_size[t].
     Returns (outcome, sweeps done).
     """
     n_active = active.shape[0]
     m, sweep, rpos, max_sweeps, rule, shrinking = ist[0], ist[1], ist[2], ist[3], ist[4], ist[5]
     tol, floor_eps = fst[1], fst[2]
-    last_up, last_down = fst[4], fst[5]
+    last_up, last_down = fst[3], fst[4]
     state = np.array([fst[0], 0.0, 1.0])
     outcome = RUN_LIMIT
     done = 0
@@ -273,7 +273,7 @@ def _nb_linear_run(work, active, order, rand, ist, fst, sparse, indptr, indices,
         done += 1
         full = m == n_active
         z_floor = floor_eps * state[2]
-        fst[6] = z_floor
+        fst[5] = z_floor
         moved = 0.0
         for t in range(k):
             a = abs(steps[t]) * diag[changed[t]]
@@ -291,7 +291,6 @@ def _nb_linear_run(work, active, order, rand, ist, fst, sparse, indptr, indices,
             if not full:  # un-shrink: a full sweep must confirm
                 m = n_active
                 work[:m] = active
-                fst[3] = math.inf
                 last_up = math.inf
                 last_down = math.inf
                 continue
@@ -299,7 +298,6 @@ def _nb_linear_run(work, active, order, rand, ist, fst, sparse, indptr, indices,
             outcome = RUN_TOL
             break
         m = kept
-        fst[3] = max_h
         up = 0.0
         down = 0.0
         for t in range(k):
@@ -316,7 +314,7 @@ def _nb_linear_run(work, active, order, rand, ist, fst, sparse, indptr, indices,
             outcome = RUN_FULL
             break
     ist[0], ist[1], ist[2] = m, sweep, rpos
-    fst[0], fst[4], fst[5] = state[0], last_up, last_down
+    fst[0], fst[3], fst[4] = state[0], last_up, last_down
     return outcome, done
 
 

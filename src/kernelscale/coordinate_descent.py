@@ -505,8 +505,8 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
         # [working-set size, sweeps, position in the random stream, max sweeps, rule, shrinking]
         ist = np.array([active_idx.size, 0, 0, 0, RULES.index(rule) if rule in RULES else 0, int(shrinking)],
                        dtype=np.int64)
-        # [wb, tol, precision floor factor, last change, last up / down steps, z_floor]
-        fst = np.array([wb, tol, PRECISION_FLOOR * float(np.finfo(dtype).eps), math.inf, math.inf, math.inf, 0.0])
+        # [wb, tol, precision floor factor, last up / down steps, z_floor]
+        fst = np.array([wb, tol, PRECISION_FLOOR * float(np.finfo(dtype).eps), math.inf, math.inf, 0.0])
         if csr is not None:  # unsigned views: the compiled gathers then skip negative-index handling
             X_args = (True, _unsigned(csr.indptr), _unsigned(csr.indices), csr.data, np.zeros((1, 1), dtype=dtype))
         else:
@@ -549,7 +549,7 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
                 sweeps.rpos, wb = int(ist[2]), float(fst[0])
                 if outcome == loops.RUN_RANDOM:
                     sweeps.random_floats(max(int(ist[0]) - 1, 0))
-                if sweeps.account(outcome, done, run_args[-2], run_args[-1], c_arr, scores_at, refresh, float(fst[6])):
+                if sweeps.account(outcome, done, run_args[-2], run_args[-1], c_arr, scores_at, refresh, float(fst[5])):
                     break
                 continue
             order = sweeps.order().tolist()
