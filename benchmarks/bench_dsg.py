@@ -62,18 +62,16 @@ from __future__ import annotations
 
 import logging
 import math
-import multiprocessing as mp
 import os
 import sys
 import time
-import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
-from harness import Suite, cli_main, compare, measure  # noqa: E402
+from harness import Suite, cli_main, compare, measure, run_capped  # noqa: E402
 from kernelscale.datasets import load_dataset  # noqa: E402
 from kernelscale.doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor  # noqa: E402
 from kernelscale.features import FeatureBlockSpec, sample_block  # noqa: E402
@@ -275,36 +273,6 @@ def make_ours(task, solver, sigma, n_classes):
 # peers, each in a forked child with a cap
 
 
-def _capped(fn, cap_s):
-    """Run ``fn()`` in a forked child; ("ok", result) | ("error", text) | ("timeout", None)."""
-    ctx = mp.get_context("fork")
-    recv, send = ctx.Pipe(duplex=False)
-
-    def child():
-        try:
-            send.send(("ok", fn()))
-        except BaseException:  # noqa: BLE001 - report anything to the parent
-            send.send(("error", traceback.format_exc(limit=3)))
-        finally:
-            send.close()
-            os._exit(0)
-
-    proc = ctx.Process(target=child)
-    proc.start()
-    send.close()
-    try:
-        if recv.poll(cap_s):
-            status, out = recv.recv()
-        else:
-            status, out = "timeout", None
-    except EOFError:
-        status, out = "error", "child died (out of memory?)"
-    if proc.is_alive():
-        proc.kill()
-    proc.join(10)
-    return status, out
-
-
 def _rff(sigma, D, Xtr, Xte):
     from sklearn.kernel_approximation import RBFSampler
 
@@ -384,7 +352,7 @@ def run_dataset(suite, name, cfg, quick):
             data = (Xs, ys, Xte, yte)
         cap = cfg["libsvm_cap"] if kind in ("libsvm", "krr") else cfg["peer_cap"]
         t_wall = time.perf_counter()
-        status, out = _capped(peer_job(kind, D, ep, sigma, data, task, extra, n_classes), cap)
+        status, out = run_capped(peer_job(kind, D, ep, sigma, data, task, extra, n_classes), cap)
         t_wall = time.perf_counter() - t_wall
         label = {"r-pegasos": "r-Pegasos", "n-pegasos": "n-Pegasos", "r-sdca": "r-SDCA (LIBLINEAR)",
                  "libsvm": "LIBSVM", "krr": "exact KRR (sklearn)"}[kind]

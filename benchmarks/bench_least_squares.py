@@ -88,10 +88,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import multiprocessing as mp
 import sys
 import time
-import traceback
 import warnings
 from pathlib import Path
 
@@ -100,7 +98,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 
-from harness import Suite, compare, measure  # noqa: E402
+from harness import Suite, compare, measure, run_capped  # noqa: E402
 from kernelscale.datasets import load_dataset  # noqa: E402
 from kernelscale.features import RandomFourierFeatures  # noqa: E402
 from kernelscale.kernels import GaussianKernel, median_heuristic  # noqa: E402
@@ -203,21 +201,16 @@ def rff_features(X, Xte, D, pca=None):
 # peers in a forked child with a time cap
 
 
-def _peer_child(conn, name, params, X, y, Xte, yte):
-    try:
-        peer = make_peer(name, **params)
-        t0 = time.perf_counter()
-        prep = peer.prepare(X, y)
-        t_prep = time.perf_counter() - t0
-        m = measure(lambda: peer.fit(prep), repeats=1, warmup=0)
-        prep = None
-        ev = peer.evaluate(peer.prepare(Xte) if name == "vw" else Xte, yte)
-        conn.send({"ok": True, "name": peer.name, "params": peer.get_params(), "metrics": ev,
-                   "fields": m.record_fields(), "prepare_s": t_prep})
-    except BaseException:  # report anything to the parent
-        conn.send({"ok": False, "error": traceback.format_exc(limit=3)})
-    finally:
-        conn.close()
+def _peer_fit(name, params, X, y, Xte, yte):
+    peer = make_peer(name, **params)
+    t0 = time.perf_counter()
+    prep = peer.prepare(X, y)
+    t_prep = time.perf_counter() - t0
+    m = measure(lambda: peer.fit(prep), repeats=1, warmup=0)
+    prep = None
+    ev = peer.evaluate(peer.prepare(Xte) if name == "vw" else Xte, yte)
+    return {"ok": True, "name": peer.name, "params": peer.get_params(), "metrics": ev,
+            "fields": m.record_fields(), "prepare_s": t_prep}
 
 
 def run_peer(suite, dataset, name, params, X, y, Xte, yte, cap_s, extra_params=None):
@@ -227,17 +220,10 @@ def run_peer(suite, dataset, name, params, X, y, Xte, yte, cap_s, extra_params=N
     if not make_peer(name, **params).available():
         logger.info("%s: not installed, skipped", label)
         return None
-    ctx = mp.get_context("fork")
-    parent, child = ctx.Pipe(duplex=False)
     start = time.perf_counter()
-    proc = ctx.Process(target=_peer_child, args=(child, name, params, X, y, Xte, yte), daemon=True)
-    proc.start()
-    child.close()
-    msg = parent.recv() if parent.poll(cap_s) else None
+    status, out = run_capped(lambda: _peer_fit(name, params, X, y, Xte, yte), cap_s)
     wall = time.perf_counter() - start
-    if msg is None:
-        proc.kill()  # the child this function started
-    proc.join()
+    msg = None if status == "timeout" else out if status == "ok" else {"ok": False, "error": out}
     part = "peers-raw" if dataset == "mnist raw pixels" else "peers-rff"
     p = dict(make_peer(name, **params).get_params(), **(extra_params or {}), time_cap_s=cap_s, part=part)
     if msg is None or not msg["ok"]:

@@ -75,17 +75,15 @@ from __future__ import annotations
 
 import json
 import logging
-import multiprocessing as mp
 import sys
 import time
-import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
-from harness import Suite, cli_main, compare, measure, median  # noqa: E402
+from harness import Suite, cli_main, compare, measure, median, run_capped  # noqa: E402
 from kernelscale.blocks import kernel_matrix  # noqa: E402
 from kernelscale.datasets import load_dataset  # noqa: E402
 from kernelscale.kernels import PolynomialKernel  # noqa: E402
@@ -270,33 +268,19 @@ class PolyNystroemRidge(SklearnNystroemRidge):
         return make_pipeline(feat, RidgeClassifier(alpha=p["alpha"]))
 
 
-def _peer_child(conn, peer, X, y, Xte, yte):
-    try:
-        m = measure(lambda: peer.fit(X, y), repeats=1, warmup=0)
-        start = time.perf_counter()
-        ev = peer.evaluate(Xte, yte)
-        conn.send({"ok": True, "metrics": ev, "fields": m.record_fields(),
-                   "predict_s": time.perf_counter() - start})
-    except BaseException:  # report anything to the parent
-        conn.send({"ok": False, "error": traceback.format_exc(limit=3)})
-    finally:
-        conn.close()
+def _peer_fit(peer, X, y, Xte, yte):
+    m = measure(lambda: peer.fit(X, y), repeats=1, warmup=0)
+    start = time.perf_counter()
+    ev = peer.evaluate(Xte, yte)
+    return {"ok": True, "metrics": ev, "fields": m.record_fields(), "predict_s": time.perf_counter() - start}
 
 
 def run_peer(peer, X, y, Xte, yte, cap_s):
     """Fit + evaluate ``peer`` in a forked child killed after ``cap_s``; (message or None, wall)."""
-    ctx = mp.get_context("fork")
-    parent, child = ctx.Pipe(duplex=False)
     start = time.perf_counter()
-    proc = ctx.Process(target=_peer_child, args=(child, peer, X, y, Xte, yte), daemon=True)
-    proc.start()
-    child.close()
-    msg = parent.recv() if parent.poll(cap_s) else None
+    status, out = run_capped(lambda: _peer_fit(peer, X, y, Xte, yte), cap_s)
     wall = time.perf_counter() - start
-    if msg is None:
-        proc.kill()  # the child started just above
-    proc.join()
-    return msg, wall
+    return (None if status == "timeout" else out if status == "ok" else {"ok": False, "error": out}), wall
 
 
 def add_peer_record(suite, dataset, peer, msg, wall, cap_s, params, part):

@@ -407,9 +407,9 @@ def table3(suite, runs_per_M, Ms):
     with _Threads(1):
         krr, t = _timed(lambda: ExactKernelRidge(kernel, alpha=LAM).fit(Xtr, Y))
         krr_err = int(np.sum(classes[np.argmax(krr.predict(Xte), axis=1)] != yte))
-    krrn = suite.add(ds, "KRRn (ExactKernelRidge, all n, one-vs-all)", role="peer", params=dict(base, alpha=LAM),
-                     metrics={"errors": krr_err, "test_error": krr_err / n_test}, time_median_s=t, times_s=[t],
-                     notes="deterministic: one run")
+    suite.add(ds, "KRRn (ExactKernelRidge, all n, one-vs-all)", role="peer", params=dict(base, alpha=LAM),
+              metrics={"errors": krr_err, "test_error": krr_err / n_test}, time_median_s=t, times_s=[t],
+              notes="deterministic: one run")
     paper = PAPER["table 3 (USPS errors of 2007, mean +- std over 20 runs)"]
     rows = []
     for M in Ms:
@@ -511,9 +511,9 @@ def timings(suite, cases, repeats, warmup):
         base = {"M": M, "n_train": Xtr.shape[0], "sigma": sigma, "lam": LAM, "split": "run 0"}
         k_rec = suite.add(ds, "ExactKernelRidge fit (all n)", role="peer", measurement=m["krr"],
                           params=dict(base, alpha=LAM, blas_threads="default"), metrics=score(m["krr"].result, "krr"))
-        n_rec = suite.add(ds, f"{peer.name} fit (n_components={M})", role="peer", measurement=m["nys"],
-                          params=dict(peer.get_params(), **base, blas_threads="default"),
-                          metrics=score(peer, "nys"))
+        suite.add(ds, f"{peer.name} fit (n_components={M})", role="peer", measurement=m["nys"],
+                  params=dict(peer.get_params(), **base, blas_threads="default"),
+                  metrics=score(peer, "nys"))
         recs = {}
         for name, threads in (("slkl1", 1), ("slkl", "default")):
             if name not in m:

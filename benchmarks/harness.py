@@ -23,12 +23,14 @@ import importlib.util
 import json
 import logging
 import math
+import multiprocessing as mp
 import os
 import platform
 import statistics
 import sys
 import threading
 import time
+import traceback
 import tracemalloc as _tracemalloc
 from dataclasses import dataclass
 from pathlib import Path
@@ -319,6 +321,37 @@ def measure_many(fns: dict, repeats=3, warmup=1, *, memory=True, tracemalloc=Fal
 
 # ----------------------------------------------------------------------------------------------
 # machine description
+
+
+def run_capped(fn, cap_s):
+    """Run ``fn()`` in a forked child (the parent's arrays, copy-on-write) killed after ``cap_s``
+    seconds; returns ("ok", result) | ("error", traceback text) | ("timeout", None)."""
+    ctx = mp.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+
+    def child():
+        try:
+            send.send(("ok", fn()))
+        except BaseException:  # noqa: BLE001 - report anything to the parent
+            send.send(("error", traceback.format_exc(limit=3)))
+        finally:
+            send.close()
+            os._exit(0)
+
+    proc = ctx.Process(target=child)
+    proc.start()
+    send.close()
+    try:
+        if recv.poll(cap_s):
+            status, out = recv.recv()
+        else:
+            status, out = "timeout", None
+    except EOFError:
+        status, out = "error", "child died (out of memory?)"
+    if proc.is_alive():
+        proc.kill()
+    proc.join(10)
+    return status, out
 
 
 def _cpu_model():

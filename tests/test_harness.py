@@ -501,3 +501,15 @@ def test_vowpal_wabbit_learns_labels_it_was_given():
     peer = peers.VowpalWabbit(task="regression", passes=10).fit(X, y)
     assert peer.evaluate(X, y)["mse"] < 0.05 * np.var(y)
     peer.close()
+
+
+def test_run_capped_returns_result_error_or_timeout():
+    """A peer runs in a forked child: its result comes back, an exception is reported as text,
+    and a child past its cap is killed at the cap."""
+    data = np.arange(5.0)
+    assert harness.run_capped(lambda: float(data.sum()), 10) == ("ok", 10.0)
+    status, text = harness.run_capped(lambda: 1 / 0, 10)
+    assert status == "error" and "ZeroDivisionError" in text
+    start = time.perf_counter()
+    assert harness.run_capped(lambda: time.sleep(30), 0.5) == ("timeout", None)
+    assert time.perf_counter() - start < 10

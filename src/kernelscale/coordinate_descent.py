@@ -503,8 +503,7 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
         work_buf = np.zeros(n, dtype=np.intp)
         work_buf[: active_idx.size] = active_idx
         # [working-set size, sweeps, position in the random stream, max sweeps, rule, shrinking]
-        ist = np.array([active_idx.size, 0, 0, 0, RULES.index(rule) if rule in RULES else 0, int(shrinking)],
-                       dtype=np.int64)
+        ist = np.array([active_idx.size, 0, 0, 0, 0, int(shrinking)], dtype=np.int64)  # rule: set below
         # [wb, tol, precision floor factor, last up / down steps, z_floor]
         fst = np.array([wb, tol, PRECISION_FLOOR * float(np.finfo(dtype).eps), math.inf, math.inf, 0.0])
         if csr is not None:  # unsigned views: the compiled gathers then skip negative-index handling
@@ -536,6 +535,8 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
                          random_state=random_state, monitor=monitor, dtype=dtype)
         sweeps.inv_d, sweeps.diag, sweeps.inv_kmin = inv_d_arr, diag, float(np.max(inv_d_arr, initial=0.0))
         sweeps.one_sided = True
+        if code >= 0:
+            ist[4] = RULES.index(rule)  # validated by _Sweeps
         sweeps.sign = np.sign(y) if loss.classification else np.ones(n)
         sweeps.record(c, scores())
         if not active.any():
