@@ -136,10 +136,10 @@ def reference_objective(X, y, alpha):
 
 def test_default_softmax_fit_converges_where_plain_algorithm_1_stops_short():
     X, y = noisy_separated_data()
-    f_star = reference_objective(X, y, 1e-6)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)  # the defaults must converge
         est = GeneralizedLeastSquaresClassifier().fit(X, y)
+    f_star = reference_objective(X, y, est.alpha_)
     gap = (est.objective_history_[-1] - f_star) / f_star
     assert 0 <= gap < 1e-3
     assert est.n_iter_ < 150
@@ -235,6 +235,38 @@ def test_zero_variance_feature_is_handled_by_the_ridge():
         CalibratedLeastSquaresClassifier(alpha=0.0).fit(X_const, y)
     c = CalibratedLeastSquaresClassifier(max_iter=3).fit(X_const, y)
     np.testing.assert_allclose(c.coef_[:, :, -1], 0.0, atol=1e-8)
+
+
+def test_auto_ridge_is_relative_to_the_mean_feature_variance():
+    X, y = make_data(seed=11)
+    sw = np.random.default_rng(0).uniform(0.5, 2.0, size=len(y))
+    kw = dict(max_iter=20, tol=0.0)
+    auto = quiet(GeneralizedLeastSquaresClassifier(**kw), X, y, sample_weight=sw)
+    w = sw / sw.sum()
+    mean = w @ X
+    variance = w @ (X - mean) ** 2
+    assert auto.alpha_ == pytest.approx(1e-6 * variance.mean(), rel=1e-12)
+    explicit = quiet(GeneralizedLeastSquaresClassifier(alpha=auto.alpha_, **kw), X, y, sample_weight=sw)
+    np.testing.assert_allclose(auto.coef_, explicit.coef_, rtol=1e-12)
+    # all features constant: Cov = 0, the ridge falls back to 1e-6 itself
+    const = quiet(GeneralizedLeastSquaresClassifier(**kw), np.ones((len(y), 3)), y)
+    assert const.alpha_ == 1e-6
+    np.testing.assert_allclose(const.coef_, 0.0, atol=1e-12)
+
+
+@pytest.mark.parametrize("cls", [GeneralizedLeastSquaresClassifier, CalibratedLeastSquaresClassifier])
+def test_auto_ridge_makes_the_fit_independent_of_the_feature_scale(cls):
+    X, y = make_data(seed=12, d=8)
+    kw = dict(max_iter=15, tol=0.0)
+    a = quiet(cls(**kw), X, y)
+    scale = 1e-3  # e.g. random Fourier features of scale sqrt(2 / D)
+    b = quiet(cls(**kw), X * scale, y)
+    assert b.alpha_ == pytest.approx(a.alpha_ * scale**2, rel=1e-12)
+    np.testing.assert_allclose(b.coef_ * scale, a.coef_, rtol=1e-7, atol=1e-10)
+    np.testing.assert_allclose(b.predict_proba(X * scale), a.predict_proba(X), atol=1e-9)
+    # an absolute ridge is not scale-free: the same float shrinks the small-scale fit far more
+    c = quiet(cls(alpha=a.alpha_, **kw), X * scale, y)
+    assert np.abs(c.predict_proba(X * scale) - a.predict_proba(X)).max() > 1e-3
 
 
 @pytest.mark.parametrize("cls", [GeneralizedLeastSquaresClassifier, CalibratedLeastSquaresClassifier])

@@ -24,7 +24,13 @@ Conventions shared by both (documented here once):
   float32. The intercept is not penalised.
 - Ridge: ``alpha`` adds (alpha / 2) |W|_F^2 to the objective and alpha I to Sigma (Cov). It
   keeps Sigma invertible when features have zero variance or are collinear (their weights stay
-  0); ``alpha=0`` with a singular Sigma raises a ValueError asking for alpha > 0.
+  0); ``alpha=0`` with a singular Sigma raises a ValueError asking for alpha > 0. The default
+  ``alpha="auto"`` is relative to the feature scale: ``AUTO_RIDGE`` (1e-6) times the mean
+  weighted variance of the features, trace(Cov) / d (1e-6 itself if every feature is constant),
+  so rescaling X does not change the predictions. An absolute ridge would not be scale-free:
+  1e-6 is 1e-5 of the variance of MNIST pixels in [0, 1] but about 7e-3 of that of 4000
+  random Fourier features of scale sqrt(2 / D), where it took 44% of the converged softmax
+  objective and cost 0.3-0.5 points of test error (see the least-squares benchmark).
 - Weights: sample weights are normalised to sum to 1 and replace the 1/n of every empirical
   mean, so an integer weight acts as repeating the sample.
 - Memory: Sigma is built from row blocks of X sized by ``max_memory``; the estimate (Sigma, its
@@ -71,10 +77,12 @@ BASIS_FUNCTIONS = {"y": 1, "y2": 2, "y3": 3, "y4": 4}
 LINKS = ("softmax", "identity")
 PROJECTIONS = ("simplex", "hypercube")
 
-GLSResult = namedtuple("GLSResult", "coef intercept objective_history n_iter converged n_restarts")
+GLSResult = namedtuple("GLSResult", "coef intercept objective_history n_iter converged n_restarts alpha")
 CLSResult = namedtuple(
-    "CLSResult", "coef intercept calibration calibration_intercept objective_history n_iter converged"
+    "CLSResult", "coef intercept calibration calibration_intercept objective_history n_iter converged alpha"
 )
+#: ``alpha="auto"``: the ridge relative to the mean feature variance (module docstring)
+AUTO_RIDGE = 1e-6
 
 _MEMORY_CONSTRAINT = [Interval(Real, 0, None, closed="neither"), str, None]
 
@@ -176,33 +184,49 @@ def _check_XY(X, Y):
     return X, Y
 
 
+def _resolve_alpha(alpha, gram, mean):
+    """The ridge to add to the centred, weighted Gram matrix ``gram`` of features with weighted
+    ``mean``: ``alpha`` itself, or for "auto" AUTO_RIDGE times the mean variance trace(gram) / d
+    (AUTO_RIDGE if the features are constant up to rounding)."""
+    if isinstance(alpha, str):
+        if alpha != "auto":
+            raise ValueError(f'alpha must be a float >= 0 or "auto", got {alpha!r}.')
+        variance = float(np.trace(gram)) / gram.shape[0]
+        constant = variance <= 1e-12 * (variance + float(mean @ mean) / mean.size)
+        return AUTO_RIDGE * (1.0 if constant else variance)
+    return float(alpha)
+
+
 def _factor_sigma(X, w, chunk, scale, alpha):
-    """The weighted mean of X and the Cholesky factor of scale * Cov + alpha I (the Sigma of
-    Algorithms 1-2 for the centred features), built from row blocks of ``chunk`` rows."""
+    """The weighted mean of X, the Cholesky factor of scale * Cov + alpha I (the Sigma of
+    Algorithms 1-2 for the centred features), built from row blocks of ``chunk`` rows, and the
+    ridge alpha used (``"auto"`` resolved on Cov)."""
     mean = _weighted_mean(X, w)
     M = _weighted_covariance(X, w, mean, chunk)
+    alpha = _resolve_alpha(alpha, M, mean)
     if scale != 1.0:
         M *= scale
     M[np.diag_indices_from(M)] += alpha
     factor = _factor_spd(
         M, "Sigma (the second moment of the features)",
-        "some features have zero variance or are collinear: use alpha > 0 (e.g. 1e-6), which "
+        "some features have zero variance or are collinear: use alpha > 0 or alpha=\"auto\", which "
         "keeps their weights at 0",
     )
-    return mean, factor
+    return mean, factor, alpha
 
 
 def _ridge_fit(F, R, w, alpha):
     """Weighted ridge fit of R (n, k) on the columns of F (n, p) with an unpenalised intercept.
 
-    Minimises sum_i w_i |r_i - A^T f_i - c|^2 + alpha |A|^2 (weights summing to 1). Returns
-    (A (p, k), c (k,)) in float64, solved by Cholesky of the centred weighted Gram + alpha I.
+    Minimises sum_i w_i |r_i - A^T f_i - c|^2 + alpha |A|^2 (weights summing to 1; "auto" is
+    relative to the mean variance of the columns of F). Returns (A (p, k), c (k,)) in float64,
+    solved by Cholesky of the centred weighted Gram + alpha I.
     """
     mean = _weighted_mean(F, w)
     Fc = F - mean.astype(F.dtype)
     gram = _weighted_gram(Fc, Fc, w)
     gram = 0.5 * (gram + gram.T)
-    gram[np.diag_indices_from(gram)] += alpha
+    gram[np.diag_indices_from(gram)] += _resolve_alpha(alpha, gram, mean)
     cross = _weighted_gram(Fc, R, w)
     factor = _factor_spd(gram, "the calibration Gram matrix", "use alpha > 0")
     A = linalg.cho_solve(factor, cross, check_finite=False)
@@ -266,7 +290,7 @@ def generalized_least_squares(
     *,
     link="softmax",
     L=1.0,
-    alpha=1e-6,
+    alpha="auto",
     max_iter=500,
     tol=1e-6,
     solver="accelerated",
@@ -299,10 +323,12 @@ def generalized_least_squares(
     Stops when the guaranteed decrease g^T M^{-1} g / 2 of a step from the gradient point is
     at most ``tol * |f|``, after ``max_iter`` steps, or when ``monitor.update`` returns True.
 
+    ``alpha``: a float, or "auto" (relative to the feature scale, see the module docstring).
+
     Returns
     -------
     GLSResult(coef (k, d) float64, intercept (k,) float64, objective_history (n_iter + 1,)
-    with f at every iterate, n_iter, converged, n_restarts). A plain step that raises f (by
+    with f at every iterate, n_iter, converged, n_restarts, alpha (the ridge used)). A plain step that raises f (by
     rounding only, at the precision floor) ends the fit as converged without being taken.
     """
     if link not in LINKS:
@@ -328,7 +354,7 @@ def generalized_least_squares(
         "increase max_memory, or reduce the number of features (PCA, or a stagewise fit with a "
         "smaller block_size)",
     )
-    mean, factor = _factor_sigma(X, w, chunk, L, alpha)
+    mean, factor, alpha = _factor_sigma(X, w, chunk, L, alpha)
     W = np.zeros((d, k)) if coef_init is None else np.array(coef_init, dtype=np.float64).T.copy()
     b = np.zeros(k) if intercept_init is None else np.array(intercept_init, dtype=np.float64).copy()
     if W.shape != (d, k) or b.shape != (k,):
@@ -421,7 +447,7 @@ def generalized_least_squares(
         solver, n_iter, n_restarts, f, converged,
     )
     intercept = b_c - mean @ W
-    return GLSResult(W.T.copy(), intercept, np.asarray(history), n_iter, converged, n_restarts)
+    return GLSResult(W.T.copy(), intercept, np.asarray(history), n_iter, converged, n_restarts, alpha)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -484,7 +510,7 @@ def calibrated_least_squares(
     Y,
     *,
     basis=("y", "y2", "y3"),
-    alpha=1e-6,
+    alpha="auto",
     max_iter=100,
     tol=1e-4,
     sample_weight=None,
@@ -513,10 +539,14 @@ def calibrated_least_squares(
     init : tuple (coef, intercept, calibration, calibration_intercept) or None
         Stages of an earlier fit on the same data to continue from (warm start).
 
+    ``alpha`` is the ridge of both fits; "auto" is relative to the scale of what each fits (x in
+    step 1, G(y~) in step 2; see the module docstring).
+
     Returns
     -------
     CLSResult(coef (T, k, d), intercept (T, k), calibration (T, k |G|, k), calibration_intercept
-    (T, k), objective_history (T + 1,), n_iter = T, converged), arrays float64.
+    (T, k), objective_history (T + 1,), n_iter = T, converged, alpha (the ridge of step 1)),
+    arrays float64.
     """
     basis = _check_basis(basis)
     if projection not in PROJECTIONS:
@@ -532,7 +562,7 @@ def calibrated_least_squares(
         "basis are n x k and n x k|G|)",
         "increase max_memory, or reduce the number of features or the basis",
     )
-    mean, factor = _factor_sigma(X, w, chunk, 1.0, alpha)
+    mean, factor, sigma_alpha = _factor_sigma(X, w, chunk, 1.0, alpha)
     stages = [[], [], [], []]
     Yhat = np.zeros((n, k), dtype=dtype)
     if init is not None:
@@ -576,7 +606,7 @@ def calibrated_least_squares(
             converged = True
             break
     arrays = [np.asarray(s) if s else np.zeros((0,) + shape) for s, shape in zip(stages, [(k, d), (k,), (m, k), (k,)])]
-    return CLSResult(*arrays, np.asarray(history), len(stages[0]), converged)
+    return CLSResult(*arrays, np.asarray(history), len(stages[0]), converged, sigma_alpha)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -587,7 +617,7 @@ class _LeastSquaresClassifierBase(ClassifierMixin, BaseEstimator):
     """Parameters and validation shared by the two classifiers."""
 
     _parameter_constraints: dict = {
-        "alpha": [Interval(Real, 0, None, closed="left")],
+        "alpha": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "class_weight": [StrOptions({"balanced"}), dict, None],
@@ -675,14 +705,16 @@ class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
         Lipschitz constant of the link (the inverse step size). 1 is valid for both links; 1/2
         is still valid for softmax (paper footnote 3) and takes longer steps. Smaller values
         (below 1/2 for softmax, 1 for identity) raise a ValueError.
-    alpha : float >= 0, default=1e-6
+    alpha : float >= 0 or "auto", default="auto"
         Ridge added to Sigma (and (alpha/2)|W|^2 to the objective). Keeps Sigma invertible when
-        features have zero variance or are collinear; alpha=0 then raises a ValueError. The
-        penalty is absolute, so its strength depends on the feature scale: on separable training
-        data (e.g. MNIST with 4000 random Fourier features of scale sqrt(2/D)) the softmax loss
-        has no unpenalised minimiser, the weights grow, and at convergence (alpha/2)|W|^2 is a
-        large part of the objective. The paper's parameter-free Algorithm 1 is then a fixed
-        number of steps: ``solver="gls", tol=0, max_iter=...`` (a ConvergenceWarning says so).
+        features have zero variance or are collinear; alpha=0 then raises a ValueError. "auto"
+        is 1e-6 times the mean feature variance, so the fit does not depend on the scale of X; a
+        float is an absolute ridge. The resolved value is ``alpha_``. On separable training
+        data (e.g. MNIST with 4000 random Fourier features) the softmax loss has no
+        unpenalised minimiser: the weights grow until the small ridge balances them, and the
+        fit may stop at ``max_iter`` (a ConvergenceWarning says so). The paper's
+        parameter-free Algorithm 1 is a fixed number of plain steps: ``solver="gls", tol=0,
+        max_iter=...``.
     max_iter : int, default=500
     tol : float >= 0, default=1e-6
         Stop when the guaranteed decrease of a step is at most tol * objective. This bounds
@@ -708,7 +740,7 @@ class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
     ----------
     classes_ : (k,); coef_ : (k, d); intercept_ : (k,) (in X's dtype; binary problems keep both
     softmax rows); n_iter_ : int; objective_history_ : (n_iter_ + 1,) objective at every iterate;
-    n_features_in_ : int.
+    alpha_ : float, the ridge used; n_features_in_ : int.
     """
 
     _parameter_constraints: dict = {
@@ -719,7 +751,7 @@ class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
     }
 
     def __init__(
-        self, link="softmax", L=1.0, alpha=1e-6, max_iter=500, tol=1e-6, *, solver="accelerated",
+        self, link="softmax", L=1.0, alpha="auto", max_iter=500, tol=1e-6, *, solver="accelerated",
         class_weight=None, warm_start=False, max_memory=None, verbose=0, callback=None,
     ):
         self.link = link
@@ -746,6 +778,7 @@ class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
         self.intercept_ = result.intercept.astype(X.dtype)
         self.n_iter_ = result.n_iter
         self.objective_history_ = result.objective_history
+        self.alpha_ = result.alpha
         return self
 
     def _scores(self, X):
@@ -787,9 +820,11 @@ class CalibratedLeastSquaresClassifier(_LeastSquaresClassifierBase):
     basis : tuple of str, default=("y", "y2", "y3")
         Calibration functions, applied elementwise to the k predictions; names from
         ``BASIS_FUNCTIONS`` ("y", "y2", "y3", "y4").
-    alpha : float >= 0, default=1e-6
+    alpha : float >= 0 or "auto", default="auto"
         Ridge of both least-squares fits (it keeps Sigma invertible with zero-variance or
-        collinear features).
+        collinear features). "auto": 1e-6 times the mean variance of what each fit regresses on
+        (the features, then the calibration basis), so the fit does not depend on the scale of
+        X; a float is an absolute ridge. ``alpha_`` is the ridge of the fits on X.
     max_iter : int, default=100
         Total number of iterations (with ``warm_start``, including earlier ones).
     tol : float >= 0, default=1e-4
@@ -807,7 +842,7 @@ class CalibratedLeastSquaresClassifier(_LeastSquaresClassifierBase):
     classes_ : (k,) (``arange(k)`` for multi-label); coef_ (n_iter_, k, d), intercept_
     (n_iter_, k), calibration_ (n_iter_, k |basis|, k), calibration_intercept_ (n_iter_, k);
     n_iter_; objective_history_ (n_iter_ + 1,) weighted squared error after every iteration;
-    multilabel_ : bool; n_features_in_.
+    alpha_ : float; multilabel_ : bool; n_features_in_.
 
     Multi-label probabilities are clipped to [0, 1] and can be exactly 0 or 1, which
     scikit-learn's multi-label output check forbids (it wants (0, 1)); the estimator therefore
@@ -820,7 +855,7 @@ class CalibratedLeastSquaresClassifier(_LeastSquaresClassifierBase):
     }
 
     def __init__(
-        self, basis=("y", "y2", "y3"), alpha=1e-6, max_iter=100, tol=1e-4, *, class_weight=None,
+        self, basis=("y", "y2", "y3"), alpha="auto", max_iter=100, tol=1e-4, *, class_weight=None,
         warm_start=False, max_memory=None, verbose=0, callback=None,
     ):
         self.basis = basis
@@ -859,6 +894,7 @@ class CalibratedLeastSquaresClassifier(_LeastSquaresClassifierBase):
         self.calibration_intercept_ = result.calibration_intercept.astype(X.dtype)
         self.n_iter_ = result.n_iter
         self.objective_history_ = np.asarray(history + list(result.objective_history))
+        self.alpha_ = result.alpha
         return self
 
     def predict_proba(self, X):
