@@ -233,6 +233,11 @@ def test_zero_variance_feature_is_handled_by_the_ridge():
         GeneralizedLeastSquaresClassifier(alpha=0.0).fit(X_const, y)
     with pytest.raises(ValueError, match="alpha > 0"):
         CalibratedLeastSquaresClassifier(alpha=0.0).fit(X_const, y)
+    # the default "auto" ridge as well, with a duplicated column on top (Sigma singular twice)
+    X_dup = np.hstack([X_const, X[:, :1]])
+    g = quiet(GeneralizedLeastSquaresClassifier(max_iter=10, tol=0.0), X_dup, y)
+    np.testing.assert_allclose(g.coef_[:, -2], 0.0, atol=1e-8)
+    np.testing.assert_allclose(g.coef_[:, 0], g.coef_[:, -1], rtol=1e-6)  # the ridge splits a duplicate evenly
     c = CalibratedLeastSquaresClassifier(max_iter=3).fit(X_const, y)
     np.testing.assert_allclose(c.coef_[:, :, -1], 0.0, atol=1e-8)
 
@@ -439,3 +444,20 @@ def test_calibrated_warns_when_it_stops_at_max_iter():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         CalibratedLeastSquaresClassifier(max_iter=200, tol=1e-3).fit(X[:300] / 16, y[:300])
+
+
+def test_calibration_ridge_fit_of_float32_predictions_matches_float64():
+    # the basis y, y^2, y^3 of confident predictions is nearly collinear: a Gram matrix summed in
+    # float32 was off by 8% in the calibration weights here
+    from kernelscale.least_squares import _expand, _ridge_fit
+
+    rng = np.random.default_rng(0)
+    n, k = 20000, 10
+    Yt = (np.eye(k)[rng.integers(0, k, n)] + 0.01 * rng.normal(size=(n, k))).astype(np.float32)
+    G = _expand(Yt, ("y", "y2", "y3"))
+    R = rng.normal(size=(n, k)).astype(np.float32)
+    w = np.full(n, 1.0 / n)
+    A32, c32 = _ridge_fit(G, R, w, "auto")
+    A64, c64 = _ridge_fit(G.astype(np.float64), R.astype(np.float64), w, "auto")
+    assert np.abs(A32 - A64).max() < 1e-3 * np.abs(A64).max()
+    np.testing.assert_allclose(c32, c64, atol=1e-3 * np.abs(c64).max())

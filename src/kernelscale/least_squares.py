@@ -223,7 +223,9 @@ def _ridge_fit(F, R, w, alpha):
     solved by Cholesky of the centred weighted Gram + alpha I.
     """
     mean = _weighted_mean(F, w)
-    Fc = F - mean.astype(F.dtype)
+    # float64 (p is small): the calibration basis y, y^2, y^3 is nearly collinear, and a
+    # float32 Gram matrix's rounding can exceed the "auto" ridge and make it indefinite
+    Fc = F.astype(np.float64) - mean
     gram = _weighted_gram(Fc, Fc, w)
     gram = 0.5 * (gram + gram.T)
     gram[np.diag_indices_from(gram)] += _resolve_alpha(alpha, gram, mean)
@@ -555,7 +557,7 @@ def calibrated_least_squares(
     (n, d), k, dtype = X.shape, Y.shape[1], X.dtype
     m = k * len(basis)
     w = _normalized_weights(sample_weight, n)
-    fixed = _gls_fixed_bytes(n, d, k, dtype.itemsize) + dtype.itemsize * n * (3 * m + 2 * k) + 16 * m * m
+    fixed = _gls_fixed_bytes(n, d, k, dtype.itemsize) + dtype.itemsize * n * (3 * m + 2 * k) + 8 * n * m + 16 * m * m
     chunk = _row_chunk(
         n, 8 * d, fixed, max_memory,
         "calibrated least squares (Sigma is d x d float64; predictions and the calibration "
