@@ -11,40 +11,35 @@ Settings (ALGORITHMS.md section 5, paper Section 5.1 and appendix A.2.1):
   consistent units), i.e. sigma = m / sqrt(2); ``RandomFourierFeatures(GaussianKernel(sigma), D,
   random_state=0)``. (Measured at D = 4000, linear column: sigma = m gives 2.14%, m / sqrt(2)
   2.04%, m / 2 2.23%, m / 2.83 2.67%; the literal s = m is sigma = 2.2 here: 11%.)
-- Table 1 columns: linear = ``GeneralizedLeastSquaresClassifier(link="identity")`` (one step),
-  logistic = ``GeneralizedLeastSquaresClassifier(link="softmax", solver="gls", L=1, max_iter=50,
-  tol=0)``: Algorithm 1 as printed, 50 steps from W = 0. The paper gives no step count for
-  Table 1; 50 is the count it gives for its logistic fits ("50 inner loops", Section 5.1).
-  calibrated = ``CalibratedLeastSquaresClassifier`` (basis y, y^2, y^3, as the paper's Table 1;
-  library defaults, 100 iterations at most), with the test error after every iteration recorded
-  (``staged_test_error``, for the record only: nothing is chosen from it). Library defaults
-  otherwise (alpha = 1e-6). Fit times exclude the feature computation, which is recorded
-  separately (as the paper times fits, not feature loading). Records say whether the fit
-  converged (no ConvergenceWarning; calibrated: stopped before max_iter, as Algorithm 2 does not
-  warn), its training objective and error, and for Algorithm 1 the ridge part (alpha/2)|W|^2 of
-  the objective.
-  Why two logistic columns. The 2026-11-22 run minimised the penalised loss to convergence
-  (the accelerated solver, tol 1e-6; kept as the extra column ``logistic-converged`` on raw
-  pixels and RFF 4000): 7.64 / 2.02 / 1.87% against the paper's 7.8 / 1.48 / 1.33%. On the RFF
-  rows the absolute ridge alpha = 1e-6 is a strong penalty: with the RFF scale sqrt(2/D) the
-  weights are large, and (alpha/2)|W|^2 is 44% of the converged objective at D = 4000 (0.034 of
-  0.078; in the linear column's objective 5%, in the converged raw-pixel fit's 2%), a
-  regulariser the parameter-free Algorithm 1 does not have. On a 12000-sample subset with 1600
-  RFF (separable there; test error %): linear 3.27; accelerated logistic 3.39 (alpha 1e-6,
-  converged), 3.26 / 3.35 / 3.67 / 4.08 (alpha 1e-8 / 1e-9 / 1e-10 / 0, stopped at 500 steps);
-  plain Algorithm 1 (alpha 1e-6) after
-  10 / 20 / 50 / 100 / 200 steps 3.16 / 3.08 / 3.06 / 3.10 / 3.20 (alpha 0: 3.13 / 3.07 / 3.16 /
-  3.20 / 3.37). The ``logistic`` column is therefore the printed algorithm for the paper's 50
-  steps: better on RFF (1.92 / 1.77%) but not converged on raw pixels (9.42%), where the
-  converged fit matches the paper. The part ``table1-logistic`` adds a third reading on the RFF
-  rows, ``logistic-small-ridge``: the accelerated solver with alpha = 1e-10 (``SMALL_RIDGE``,
-  chosen on a validation split of the training set, see there), 400 steps. With that ridge the
-  full RFF 4000 training set is separable (training error 0), so the fit is stopped by its step
-  count, not converged. Measured (2026-11-22): 1.75% (RFF 4000, 124 s) and 1.32% (RFF 8000,
-  267 s) against the paper's 1.48 / 1.33%; linear 2.04 / 1.66%.
-  The calibrated column also overfits as it runs on (full run, RFF 4000: 1.97 / 1.68 / 1.63 /
-  1.79% after 1 / 3 / 7 / 100 iterations; its relative-decrease rule does not fire before 100);
-  the curve is recorded, nothing is chosen from it.
+- Table 1 columns, each estimator with the library's defaults (``alpha="auto"``, a ridge of
+  1e-6 times the mean feature variance): linear = ``GeneralizedLeastSquaresClassifier(link=
+  "identity")`` (one step); logistic = ``GeneralizedLeastSquaresClassifier()`` (softmax link,
+  the accelerated solver, at most 500 steps, tol 1e-6); calibrated =
+  ``CalibratedLeastSquaresClassifier()`` (basis y, y^2, y^3, as the paper's Table 1; at most 100
+  iterations), with the test error after every iteration recorded (``staged_test_error``, for
+  the record only: nothing is chosen from it). One extra column on every row,
+  ``logistic-alg1-50``: Algorithm 1 as printed (``solver="gls", L=1, max_iter=50, tol=0``), 50
+  steps from W = 0; the paper gives no step count for Table 1, and 50 is the count it gives for
+  its logistic fits ("50 inner loops", Section 5.1). Fit times exclude the feature computation,
+  which is recorded separately (as the paper times fits, not feature loading). Records say
+  whether the fit converged (no ConvergenceWarning; calibrated: stopped before max_iter, as
+  Algorithm 2 does not warn), its training objective and error, and for Algorithm 1 the ridge
+  part (alpha/2)|W|^2 of the objective.
+  History of the logistic column. Until 2026-11-22 the default ridge was an absolute alpha =
+  1e-6. With the RFF scale sqrt(2/D) the weights are large, and at convergence (alpha/2)|W|^2
+  was 44% of the objective at D = 4000: 7.64 / 2.02 / 1.87% against the paper's 7.8 / 1.48 /
+  1.33%. An absolute 1e-10, chosen on a validation split of the training set, gave 1.75 / 1.32%
+  on the RFF rows; the default is now relative to the feature scale instead (1e-6 x mean
+  variance: about 1.5e-10 at D = 4000, where the mean variance is 1.53e-4, and 7e-8 on pixels).
+  A validation split of the training set (RFF 4000, fitted on 50000, validated on the other
+  10000; validation error %) chose it. Logistic: absolute 1e-6 / 1e-8 / 1e-10 (relative 7e-3 /
+  7e-5 / 7e-7): 2.06 / 1.70 / 1.65. Calibrated: relative 1e-2 / 1e-6: 1.69 / 1.66. Linear:
+  relative 1e-2 / 1e-3 / 1e-4 / 1e-5 / 1e-6 / 1e-7: 2.02 / 1.84 / 1.82 / 1.81 / 1.81 / 1.81. With
+  the relative 1e-6 the full RFF 4000 training set is separable (training error 0) and the
+  softmax fit stops at its 500 steps (a ConvergenceWarning, recorded as not converged).
+  The calibrated column overfits as it runs on (full run, RFF 4000, absolute ridge 1e-6: 1.97 /
+  1.68 / 1.63 / 1.79% after 1 / 3 / 7 / 100 iterations; its relative-decrease rule does not fire
+  before 100); the curve is recorded, nothing is chosen from it.
 - Stagewise: ``StagewiseClassifier(generator="rff", block_size=p, pca_components=50,
   sigma=<the paper's bandwidth above>)``, the paper's two block sizes (Section 5.1, "blocks of
   512 and 1024"): update "calibrated" (the paper's "previous predictions as features") with
@@ -71,7 +66,7 @@ Settings (ALGORITHMS.md section 5, paper Section 5.1 and appendix A.2.1):
   peer's error, the peer is better and the record says so.
 - Big fits are measured once (``measure(repeats=1, warmup=0)``): a fit of minutes has small
   relative jitter and the run has a fixed time budget; the machine's load average is recorded.
-- Parts (``--part table1|table1-logistic|peers-raw|peers-rff|stagewise|stagewise-seeds``): a run of
+- Parts (``--part table1|peers-raw|peers-rff|stagewise|stagewise-seeds``): a run of
   some parts keeps the other
   parts' records of the existing result file, so the suite can run in pieces of under 20
   minutes; comparisons are recomputed from all records. Every record's params say its part.
@@ -131,28 +126,21 @@ PAPER_T1 = PAPER["table 1 (MNIST test error %, linear / logistic / calibrated)"]
 COLUMNS = ("linear", "logistic", "calibrated")
 
 
-#: Algorithm 1 steps of the "logistic" column: the paper gives no count for Table 1; the one it
-#: gives for its logistic fits is "50 inner loops" (Section 5.1, stagewise logistic stages)
+#: Algorithm 1 steps of the "logistic-alg1-50" column: the paper gives no count for Table 1; the
+#: one it gives for its logistic fits is "50 inner loops" (Section 5.1, stagewise logistic stages)
 LOGISTIC_STEPS = 50
-#: columns run besides Table 1's, per row: the logistic loss minimised to convergence with the
-#: library's ridge (the setting of the 2026-11-22 run; see the module docstring)
-EXTRA_COLUMNS = {"raw pixels": ("logistic-converged",), "RFF 4000": ("logistic-converged",)}
-#: the ridge of the "logistic-small-ridge" column (part table1-logistic): the smallest of alpha in
-#: {1e-6, 1e-8, 1e-10}, and the one a validation split of the TRAINING set chose (RFF 4000, fitted
-#: on 50000, validated on the other 10000: 2.06 / 1.70 / 1.65% validation error)
-SMALL_RIDGE = 1e-10
+#: columns run besides Table 1's on every row
+EXTRA_COLUMNS = ("logistic-alg1-50",)
 
 
 def _ours(column):
+    """The estimator of a Table 1 column: the library's defaults, except Algorithm 1 as printed."""
     if column == "linear":
         return GeneralizedLeastSquaresClassifier(link="identity")
-    if column == "logistic":  # Algorithm 1 as printed: plain steps, L = 1, a fixed number of them
-        return GeneralizedLeastSquaresClassifier(link="softmax", solver="gls", L=1.0, max_iter=LOGISTIC_STEPS,
-                                                 tol=0.0)
-    if column == "logistic-converged":
-        return GeneralizedLeastSquaresClassifier(link="softmax")
-    if column == "logistic-small-ridge":
-        return GeneralizedLeastSquaresClassifier(link="softmax", alpha=SMALL_RIDGE, max_iter=400)
+    if column == "logistic":
+        return GeneralizedLeastSquaresClassifier()
+    if column == "logistic-alg1-50":
+        return GeneralizedLeastSquaresClassifier(solver="gls", L=1.0, max_iter=LOGISTIC_STEPS, tol=0.0)
     return CalibratedLeastSquaresClassifier()
 
 
@@ -246,10 +234,10 @@ def run_peer(suite, dataset, name, params, X, y, Xte, yte, cap_s, extra_params=N
 # Table 1
 
 
-def table1_row(suite, row, F, y, Fte, yte, base, columns=None):
+def table1_row(suite, row, F, y, Fte, yte, base):
     recs = {}
-    part = "table1" if columns is None else "table1-logistic"
-    for col in columns or COLUMNS + EXTRA_COLUMNS.get(row, ()):
+    part = "table1"
+    for col in COLUMNS + EXTRA_COLUMNS:
         est = _ours(col)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvergenceWarning)
@@ -269,14 +257,15 @@ def table1_row(suite, row, F, y, Fte, yte, base, columns=None):
                 if k in ("link", "L", "alpha", "max_iter", "tol", "basis", "solver")}),
             metrics={"test_error": err, "train_error": _err(est.predict(F), y), "n_iter": int(est.n_iter_),
                      "converged": converged, "train_objective": float(est.objective_history_[-1]),
-                     "ridge_term": 0.5 * est.alpha * float(np.sum(W * W)) if col != "calibrated" else None,
+                     "alpha": est.alpha_,
+                     "ridge_term": 0.5 * est.alpha_ * float(np.sum(W * W)) if col != "calibrated" else None,
                      "paper_test_error": paper_err, "staged_test_error": staged},
             notes="fit timed once (repeats=1, warmup=0); features precomputed; converged = no "
                   "ConvergenceWarning" + ("; a fixed number of Algorithm 1 steps (the paper's 50 inner "
-                                          "loops), so not converged by design" if col == "logistic" else "")
+                                          "loops), so not converged by design" if col == "logistic-alg1-50" else "")
                   + ("; ridge_term: (alpha/2)|W|^2, the part of train_objective that is the penalty"
                      if col != "calibrated" else ""))
-        if paper_err is not None and part == "table1":
+        if paper_err is not None:
             suite.add(f"mnist {row}", f"paper Table 1 ({col})", role="paper", params={"part": "table1"},
                       metrics={"test_error": paper_err})
         logger.info("%s %s: error %.4f (paper %s) in %.1f s, %d iterations, converged %s", row, col, err,
@@ -419,7 +408,7 @@ def time_to_equal_error(suite, sw_rec, peer_recs):
 # ----------------------------------------------------------------------------------------------
 
 
-PARTS = ("table1", "table1-logistic", "peers-raw", "peers-rff", "stagewise", "stagewise-seeds")
+PARTS = ("table1", "peers-raw", "peers-rff", "stagewise", "stagewise-seeds")
 
 
 def part_of(rec):
@@ -459,7 +448,9 @@ def plan(quick):
                # 3.6 GB, so neither runs on these features; -s 0 was left out of the 2026-11-22 run
                # for the shared machine's compute budget (add it back when time allows)
                "RFF 4000": [("liblinear", {"solver": "l2r_l2loss_svc_dual", "C": 1.0}, 360.0),
-                            ("sklearn-logreg", {"C": 1.0, "max_iter": 300}, 300.0)]},
+                            ("sklearn-logreg", {"C": 1.0, "max_iter": 300}, 300.0)],
+               # LIBLINEAR's problem copy of 60000 x 8000 dense features is about 7.7 GB
+               "RFF 8000": [("liblinear", {"solver": "l2r_l2loss_svc_dual", "C": 1.0}, 600.0)]},
         stagewise=[("calibrated", 512, 4000, 330.0), ("calibrated", 1024, 1000, 330.0),
                    ("logistic", 1024, 100, 60.0)],
         # the p = 512 calibrated run again with other feature seeds (its own part, so that it fits
@@ -475,8 +466,10 @@ def run(quick: bool = False, out_dir=None, parts=None):
     parts = tuple(PARTS if not parts else parts)
     suite = Suite(SUITE, quick=quick, out_dir=out_dir, paper=PAPER)
     if set(parts) != set(PARTS) and suite.path.exists():
+        # records of parts that no longer exist (e.g. "table1-logistic", folded into table1 when
+        # the default ridge became relative) are dropped
         kept = [r for r in json.loads(suite.path.read_text())["records"]
-                if part_of(r) not in parts and part_of(r) != "compare"]
+                if part_of(r) in PARTS and part_of(r) not in parts]
         suite.records.extend(kept)
         logger.info("kept %d records of parts %s from %s", len(kept), sorted({part_of(r) for r in kept}), suite.path)
     started = time.perf_counter()
@@ -488,9 +481,6 @@ def run(quick: bool = False, out_dir=None, parts=None):
     def do_row(row, F, Fte, params):
         if "table1" in parts:
             table1_row(suite, row, F, y, Fte, yte, dict(base, **params))
-        if "table1-logistic" in parts and row != "raw pixels":  # (raw pixels: zero-variance pixels
-            # need the default ridge; its converged ridge term there is only 2% of the objective)
-            table1_row(suite, row, F, y, Fte, yte, dict(base, **params), columns=("logistic-small-ridge",))
         if ("peers-raw" if row == "raw pixels" else "peers-rff") in parts:
             for name, pp, *cap in cfg["peers"].get(row, []):
                 run_peer(suite, f"mnist {row}", name, pp, F, y, Fte, yte, cap[0] if cap else cfg["peer_cap"],
@@ -498,11 +488,11 @@ def run(quick: bool = False, out_dir=None, parts=None):
         suite.write(plot=False)  # checkpoint
 
     pca, sigma = None, None
-    if {"table1", "table1-logistic", "peers-raw"} & set(parts):
+    if {"table1", "peers-raw"} & set(parts):
         do_row("raw pixels", X, Xte, {"features": "raw pixels", "n_features": X.shape[1]})
-    if {"table1", "table1-logistic", "peers-rff"} & set(parts):
+    if {"table1", "peers-rff"} & set(parts):
         for D in cfg["dims"]:
-            if not {"table1", "table1-logistic"} & set(parts) and f"RFF {D}" not in cfg["peers"]:
+            if "table1" not in parts and f"RFF {D}" not in cfg["peers"]:
                 continue
             F, Fte, sigma, secs, pca = rff_features(X, Xte, D, pca)
             if "table1" in parts:
@@ -528,7 +518,7 @@ def run(quick: bool = False, out_dir=None, parts=None):
     # comparisons, from all records (this run's and the kept ones)
     table, peer_rows, sw_recs, seed_recs, tte = {}, [], [], [], []
     for r in suite.records:
-        if part_of(r) in ("table1", "table1-logistic") and r["role"] == "ours" and "column" in r["params"]:
+        if part_of(r) == "table1" and r["role"] == "ours" and "column" in r["params"]:
             table.setdefault(r["dataset"][len("mnist "):], {})[r["params"]["column"]] = r
             if r["params"]["column"] == "calibrated" and "max_iter" in r["params"]:
                 r["metrics"]["converged"] = r["metrics"]["n_iter"] < r["params"]["max_iter"]
@@ -569,7 +559,7 @@ def print_report(table, peer_rows, sw_recs, tte):
             cells.append(f"{col} {100 * m['test_error']:.2f} | {'-' if pe is None else f'{100 * pe:.2f}'} "
                          f"({recs[col]['time_median_s']:.1f} s, {m['n_iter']} it{conv})")
         print(f"  {row:<11} " + "   ".join(cells))
-        for col in EXTRA_COLUMNS.get(row, ()) + ("logistic-small-ridge",):
+        for col in EXTRA_COLUMNS:
             if col in recs:
                 m = recs[col]["metrics"]
                 print(f"  {'':<11} {col} {100 * m['test_error']:.2f} ({recs[col]['time_median_s']:.1f} s, "
