@@ -172,15 +172,15 @@ def paper_sigma(Z):
     return m / np.sqrt(2.0), m
 
 
-def rff_features(X, Xte, D, pca=None):
+def rff_features(X, Xte, D, pca=None, seed=SEED):
     """PCA to 50 dims (fitted on train, reused) then D Gaussian random Fourier features with the
-    paper's bandwidth; returns (F_train, F_test, sigma, seconds, pca)."""
+    paper's bandwidth, drawn with ``seed``; returns (F_train, F_test, sigma, seconds, pca)."""
     start = time.perf_counter()
     if pca is None:
         pca = pca_fit(X, 50)
     Z, Zte = pca_transform(X, *pca), pca_transform(Xte, *pca)
     sigma, _ = paper_sigma(Z)
-    rff = RandomFourierFeatures(GaussianKernel(sigma), n_components=D, random_state=SEED).fit(Z)
+    rff = RandomFourierFeatures(GaussianKernel(sigma), n_components=D, random_state=seed).fit(Z)
     F, Fte = rff.transform(Z), rff.transform(Zte)
     return F, Fte, float(sigma), time.perf_counter() - start, pca
 
@@ -380,6 +380,27 @@ def seed_summary(suite, recs):
     return out
 
 
+def linear_seed_summary(suite, table, seed_recs):
+    """One "compare" record per RFF row: the linear column over feature seeds (seed 0 from Table 1,
+    the others from the part "table1-seeds"), mean, standard deviation and range."""
+    out = {}
+    for row, recs in table.items():
+        runs = [r for r in seed_recs if r["dataset"] == f"mnist {row}"]
+        if "linear" not in recs or not runs:
+            continue
+        errs = [recs["linear"]["metrics"]["test_error"]] + [r["metrics"]["test_error"] for r in runs]
+        seeds = [SEED] + [r["params"]["feature_seed"] for r in runs]
+        suite.add(
+            f"mnist {row}", f"GeneralizedLeastSquaresClassifier (linear), mean over {len(errs)} feature seeds",
+            role="ours", params={"column": "linear", "feature_seeds": seeds, "part": "compare"},
+            metrics={"test_error": float(np.mean(errs)), "test_error_std": float(np.std(errs, ddof=1)),
+                     "test_error_per_seed": errs,
+                     "paper_test_error": PAPER_T1[row][0] / 100 if row in PAPER_T1 else None},
+            notes="the linear column of Table 1 with the random Fourier features drawn from other seeds")
+        out[row] = (seeds, errs)
+    return out
+
+
 def time_to_equal_error(suite, sw_rec, peer_recs):
     """One record per finished peer: stagewise time to reach the peer's test error, ratio ours/peer."""
     errors, stamps = sw_rec["metrics"]["staged_test_error"], sw_rec["metrics"]["staged_time_s"]
@@ -408,7 +429,9 @@ def time_to_equal_error(suite, sw_rec, peer_recs):
 # ----------------------------------------------------------------------------------------------
 
 
-PARTS = ("table1", "peers-raw", "peers-rff", "stagewise", "stagewise-seeds")
+PARTS = ("table1", "table1-seeds", "peers-raw", "peers-rff", "stagewise", "stagewise-seeds")
+#: feature seeds of the part "table1-seeds" (the linear column again; Table 1 itself uses SEED)
+FEATURE_SEEDS = (1, 2, 3)
 
 
 def part_of(rec):
@@ -504,6 +527,22 @@ def run(quick: bool = False, out_dir=None, parts=None):
             do_row(f"RFF {D}", F, Fte, {"features": "PCA-50 + Gaussian RFF, paper bandwidth", "n_features": D,
                                          "sigma": sigma})
             del F, Fte
+    if "table1-seeds" in parts:
+        for D in cfg["dims"]:
+            for seed in FEATURE_SEEDS:
+                F, Fte, sigma, _, pca = rff_features(X, Xte, D, pca, seed)
+                est = _ours("linear")
+                m = measure(lambda: est.fit(F, y), repeats=1, warmup=0)
+                err = _err(est.predict(Fte), yte)
+                suite.add(f"mnist RFF {D}", f"GeneralizedLeastSquaresClassifier (linear, feature seed {seed})",
+                          role="ours", measurement=m,
+                          params=dict(base, column="linear", feature_seed=seed, n_features=D, sigma=sigma,
+                                      part="table1-seeds"),
+                          metrics={"test_error": err, "alpha": est.alpha_},
+                          notes="Table 1's linear column with the random Fourier features drawn from another seed")
+                logger.info("RFF %d linear, feature seed %d: error %.4f", D, seed, err)
+                del F, Fte
+            suite.write(plot=False)
     if {"stagewise", "stagewise-seeds"} & set(parts):
         if sigma is None:
             pca = pca_fit(X, 50)
@@ -516,7 +555,7 @@ def run(quick: bool = False, out_dir=None, parts=None):
             suite.write(plot=False)
 
     # comparisons, from all records (this run's and the kept ones)
-    table, peer_rows, sw_recs, seed_recs, tte = {}, [], [], [], []
+    table, peer_rows, sw_recs, seed_recs, tte, lin_seed_recs = {}, [], [], [], [], []
     for r in suite.records:
         if part_of(r) == "table1" and r["role"] == "ours" and "column" in r["params"]:
             table.setdefault(r["dataset"][len("mnist "):], {})[r["params"]["column"]] = r
@@ -528,12 +567,15 @@ def run(quick: bool = False, out_dir=None, parts=None):
             sw_recs.append(r)
         elif part_of(r) == "stagewise-seeds":
             seed_recs.append(r)
+        elif part_of(r) == "table1-seeds":
+            lin_seed_recs.append(r)
     peers = [p for _, p in peer_rows]
     for row, recs in table.items():
         compare_row(recs, [p for p in peers if p["dataset"] == f"mnist {row}"])
     for rec in sw_recs:
         tte.extend((rec["method"],) + t for t in time_to_equal_error(suite, rec, peers))
     seeds = seed_summary(suite, sw_recs + seed_recs)
+    lin_seeds = linear_seed_summary(suite, table, lin_seed_recs)
     path = suite.write()
     plot_stagewise(sw_recs + seed_recs, peers, table, Path(path).with_name(f"{suite.stem}-stagewise.png"))
     print_report(table, peer_rows, sw_recs, tte)
@@ -542,6 +584,9 @@ def run(quick: bool = False, out_dir=None, parts=None):
         for seed, final, low, t in rows:
             print(f"  seed {seed}: {100 * final:.2f} %  (lowest {100 * low:.2f} %), 1.1% "
                   + ("not reached" if t is None else f"at {t:.0f} s"))
+    for row, (fseeds, errs) in lin_seeds.items():
+        print(f"\nLinear column, {row}, feature seeds {fseeds}: " + " / ".join(f"{100 * e:.2f}" for e in errs)
+              + f" % (mean {100 * np.mean(errs):.2f}; paper {PAPER_T1.get(row, ['-'])[0]})")
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
     return path
 
