@@ -519,7 +519,11 @@ _DOC_COMMON = """
     degree : int >= 1, default=2
         Degree of the "polynomial" features.
     alpha : float >= 0, default=1e-6
-        Ridge of every block fit, added to the block's second-moment matrix.
+        Ridge of every block fit, added to the block's second-moment matrix. Absolute, unlike
+        the relative ``alpha="auto"`` of the least-squares classifiers: the generated blocks
+        have a fixed scale (e.g. sqrt(2/p) cos for "rff", mean variance about 1 / p), so for
+        them 1e-6 is a fixed fraction of the feature variance; for "sample" it is relative to
+        X's scale.
     warm_start : bool, default=False
         Keep the fitted stages (same data) and add stages until ``n_stages`` in total.
     max_memory : int, str or None
