@@ -407,6 +407,26 @@ def test_memory_stays_within_budget_and_no_n_by_n_array(solver):
     assert peak <= budget
 
 
+@pytest.mark.parametrize("solver", ["matching_pursuit", "nystrom"])
+def test_regularised_singular_blocks_stay_within_the_memory_estimate(solver):
+    # duplicate samples make the J x J block Gram matrices singular, so every factorisation
+    # takes the ridge path; with J^2 terms dominating, a retry that allocated more J x J
+    # float64 arrays (identity, scaled identity, sum) broke the estimate
+    X, Y = problem(n=200, k=2, seed=18)
+    X, Y = np.vstack([X, X]), np.vstack([Y, Y])
+    J = 300
+    budget = lssvm_fit_memory(400, 3, 2, J, np.float64, GaussianKernel(sigma=SIGMA), solver)
+    tracemalloc.start()
+    try:
+        with pytest.warns(RuntimeWarning, match="singular"):
+            solve_lssvm(GaussianKernel(sigma=SIGMA), X, Y, 1e6, solver, block_size=J, n_iter=2,
+                        random_state=0, max_memory=budget)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= budget
+
+
 def test_too_small_budget_fails_at_once_naming_block_size():
     X, Y = problem(n=300, k=3, seed=16)
     kernel = GaussianKernel(sigma=SIGMA)

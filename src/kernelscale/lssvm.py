@@ -238,19 +238,27 @@ class _SmallSolver:
         self.largest_ridge = 0.0
 
     def factor(self, G):
+        """Cholesky factor of G scaled to unit diagonal, with the scale; two float64 J x J arrays
+        at most (H and the factor's buffer, reused when a ridge is retried)."""
         # float64 even for float32 fits: J^3 work against the J^2 n of forming G, and float32
         # Gram matrices of large blocks are routinely singular to float32 precision
-        G = G.astype(np.float64)
-        scale = 1.0 / np.sqrt(np.diag(G))  # unit-norm rows of Theta (eqs. 35-37)
-        H = G * scale[:, None]
+        H = G.astype(np.float64)
+        scale = 1.0 / np.sqrt(np.diag(H))  # unit-norm rows of Theta (eqs. 35-37)
+        H *= scale[:, None]
         H *= scale
         eps = np.finfo(H.dtype).eps
-        anorm = float(np.abs(H).sum(axis=0).max())
+        work = np.abs(H)
+        anorm = float(work.sum(axis=0).max())
+        # H is symmetric, so the transposed (Fortran-ordered) view of the buffer is factorised
+        # in place by LAPACK, without a copy
+        buf = work.T
+        diagonal = work.reshape(-1)[:: H.shape[0] + 1]  # a view: work is C-ordered
         ridge = 0.0
         while True:
-            A = H if ridge == 0.0 else H + ridge * np.eye(H.shape[0], dtype=H.dtype)
+            np.copyto(buf, H)
+            diagonal += ridge
             try:
-                c, lower = linalg.cho_factor(A, lower=True, overwrite_a=bool(ridge), check_finite=False)
+                c, lower = linalg.cho_factor(buf, lower=True, overwrite_a=True, check_finite=False)
                 (pocon,) = linalg.get_lapack_funcs(("pocon",), (c,))
                 rcond, info = pocon(c, anorm + ridge, uplo="L")
                 if info == 0 and rcond >= eps and np.isfinite(rcond):
@@ -319,7 +327,7 @@ def lssvm_fit_memory(n, d, k, block_size, dtype, kernel, solver="matching_pursui
     n_vec = {"matching_pursuit": 4, "kaczmarz": 3, "kaczmarz_mp": 6, "nystrom": 3}[solver]
     if n_averaged > 1:
         n_vec += 1
-    state = n_vec * vec + 3 * J * J * 8 + J * J * item + 6 * J * k * 8
+    state = n_vec * vec + 2 * J * J * 8 + J * J * item + 6 * J * k * 8
     block = J * n * item
     temps = (
         kernel.aux_bytes(n, d, dtype)
@@ -497,7 +505,7 @@ def solve_lssvm(
         W0[1:] = np.asarray(A0, dtype=dtype).reshape(n, k)
     vec = Z.nbytes
     n_vec = {"matching_pursuit": 4, "kaczmarz": 3, "kaczmarz_mp": 6, "nystrom": 3}[solver] + (n_averaged > 1)
-    held = n_vec * vec + 3 * J * J * 8 + J * J * dtype.itemsize + 6 * J * k * 8
+    held = n_vec * vec + 2 * J * J * 8 + J * J * dtype.itemsize + 6 * J * k * 8
     system = _System(kernel, X, _diagonal(n, C, sample_weight, dtype), budget, held)
     small = _SmallSolver()
 
@@ -553,10 +561,10 @@ def _iterate(system, Z, W, solver, blocks, T, small, monitor, run, hist_r, hist_
     if use_mp:
         R = Z.copy() if not W.any() else Z - system.matvec(W)
         hist_r[0] = np.linalg.norm(R)
-    rows = None
+    rows = factor = None
     for t in range(T):
         block = next(blocks)
-        rows = None  # release the previous block before computing the next one
+        rows = factor = None  # release the previous block and factor before the next ones
         rows = system.rows(block)
         factor = small.factor(rows.gram())
         info = {"run": run, "step": t + 1, "coef": W}
@@ -597,7 +605,7 @@ def _nystrom(system, Z, blocks, T, small, monitor, run):
     """The average of T committee members W_t = pinv(Theta_JN) Theta_JJ pinv(Theta_NJ) Z (eq. 27)."""
     total = np.zeros_like(Z)
     for t in range(T):
-        rows = None
+        rows = factor = None  # release the previous block and factor before the next ones
         rows = system.rows(next(blocks))
         factor = small.factor(rows.gram())
         x = small.solve(factor, rows.square() @ small.solve(factor, rows.dot(Z)))
