@@ -30,7 +30,7 @@ Conventions shared by both (documented here once):
   so rescaling X does not change the predictions. An absolute ridge would not be scale-free:
   1e-6 is 1e-5 of the variance of MNIST pixels in [0, 1] but about 7e-3 of that of 4000
   random Fourier features of scale sqrt(2 / D), where it took 44% of the converged softmax
-  objective and cost 0.3-0.5 points of test error (see the least-squares benchmark).
+  objective and cost 0.2-0.55 points of test error on MNIST (see the least-squares benchmark).
 - Weights: sample weights are normalised to sum to 1 and replace the 1/n of every empirical
   mean, so an integer weight acts as repeating the sample.
 - Memory: Sigma is built from row blocks of X sized by ``max_memory``; the estimate (Sigma, its
@@ -330,8 +330,9 @@ def generalized_least_squares(
     Returns
     -------
     GLSResult(coef (k, d) float64, intercept (k,) float64, objective_history (n_iter + 1,)
-    with f at every iterate, n_iter, converged, n_restarts, alpha (the ridge used)). A plain step that raises f (by
-    rounding only, at the precision floor) ends the fit as converged without being taken.
+    with f at every iterate, n_iter, converged, n_restarts, alpha (the ridge used)). A plain step
+    that raises f (by rounding only, at the precision floor) ends the fit as converged without
+    being taken.
     """
     if link not in LINKS:
         raise ValueError(f"link must be one of {LINKS}, got {link!r}.")
