@@ -61,10 +61,9 @@ to 30 minutes on the 2-core machine):
   needs matching pursuit's ~120 iterations, about an hour, to reach 1.1%: see the subset parts);
 - "long-nystrom": Nystrom committee with the paper's J = 10000 and T = 6 members (the paper's
   number), ``max_memory="8GB"`` (the fit's estimate is 4.3 GiB: a 10000 x 60000 float32 block
-  and the float64 10000 x 10000 Gram matrix and factor; the committed record peaked at 6.8 GiB
-  before a regularised factorisation stopped building identity matrices and the previous factor
-  was released early; a standalone J = 10000 fit now peaks at 4.1 GiB against an estimate of
-  4.3 GiB), cap 600 s;
+  and the float64 10000 x 10000 Gram matrix and factor; the run peaked at 6.8 GiB before a
+  regularised factorisation stopped building identity matrices and the previous factor was
+  released early, and at 4.2 GiB since: 1.19% after 6 members, 81 s each), cap 600 s;
 - "long-fft": matching pursuit on FFT features, at most 300 iterations, error every 4, flat
   window 80, cap 900 s (10 minutes: stopped flat at 176 iterations, best 1.08% at 116, 1.09% at
   176, against the paper's 0.85%);
