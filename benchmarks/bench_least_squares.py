@@ -75,7 +75,7 @@ Settings (ALGORITHMS.md section 5, paper Section 5.1 and appendix A.2.1):
   peer's error, the peer is better and the record says so.
 - Big fits are measured once (``measure(repeats=1, warmup=0)``): a fit of minutes has small
   relative jitter and the run has a fixed time budget; the machine's load average is recorded.
-- Parts (``--part table1|peers-raw|peers-rff|stagewise|stagewise-seeds``): a run of
+- Parts (``--part table1|table1-seeds|peers-raw|peers-rff|stagewise|stagewise-seeds``): a run of
   some parts keeps the other
   parts' records of the existing result file, so the suite can run in pieces of under 20
   minutes; comparisons are recomputed from all records. Every record's params say its part.
@@ -246,7 +246,6 @@ def run_peer(suite, dataset, name, params, X, y, Xte, yte, cap_s, extra_params=N
 
 def table1_row(suite, row, F, y, Fte, yte, base):
     recs = {}
-    part = "table1"
     for col in COLUMNS + EXTRA_COLUMNS:
         est = _ours(col)
         with warnings.catch_warnings(record=True) as caught:
@@ -262,7 +261,7 @@ def table1_row(suite, row, F, y, Fte, yte, base):
         paper_err = None if paper is None else paper[COLUMNS.index(col)] / 100
         recs[col] = suite.add(
             f"mnist {row}", f"{type(est).__name__} ({col})", role="ours", measurement=m,
-            params=dict(base, column=col, part=part, **{
+            params=dict(base, column=col, part="table1", **{
                 k: v for k, v in est.get_params().items()
                 if k in ("link", "L", "alpha", "max_iter", "tol", "basis", "solver")}),
             metrics={"test_error": err, "train_error": _err(est.predict(F), y), "n_iter": int(est.n_iter_),
@@ -392,7 +391,7 @@ def seed_summary(suite, recs):
 
 def linear_seed_summary(suite, table, seed_recs):
     """One "compare" record per RFF row: the linear column over feature seeds (seed 0 from Table 1,
-    the others from the part "table1-seeds"), mean, standard deviation and range."""
+    the others from the part "table1-seeds"): their mean, standard deviation and each seed's error."""
     out = {}
     for row, recs in table.items():
         runs = [r for r in seed_recs if r["dataset"] == f"mnist {row}"]

@@ -307,6 +307,14 @@ def _blocks(rng, n_rows, J):
 # memory
 
 
+def _state_bytes(n, k, J, item, solver, n_averaged):
+    """Bytes held besides the kernel block: the (n + 1) x k state arrays of ``solver`` (plus the
+    running average when S > 1), the J x J Gram matrix in the fit dtype, two float64 J x J arrays
+    of its factorisation, and the J x k right-hand sides."""
+    n_vec = {"matching_pursuit": 4, "kaczmarz": 3, "kaczmarz_mp": 6, "nystrom": 3}[solver] + (n_averaged > 1)
+    return n_vec * (n + 1) * k * item + 2 * J * J * 8 + J * J * item + 6 * J * k * 8
+
+
 def lssvm_fit_memory(n, d, k, block_size, dtype, kernel, solver="matching_pursuit", n_averaged=1):
     """Bytes a fit of ``solver`` allocates for n samples, d features, k outputs and J = block_size.
 
@@ -323,11 +331,7 @@ def lssvm_fit_memory(n, d, k, block_size, dtype, kernel, solver="matching_pursui
     if solver == "exact":
         return n * n * item + 3 * n * (k + 1) * item
     J = min(int(block_size), n + 1)
-    vec = (n + 1) * k * item
-    n_vec = {"matching_pursuit": 4, "kaczmarz": 3, "kaczmarz_mp": 6, "nystrom": 3}[solver]
-    if n_averaged > 1:
-        n_vec += 1
-    state = n_vec * vec + 2 * J * J * 8 + J * J * item + 6 * J * k * 8
+    state = _state_bytes(n, k, J, item, solver, n_averaged)
     block = J * n * item
     temps = (
         kernel.aux_bytes(n, d, dtype)
@@ -503,9 +507,7 @@ def solve_lssvm(
         W0 = np.empty((n + 1, k), dtype=dtype)
         W0[0] = np.asarray(b0, dtype=dtype).reshape(k)
         W0[1:] = np.asarray(A0, dtype=dtype).reshape(n, k)
-    vec = Z.nbytes
-    n_vec = {"matching_pursuit": 4, "kaczmarz": 3, "kaczmarz_mp": 6, "nystrom": 3}[solver] + (n_averaged > 1)
-    held = n_vec * vec + 2 * J * J * 8 + J * J * dtype.itemsize + 6 * J * k * 8
+    held = _state_bytes(n, k, J, dtype.itemsize, solver, n_averaged)
     system = _System(kernel, X, _diagonal(n, C, sample_weight, dtype), budget, held)
     small = _SmallSolver()
 
