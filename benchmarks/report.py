@@ -20,7 +20,7 @@ END = "<!-- results:end -->"
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
 README = BENCH_DIR.parent / "README.md"
-MAIN_METRICS = ("test_error", "mse", "rmse", "error", "gflops", "accuracy")
+MAIN_METRICS = ("test_error", "mae", "mse", "rmse", "error", "gflops", "accuracy")
 #: how each ratio reads in the table (ours / peer)
 RATIO_LABELS = {"time_median_s": "time", "peak_memory_bytes": "memory"}
 

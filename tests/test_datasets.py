@@ -11,6 +11,7 @@ from kernelscale import datasets
 from kernelscale.datasets import (
     DATASETS,
     DatasetNotFoundError,
+    coulomb_features,
     data_dirs,
     find_dataset,
     load_dataset,
@@ -424,3 +425,75 @@ def test_real_checksums_match_sha256sums(require_dataset):
     for name in DATASETS:
         require_dataset(name)
         verify_dataset(name)
+
+
+def _molecules(rng, n=6, a=5):
+    """Random Coulomb-like matrices: symmetric, positive entries, the last atoms padding."""
+    C = np.zeros((n, a, a))
+    for i in range(n):
+        m = rng.integers(2, a)  # atoms present; the rest is padding
+        A = rng.uniform(0.5, 10.0, size=(m, m))
+        C[i, :m, :m] = (A + A.T) / 2
+    return C
+
+
+def _full(tri, a):
+    """Rebuild the symmetric matrices from their row-wise upper triangles."""
+    r, c = np.triu_indices(a)
+    M = np.zeros((tri.shape[0], a, a))
+    M[:, r, c] = tri
+    M[:, c, r] = tri
+    return M
+
+
+def test_sorted_coulomb_features_do_not_depend_on_the_atom_order():
+    rng = np.random.default_rng(0)
+    C = _molecules(rng)
+    P = C.copy()
+    for i in range(C.shape[0]):  # relabel the atoms of each molecule
+        p = rng.permutation(C.shape[1])
+        P[i] = C[i][np.ix_(p, p)]
+    F = coulomb_features(C)
+    assert F.shape == (6, 15)
+    np.testing.assert_array_equal(F, coulomb_features(P))
+    # rows by decreasing norm, padding (zero rows) last
+    M = _full(F, 5)
+    norms = np.linalg.norm(M, axis=2)
+    assert np.all(np.diff(norms, axis=1) <= 1e-12)
+
+
+def test_random_coulomb_features_are_reorderings_of_the_molecule():
+    rng = np.random.default_rng(1)
+    C = _molecules(rng)
+    F1 = coulomb_features(C, noise=1.0, random_state=0)
+    F2 = coulomb_features(C, noise=1.0, random_state=1)
+    np.testing.assert_array_equal(F1, coulomb_features(C, noise=1.0, random_state=0))
+    assert not np.array_equal(F1, F2)  # another draw, another ordering
+    for F in (F1, F2):
+        M = _full(F, 5)
+        for i in range(C.shape[0]):
+            # a symmetric permutation keeps the diagonal multiset and the spectrum
+            np.testing.assert_allclose(np.sort(np.diag(M[i])), np.sort(np.diag(C[i])))
+            np.testing.assert_allclose(np.linalg.eigvalsh(M[i]), np.linalg.eigvalsh(C[i]), atol=1e-9)
+            m = np.count_nonzero(np.linalg.norm(C[i], axis=1))
+            assert np.all(M[i][m:] == 0) and np.all(np.linalg.norm(M[i][:m], axis=1) > 0)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"C": np.zeros((3, 4, 5))}, "stack of square matrices"),
+    ({"C": np.zeros((4, 4))}, "stack of square matrices"),
+    ({"C": np.zeros((2, 3, 3)), "noise": -1.0}, "noise"),
+])
+def test_coulomb_features_rejects_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        coulomb_features(**kwargs)
+
+
+@pytest.mark.real_data
+def test_real_qm7_sorted_coulomb_features(require_dataset):
+    require_dataset("qm7")
+    X = load_dataset("qm7", flatten=False).X[:50]
+    F = coulomb_features(X)
+    assert F.shape == (50, 276) and F.dtype == np.float32
+    # methane: carbon first (0.5 * 6^2.4 = 36.86), then the four hydrogens (0.5)
+    assert F[0, 0] == pytest.approx(0.5 * 6**2.4, rel=1e-5)

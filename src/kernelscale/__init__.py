@@ -1,7 +1,7 @@
 """kernelscale: scalable kernel machines that never build the n x n kernel matrix."""
 
 from . import blocks, preprocessing
-from .datasets import DATASETS, DatasetNotFoundError, load_dataset, load_file, make_sinc, split_dataset, verify_dataset
+from .datasets import DATASETS, DatasetNotFoundError, coulomb_features, load_dataset, load_file, make_sinc, split_dataset, verify_dataset
 from .doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor
 from .exact import ExactKernelRidge, exact_lssvm, kernel_predict, kernel_ridge_dual, kernel_ridge_objective
 from .features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures, SeededFeatureMap
@@ -71,6 +71,7 @@ __all__ = [
     # data
     "DATASETS",
     "DatasetNotFoundError",
+    "coulomb_features",
     "load_dataset",
     "load_file",
     "make_sinc",

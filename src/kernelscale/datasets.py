@@ -48,6 +48,7 @@ __all__ = [
     "load_idx",
     "load_file",
     "make_sinc",
+    "coulomb_features",
 ]
 
 logger = logging.getLogger(__name__)
@@ -496,3 +497,46 @@ def make_sinc(n_train=1000, n_test=1000, snr_db=10, random_state=None):
     noise_power = np.mean(y_clean**2) / 10.0 ** (snr_db / 10.0)
     y_train = y_clean + rng.normal(0.0, np.sqrt(noise_power), size=n_train)
     return X_train, y_train, X_test, _sinc_norm(X_test)
+
+
+def coulomb_features(C, noise=0.0, random_state=None):
+    """Atom-order-free inputs from Coulomb matrices: the upper triangles of the matrices with
+    their atoms ordered by decreasing row norm.
+
+    ``noise=0`` is the sorted Coulomb matrix (Rupp et al. 2012): two orderings of the same
+    molecule's atoms give the same row. ``noise > 0`` draws random Coulomb matrices (Montavon et
+    al. 2012): the row norms are perturbed by N(0, noise^2) before sorting, so each call gives
+    another plausible ordering. Streaming fresh draws to a learner is QM7's "virtual examples"
+    (paper 2, ALGORITHMS.md section 2); averaging a model's predictions over several draws of a
+    test molecule is the matching prediction. Padding atoms (all-zero rows) stay last.
+
+    Parameters
+    ----------
+    C : array of shape (n, a, a)
+        Symmetric Coulomb matrices, e.g. ``load_dataset("qm7", flatten=False).X``.
+    noise : float, default=0.0
+        Standard deviation of the row-norm perturbation (Montavon et al. use 1).
+    random_state : int, RandomState, Generator or None
+        Source of the perturbation (unused when ``noise=0``).
+
+    Returns
+    -------
+    array of shape (n, a (a + 1) / 2), C's dtype: the upper triangles, row by row.
+    """
+    C = np.asarray(C)
+    if C.ndim != 3 or C.shape[1] != C.shape[2]:
+        raise ValueError(f"C must be a stack of square matrices, shape (n, a, a); got shape {C.shape}. "
+                         "Pass load_dataset('qm7', flatten=False).X.")
+    if not np.issubdtype(C.dtype, np.floating):
+        C = C.astype(np.float64)
+    check_positive(noise, "noise", allow_zero=True)
+    norms = np.linalg.norm(C.astype(np.float64, copy=False), axis=2)
+    key = norms
+    if noise > 0:
+        rng = random_state if isinstance(random_state, np.random.Generator) else check_random_state(random_state)
+        key = norms + rng.normal(scale=noise, size=norms.shape)
+    key = np.where(norms > 0, key, -np.inf)
+    order = np.argsort(-key, axis=1, kind="stable")
+    rows, cols = np.triu_indices(C.shape[1])
+    # entry (i, j) of the reordered matrix is C[order[i], order[j]]
+    return C[np.arange(C.shape[0])[:, None], order[:, rows], order[:, cols]]
