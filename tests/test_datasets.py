@@ -469,6 +469,11 @@ def test_random_coulomb_features_are_reorderings_of_the_molecule():
     F2 = coulomb_features(C, noise=1.0, random_state=1)
     np.testing.assert_array_equal(F1, coulomb_features(C, noise=1.0, random_state=0))
     assert not np.array_equal(F1, F2)  # another draw, another ordering
+    # a Generator is used and advanced: two calls on one stream draw two orderings
+    rng = np.random.default_rng(0)
+    assert not np.array_equal(coulomb_features(C, noise=1.0, random_state=rng),
+                              coulomb_features(C, noise=1.0, random_state=rng))
+    assert coulomb_features(C.astype(np.float32), noise=1.0, random_state=0).dtype == np.float32
     for F in (F1, F2):
         M = _full(F, 5)
         for i in range(C.shape[0]):
@@ -483,6 +488,7 @@ def test_random_coulomb_features_are_reorderings_of_the_molecule():
     ({"C": np.zeros((3, 4, 5))}, "stack of square matrices"),
     ({"C": np.zeros((4, 4))}, "stack of square matrices"),
     ({"C": np.zeros((2, 3, 3)), "noise": -1.0}, "noise"),
+    ({"C": np.full((2, 3, 3), np.nan)}, "NaN"),
 ])
 def test_coulomb_features_rejects_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):

@@ -8,6 +8,7 @@ from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.svm import SVC
 
 from kernelscale.doubly_stochastic import (
+    _BlockGroups,
     DoublyStochasticClassifier,
     DoublyStochasticRegressor,
     dsg_iterations,
@@ -455,22 +456,38 @@ def test_auto_squared_step_is_read_from_the_first_block_curvature():
     from sklearn.datasets import load_diabetes
 
     X, y = load_diabetes(return_X_y=True)
-    X = (X - X.mean(0)) / X.std(0)
+    X = ((X - X.mean(0)) / X.std(0)).astype(np.float32)
     y = (y - y.mean()) / y.std()
     w = np.random.default_rng(0).uniform(0.5, 2.0, size=y.size)
     kernel = GaussianKernel(sigma=3.0)
-    est = DoublyStochasticRegressor(kernel, n_iter=1, batch_size=100, shuffle=False, random_state=0)
-    est.fit(X, y, sample_weight=w)
-    spec = FeatureBlockSpec(kernel, X.shape[1], 256, est.seed_, np.float64, est.feature_method_)
-    Phi = sample_block(spec, 0)._transform(X[:100])
-    ws = w[:100] * (w.size / w.sum())  # fit's weights have mean 1
-    lam = np.linalg.eigvalsh((Phi * ws[:, None]).T @ Phi / 100)[-1]
-    assert est.step_size_ == pytest.approx(1.5 / lam, rel=1e-9)
+    nu = 1e-3
+    for shuffle in (True, False):
+        est = DoublyStochasticRegressor(kernel, nu=nu, n_iter=1, batch_size=100, shuffle=shuffle, random_state=0)
+        est.fit(X, y, sample_weight=w)
+        # the first mini-batch of fit and the features iteration 0 uses
+        first = np.random.default_rng([est.seed_, 0, 0]).permutation(y.size)[:100] if shuffle else np.arange(100)
+        spec = FeatureBlockSpec(kernel, X.shape[1], 256, est.seed_, np.float32, est.feature_method_)
+        Phi = _BlockGroups(spec, 0).features(X[first], 0).astype(np.float64)
+        ws = w[first] * (w.size / w.sum())  # fit's weights have mean 1
+        lam = np.linalg.eigvalsh((Phi * ws[:, None]).T @ Phi / 100)[-1]
+        assert est.step_size_ == pytest.approx(1.5 / (lam + nu), rel=1e-6)
+        np.testing.assert_allclose(est.scale_ * est.coef_[0], -est.step_size_ * Phi.T @ (ws * -y[first])[:, None] / 100,
+                                   rtol=1e-4, atol=1e-7)
     # partial_fit on the same first chunk resolves the same step; a warm start keeps it
-    part = DoublyStochasticRegressor(kernel, batch_size=100, random_state=0).partial_fit(X[:100], y[:100], ws)
+    part = DoublyStochasticRegressor(kernel, nu=nu, batch_size=100, random_state=0).partial_fit(X[:100], y[:100], ws)
     assert part.step_size_ == pytest.approx(est.step_size_, rel=1e-9)
     part.partial_fit(X[100:300], y[100:300])
     assert part.step_size_ == pytest.approx(est.step_size_, rel=1e-9)
+    # a strong nu: the step stays below 0.5 / nu instead of failing the 1 - gamma nu > 0 check
+    strong = DoublyStochasticRegressor(kernel, nu=0.5, n_iter=2, random_state=0).fit(X, y)
+    assert strong.step_size_ * 0.5 <= 0.5 + 1e-12
+    # a failed first run leaves no resolved step; a refit with another solver drops it
+    failed = DoublyStochasticRegressor(kernel, n_iter=2, max_memory="1KB", random_state=0)
+    with pytest.raises(ValueError, match="max_memory"):
+        failed.fit(X, y)
+    assert not hasattr(failed, "step_size_")
+    strong.set_params(solver="preconditioned").fit(X, y)
+    assert not hasattr(strong, "step_size_") and strong._step() == 1.0
     # learning: on sinc (low noise), 3 passes of the auto step reach a far lower test error than
     # step 1 (about 9x lower here, with a step of about 12)
     Xtr, ytr, Xte, yte = make_sinc(600, 400, snr_db=30, random_state=0)

@@ -521,7 +521,8 @@ def coulomb_features(C, noise=0.0, random_state=None):
 
     Returns
     -------
-    array of shape (n, a (a + 1) / 2), C's dtype: the upper triangles, row by row.
+    array of shape (n, a (a + 1) / 2): the upper triangles, row by row, in C's floating dtype
+    (float64 for integer input).
     """
     C = np.asarray(C)
     if C.ndim != 3 or C.shape[1] != C.shape[2]:
@@ -529,6 +530,8 @@ def coulomb_features(C, noise=0.0, random_state=None):
                          "Pass load_dataset('qm7', flatten=False).X.")
     if not np.issubdtype(C.dtype, np.floating):
         C = C.astype(np.float64)
+    if not np.all(np.isfinite(C)):
+        raise ValueError("C contains NaN or infinity; Coulomb matrices are finite (0 for padding atoms).")
     check_positive(noise, "noise", allow_zero=True)
     norms = np.linalg.norm(C.astype(np.float64, copy=False), axis=2)
     key = norms

@@ -62,11 +62,12 @@ one pass) and MNIST 8 vs 6 (9419 / 2350: steps 10 / 30 / 100 / 300 gave 1.28 / 1
 The squared loss has a curvature to read the step from: on a mini-batch, a step gamma multiplies
 the residual along the top eigenvector of Phi^T W Phi / b by 1 - gamma lambda_1, so a step above
 2 / lambda_1 diverges, and lambda_1 depends on the kernel (about 0.4 with the median bandwidth, up
-to 1 for wide ones, more for unnormalised kernels). Its "auto" step is 1.5 / lambda_1 of block 0's
-covariance on the first mini-batch, resolved when a model starts (``step_size_``). Before
-(2026-11-22) it was 1; on held-out fifths of the training data after 3 passes of 256 x 256
-(lambda_1 0.45 / 0.46 / 0.38): QM7 MAE 102 -> 66 kcal/mol, cadata 51200 -> 46000, abalone 1.79 ->
-1.81 (unchanged within its noise); 1.9 / lambda_1 was a little better still but nearer the edge.
+to 1 for wide ones, more for unnormalised kernels). Its "auto" step is 1.5 / (lambda_1 + nu), with
+lambda_1 from block 0's covariance on the first mini-batch, at most 0.5 / nu, resolved when a model
+starts (``step_size_``). Before (2026-11-22) it was 1; on held-out fifths of the training data
+after 3 passes of 256 x 256 (lambda_1 0.45 / 0.46 / 0.38): QM7 MAE 102 -> 66 kcal/mol, cadata
+51200 -> 46000, abalone 1.79 -> 1.81 (unchanged within its noise); 1.9 / lambda_1 was a little
+better still but nearer the edge.
 
 Storage. Only the coefficient blocks (n_iter_, block_size, k) and the integer seed are kept:
 memory O(t), independent of the input dimension d; every block's random weights are regenerated
@@ -467,18 +468,29 @@ class _DoublyStochasticBase(BaseEstimator):
         if self.solver == "preconditioned":
             return 1.0
         if self._loss_name(1) == "squared":
-            return float(getattr(self, "step_size_", 1.0))  # resolved from the data in _run
+            # resolved from the data when the model started (_run); a model started with a
+            # numeric step and continued with "auto" keeps 1
+            return float(getattr(self, "step_size_", 1.0))
         k = self.coef_.shape[2] if hasattr(self, "coef_") else 1
         return _AUTO_STEP_SOFTMAX if self._loss_name(k) == "softmax" else _AUTO_STEP_LIPSCHITZ
 
+    def _uses_curvature_step(self, k):
+        return self.step_size == "auto" and self.solver == "sgd" and self._loss_name(k) == "squared"
+
     def _curvature_step(self, X, sw, batch, spec):
-        """"auto" step of sgd with the squared loss: 1.5 / lambda_1 of the weighted covariance
-        Phi^T W Phi / b of block 0 on the first mini-batch (module docstring)."""
+        """"auto" step of sgd with the squared loss: 1.5 / (lambda_1 + nu), lambda_1 the top
+        eigenvalue of block 0's weighted feature covariance Phi^T W Phi / b on the first
+        mini-batch (module docstring), at most 0.5 / nu (the decay 1 - gamma nu stays >= 1/2)."""
         Phi = sample_block(spec, 0)._transform(X[batch]).astype(np.float64)
         if sw is not None:
             Phi *= np.sqrt(sw[batch])[:, None]
-        top = linalg.eigvalsh(Phi.T @ Phi / Phi.shape[0], subset_by_index=[Phi.shape[1] - 1] * 2)[0]
-        return _AUTO_STEP_CURVATURE / top if top > 0 else 1.0
+        b, D = Phi.shape
+        G = Phi @ Phi.T if b < D else Phi.T @ Phi  # the same nonzero eigenvalues; the smaller one
+        curvature = max(linalg.eigvalsh(G, subset_by_index=[G.shape[0] - 1] * 2)[0] / b, 0.0) + self.nu
+        if curvature <= np.finfo(np.float64).tiny:
+            return 1.0
+        step = _AUTO_STEP_CURVATURE / curvature
+        return float(min(step, 0.5 / self.nu)) if self.nu > 0 else float(step)
 
     def _t0(self):
         if self.t0 != "auto":
@@ -496,13 +508,13 @@ class _DoublyStochasticBase(BaseEstimator):
         return FeatureBlockSpec(self.kernel_, self.n_features_in_, self._block_size(), self.seed_, dtype,
                                 self.feature_method_)
 
-    def _check_first_step(self):
-        gamma0 = self._step()
+    def _check_first_step(self, gamma0):
         if gamma0 * self.nu >= 1:
+            step = f"step_size={self.step_size!r}" + (f" (resolved to {gamma0:g})" if self.step_size == "auto" else "")
             raise ValueError(
-                f"step_size * nu = {gamma0 * self.nu:g} >= 1 would flip or zero every coefficient "
-                f"(the decay factor 1 - gamma_t nu must stay positive); pass a smaller step_size "
-                f"or nu."
+                f"{step} times nu={self.nu:g} is {gamma0 * self.nu:g} >= 1, which would flip or zero "
+                f"every coefficient (the decay factor 1 - gamma_t nu must stay positive); pass a "
+                f"smaller step_size or nu."
             )
 
     def _start(self, X, sample_weight, rng):
@@ -539,11 +551,6 @@ class _DoublyStochasticBase(BaseEstimator):
         X = np.ascontiguousarray(X, dtype=dtype)
         Y = np.ascontiguousarray(Y, dtype=dtype)
         spec = self._spec(dtype)
-        if not self.n_iter_ and batches:
-            self.__dict__.pop("step_size_", None)
-            if self.step_size == "auto" and self.solver == "sgd" and self._loss_name(Y.shape[1]) == "squared":
-                self.step_size_ = self._curvature_step(X, sw, batches[0], spec)
-        self._check_first_step()
         need = dsg_memory(max(X[b].shape[0] for b in batches) if batches else 1, spec, Y.shape[1],
                           self.n_iter_ + len(batches), self.solver)
         budget = parse_memory(self.max_memory)
@@ -554,14 +561,22 @@ class _DoublyStochasticBase(BaseEstimator):
                 f"plus batch x block_size features); increase max_memory, or use a smaller "
                 f"batch_size, block_size or n_iter."
             )
+        fresh = not self.n_iter_
+        curvature = self._uses_curvature_step(Y.shape[1])
+        step = self._curvature_step(X, sw, batches[0], spec) if fresh and curvature and batches else self._step()
+        self._check_first_step(step)
         with IterationMonitor(self.verbose, self.callback, total=len(batches), desc="doubly stochastic") as mon:
             coef, n_done, scale, history, _ = dsg_iterations(
                 X, Y, spec, loss=self._loss_name(Y.shape[1]), batches=batches,
                 coef=self._buffer_view() if self.n_iter_ else None, n_done=self.n_iter_,
-                scale=self.scale_, sample_weight=sw, nu=self.nu, step_size=self._step(),
+                scale=self.scale_, sample_weight=sw, nu=self.nu, step_size=step,
                 t0=self._t0(), solver=self.solver, precond_ridge=self.precond_ridge, monitor=mon,
                 cache_bytes=budget - need,
             )
+        if not curvature:
+            self.__dict__.pop("step_size_", None)
+        elif fresh:
+            self.step_size_ = step
         self._buffer = coef
         self.coef_ = coef[:n_done]
         self.scale_ = float(scale)
@@ -646,9 +661,11 @@ _DOC_PARAMS = """
         for "sgd", 1024 for "preconditioned".
     step_size : float > 0 or "auto", default="auto"
         gamma_0; gamma_t = step_size / (1 + t / t0) (for large t the paper's theta / t with
-        theta = step_size * t0). "auto": 1 for "preconditioned"; for "sgd", 1.5 / lambda_1 with
-        the squared loss (lambda_1 the top eigenvalue of the first block's feature covariance on
-        the first mini-batch, kept in ``step_size_``; 2 / lambda_1 diverges), 10 with the hinge or two-class logistic loss, whose derivative is bounded by 1
+        theta = step_size * t0). "auto": 1 for "preconditioned"; for "sgd", 1.5 / (lambda_1 +
+        nu) with the squared loss (lambda_1 the top eigenvalue of the first block's feature
+        covariance on the first mini-batch; 2 / lambda_1 diverges; at most 0.5 / nu; kept in
+        ``step_size_``; a warm start that switches from a number to "auto" continues with 1),
+        10 with the hinge or two-class logistic loss, whose derivative is bounded by 1
         (with 1, one pass over adult stays at the trivial classifier), and 30 with the softmax
         (logistic, more than two classes), whose derivative is only about 1/k per wrong class
         (with 10, one pass over MNIST 10-class ended at 11.5% validation error, with 30 at
