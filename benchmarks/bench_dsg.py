@@ -572,9 +572,13 @@ def run_qm7_virtual(suite, name, cfg, quick):
                                     "epochs": point["epochs"], "n_features_total": point["n_iter"] * int(est.coef_.shape[1]),
                                     "curve": [[p["time_s"], p["metrics"]["mae"], p["n_iter"], p["epochs"]] for p in curve],
                                     "curve_columns": ["train_time_s", "mae", "n_iter", "epochs"]})
-            within = [r for r in peers if r["time_median_s"] <= budget]
-            if within:
-                compare(rec, min(within, key=lambda r: r["metrics"]["mae"]), metrics=["mae", "time_median_s"])
+            # the target: the fixed-feature peers within the budget; exact KRR beside them
+            fixed = [r for r in peers if r["params"]["kind"] == "r-sdca" and r["time_median_s"] <= budget]
+            if fixed:
+                compare(rec, min(fixed, key=lambda r: r["metrics"]["mae"]), metrics=["mae", "time_median_s"])
+            exact = [r for r in peers if r["params"]["kind"] == "krr"]
+            if exact:
+                rec["metrics"]["mae_ratio_to_exact_krr"] = point["metrics"]["mae"] / exact[0]["metrics"]["mae"]
     logger.info("%s done in %.0fs wall", ds, time.perf_counter() - wall)
     return {"dataset": ds}
 
