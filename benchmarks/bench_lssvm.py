@@ -673,7 +673,7 @@ def plot_curves(records, path, title):
         m = r["metrics"]
         if r["role"] != "ours" or "staged_test_error" not in m:
             continue
-        label = f"{r['method']}{' FFT' if 'fft' in r['dataset'] else ''}"
+        label = f"{r['method']}, {r['dataset']}"  # e.g. "mnist fft", "mnist subset 20000"
         e = [100 * v for v in m["staged_test_error"]]
         a1.plot(m["staged_iteration"], e, "-o", ms=2, label=label)
         a2.plot(m["staged_time_s"], e, "-o", ms=2, label=label)
