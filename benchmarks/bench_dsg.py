@@ -519,9 +519,9 @@ def run_qm7_virtual(suite, name, cfg, quick):
     (Montavon et al. 2012, :func:`kernelscale.coulomb_features`) and predicts with the mean over
     ``n_draws`` random matrices of each test molecule. Ours is the preconditioned solver at its
     defaults (plain sgd with the squared loss is far behind it on QM7: 43 kcal/mol MAE after
-    20 s in the "qm7" part, against 24); each run gets the same training budget. Bandwidths: the median rule on the sorted training
-    matrices (Gaussian: the authors' exp(-|x - x'|^2 / median^2); Laplacian: sigma = the median
-    L1 distance, scikit-learn's gamma = 1 / sigma)."""
+    20 s in the "qm7" part, against 24); each run gets the same training budget. Bandwidths:
+    the median rule on the sorted training matrices (Gaussian: the authors' exp(-|x - x'|^2 /
+    median^2); Laplacian: sigma = the median L1 distance, scikit-learn's gamma = 1 / sigma)."""
     wall = time.perf_counter()
     C, y, tr, te = qm7_split()
     ytr, yte, extra = _standardise(y, tr, te)
@@ -564,6 +564,7 @@ def run_qm7_virtual(suite, name, cfg, quick):
                 point, curve, peak = run_virtual(est, Ctr, ytr, draws, Fte, yte, extra, budget)
             else:
                 _, point, curve, peak = run_ours(est, Ftr, ytr, Fte, yte, "regression", extra, budget)
+            block = int(est.coef_.shape[1])
             label = (f"DSG preconditioned, {kname}, " + ("random Coulomb stream" if virtual else "sorted")
                      + f" ({budget:.0f}s budget)")
             rec = suite.add(ds, label, role="ours", metrics=point["metrics"], time_median_s=point["time_s"],
@@ -571,10 +572,11 @@ def run_qm7_virtual(suite, name, cfg, quick):
                             params={**base, "solver": "preconditioned", "loss": "squared", "stopping": "SC2",
                                     "inputs": ("random Coulomb matrices, fresh per batch; test: mean over the "
                                                "test draws" if virtual else "sorted Coulomb matrices"),
-                                    "batch_size": int(min(est._batch_size(), n)), "block_size": int(est.coef_.shape[1]),
+                                    "batch_size": int(min(est._batch_size(), n)), "block_size": block,
                                     "step_size": est._step(), "t0": est._t0(), "n_iter": point["n_iter"],
-                                    "epochs": point["epochs"], "n_features_total": point["n_iter"] * int(est.coef_.shape[1]),
-                                    "curve": [[p["time_s"], p["metrics"]["mae"], p["n_iter"], p["epochs"]] for p in curve],
+                                    "epochs": point["epochs"], "n_features_total": point["n_iter"] * block,
+                                    "curve": [[p["time_s"], p["metrics"]["mae"], p["n_iter"], p["epochs"]]
+                                              for p in curve],
                                     "curve_columns": ["train_time_s", "mae", "n_iter", "epochs"]})
             # the issue's target: the fixed-feature peers within the budget; exact KRR beside them
             fixed = [r for r in peers if r["params"]["kind"] == "r-sdca" and r["time_median_s"] <= budget]

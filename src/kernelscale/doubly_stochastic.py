@@ -141,8 +141,8 @@ _AUTO_STEP_LIPSCHITZ = 10.0  # sgd with the hinge or two-class logistic loss (bo
 #: sgd with the softmax (logistic, > 2 classes): its derivative p - y is about 1/k per wrong class
 #: where the one-vs-rest hinge's is 1 on every class (chosen on MNIST 10-class, module docstring)
 _AUTO_STEP_SOFTMAX = 30.0
-#: sgd with the squared loss: step = this / lambda_1 of the first block's feature covariance on
-#: the first mini-batch (2 / lambda_1 is the edge of stability for that quadratic)
+#: sgd with the squared loss: step = this / (lambda_1 + nu), lambda_1 from the first block's
+#: covariance on the first mini-batch (2 / lambda_1 is the edge of stability for that quadratic)
 _AUTO_STEP_CURVATURE = 1.5
 _RENORMALIZE_BELOW = 1e-10
 _BLOWUP = 1e6
@@ -510,7 +510,9 @@ class _DoublyStochasticBase(BaseEstimator):
 
     def _check_first_step(self, gamma0):
         if gamma0 * self.nu >= 1:
-            step = f"step_size={self.step_size!r}" + (f" (resolved to {gamma0:g})" if self.step_size == "auto" else "")
+            step = f"step_size={self.step_size!r}"
+            if self.step_size == "auto":
+                step += f" (resolved to {gamma0:g})"
             raise ValueError(
                 f"{step} times nu={self.nu:g} is {gamma0 * self.nu:g} >= 1, which would flip or zero "
                 f"every coefficient (the decay factor 1 - gamma_t nu must stay positive); pass a "
