@@ -54,15 +54,14 @@ copy of the paper, so the rules below are the ones we could recover):
   LIBSVM, LIBLINEAR and scikit-learn's SGD are single-threaded anyway.
 - QM7 with virtual examples (``--part qm7-virtual``, the paper's setting for its 2.97 kcal/mol,
   whose details are in an appendix our copy lacks): atom-order-free inputs
-  (:func:`kernelscale.coulomb_features`). The peers (exact kernel ridge; LIBLINEAR on 2048 and
-  4096 random Fourier features) and our run without virtual examples see the sorted Coulomb
+  (:func:`kernelscale.coulomb_features`). The peers (exact kernel ridge; LIBLINEAR on 2048 to
+  16384 random Fourier features) and our run without virtual examples see the sorted Coulomb
   matrices; our virtual run streams random Coulomb matrices (row norms perturbed by N(0, 1)
   before sorting, Montavon et al. 2012), a fresh draw of 4096 training molecules per
   ``partial_fit`` call, and predicts with the mean over 10 random matrices of each test molecule.
   Both the Gaussian kernel (the median rule above) and the Laplacian kernel (sigma = the median
   L1 distance; the usual kernel for Coulomb matrices, Rupp et al. 2012) are run; ours is the
-  preconditioned solver at its defaults, 60 s of training each; the peers' random features go
-  up to 16384. Run of 2026-11-22 (MAE kcal/mol, Gaussian / Laplacian): ours sorted 21.8 / 14.8,
+  preconditioned solver at its defaults, 60 s of training each. Run of 2026-11-22 (MAE kcal/mol, Gaussian / Laplacian): ours sorted 21.8 / 14.8,
   ours with virtual examples 13.5 / 8.23; LIBLINEAR at 16384 features 11.7 / 8.51 (9 / 6 s);
   exact kernel ridge 10.9 / 5.49 (5 / 22 s). Virtual examples cut our error by 40%, but fixed
   features solved to tolerance stay level with us on this small set (5732 molecules).
@@ -336,14 +335,32 @@ def peer_job(kind, D, epochs, sigma, data, task, extra, n_classes):
         else:  # exact kernel ridge
             peer = make_peer("sklearn-kernelridge", task=task, alpha=NU * n, sigma=sigma)
             Atr, Ate = Xtr, Xte
-        prep = peer.prepare(Atr, ytr)
-        m = measure(lambda: peer.fit(prep), repeats=1, warmup=0, keep_result=False)
-        pred = peer.predict(peer.prepare(Ate))
-        return {"metrics": metric_of(task, extra, pred, yte), "fit_s": m.median, "feature_s": feature_s,
-                "time_s": m.median + feature_s, "peak": m.peak_memory_bytes, "name": peer.name,
-                "params": peer.get_params()}
+        return _fit_and_score(peer, Atr, ytr, Ate, yte, task, extra, feature_s)
 
     return job
+
+
+def add_peer_record(suite, ds, label, status, out, params, cap, metric_name, notes=None):
+    """Record one peer run of ``run_capped`` (status "ok", "timeout" or an error) and log it."""
+    if status == "ok":
+        params = {**params, **out["params"], "feature_s": out["feature_s"], "fit_s": out["fit_s"]}
+        logger.info("  %s: %s in %.1fs", label, out["metrics"], out["time_s"])
+        return suite.add(ds, label, role="peer", params=params, metrics=out["metrics"],
+                         time_median_s=out["time_s"], times_s=[out["time_s"]], peak_memory_bytes=out["peak"],
+                         notes=notes)
+    logger.info("  %s: %s", label, status)
+    why = f"not finished within the cap of {cap:.0f}s" if status == "timeout" else str(out)[-300:]
+    return suite.add(ds, label, role="peer", params=params, metrics={metric_name: None}, notes=f"{status}: {why}")
+
+
+def _fit_and_score(peer, Atr, ytr, Ate, yte, task, extra, feature_s):
+    """Time one fit of ``peer`` and score it on the test set (the peer jobs' common tail)."""
+    prep = peer.prepare(Atr, ytr)
+    m = measure(lambda: peer.fit(prep), repeats=1, warmup=0, keep_result=False)
+    pred = peer.predict(peer.prepare(Ate))
+    return {"metrics": metric_of(task, extra, pred, yte), "fit_s": m.median, "feature_s": feature_s,
+            "time_s": m.median + feature_s, "peak": m.peak_memory_bytes, "name": peer.name,
+            "params": peer.get_params()}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -383,9 +400,7 @@ def run_dataset(suite, name, cfg, quick):
             Xs, ys = _subset(Xtr, ytr, n_sub, SEED + 2)
             data = (Xs, ys, Xte, yte)
         cap = cfg["libsvm_cap"] if kind in ("libsvm", "krr") else cfg["peer_cap"]
-        t_wall = time.perf_counter()
         status, out = run_capped(peer_job(kind, D, ep, sigma, data, task, extra, n_classes), cap)
-        t_wall = time.perf_counter() - t_wall
         label = {"r-pegasos": "r-Pegasos", "n-pegasos": "n-Pegasos", "r-sdca": "r-SDCA (LIBLINEAR)",
                  "libsvm": "LIBSVM", "krr": "exact KRR (sklearn)"}[kind]
         if D is not None:
@@ -397,19 +412,8 @@ def run_dataset(suite, name, cfg, quick):
         rule = "SC1" if ep == 1 else ("SC2" if ep is not None else "to tolerance")
         params = {**base, "kind": kind, "n_components": D, "epochs": ep, "n_fit": n_sub, "cap_s": cap,
                   "stopping": rule}
-        if status == "ok":
-            params.update(out["params"])
-            params.update({"feature_s": out["feature_s"], "fit_s": out["fit_s"]})
-            rec = suite.add(ds, label, role="peer", params=params, metrics=out["metrics"],
-                            time_median_s=out["time_s"], times_s=[out["time_s"]], peak_memory_bytes=out["peak"],
-                            notes=None if kind != "r-sdca" else "time = RBFSampler features + LIBLINEAR fit")
-            logger.info("  %s: %s in %.1fs (%.0fs wall)", label, out["metrics"], out["time_s"], t_wall)
-        else:
-            rec = suite.add(ds, label, role="peer", params=params, metrics={metric_name: None},
-                            notes=f"{status}: " + (f"not finished within the cap of {cap:.0f}s" if status == "timeout"
-                                                   else str(out)[-300:]))
-            logger.info("  %s: %s", label, status)
-        peer_recs.append(rec)
+        notes = "time = RBFSampler features + LIBLINEAR fit" if kind == "r-sdca" else None
+        peer_recs.append(add_peer_record(suite, ds, label, status, out, params, cap, metric_name, notes))
 
     # ours, both solvers
     ours = {}
@@ -502,11 +506,7 @@ def qm7_peer_job(kind, kernel, D, data, extra):
             feature_s = time.perf_counter() - start
             peer = make_peer("liblinear", task="regression", solver="l2r_l2loss_svr_dual", C=1.0 / (NU * n),
                              epsilon=0.0)
-        prep = peer.prepare(Atr, ytr)
-        m = measure(lambda: peer.fit(prep), repeats=1, warmup=0, keep_result=False)
-        pred = peer.predict(peer.prepare(Ate))
-        return {"metrics": metric_of("regression", extra, pred, yte), "time_s": m.median + feature_s,
-                "feature_s": feature_s, "peak": m.peak_memory_bytes, "params": peer.get_params()}
+        return _fit_and_score(peer, Atr, ytr, Ate, yte, "regression", extra, feature_s)
 
     return job
 
@@ -547,16 +547,9 @@ def run_qm7_virtual(suite, name, cfg, quick):
             status, out = run_capped(qm7_peer_job(kind, kernel, D, (Ftr, ytr, Fte, yte), extra), cfg["peer_cap"])
             params = {**base, "kind": kind, "n_components": D, "cap_s": cfg["peer_cap"], "stopping": "to tolerance",
                       "inputs": "sorted Coulomb matrices"}
+            rec = add_peer_record(suite, ds, label, status, out, params, cfg["peer_cap"], "mae")
             if status == "ok":
-                params.update(out["params"], feature_s=out["feature_s"])
-                peers.append(suite.add(ds, label, role="peer", params=params, metrics=out["metrics"],
-                                       time_median_s=out["time_s"], times_s=[out["time_s"]],
-                                       peak_memory_bytes=out["peak"]))
-                logger.info("  %s: %s in %.1fs", label, out["metrics"], out["time_s"])
-            else:
-                suite.add(ds, label, role="peer", params=params, metrics={"mae": None},
-                          notes=f"{status}: " + (f"not finished within the cap of {cfg['peer_cap']:.0f}s"
-                                                 if status == "timeout" else str(out)[-300:]))
+                peers.append(rec)
         for virtual in (False, True):
             est = DoublyStochasticRegressor(kernel, solver="preconditioned", random_state=SEED)
             est.set_params(t0=est._auto_t0(n))  # what fit's "auto" gives on the 5732 molecules
