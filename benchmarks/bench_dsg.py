@@ -15,11 +15,11 @@ copy of the paper, so the rules below are the ones we could recover):
   two-class logistic, 30 for the softmax (10 until 2026-11-22: 10.4% MNIST 10-class test error
   after one pass; 30 was chosen on a validation split of the training set, see
   kernelscale.doubly_stochastic) and 1.5 / lambda_1 of the first block's covariance for squared
-  (1 until 2026-11-22), t0 = 100; preconditioned 4096 points x
-  1024 features, step 1, t0 = the mini-batches of one pass (gamma_t ~ 1 / passes; the authors'
-  t0 = 1e4 is a constant step over our passes and made the error grow: QM7 MAE 36 -> 486 over
-  18 passes in the run of 10:36), relative ridge 1e-3 = the authors' 1e-7 I on their feature
-  scale), solver "sgd" (Algorithm 1) and "preconditioned" (the authors' block variant). Training streams the
+  (1 until 2026-11-22), t0 = 100; preconditioned 4096 points x 1024 features, step 1, t0 = the
+  mini-batches of one pass (gamma_t ~ 1 / passes; the authors' t0 = 1e4 is a constant step over
+  our passes and made the error grow: QM7 MAE 36 -> 486 over 18 passes in the run of 10:36),
+  relative ridge 1e-3 = the authors' 1e-7 I on their feature scale), solver "sgd" (Algorithm 1)
+  and "preconditioned" (the authors' block variant). Training streams the
   data through ``partial_fit`` in chunks (a seeded permutation per epoch), which is exactly
   ``fit`` on the same batches (tested); the preconditioned solver gets t0 = ceil(n / batch)
   explicitly, the value ``fit``'s "auto" resolves to (``partial_fit``'s "auto" would count its
@@ -61,9 +61,10 @@ copy of the paper, so the rules below are the ones we could recover):
   ``partial_fit`` call, and predicts with the mean over 10 random matrices of each test molecule.
   Both the Gaussian kernel (the median rule above) and the Laplacian kernel (sigma = the median
   L1 distance; the usual kernel for Coulomb matrices, Rupp et al. 2012) are run; ours is the
-  preconditioned solver at its defaults, 60 s of training each. Run of 2026-11-22 (MAE kcal/mol, Gaussian / Laplacian): ours sorted 21.8 / 14.8,
-  ours with virtual examples 13.5 / 8.23; LIBLINEAR at 16384 features 11.7 / 8.51 (9 / 6 s);
-  exact kernel ridge 10.9 / 5.49 (5 / 22 s). Virtual examples cut our error by 40%, but fixed
+  preconditioned solver at its defaults, 60 s of training each. Run of 2026-11-22 (MAE
+  kcal/mol, Gaussian / Laplacian): ours sorted 21.8 / 14.8, ours with virtual examples
+  13.5 / 8.23; LIBLINEAR at 16384 features 11.7 / 8.51 (9 / 6 s); exact kernel ridge
+  10.9 / 5.49 (5 / 22 s). Virtual examples cut our error by 40%, but fixed
   features solved to tolerance stay level with us on this small set (5732 molecules).
 - Not run: covtype (not in shared/data: no usable copy, see its README), MNIST8M's virtual
   examples (deformed digits), NORMA / kernel SDCA.
