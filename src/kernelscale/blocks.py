@@ -12,13 +12,19 @@ A GPU or out-of-core backend later replaces this module only.
 
 from __future__ import annotations
 
-import os
-import re
-
 import numpy as np
 
 from ._validation import as_float_array, check_same_features, result_dtype
 from .kernels import make_kernel
+from .ops.memory import (
+    MAX_BLOCK_BYTES,
+    available_memory,
+    default_memory_budget,
+    format_bytes,
+    parse_memory,
+    rows_per_block,
+    ufunc_workspace_bytes,
+)
 
 __all__ = [
     "parse_memory",
@@ -33,87 +39,6 @@ __all__ = [
     "kernel_matrix",
     "matvec_memory",
 ]
-
-DEFAULT_MEMORY_FRACTION = 0.5
-#: temporary kernel blocks stay below this size even under a larger budget: bigger blocks gain
-#: no GEMM efficiency but pay for fresh pages (seconds per GB on some virtual machines)
-MAX_BLOCK_BYTES = 256 * 2**20
-_UNITS = {
-    "": 1, "b": 1,
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-    "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,
-}
-
-
-def available_memory():
-    """Bytes of memory available to this process now (MemAvailable on Linux)."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 4 * 2**30
-
-
-def default_memory_budget():
-    """The budget used when ``max_memory=None``: half of the memory available now."""
-    return int(DEFAULT_MEMORY_FRACTION * available_memory())
-
-
-def parse_memory(max_memory, name="max_memory"):
-    """Bytes for a budget given as a number of bytes, a string like "2GB" / "512MiB", or None."""
-    if max_memory is None:
-        return default_memory_budget()
-    if isinstance(max_memory, str):
-        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", max_memory)
-        unit = match.group(2).lower() if match else None
-        if match is None or unit not in _UNITS:
-            raise ValueError(
-                f"{name}={max_memory!r} is not a memory size; use bytes (e.g. 2e9) or a string "
-                f"such as '2GB', '512MB' or '1.5GiB'."
-            )
-        value = float(match.group(1)) * _UNITS[unit]
-    elif isinstance(max_memory, (int, float, np.integer, np.floating)) and not isinstance(max_memory, bool):
-        value = float(max_memory)
-    else:
-        raise TypeError(f"{name} must be a number of bytes, a string like '2GB', or None; got {max_memory!r}.")
-    if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive memory size, got {max_memory!r}.")
-    return int(value)
-
-
-def format_bytes(n):
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-
-
-def rows_per_block(n_rows, bytes_per_row, budget, *, fixed_bytes=0, what="kernel block", fix="increase max_memory"):
-    """Largest number of rows (<= n_rows) whose blocks fit in ``budget - fixed_bytes`` bytes.
-
-    Raises a ValueError saying how much is needed when not even one row fits.
-    """
-    room = budget - fixed_bytes
-    if room < bytes_per_row:
-        need = fixed_bytes + bytes_per_row
-        raise ValueError(
-            f"max_memory={format_bytes(budget)} is too small for one row of the {what}, which "
-            f"needs {format_bytes(need)}; {fix} (to at least {need} bytes)."
-        )
-    return int(max(1, min(n_rows, room // bytes_per_row)))
-
-
-def ufunc_workspace_bytes():
-    """Constant scratch numpy's ufuncs may allocate (buffered casts and strided outputs)."""
-    return 4 * np.getbufsize() * 8
-
 
 def _fixed_bytes(kernel, Z, dtype):
     """Memory a blocked call holds besides its blocks: the prepared Z and ufunc scratch."""

@@ -58,7 +58,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, colu
 from ._classifier import encode_classes
 from ._monitor import IterationMonitor
 from ._validation import as_float_array
-from .blocks import format_bytes, parse_memory, rows_per_block
+from .ops.memory import format_bytes, parse_memory, plan_rows
 from .simplex import project_hypercube, project_simplex
 
 __all__ = [
@@ -104,19 +104,9 @@ def _normalized_weights(sample_weight, n):
     return w / total
 
 
-_MAX_CHUNK_ROWS = 8192  # larger row blocks only cost memory: the GEMMs are already efficient
-
-
 def _row_chunk(n, per_row, fixed, max_memory, what, fix):
-    """Rows per block (at most 8192) so that ``fixed + rows * per_row`` bytes fit in
-    ``max_memory``; raises a ValueError naming ``fix`` when not even one row fits."""
-    budget = parse_memory(max_memory)
-    if fixed + per_row > budget:
-        raise ValueError(
-            f"max_memory={format_bytes(budget)} is too small for {what}, which needs at least "
-            f"{format_bytes(fixed + per_row)} ({fixed + per_row} bytes); {fix}."
-        )
-    return min(_MAX_CHUNK_ROWS, rows_per_block(n, per_row, budget, fixed_bytes=fixed, what=what, fix=fix))
+    """Rows per block (at most 8192) under ``max_memory``: see :func:`ops.memory.plan_rows`."""
+    return plan_rows(n, per_row, fixed, max_memory, what, fix)
 
 
 _SUM_ROWS = 4096  # rows per partial sum: products in X's dtype, partial sums added in float64

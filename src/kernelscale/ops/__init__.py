@@ -1,0 +1,16 @@
+"""The compute layer: all n-sized arithmetic of kernelscale, and nothing else.
+
+The rule: a solver keeps only small state (O(J^2), O(M^2), O(k d)) and calls an operator of
+this package for anything that touches n rows: kernel blocks and their products
+(:mod:`~kernelscale.ops.kernel`), seeded random-feature blocks and their products
+(:mod:`~kernelscale.ops.features`), under a memory budget planned by
+:mod:`~kernelscale.ops.memory`. The operators are written against the array namespace of
+:mod:`~kernelscale.ops.backend`, so a second backend (torch, a Dask map over row chunks) adds
+to this package without a change to the solvers. ``tests/test_ops_boundary.py`` enforces the
+rule: no module outside ``ops/`` evaluates a kernel block or a feature block over rows of X.
+"""
+
+from . import backend, memory
+from .memory import format_bytes, parse_memory
+
+__all__ = ["backend", "memory", "format_bytes", "parse_memory"]

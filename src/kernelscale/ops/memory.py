@@ -1,0 +1,124 @@
+"""Memory budgets: parsed once at the estimator boundary, planned here, taken as bytes inside.
+
+A budget is given by the user as ``max_memory`` (bytes, or a string such as ``"2GB"`` /
+``"512MiB"``; None means :func:`default_memory_budget`, half of the memory available now).
+Estimators call :func:`parse_memory` once; everything below them takes a number of bytes.
+:func:`rows_per_block` and :func:`plan_rows` are the only row-chunk planners: a block of rows is
+as large as the budget allows, and never so large that it stops paying for itself.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+
+__all__ = [
+    "DEFAULT_MEMORY_FRACTION",
+    "MAX_BLOCK_BYTES",
+    "MAX_CHUNK_ROWS",
+    "available_memory",
+    "default_memory_budget",
+    "parse_memory",
+    "format_bytes",
+    "rows_per_block",
+    "plan_rows",
+    "ufunc_workspace_bytes",
+]
+
+DEFAULT_MEMORY_FRACTION = 0.5
+#: temporary kernel blocks stay below this size even under a larger budget: bigger blocks gain
+#: no GEMM efficiency but pay for fresh pages (seconds per GB on some virtual machines)
+MAX_BLOCK_BYTES = 256 * 2**20
+#: row chunks of feature work stop here: larger chunks only cost memory, the GEMMs are efficient
+MAX_CHUNK_ROWS = 8192
+_UNITS = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+    "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,
+}
+
+
+def available_memory():
+    """Bytes of memory available to this process now (MemAvailable on Linux)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 4 * 2**30
+
+
+def default_memory_budget():
+    """The budget used when ``max_memory=None``: half of the memory available now."""
+    return int(DEFAULT_MEMORY_FRACTION * available_memory())
+
+
+def parse_memory(max_memory, name="max_memory"):
+    """Bytes for a budget given as a number of bytes, a string like "2GB" / "512MiB", or None."""
+    if max_memory is None:
+        return default_memory_budget()
+    if isinstance(max_memory, str):
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", max_memory)
+        unit = match.group(2).lower() if match else None
+        if match is None or unit not in _UNITS:
+            raise ValueError(
+                f"{name}={max_memory!r} is not a memory size; use bytes (e.g. 2e9) or a string "
+                f"such as '2GB', '512MB' or '1.5GiB'."
+            )
+        value = float(match.group(1)) * _UNITS[unit]
+    elif isinstance(max_memory, (int, float, np.integer, np.floating)) and not isinstance(max_memory, bool):
+        value = float(max_memory)
+    else:
+        raise TypeError(f"{name} must be a number of bytes, a string like '2GB', or None; got {max_memory!r}.")
+    if not np.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive memory size, got {max_memory!r}.")
+    return int(value)
+
+
+def format_bytes(n):
+    """``n`` bytes in human units (B, KiB, MiB, GiB, TiB)."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def rows_per_block(n_rows, bytes_per_row, budget, *, fixed_bytes=0, what="kernel block", fix="increase max_memory"):
+    """Largest number of rows (<= n_rows) whose blocks fit in ``budget - fixed_bytes`` bytes.
+
+    Raises a ValueError saying how much is needed when not even one row fits.
+    """
+    room = budget - fixed_bytes
+    if room < bytes_per_row:
+        need = fixed_bytes + bytes_per_row
+        raise ValueError(
+            f"max_memory={format_bytes(budget)} is too small for one row of the {what}, which "
+            f"needs {format_bytes(need)}; {fix} (to at least {need} bytes)."
+        )
+    return int(max(1, min(n_rows, room // bytes_per_row)))
+
+
+def plan_rows(n, per_row, fixed, budget, what, fix, *, max_rows=MAX_CHUNK_ROWS):
+    """Rows per chunk (at most ``max_rows``) so that ``fixed + rows * per_row`` bytes fit in
+    ``budget`` (bytes, or anything :func:`parse_memory` takes); raises a ValueError naming
+    ``fix`` when not even one row fits."""
+    budget = parse_memory(budget)
+    if fixed + per_row > budget:
+        raise ValueError(
+            f"max_memory={format_bytes(budget)} is too small for {what}, which needs at least "
+            f"{format_bytes(fixed + per_row)} ({fixed + per_row} bytes); {fix}."
+        )
+    return min(max_rows, rows_per_block(n, per_row, budget, fixed_bytes=fixed, what=what, fix=fix))
+
+
+def ufunc_workspace_bytes():
+    """Constant scratch numpy's ufuncs may allocate (buffered casts and strided outputs)."""
+    return 4 * np.getbufsize() * 8
