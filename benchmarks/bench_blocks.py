@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 
 from harness import Suite, cli_main, compare, gemm_flops, measure_many, print_table  # noqa: E402
-from kernelscale.blocks import kernel_matvec  # noqa: E402
+from kernelscale.ops import kernel_matvec  # noqa: E402
 from kernelscale.kernels import GaussianKernel, LaplacianKernel, MaternKernel  # noqa: E402
 
 SUITE = "blocks"

@@ -19,7 +19,7 @@ from test_fixed_point import EPS, LOSSES, SIGMA, make_problem, reference_coef, r
 
 import kernelscale.coordinate_descent as cd
 from kernelscale.coordinate_descent import RULES, kernel_coordinate_descent, linear_coordinate_descent
-from kernelscale.fixed_point import KernelRowCache
+from kernelscale.ops.kernel import KernelOperator
 from kernelscale.kernels import GaussianKernel, LinearKernel
 from kernelscale.losses import HingeLoss, make_loss, primal_objective
 
@@ -197,7 +197,7 @@ def test_tight_budget_uses_the_lru_cache_and_stays_within_it():
 def test_shared_cache_across_problems():
     X, y = make_problem("hinge", n=80, seed=11)
     kern = GaussianKernel(SIGMA)
-    cache = KernelRowCache(kern, X)
+    cache = KernelOperator(kern, X).row_cache()
     a = kernel_coordinate_descent(kern, X, y, "hinge", 1.0, tol=1e-9, random_state=0, cache=cache)
     computed = cache.n_computed
     b = kernel_coordinate_descent(kern, X, -y, "hinge", 1.0, tol=1e-9, random_state=0, cache=cache)

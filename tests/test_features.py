@@ -9,7 +9,8 @@ from sklearn.kernel_approximation import Nystroem
 from sklearn.metrics.pairwise import laplacian_kernel, polynomial_kernel, rbf_kernel
 
 from kernelscale import features
-from kernelscale.blocks import iter_kernel_blocks, ufunc_workspace_bytes
+from kernelscale.ops.kernel import iter_kernel_blocks
+from kernelscale.ops.memory import ufunc_workspace_bytes
 from kernelscale.features import (
     FeatureBlockSpec,
     NystromFeatures,

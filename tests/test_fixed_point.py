@@ -16,13 +16,13 @@ from sklearn.kernel_ridge import KernelRidge
 
 from kernelscale.fixed_point import (
     FixedPointDivergenceError,
-    KernelRowCache,
     estimate_spectral_norm,
     kernel_fixed_point,
     kernel_objective,
     linear_fixed_point,
 )
 from kernelscale.kernels import GaussianKernel, LinearKernel, PolynomialKernel
+from kernelscale.ops.kernel import KernelOperator
 
 SIGMA = 0.5
 EPS = 0.2
@@ -310,8 +310,8 @@ def test_row_cache_rows_and_products_equal_dense():
     X = rng.normal(size=(90, 4))
     kern = GaussianKernel(1.3)
     K = kern(X)
-    cache = KernelRowCache(kern, X, max_memory=2_000_000, batch_rows=8)
-    cache_small = KernelRowCache(kern, X, max_memory=300_000, batch_rows=4)
+    cache = KernelOperator(kern, X, max_memory=2_000_000).row_cache(batch_rows=8)
+    cache_small = KernelOperator(kern, X, max_memory=300_000).row_cache(batch_rows=4)
     assert cache.capacity == 90 and 4 <= cache_small.capacity < 90
     for cch in (cache, cache_small):
         slots = cch.fetch(np.array([5, 1, 70]))

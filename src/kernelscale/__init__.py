@@ -1,6 +1,6 @@
 """kernelscale: scalable kernel machines that never build the n x n kernel matrix."""
 
-from . import blocks, preprocessing
+from . import ops, preprocessing
 from .datasets import DATASETS, DatasetNotFoundError, coulomb_features, load_dataset, load_file, make_sinc, split_dataset, verify_dataset
 from .doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor
 from .exact import ExactKernelRidge, exact_lssvm, kernel_predict, kernel_ridge_dual, kernel_ridge_objective
@@ -26,7 +26,7 @@ from .stagewise import StagewiseClassifier, StagewiseRegressor
 __version__ = "0.1.0"
 
 __all__ = [
-    "blocks",
+    "ops",
     "preprocessing",
     # kernels
     "Kernel",

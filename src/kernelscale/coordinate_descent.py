@@ -12,7 +12,7 @@ duality gap, recorded per sweep.
 
 - :func:`kernel_coordinate_descent` (Algorithm 1, any kernel): z = K c is maintained
   incrementally (z += h_i k_i), so an update with h_i = 0 needs no kernel row and a sweep costs
-  O(n x number of changed coordinates). Rows come from an LRU :class:`KernelRowCache` under
+  O(n x number of changed coordinates). Rows come from an LRU :class:`~kernelscale.ops.row_cache.KernelRowCache` under
   ``max_memory``, computed in batches (the next coordinates of the sweep that changed last time).
 - :func:`linear_coordinate_descent` (Algorithm 2, linear kernel): keeps w = X^T c, z_i = x_i . w,
   k_ii = |x_i|^2, and skips the w update when h_i = 0; X dense or scipy.sparse (CSR rows).
@@ -57,9 +57,7 @@ from . import _cd_loops as loops
 from ._cd_loops import numba as _numba
 from ._monitor import IterationMonitor
 from ._validation import as_float_array, check_positive
-from .blocks import kernel_diag
 from .fixed_point import (
-    KernelRowCache,
     SolverResult,
     _as_C,
     _as_targets,
@@ -70,6 +68,7 @@ from .fixed_point import (
     _vector_bytes,
 )
 from .kernels import make_kernel
+from .ops.kernel import KernelOperator, kernel_diag
 from .losses import (
     AbsoluteLoss,
     EpsilonInsensitiveLoss,
@@ -280,7 +279,7 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
         Budget for the row cache and kernel work; fails at once, naming it, if one row does not fit.
     random_state : seeds the "random" rule.
     verbose, callback : progress bar / per-sweep callback (kernelscale._monitor).
-    cache : KernelRowCache or None
+    cache : kernelscale.ops.row_cache.KernelRowCache or None
         Rows of K(X, X) to reuse (e.g. across the classes of one-vs-rest).
 
     Returns
@@ -306,8 +305,8 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
     if dropped.size:
         logger.info("%d point(s) have a zero kernel diagonal; their coefficients are fixed at 0", dropped.size)
     if cache is None:
-        cache = KernelRowCache(kernel, X, max_memory, reserved_bytes=_vector_bytes(n, 1, dtype),
-                               max_rows=max(int(active.sum()), 1))
+        cache = KernelOperator(kernel, X, max_memory).row_cache(reserved_bytes=_vector_bytes(n, 1, dtype),
+                                                                max_rows=max(int(active.sum()), 1))
     elif cache.n != n or cache.dtype != dtype:
         raise ValueError("cache was built for a different X; pass cache=None.")
     axpy, _ = _blas(dtype)

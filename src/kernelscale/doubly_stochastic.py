@@ -117,7 +117,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from ._classifier import require_two_classes
 from ._monitor import IterationMonitor
-from .blocks import format_bytes, parse_memory
+from .ops.memory import format_bytes, parse_memory
 from .features import _KERNEL_CONSTRAINT, FeatureBlockSpec, FourierBlock, _family, _seed_from, sample_block
 from .kernels import make_kernel
 from .least_squares import _MEMORY_CONSTRAINT, _row_chunk, _softmax

@@ -1,7 +1,7 @@
 """Exact kernel ridge regression and exact LS-SVM: the dense Cholesky ground truth.
 
 These are the only solvers in kernelscale that build the n x n kernel matrix (through
-:func:`kernelscale.blocks.kernel_matrix`, which refuses when it does not fit in ``max_memory``).
+:func:`kernelscale.ops.kernel.kernel_matrix`, which refuses when it does not fit in ``max_memory``).
 They exist so that the scalable methods can be tested against an exact answer, and as the
 baseline "KRR on all n" of the benchmarks. A fit needs about ``n^2 * itemsize`` bytes (8 n^2 for
 float64, 4 n^2 for float32): the matrix is regularised and factorised in place.
@@ -28,7 +28,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._validation import as_float_array, check_positive
-from .blocks import format_bytes, kernel_matrix, kernel_matvec, parse_memory
+from .ops.kernel import KernelOperator, kernel_matrix, kernel_matvec
+from .ops.memory import format_bytes, parse_memory
 from .kernels import KERNEL_NAMES, Kernel, make_kernel
 
 __all__ = [
@@ -241,7 +242,8 @@ def exact_lssvm(kernel, X, Y, C, max_memory=None):
 
 def kernel_predict(kernel, X, X_fit, dual_coef, intercept=None, max_memory=None):
     """Return K(X, X_fit) @ dual_coef + intercept, in row blocks that fit ``max_memory``."""
-    out = kernel_matvec(kernel, X, X_fit, dual_coef, max_memory=max_memory)
+    dual_coef = as_float_array(dual_coef, "dual_coef", ensure_2d=False)
+    out = KernelOperator(kernel, X_fit, max_memory, name="X_fit").predict(X, dual_coef)
     if intercept is not None:
         out += np.asarray(intercept, dtype=out.dtype)
     return out

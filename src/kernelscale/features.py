@@ -54,7 +54,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._validation import FLOAT_DTYPES, as_float_array, check_positive, check_same_features
-from .blocks import iter_kernel_blocks, kernel_matrix, parse_memory
+from .ops.kernel import iter_kernel_blocks, kernel_matrix
+from .ops.memory import parse_memory
 from .kernels import (
     KERNEL_NAMES,
     GaussianKernel,
@@ -707,7 +708,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     same rows scikit-learn's ``Nystroem`` picks for the same ``random_state``. K_LL^{+1/2} is the
     symmetric pseudo-inverse square root from ``eigh``, dropping eigenvalues at or below
     ``m * eps * max eigenvalue`` (eps of the fit dtype, m landmarks), so Phi(x) . Phi(z) =
-    K(x, L) K_LL^+ K(L, z). Kernel blocks go through kernelscale.blocks under ``max_memory``.
+    K(x, L) K_LL^+ K(L, z). Kernel blocks go through kernelscale.ops under ``max_memory``.
 
     Parameters
     ----------
@@ -717,7 +718,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         Number of landmarks m; set to n_samples (with a warning) when larger.
     random_state : int, RandomState or None
     max_memory : int, str or None
-        Budget for kernel blocks (see kernelscale.blocks).
+        Budget for kernel blocks (see kernelscale.ops.memory).
 
     Attributes
     ----------

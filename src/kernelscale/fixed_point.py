@@ -9,8 +9,8 @@ which converges for 0 < alpha < 2 / ||K||_2 (eq. 11). It is proximal gradient de
 alpha, on the dual D(c) = f^*(-c) + c^T K c / 2, so D decreases monotonically for such alpha:
 a rise of D is how divergence is detected.
 
-Step 1 is the only kernel work. :class:`KernelRowCache` keeps as many kernel rows as fit in
-``max_memory`` (computed once, in batches, through :mod:`kernelscale.blocks`) and evaluates the
+Step 1 is the only kernel work. :class:`~kernelscale.ops.row_cache.KernelRowCache` keeps as
+many kernel rows as fit in ``max_memory`` (computed once, in batches, by the compute layer) and evaluates the
 other columns of K c with blocked kernel products, using only the columns where c is non-zero
 (the paper's remark on sparse c). The same cache serves coordinate descent (LRU rows).
 
@@ -33,21 +33,12 @@ from sklearn.utils import check_random_state
 
 from ._monitor import IterationMonitor
 from ._validation import as_float_array, check_positive
-from .blocks import (
-    format_bytes,
-    iter_kernel_blocks,
-    kernel_diag,
-    kernel_matvec,
-    kernel_rows,
-    parse_memory,
-    ufunc_workspace_bytes,
-)
 from .kernels import make_kernel
+from .ops.kernel import KernelOperator, kernel_diag, kernel_matvec
 from .losses import dual_objective, make_loss, primal_objective
 
 __all__ = [
     "SolverResult",
-    "KernelRowCache",
     "FixedPointDivergenceError",
     "kernel_fixed_point",
     "linear_fixed_point",
@@ -57,7 +48,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_BATCH_ROWS = 256
 POWER_MARGIN = 0.1  # alpha="power" uses 2 (1 - margin) / ||K||_2
 DIVERGENCE_PATIENCE = 3
 PRECISION_FLOOR = 100.0  # steps below this many eps(dtype) * max|z| (in z units) are rounding
@@ -100,162 +90,6 @@ class SolverResult:
     @property
     def duality_gap(self):
         return float(self.objective_history[-1] + self.dual_history[-1])
-
-
-# ----------------------------------------------------------------------------------------------
-# kernel rows under the memory budget
-
-
-class KernelRowCache:
-    """Rows of K(X, X), computed on demand in batches and kept (least recently used first out)
-    within ``max_memory``.
-
-    The budget holds: ``reserved_bytes`` (the caller's vectors), the prepared point set, the
-    working memory of one batch of rows and of one blocked product, and the cache itself, which
-    gets what is left (at most ``max_rows`` rows). Construction fails at once, naming
-    ``max_memory``, when not even one row fits.
-
-    Parameters
-    ----------
-    kernel : Kernel or str (resolved)
-    X : array of shape (n, d)
-    max_memory : int, str or None
-    reserved_bytes : int
-        Memory the caller holds that counts against the same budget.
-    max_rows : int or None
-        At most this many rows are cached (the number of rows the solver can ever ask for).
-    batch_rows : int
-        Rows computed per kernel block when several are missing.
-    """
-
-    def __init__(self, kernel, X, max_memory=None, *, reserved_bytes=0, max_rows=None, batch_rows=DEFAULT_BATCH_ROWS):
-        self.kernel = make_kernel(kernel)
-        self.X = as_float_array(X, "X")
-        n, d = self.X.shape
-        self.n = n
-        self.dtype = self.X.dtype
-        item = self.dtype.itemsize
-        budget = parse_memory(max_memory)
-        per_row = self.kernel.bytes_per_row(n, d, self.dtype)
-        row_bytes = n * item
-        ws = ufunc_workspace_bytes()
-        held = reserved_bytes + self.kernel.aux_bytes(n, d, self.dtype)  # + the cache: the prepared X
-        # transient work: a batch of rows (blocks), or a blocked product of a subset of X against
-        # another (their copies and preparation, one block row, the coefficients)
-        product = 2 * n * d * item + self.kernel.aux_bytes(n, d, self.dtype) + ws + per_row + n * item
-        need = held + max(product, ws + per_row) + row_bytes
-        if need > budget:
-            raise ValueError(
-                f"max_memory={format_bytes(budget)} is too small for this solver on {n} points: "
-                f"it needs at least {format_bytes(need)} ({need} bytes) for one kernel row, its "
-                f"work space and O(n) vectors; increase max_memory (or pass float32 data, which "
-                f"halves it)."
-            )
-        max_rows = n if max_rows is None else max(1, min(int(max_rows), n))
-        room = budget - held
-        # batches may take a quarter of what the minimal work space leaves, the cache the rest
-        spare = room - max(product, ws + per_row)
-        batch = max(1, min(int(batch_rows), max_rows, spare // (4 * per_row)))
-        work = max(product, ws + batch * per_row)
-        capacity = int(max(1, min(max_rows, (room - work) // row_bytes)))
-        self.capacity = capacity
-        self.batch_rows = min(batch, capacity)
-        self._work_budget = room - capacity * row_bytes
-        self.budget = budget
-        self.rows = np.empty((capacity, n), dtype=self.dtype)
-        self.slot_of = np.full(n, -1, dtype=np.intp)
-        self.owner = np.full(capacity, -1, dtype=np.intp)
-        self.last_used = np.zeros(capacity, dtype=np.int64)
-        self.clock = 0
-        self.n_used = 0
-        self.n_computed = 0  # rows evaluated so far (statistics)
-        self._prepared = self.kernel.prepare(self.X, self.dtype)
-
-    @property
-    def nbytes(self):
-        return self.rows.nbytes
-
-    def fetch(self, idx):
-        """Make sure rows ``idx`` (distinct, at most ``capacity``) are cached; return their slots."""
-        idx = np.asarray(idx, dtype=np.intp)
-        if idx.size > self.capacity:
-            raise ValueError(f"cannot hold {idx.size} rows in a cache of {self.capacity}.")
-        missing = idx[self.slot_of[idx] < 0]
-        if missing.size:
-            slots = self._allocate(missing.size, idx)
-            if slots[-1] - slots[0] == slots.size - 1 and np.all(np.diff(slots) == 1):
-                # fresh slots in a row: the kernel writes straight into the cache (no copy)
-                out = self.rows[slots[0] : slots[-1] + 1]
-                kernel_rows(self.kernel, self.X, missing, max_memory=self._work_budget + out.nbytes, out=out,
-                            prepared=self._prepared)
-            else:
-                for start, stop, block in iter_kernel_blocks(
-                    self.kernel, self.X[missing], self.X, self._work_budget, dtype=self.dtype,
-                    prepared=self._prepared
-                ):
-                    self.rows[slots[start:stop]] = block
-            self.owner[slots] = missing
-            self.slot_of[missing] = slots
-            self.n_computed += missing.size
-        self.clock += 1
-        out = self.slot_of[idx]
-        self.last_used[out] = self.clock
-        return out
-
-    def _allocate(self, k, protect):
-        free = min(k, self.capacity - self.n_used)
-        slots = np.arange(self.n_used, self.n_used + free, dtype=np.intp)
-        self.n_used += free
-        if free < k:
-            age = self.last_used[: self.n_used].copy()
-            age[slots] = np.iinfo(np.int64).max  # just handed out above
-            kept = self.slot_of[protect]
-            age[kept[kept >= 0]] = np.iinfo(np.int64).max
-            victims = np.argpartition(age, k - free - 1)[: k - free].astype(np.intp)
-            self.slot_of[self.owner[victims]] = -1
-            self.owner[victims] = -1
-            slots = np.concatenate([slots, victims])
-        return slots
-
-    def matvec(self, c):
-        """Return K c (c of shape (n,) or (n, k)).
-
-        Dense c: cached rows give their entries of K c by one product (row form); the other
-        entries come from blocked kernel products against the points where c != 0. Sparse c:
-        K c = sum_j c_j k_j over the non-zero c_j (K is symmetric: row j is column j), from the
-        cached rows where possible and blocked kernel products for the other columns.
-        """
-        dtype = self.dtype  # the working precision (a float64 c against float32 rows would copy them)
-        c = np.asarray(c, dtype=dtype)
-        out = np.zeros(c.shape, dtype=dtype)
-        nz = np.flatnonzero(c if c.ndim == 1 else np.any(c != 0, axis=1))
-        if nz.size == 0:
-            return out
-        used = self.n_used
-        if 4 * nz.size >= self.n:  # dense: row form
-            if used:
-                out[self.owner[:used]] = self.rows[:used] @ c
-            rows = np.flatnonzero(self.slot_of < 0)
-            if rows.size:
-                out[rows] = self._product(self.X[rows], nz, c, dtype)
-            return out
-        slots = self.slot_of[nz]
-        hit = slots >= 0
-        if hit.any():  # sparse: gather the needed cached rows a batch at a time
-            cached_nz, cached_slots = nz[hit], slots[hit]
-            step = max(1, self.batch_rows)
-            for start in range(0, cached_nz.size, step):
-                out += self.rows[cached_slots[start : start + step]].T @ c[cached_nz[start : start + step]]
-        if (~hit).any():
-            out += self._product(self.X, nz[~hit], c, dtype)
-        return out
-
-    def _product(self, A, cols, c, dtype):
-        """K(A, X[cols]) @ c[cols], blocked under what the cache leaves of the budget."""
-        Z = self.X[cols]
-        V = np.ascontiguousarray(c[cols], dtype=dtype)
-        room = self._work_budget - Z.nbytes - (A.nbytes if A is not self.X else 0)
-        return kernel_matvec(self.kernel, A, Z, V, max_memory=room)
 
 
 def _vector_bytes(n, k, dtype):
@@ -491,7 +325,7 @@ def kernel_fixed_point(kernel, X, y, loss="squared", C=1.0, *, alpha="trace", to
         Budget for kernel rows (cached: as many as fit) and blocked products.
     random_state : for the power iteration.
     verbose, callback : progress bar / per-iteration callback (kernelscale._monitor).
-    cache : KernelRowCache or None
+    cache : kernelscale.ops.row_cache.KernelRowCache or None
         Reuse rows computed by an earlier solve on the same kernel and X.
 
     Returns
@@ -511,8 +345,8 @@ def kernel_fixed_point(kernel, X, y, loss="squared", C=1.0, *, alpha="trace", to
     keep = diag > 0
     if cache is None:
         k = 1 if y.ndim == 1 else y.shape[1]
-        cache = KernelRowCache(kernel, X, max_memory, reserved_bytes=_vector_bytes(n, k, dtype),
-                               max_rows=int(keep.sum()))
+        cache = KernelOperator(kernel, X, max_memory).row_cache(reserved_bytes=_vector_bytes(n, k, dtype),
+                                                                max_rows=int(keep.sum()))
     # static fill: the first rows that fit (all of them when the budget allows)
     cache.fetch(np.flatnonzero(keep)[: cache.capacity])
     result = _run(cache.matvec, diag, y, loss, C, alpha=alpha, tol=tol, max_iter=max_iter, c0=c0, dtype=dtype, s=s,

@@ -2,7 +2,7 @@
 
 A kernel is a small scikit-learn-style object (clonable, with ``get_params``) that estimators take
 as a parameter. ``kernel(X, Z)`` returns the block K(X, Z); ``kernel.diag(X)`` its diagonal. The
-blocked, memory-bounded products live in :mod:`kernelscale.blocks`, which uses the two-step
+blocked, memory-bounded products live in :mod:`kernelscale.ops.kernel`, which uses the two-step
 interface ``prepare(Z)`` (per-Z work done once) and ``block(X, prepared)``.
 
 Squared distances use the GEMM form |x|^2 + |z|^2 - 2 <x, z>, evaluated as ONE matrix product of
@@ -98,7 +98,7 @@ class Kernel(BaseEstimator):
         """False while a parameter still needs data (``sigma="median"``): call ``resolve``."""
         return True
 
-    # -- blocked interface used by kernelscale.blocks ------------------------------------------
+    # -- blocked interface used by kernelscale.ops.kernel --------------------------------------
     def prepare(self, Z, dtype=None):
         """Precompute what every block against the point set Z needs (done once per Z)."""
         self._check_ready()

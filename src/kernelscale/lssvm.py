@@ -12,7 +12,7 @@ Theta has n + 1 rows: index 0 is the bias row [0, 1^T], index i >= 1 the row of 
 The randomized solvers draw blocks s of J indices from ALL n + 1 rows, bias row included, as
 the paper does (its blocks come from a permutation of the N + 1 indices, eq. 26 ff.): a random
 permutation is cut into floor((n + 1) / J) contiguous blocks, then reshuffled. The J rows
-Theta[s, :] are computed on the fly from kernel rows (:func:`kernelscale.blocks.kernel_rows`,
+Theta[s, :] are computed on the fly from kernel rows (:meth:`kernelscale.ops.kernel.KernelOperator.row_block`,
 under ``max_memory``) plus the diagonal D and the bias column; the bias row itself is never
 stored (its entries are known). Theta is symmetric, so the J columns Theta[:, s] that matching
 pursuit uses are the same numbers.
@@ -81,10 +81,11 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ._classifier import encode_classes
 from ._monitor import IterationMonitor, check_callback
 from ._validation import as_float_array, check_positive
-from .blocks import format_bytes, kernel_matvec, kernel_rows, parse_memory, ufunc_workspace_bytes
 from .exact import exact_lssvm, kernel_predict, kernel_ridge_dual
 from .features import _float_dtype
 from .kernels import KERNEL_NAMES, Kernel, PolynomialKernel, make_kernel
+from .ops.kernel import KernelOperator, kernel_rows
+from .ops.memory import format_bytes, parse_memory, ufunc_workspace_bytes
 
 __all__ = [
     "LSSVMClassifier",
@@ -118,7 +119,7 @@ def lssvm_theta(kernel, X, C, sample_weight=None, max_memory=None):
     """The dense (n + 1) x (n + 1) matrix Theta of eq. 17 (with the weighted diagonal).
 
     For tests and small problems only: it builds the n x n kernel matrix (through
-    :func:`kernelscale.blocks.kernel_rows`, which refuses when it does not fit ``max_memory``).
+    :func:`kernelscale.ops.kernel.kernel_rows`, which refuses when it does not fit ``max_memory``).
     """
     kernel = make_kernel(kernel)
     X = as_float_array(X, "X")
@@ -133,28 +134,33 @@ def lssvm_theta(kernel, X, C, sample_weight=None, max_memory=None):
 
 
 class _Rows:
-    """The rows Theta[s, :] of one block, stored as kernel rows M (with D added) for the sample
-    indices and, when the bias index 0 is in s, an implicit last row [0, 1^T].
+    """The rows Theta[s, :] of one block, stored as kernel rows (with D added, a
+    :class:`~kernelscale.ops.kernel.RowBlock`) for the sample indices and, when the bias index 0
+    is in s, an implicit last row [0, 1^T].
 
     ``order`` is s rearranged so that the bias index (if any) comes last; every J-vector below
     is in this order.
     """
 
-    def __init__(self, order, M, has_bias, n):
+    def __init__(self, order, block, has_bias, n):
         self.order = order
-        self.M = M
+        self.block = block
         self.has_bias = has_bias
         self.n = n
-        self.m = M.shape[0]
+        self.m = block.shape[0]
+
+    @property
+    def nbytes(self):
+        return self.block.nbytes
 
     def gram(self):
         """G = Theta[s, :] Theta[s, :]^T (J x J): 1 1^T + M M^T, plus the bias row's entries."""
         m, J = self.m, self.m + self.has_bias
-        G = np.empty((J, J), dtype=self.M.dtype)
-        G[:m, :m] = self.M @ self.M.T  # numpy runs this as a symmetric rank-k update
+        G = np.empty((J, J), dtype=self.block.dtype)
+        G[:m, :m] = self.block.gram()
         G[:m, :m] += 1.0
         if self.has_bias:
-            sums = self.M.sum(axis=1)
+            sums = self.block.row_sums()
             G[:m, m] = sums
             G[m, :m] = sums
             G[m, m] = self.n
@@ -163,7 +169,7 @@ class _Rows:
     def dot(self, W):
         """Theta[s, :] W for W of shape (n + 1, k); shape (J, k)."""
         out = np.empty((self.m + self.has_bias, W.shape[1]), dtype=W.dtype)
-        np.matmul(self.M, W[1:], out=out[: self.m])
+        self.block.dot(W[1:], out=out[: self.m])
         out[: self.m] += W[0]
         if self.has_bias:
             out[self.m] = W[1:].sum(axis=0)
@@ -173,7 +179,7 @@ class _Rows:
         """Theta[s, :]^T V = Theta[:, s] V for V of shape (J, k); shape (n + 1, k)."""
         out = np.empty((self.n + 1, V.shape[1]), dtype=V.dtype)
         out[0] = V[: self.m].sum(axis=0)
-        np.matmul(self.M.T, V[: self.m], out=out[1:])
+        self.block.tdot(V[: self.m], out=out[1:])
         if self.has_bias:
             out[1:] += V[self.m]
         return out
@@ -181,8 +187,8 @@ class _Rows:
     def square(self):
         """Theta[s, s] (J x J), in ``order``."""
         m, J = self.m, self.m + self.has_bias
-        T = np.empty((J, J), dtype=self.M.dtype)
-        T[:m, :m] = self.M[:, self.order[:m] - 1]
+        T = np.empty((J, J), dtype=self.block.dtype)
+        T[:m, :m] = self.block.columns(self.order[:m] - 1)
         if self.has_bias:
             T[:m, m] = 1.0
             T[m, :m] = 1.0
@@ -194,14 +200,12 @@ class _System:
     """Theta of eq. 17 for the training set, evaluated on demand under a memory budget."""
 
     def __init__(self, kernel, X, diag, budget, held_bytes):
-        self.kernel = kernel
-        self.X = X
+        self.op = KernelOperator(kernel, X, budget)
         self.diag = diag
         self.n = X.shape[0]
         self.budget = budget
-        # X prepared once for every block (kernel_rows would otherwise redo it per call)
-        self.prepared = kernel.prepare(X, X.dtype)
-        self.held = held_bytes + self.prepared.aux.nbytes if self.prepared.aux is not None else held_bytes
+        # X prepared once for every block and product (its copy counts as held)
+        self.held = held_bytes + self.op.prepared_extra_bytes
         self._buffer = None  # one (J, n) block buffer reused across iterations
 
     def rows(self, block):
@@ -213,18 +217,17 @@ class _System:
         idx = samples - 1
         if self._buffer is None or self._buffer.shape[0] < idx.size:
             self._buffer = None
-            self._buffer = np.empty((block.size, self.n), dtype=self.X.dtype)
-        M = kernel_rows(self.kernel, self.X, idx, max_memory=self.budget - self.held,
-                        out=self._buffer[: idx.size], prepared=self.prepared)
-        M[np.arange(idx.size), idx] += self.diag[idx]
-        return _Rows(order, M, has_bias, self.n)
+            self._buffer = np.empty((block.size, self.n), dtype=self.op.dtype)
+        out = self._buffer[: idx.size]
+        rows = self.op.row_block(idx, diag=self.diag, out=out, budget=self.budget - self.held - out.nbytes)
+        return _Rows(order, rows, has_bias, self.n)
 
     def matvec(self, W, extra_bytes=0):
         """Theta W for W of shape (n + 1, k): one blocked pass over the kernel matrix."""
         out = np.empty_like(W)
         out[0] = W[1:].sum(axis=0)
         budget = self.budget - self.held - extra_bytes - out.nbytes
-        out[1:] = kernel_matvec(self.kernel, self.X, None, W[1:], max_memory=budget)
+        out[1:] = self.op.matvec(W[1:], budget=budget)
         out[1:] += W[0]
         out[1:] += self.diag[:, None] * W[1:]
         return out
@@ -320,9 +323,9 @@ def lssvm_fit_memory(n, d, k, block_size, dtype, kernel, solver="matching_pursui
 
     Counts the (n + 1) x k state arrays (W, Z, the residual R, the committee/average, update
     temporaries), one J x n kernel block with the temporaries of
-    :func:`kernelscale.blocks.kernel_rows`, and the J x J Gram matrix and its factor; for
+    :func:`kernelscale.ops.kernel.kernel_rows`, and the J x J Gram matrix and its factor; for
     ``"kaczmarz_mp"`` also one row of the full kernel product (the minimum it needs: its blocks
-    take what the budget leaves, up to ``kernelscale.blocks.MAX_BLOCK_BYTES``, so with a large
+    take what the budget leaves, up to ``kernelscale.ops.memory.MAX_BLOCK_BYTES``, so with a large
     budget the hybrid uses up to that much more); for ``"exact"`` the n x n matrix.
     """
     kernel = make_kernel(kernel)
@@ -341,8 +344,9 @@ def lssvm_fit_memory(n, d, k, block_size, dtype, kernel, solver="matching_pursui
     )
     total = state + block + temps
     if solver == "kaczmarz_mp":
-        # the full product Theta dW prepares its own copy of X while the block loop's is held
-        total += 2 * kernel.aux_bytes(n, d, dtype) + kernel.bytes_per_row(n, d, dtype)
+        # the full product Theta dW: its output and one block row against the prepared X the
+        # block loop holds
+        total += (n + 1) * k * item + kernel.bytes_per_row(n, d, dtype)
     return int(total)
 
 
@@ -576,7 +580,7 @@ def _iterate(system, Z, W, solver, blocks, T, small, monitor, run, hist_r, hist_
             dW = rows.tdot(V)
             if use_mp:
                 # hybrid: step length minimising ||R|| (the paper's length 1 can diverge)
-                dR = system.matvec(dW, extra_bytes=rows.M.nbytes)
+                dR = system.matvec(dW, extra_bytes=rows.nbytes)
                 alpha = _line_search(_coldot(R, dR), _coldot(dR, dR))
                 dR *= alpha
                 R -= dR

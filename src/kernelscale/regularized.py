@@ -32,9 +32,10 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ._classifier import OneVsRestScoresMixin, encode_classes
 from .coordinate_descent import RULES, _prefers_csr, kernel_coordinate_descent, linear_coordinate_descent
 from .exact import kernel_predict
-from .fixed_point import KernelRowCache, _vector_bytes, kernel_fixed_point, linear_fixed_point
-from .blocks import parse_memory
+from .fixed_point import _vector_bytes, kernel_fixed_point, linear_fixed_point
 from .kernels import KERNEL_NAMES, Kernel, LinearKernel, make_kernel
+from .ops.kernel import KernelOperator
+from .ops.memory import parse_memory
 from .losses import CLASSIFICATION_LOSSES, REGRESSION_LOSSES, make_loss
 
 __all__ = ["RegularizedKernelClassifier", "RegularizedKernelRegressor"]
@@ -102,8 +103,9 @@ class _RegularizedBase(BaseEstimator):
                       verbose=self.verbose)
         cache = None
         if not linear:
-            cache = KernelRowCache(self.kernel_, X, self.max_memory, reserved_bytes=_vector_bytes(n, m, X.dtype),
-                                   max_rows=self._cache_rows(n, X.dtype, int(np.count_nonzero(sample_weight)) or 1))
+            cache = KernelOperator(self.kernel_, X, self.max_memory).row_cache(
+                reserved_bytes=_vector_bytes(n, m, X.dtype),
+                max_rows=self._cache_rows(n, X.dtype, int(np.count_nonzero(sample_weight)) or 1))
         if self.solver == "fixed_point":
             common.update(alpha=self.alpha, c0=c0, callback=self.callback)
             if linear:

@@ -56,8 +56,9 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from ._classifier import OneVsRestScoresMixin, encode_classes
 from ._monitor import IterationMonitor
-from .blocks import format_bytes, iter_kernel_blocks, kernel_matvec, kernel_rows, parse_memory
 from .kernels import KERNEL_NAMES, Kernel, make_kernel
+from .ops.kernel import KernelOperator
+from .ops.memory import format_bytes, parse_memory
 from .woodbury import woodbury_append, woodbury_direct_gram, woodbury_remove, woodbury_rescale
 
 __all__ = [
@@ -132,26 +133,23 @@ class ArrayColumns:
 class KernelColumns:
     """Candidate columns computed on demand from the kernel (``columns="on_the_fly"``).
 
-    c_m = sqrt(w) * K(X, x_m) / sqrt(k(x_m, x_m)) for the candidate rows ``candidates`` of X;
-    ``sqrt_w`` carries sample weights (None for unit weights). Costs O(n d) per call.
+    c_m = sqrt(w) * K(X, x_m) / sqrt(k(x_m, x_m)) for the candidate rows ``candidates`` of the
+    operator's X; ``sqrt_w`` carries sample weights (None for unit weights). Costs O(n d) per
+    call, with no re-validation of X.
     """
 
-    def __init__(self, kernel, X, candidates, sqrt_w=None, max_memory=None):
-        self.kernel, self.X, self.candidates = kernel, X, np.asarray(candidates)
-        self.max_memory = max_memory
-        self.n_samples, self.n_candidates = X.shape[0], self.candidates.size
-        diag = np.asarray(kernel.diag(X[self.candidates]), dtype=np.float64)
+    def __init__(self, operator, candidates, sqrt_w=None):
+        self.operator, self.candidates = operator, np.asarray(candidates)
+        self.n_samples, self.n_candidates = operator.n, self.candidates.size
+        diag = np.asarray(operator.kernel.diag(operator.X[self.candidates]), dtype=np.float64)
         self.scale = np.where(diag > 0, 1.0 / np.sqrt(np.where(diag > 0, diag, 1.0)), 0.0)
         self.sqrt_w = sqrt_w
-        self._prepared = None
-        self._buf = np.empty((1, X.shape[0]), dtype=X.dtype)
+        self._buf = np.empty((1, operator.n), dtype=operator.dtype)
         self.sqnorms = None  # computed per column in ``column``
-        self.nbytes = kernel.aux_bytes(X.shape[0], X.shape[1], X.dtype) + self._buf.nbytes
+        self.nbytes = operator.prepared_bytes + self._buf.nbytes
 
     def column(self, j):
-        if self._prepared is None:
-            self._prepared = self.kernel.prepare(self.X, self.X.dtype)
-        row = kernel_rows(self.kernel, self.X, self.candidates[j:j + 1], out=self._buf, prepared=self._prepared)
+        row = self.operator.rows(self.candidates[j:j + 1], out=self._buf)
         c = row[0].astype(np.float64)
         c *= self.scale[j]
         if self.sqrt_w is not None:
@@ -160,11 +158,15 @@ class KernelColumns:
 
     def materialise(self):
         """All M columns as an :class:`ArrayColumns` (``columns="precompute"``), in X's dtype."""
-        rows = kernel_rows(self.kernel, self.X, self.candidates, max_memory=self.max_memory)
+        rows = self.operator.rows(self.candidates)
         rows *= self.scale[:, None].astype(rows.dtype)
         if self.sqrt_w is not None:
             rows *= self.sqrt_w[None, :].astype(rows.dtype)
         return ArrayColumns(rows=rows)
+
+    def gram(self, Y, budget=None):
+        """Q = C^T C and R = C^T Y, in float64 row blocks (see :func:`gram_of_columns`)."""
+        return self.operator.column_gram(self.candidates, Y, scale=self.scale, weights=self.sqrt_w, budget=budget)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -430,21 +432,10 @@ def gram_of_columns(columns, Y, max_memory=None):
     Y2 = Y.reshape(Y.shape[0], -1)
     if Y2.shape[0] != cols.n_samples:
         raise ValueError(f"Y has {Y2.shape[0]} rows but the columns have length {cols.n_samples}.")
-    M, k = cols.n_candidates, Y2.shape[1]
     if isinstance(cols, ArrayColumns):
         rows = cols.rows.astype(np.float64, copy=False)  # (M, n)
         return rows @ rows.T, rows @ Y2
-    Q, R = np.zeros((M, M)), np.zeros((M, k))
-    budget = cols.max_memory if max_memory is None else max_memory
-    held = 2 * Q.nbytes + R.nbytes  # Q, the product added to it, R
-    Z = cols.X[cols.candidates]
-    for start, stop, B in iter_kernel_blocks(cols.kernel, cols.X, Z, budget, dtype=np.float64, fixed_bytes=held):
-        B *= cols.scale[None, :]
-        if cols.sqrt_w is not None:
-            B *= cols.sqrt_w[start:stop, None]
-        Q += B.T @ B
-        R += B.T @ Y2[start:stop]
-    return Q, R
+    return cols.gram(Y2, None if max_memory is None else parse_memory(max_memory))
 
 
 def _gram_state(Q, r, mu, act, m0, lam):
@@ -729,7 +720,7 @@ class _SLKLBase(BaseEstimator):
                 f"n_columns or increase max_memory."
             )
         self.columns_used_ = mode
-        source = KernelColumns(self.kernel_, Xk, cand, sqrt_w, budget)
+        source = KernelColumns(KernelOperator(self.kernel_, Xk, budget), cand, sqrt_w)
         Yw = Yk if unit else Yk * sqrt_w[:, None]
         kw = dict(lam=self.lam, nu=self.nu, update=self.update, tol=self.tol, max_iter=self.max_iter,
                   random_state=rng)
@@ -782,7 +773,7 @@ class _SLKLBase(BaseEstimator):
         coef = self.dual_coef_.reshape(self.dual_coef_.shape[0], -1)
         if self.n_active_ == 0:
             return np.zeros((X.shape[0], coef.shape[1]), dtype=np.result_type(X.dtype, coef.dtype))
-        return kernel_matvec(self.kernel_, X, self.X_active_, coef, max_memory=self.max_memory)
+        return KernelOperator(self.kernel_, self.X_active_, self.max_memory).predict(X, coef)
 
 
 def _candidate_scale(kernel, X, cand):

@@ -11,6 +11,17 @@ rule: no module outside ``ops/`` evaluates a kernel block or a feature block ove
 """
 
 from . import backend, memory
+from .kernel import KernelOperator, kernel_diag, kernel_matrix, kernel_matvec, kernel_rows
 from .memory import format_bytes, parse_memory
 
-__all__ = ["backend", "memory", "format_bytes", "parse_memory"]
+__all__ = [
+    "backend",
+    "memory",
+    "KernelOperator",
+    "kernel_matvec",
+    "kernel_rows",
+    "kernel_diag",
+    "kernel_matrix",
+    "format_bytes",
+    "parse_memory",
+]

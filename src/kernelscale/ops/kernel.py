@@ -1,0 +1,427 @@
+"""Kernel arithmetic under a memory budget: the only place kernelscale evaluates kernel blocks.
+
+Two layers:
+
+- :class:`KernelOperator` ``(kernel, X, max_memory)`` is K(X, X) for a fixed point set X (the
+  training points, or a model's support/landmark points). It validates X and parses the budget
+  once; its verbs never re-validate X, so solvers call them in hot loops. The verbs are what the
+  methods use: ``matvec`` (K V, on any rows and columns of K), ``rows`` (K[idx, :]),
+  ``row_block`` (K[idx, :] kept inside the operator, with its Gram matrix and products: the
+  LS-SVM block solvers), ``column_gram`` (C^T C and C^T Y for the scaled columns C = K[:, cand]:
+  SLKL), ``row_cache`` (an LRU cache of rows: fixed point and coordinate descent), ``predict``
+  (K(Z, X) coef for new points Z) and ``diag``.
+- functions with the same arithmetic for one-off calls on arrays a user hands in:
+  :func:`kernel_matvec`, :func:`kernel_rows`, :func:`kernel_matrix` (the exact solvers only),
+  :func:`kernel_diag`, :func:`iter_kernel_blocks`, :func:`matvec_memory`.
+
+Memory: a call never allocates more than its budget for kernel work (the prepared point set, one
+block of rows and its temporaries, gathered rows); results the caller asked for (a product, the
+requested rows) are checked separately where they are kernel blocks themselves. A budget too
+small for one row raises a ValueError saying how much one row needs. The point set X is
+prepared (cast, centred, augmented: :meth:`Kernel.prepare`) once per operator; the verbs' default
+budget is the operator's budget less that prepared copy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._validation import as_float_array, check_same_features, result_dtype
+from ..kernels import make_kernel
+from .backend import get_backend
+from .memory import MAX_BLOCK_BYTES, format_bytes, parse_memory, rows_per_block, ufunc_workspace_bytes
+
+__all__ = [
+    "KernelOperator",
+    "RowBlock",
+    "iter_kernel_blocks",
+    "kernel_matvec",
+    "kernel_rows",
+    "kernel_diag",
+    "kernel_matrix",
+    "matvec_memory",
+]
+
+
+# ----------------------------------------------------------------------------------------------
+# the block loop (no validation: callers have validated and prepared)
+
+
+def _block_rows(kernel, n_rows, n_cols, n_features, dtype, budget, fixed_bytes):
+    """Rows per kernel block against ``n_cols`` prepared points, within ``budget`` bytes."""
+    per_row = kernel.bytes_per_row(n_cols, n_features, dtype)
+    step = rows_per_block(n_rows, per_row, budget, fixed_bytes=fixed_bytes + ufunc_workspace_bytes())
+    return max(1, min(step, MAX_BLOCK_BYTES // per_row))
+
+
+def _blocks(kernel, A, prepared, budget, fixed_bytes=0):
+    """Yield ``(start, stop, K(A[start:stop], Z))`` for the prepared Z; the block buffer is
+    reused between iterations."""
+    step = _block_rows(kernel, A.shape[0], prepared.n_points, A.shape[1], prepared.dtype, budget, fixed_bytes)
+    buffer = np.empty((step, prepared.n_points), dtype=prepared.dtype)
+    for start in range(0, A.shape[0], step):
+        stop = min(start + step, A.shape[0])
+        yield start, stop, kernel.block(A[start:stop], prepared, out=buffer[: stop - start])
+
+
+def _fill_rows(kernel, A, prepared, out, budget, fixed_bytes=0):
+    """Write K(A, Z) into ``out`` (the result is not a temporary: only per-row work counts)."""
+    n_cols, item = prepared.n_points, prepared.dtype.itemsize
+    per_row = max(kernel.bytes_per_row(n_cols, A.shape[1], prepared.dtype) - n_cols * item, 1)
+    step = rows_per_block(max(A.shape[0], 1), per_row, budget, fixed_bytes=fixed_bytes + ufunc_workspace_bytes())
+    for start in range(0, A.shape[0], step):
+        stop = min(start + step, A.shape[0])
+        kernel.block(A[start:stop], prepared, out=out[start:stop])
+    return out
+
+
+def _check_result_fits(n_rows, n_cols, dtype, budget):
+    nbytes = n_rows * n_cols * np.dtype(dtype).itemsize
+    if nbytes > budget:
+        raise ValueError(
+            f"max_memory={format_bytes(budget)} is too small for the requested {n_rows} kernel "
+            f"rows of length {n_cols} ({format_bytes(nbytes)}); request fewer rows at a time or "
+            f"increase max_memory."
+        )
+    return nbytes
+
+
+def _check_out(out, shape, dtype):
+    if out is not None and (out.shape != shape or out.dtype != dtype or not out.flags.c_contiguous):
+        raise ValueError(f"out must be a C-ordered array of shape {shape} and dtype {dtype}.")
+
+
+def _as_indices(idx, n, name="rows"):
+    idx = np.asarray(idx)
+    if idx.ndim != 1 or not (np.issubdtype(idx.dtype, np.integer) or idx.size == 0):
+        raise ValueError(f"{name} must be a 1-d array of integer indices, got shape {idx.shape} dtype {idx.dtype}.")
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        raise ValueError(f"{name} must index the {n} points of X; got indices out of range.")
+    return idx.astype(np.intp, copy=False)
+
+
+# ----------------------------------------------------------------------------------------------
+# the operator
+
+
+class KernelOperator:
+    """K(X, X) for the point set X under ``max_memory`` (see the module docstring).
+
+    Parameters
+    ----------
+    kernel : Kernel or str (resolved: no ``sigma="median"`` left)
+    X : array of shape (n, d); validated once here
+    max_memory : int, str or None
+        The budget of every verb (bytes; parsed once).
+    dtype : float dtype or None
+        The computation dtype (default: X's, float32 or float64).
+    backend : str or None
+        The array backend (only "numpy" so far).
+    """
+
+    def __init__(self, kernel, X, max_memory=None, *, dtype=None, backend=None, name="X"):
+        self.kernel = make_kernel(kernel)
+        self.X = as_float_array(X, name)
+        self.dtype = np.dtype(self.X.dtype if dtype is None else dtype)
+        self.budget = parse_memory(max_memory)
+        self.backend = get_backend(backend)
+        self._prepared = None
+
+    @property
+    def n(self):
+        return self.X.shape[0]
+
+    @property
+    def n_features(self):
+        return self.X.shape[1]
+
+    @property
+    def prepared(self):
+        """X prepared for kernel blocks (computed on first use and kept)."""
+        if self._prepared is None:
+            self._prepared = self.kernel.prepare(self.X, self.dtype)
+        return self._prepared
+
+    @property
+    def prepared_bytes(self):
+        """Bytes the prepared X takes (whether or not it exists yet)."""
+        return self.kernel.aux_bytes(self.n, self.n_features, self.dtype, self.X.dtype)
+
+    @property
+    def prepared_extra_bytes(self):
+        """Bytes the prepared X holds beyond X itself (0 for a kernel that uses X as it is)."""
+        prep = self.prepared
+        return prep.nbytes - (self.X.nbytes if prep.data is self.X else 0)
+
+    def _budget(self, budget, uses_prepared=True):
+        """The bytes a verb may use: ``budget`` when the caller gives it, else the operator's
+        budget less the prepared X when the verb uses it."""
+        if budget is not None:
+            return int(budget)
+        return self.budget - (self.prepared_bytes if uses_prepared else 0)
+
+    def _check_points(self, Z, name):
+        Z = as_float_array(Z, name)
+        check_same_features(Z, self.n_features, name)
+        return Z
+
+    # -- verbs ------------------------------------------------------------------------------
+    def diag(self):
+        """k(x_i, x_i) for every point, O(n d)."""
+        return self.kernel.diag(self.X)
+
+    def blocks(self, rows=None, *, budget=None, fixed_bytes=0):
+        """Yield ``(start, stop, K(X[rows][start:stop], X))``; the buffer is reused."""
+        A = self.X if rows is None else self.X[_as_indices(rows, self.n)]
+        gathered = 0 if rows is None else A.nbytes
+        yield from _blocks(self.kernel, A, self.prepared, self._budget(budget), fixed_bytes + gathered)
+
+    def rows(self, idx, *, out=None, budget=None):
+        """K[idx, :] as a C-ordered (len(idx), n) array, written into ``out`` when given (the
+        result counts against the budget unless ``out`` is the caller's)."""
+        idx = _as_indices(idx, self.n)
+        shape = (idx.size, self.n)
+        _check_out(out, shape, self.dtype)
+        budget = self._budget(budget)
+        held = idx.size * self.n_features * self.X.itemsize
+        if out is None:
+            held += _check_result_fits(idx.size, self.n, self.dtype, budget)
+            out = np.empty(shape, dtype=self.dtype)
+        return _fill_rows(self.kernel, self.X[idx], self.prepared, out, budget, held)
+
+    def matvec(self, V, *, rows=None, cols=None, budget=None, fixed_bytes=0):
+        """K[rows, cols] @ V (all rows / columns when None), V of shape (len(cols),) or
+        (len(cols), k), in the wider of the operator's and V's dtypes.
+
+        With ``cols`` the column points are prepared for this call only (their copy counts
+        against the budget); without, the operator's prepared X is used.
+        """
+        A = self.X if rows is None else self.X[_as_indices(rows, self.n)]
+        Z = self.X if cols is None else self.X[_as_indices(cols, self.n, "cols")]
+        if V.shape[0] != Z.shape[0]:
+            raise ValueError(f"V has {V.shape[0]} rows but the product has {Z.shape[0]} columns.")
+        fixed = fixed_bytes + (0 if rows is None else A.nbytes)
+        dtype = np.result_type(self.dtype, V.dtype)
+        reuse = cols is None and dtype == self.dtype
+        if not reuse:
+            fixed += (0 if cols is None else Z.nbytes) + self.kernel.aux_bytes(Z.shape[0], self.n_features, dtype, Z.dtype)
+        V_given, V = V, np.ascontiguousarray(V, dtype=dtype)
+        fixed += V.nbytes if V is not V_given else 0
+        budget = self._budget(budget, reuse)
+        _block_rows(self.kernel, A.shape[0], Z.shape[0], self.n_features, dtype, budget, fixed)  # fail before preparing
+        prepared = self.prepared if reuse else self.kernel.prepare(Z, dtype)
+        out = np.empty((A.shape[0],) + V.shape[1:], dtype=dtype)
+        for start, stop, block in _blocks(self.kernel, A, prepared, budget, fixed):
+            self.backend.matmul(block, V, out=out[start:stop])
+        return out
+
+    def predict(self, Z, coef, *, budget=None):
+        """K(Z, X) @ coef for new points Z (validated here), coef of shape (n,) or (n, k)."""
+        Z = self._check_points(Z, "X")
+        coef = np.asarray(coef)
+        if coef.shape[0] != self.n:
+            raise ValueError(f"coef has {coef.shape[0]} rows but the operator has {self.n} points.")
+        dtype = np.result_type(result_dtype(Z, self.X), coef.dtype)
+        reuse = dtype == self.dtype
+        coef_c = np.ascontiguousarray(coef, dtype=dtype)
+        fixed = coef_c.nbytes if coef_c is not coef else 0
+        if not reuse:
+            fixed += self.kernel.aux_bytes(self.n, self.n_features, dtype, self.X.dtype)
+        budget = self._budget(budget, reuse)
+        _block_rows(self.kernel, Z.shape[0], self.n, self.n_features, dtype, budget, fixed)  # fail before preparing
+        prepared = self.prepared if reuse else self.kernel.prepare(self.X, dtype)
+        out = np.empty((Z.shape[0],) + coef.shape[1:], dtype=dtype)
+        for start, stop, block in _blocks(self.kernel, Z, prepared, budget, fixed):
+            self.backend.matmul(block, coef_c, out=out[start:stop])
+        return out
+
+    def row_block(self, idx, *, diag=None, out=None, budget=None):
+        """The rows K[idx, :] (plus ``diag[idx]`` on their diagonal entries when given), held in
+        a :class:`RowBlock` whose products are the only way to use them."""
+        idx = _as_indices(idx, self.n)
+        M = self.rows(idx, out=out, budget=budget)
+        if diag is not None:
+            M[np.arange(idx.size), idx] += diag[idx]
+        return RowBlock(M, self.backend)
+
+    def column_gram(self, cand, Y, *, scale=None, weights=None, dtype=np.float64, budget=None, fixed_bytes=0):
+        """Q = C^T C (M, M) and R = C^T Y (M, k) for the columns C[:, m] = w * K[:, cand[m]] *
+        scale[m] (SLKL's candidate columns, eq. 6), computed in row blocks of X against the
+        candidates in ``dtype``, so C is never held whole and each column is computed once for
+        every output."""
+        cand = _as_indices(cand, self.n, "cand")
+        Y = np.asarray(Y, dtype=np.float64).reshape(self.n, -1)
+        M, k = cand.size, Y.shape[1]
+        Q, R = np.zeros((M, M)), np.zeros((M, k))
+        Zc = self.X[cand]
+        prepared = self.kernel.prepare(Zc, dtype)
+        fixed = fixed_bytes + 2 * Q.nbytes + R.nbytes + Zc.nbytes + prepared.nbytes  # + the product added to Q
+        for start, stop, B in _blocks(self.kernel, self.X, prepared, self._budget(budget, False), fixed):
+            if scale is not None:
+                B *= scale[None, :]
+            if weights is not None:
+                B *= weights[start:stop, None]
+            Q += B.T @ B
+            R += B.T @ Y[start:stop]
+        return Q, R
+
+    def row_cache(self, *, reserved_bytes=0, max_rows=None, batch_rows=None):
+        """An LRU cache of rows of K within the operator's budget (see :class:`KernelRowCache`)."""
+        from .row_cache import KernelRowCache
+
+        return KernelRowCache(self, reserved_bytes=reserved_bytes, max_rows=max_rows, batch_rows=batch_rows)
+
+
+class RowBlock:
+    """Rows M = K[idx, :] (J x n) held for a block solver, used only through its products."""
+
+    def __init__(self, M, backend):
+        self._M = M
+        self.backend = backend
+
+    @property
+    def shape(self):
+        return self._M.shape
+
+    @property
+    def nbytes(self):
+        return self._M.nbytes
+
+    @property
+    def dtype(self):
+        return self._M.dtype
+
+    def gram(self, out=None):
+        """M M^T (J x J); numpy runs it as a symmetric rank-k update."""
+        return self.backend.matmul(self._M, self._M.T, out=out)
+
+    def row_sums(self):
+        return self._M.sum(axis=1)
+
+    def columns(self, cols):
+        """M[:, cols] (J x len(cols)): the square part K[idx, idx] when cols = idx."""
+        return self._M[:, cols]
+
+    def dot(self, W, out=None):
+        """M W for W of shape (n, k)."""
+        return self.backend.matmul(self._M, W, out=out)
+
+    def tdot(self, V, out=None):
+        """M^T V for V of shape (J, k)."""
+        return self.backend.matmul(self._M.T, V, out=out)
+
+
+# ----------------------------------------------------------------------------------------------
+# one-off functions on user arrays
+
+
+def _prepare_pair(kernel, X, Z, names=("X", "Z")):
+    kernel = make_kernel(kernel)
+    X = as_float_array(X, names[0])
+    Z = X if Z is None else as_float_array(Z, names[1])
+    check_same_features(Z, X.shape[1], names[1])
+    return kernel, X, Z, result_dtype(X, Z)
+
+
+def _fixed_bytes(kernel, Z, dtype):
+    """Memory a blocked call holds besides its blocks: the prepared Z (and its cast copy)."""
+    return kernel.aux_bytes(Z.shape[0], Z.shape[1], dtype, Z.dtype)
+
+
+def iter_kernel_blocks(kernel, X, Z=None, max_memory=None, *, dtype=None, prepared=None, fixed_bytes=0):
+    """Yield ``(start, stop, K(X[start:stop], Z))`` over row blocks that fit the budget.
+
+    The block array is reused between iterations: copy it if you keep it. ``dtype`` overrides
+    the computation dtype (default: float32 only if X and Z are). ``prepared`` (from
+    ``kernel.prepare``) skips re-preparing Z when the caller loops several times; ``fixed_bytes``
+    is memory the caller holds that counts against the same budget.
+    """
+    kernel, X, Z, pair_dtype = _prepare_pair(kernel, X, Z)
+    dtype = np.dtype(pair_dtype if dtype is None else dtype)
+    budget = parse_memory(max_memory)
+    if prepared is None:
+        fixed_bytes += _fixed_bytes(kernel, Z, dtype)
+        _block_rows(kernel, X.shape[0], Z.shape[0], X.shape[1], dtype, budget, fixed_bytes)  # fail before preparing
+        prepared = kernel.prepare(Z, dtype)
+    yield from _blocks(kernel, X, prepared, budget, fixed_bytes)
+
+
+def matvec_memory(kernel, n_rows, n_cols, n_features, dtype=np.float64, max_memory=None):
+    """Bytes :func:`kernel_matvec` would allocate for kernel work (its temporaries).
+
+    Raises the same ValueError as the product itself when the budget cannot hold one row.
+    """
+    kernel = make_kernel(kernel)
+    budget = parse_memory(max_memory)
+    fixed = kernel.aux_bytes(n_cols, n_features, dtype)
+    step = _block_rows(kernel, n_rows, n_cols, n_features, dtype, budget, fixed)
+    return fixed + ufunc_workspace_bytes() + step * kernel.bytes_per_row(n_cols, n_features, dtype)
+
+
+def kernel_matvec(kernel, X, Z, V, max_memory=None):
+    """Return K(X, Z) @ V without holding more than ``max_memory`` bytes of kernel blocks.
+
+    Parameters
+    ----------
+    kernel : Kernel or str
+    X : array of shape (n, d)
+    Z : array of shape (m, d), or None for Z = X
+    V : array of shape (m,) or (m, k)
+    max_memory : int, str or None
+
+    Returns
+    -------
+    array of shape (n,) or (n, k), in float32 only when X, Z and V are all float32.
+    """
+    kernel, X, Z, dtype = _prepare_pair(kernel, X, Z)
+    V = as_float_array(V, "V", ensure_2d=False)
+    if V.ndim not in (1, 2) or V.shape[0] != Z.shape[0]:
+        raise ValueError(
+            f"V must have shape ({Z.shape[0]},) or ({Z.shape[0]}, k) to match the {Z.shape[0]} "
+            f"points of Z, got {V.shape}."
+        )
+    dtype = np.result_type(dtype, V.dtype)
+    V_given, V = V, np.ascontiguousarray(V, dtype=dtype)
+    copied = V.nbytes if V is not V_given else 0
+    out = np.empty((X.shape[0],) + V.shape[1:], dtype=dtype)
+    for start, stop, block in iter_kernel_blocks(kernel, X, Z, max_memory, dtype=dtype, fixed_bytes=copied):
+        np.matmul(block, V, out=out[start:stop])
+    return out
+
+
+def kernel_rows(kernel, X, rows, Z=None, max_memory=None, *, out=None):
+    """Return the rows K(X[rows], Z) (Z = X when None) as a (len(rows), m) array.
+
+    The result is itself a kernel block, so it counts against ``max_memory`` unless ``out`` (a
+    C-ordered (len(rows), m) array of the computation dtype) is given; ask for fewer rows at a
+    time otherwise. Solvers that fetch rows repeatedly use :meth:`KernelOperator.rows`.
+    """
+    kernel, X, Z, dtype = _prepare_pair(kernel, X, Z)
+    rows = _as_indices(rows, X.shape[0])
+    shape = (rows.size, Z.shape[0])
+    _check_out(out, shape, dtype)
+    budget = parse_memory(max_memory)
+    held = _fixed_bytes(kernel, Z, dtype) + rows.size * X.shape[1] * X.itemsize
+    if out is None:
+        held += _check_result_fits(rows.size, Z.shape[0], dtype, budget)
+    n_cols, item = Z.shape[0], np.dtype(dtype).itemsize
+    per_row = max(kernel.bytes_per_row(n_cols, X.shape[1], dtype) - n_cols * item, 1)
+    rows_per_block(max(rows.size, 1), per_row, budget, fixed_bytes=held + ufunc_workspace_bytes())
+    if out is None:
+        out = np.empty(shape, dtype=dtype)
+    return _fill_rows(kernel, X[rows], kernel.prepare(Z, dtype), out, budget, held)
+
+
+def kernel_diag(kernel, X):
+    """Return the diagonal k(x_i, x_i) of K(X, X), O(n d) work and O(n) memory."""
+    return make_kernel(kernel).diag(as_float_array(X, "X"))
+
+
+def kernel_matrix(kernel, X, Z=None, max_memory=None):
+    """Return the full kernel matrix K(X, Z), for the exact solvers only.
+
+    This is the one function that builds an n x m kernel matrix, and only when the caller asks:
+    it refuses (ValueError) when the matrix does not fit in ``max_memory``.
+    """
+    kernel, X, Z, _ = _prepare_pair(kernel, X, Z)
+    return kernel_rows(kernel, X, np.arange(X.shape[0]), Z, max_memory=max_memory)
