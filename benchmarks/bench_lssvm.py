@@ -200,7 +200,7 @@ class Curve:
 def fit_with_curve(curve, dataset, solver, J, T, X, y, Psi, yte, max_memory=None):
     """Fit the paper's LSSVMClassifier with ``curve`` as its callback (test error at checkpoints,
     evaluation time kept out); returns (estimator, measurement, solver seconds, metrics)."""
-    est = LSSVMClassifier(kernel=paper_kernel(), C=C, solver=solver, block_size=J, n_iter=T,
+    est = LSSVMClassifier(kernel=paper_kernel(), C=C, solver=solver, batch_size=J, n_iter=T,
                           dtype=np.float32, random_state=SEED, max_memory=max_memory, callback=curve)
 
     def fit():
@@ -244,7 +244,7 @@ def run_solver(suite, dataset, solver, X, y, Psi, yte, J, T, base, part, Xte_che
     label = f"LSSVMClassifier({solver}, J={J})"
     rec = suite.add(
         dataset, label, role="ours", measurement=m, time_median_s=solver_s, times_s=[solver_s],
-        params=dict(base, solver=solver, block_size=J, n_iter=T, C=C, part=part, random_state=SEED,
+        params=dict(base, solver=solver, batch_size=J, n_iter=T, C=C, part=part, random_state=SEED,
                     kernel="polynomial degree 4, gamma 1, coef0 0", fit_wall_s=m.median,
                     evaluation_s=curve.eval_s),
         metrics=metrics,
@@ -441,7 +441,7 @@ def run_long(suite, dataset, part, X, y, Psi, yte, base, quick=False):
     label = f"LSSVMClassifier({solver}, J={J}) long run"
     rec = suite.add(
         dataset, label, role="ours", measurement=m, time_median_s=solver_s, times_s=[solver_s],
-        params=dict(base, solver=solver, block_size=J, n_iter=T, C=C, part=part, random_state=SEED,
+        params=dict(base, solver=solver, batch_size=J, n_iter=T, C=C, part=part, random_state=SEED,
                     kernel="polynomial degree 4, gamma 1, coef0 0", fit_wall_s=m.median,
                     evaluation_s=curve.eval_s, checkpoint_every=every, flat_window=flat,
                     flat_tol=curve.flat_tol, time_cap_s=cap, max_memory=max_memory),

@@ -17,7 +17,7 @@ from kernelscale.least_squares import CalibratedLeastSquaresClassifier, Generali
 from kernelscale.stagewise import StagewiseClassifier, StagewiseRegressor
 
 # the paper's float32 default: scikit-learn compares these two checks at rtol=1e-7
-FLOAT32_LSSVM = LSSVMRegressor(kernel=GaussianKernel(sigma=1.0), C=10.0, block_size=16, n_iter=50, random_state=0)
+FLOAT32_LSSVM = LSSVMRegressor(kernel=GaussianKernel(sigma=1.0), C=10.0, batch_size=16, n_iter=50, random_state=0)
 
 ESTIMATORS = [
     ExactKernelRidge(kernel=GaussianKernel(sigma=1.0), alpha=0.1),
@@ -35,15 +35,15 @@ ESTIMATORS = [
     StagewiseRegressor(block_size=24, n_stages=3, pca_components=None, random_state=0),
     StagewiseRegressor("polynomial", block_size=12, n_stages=2, update="calibrated", pca_components=None,
                        random_state=0),
-    LSSVMClassifier(kernel=GaussianKernel(sigma=1.0), C=10.0, solver="matching_pursuit", block_size=16, n_iter=50,
+    LSSVMClassifier(kernel=GaussianKernel(sigma=1.0), C=10.0, solver="matching_pursuit", batch_size=16, n_iter=50,
                     dtype=None, random_state=0),
-    LSSVMClassifier(kernel="gaussian", C=10.0, solver="kaczmarz", block_size=16, n_iter=50, dtype=None,
+    LSSVMClassifier(kernel="gaussian", C=10.0, solver="kaczmarz", batch_size=16, n_iter=50, dtype=None,
                     random_state=0),
-    LSSVMClassifier(kernel=GaussianKernel(sigma=1.0), C=10.0, solver="kaczmarz_mp", block_size=16, n_iter=30,
+    LSSVMClassifier(kernel=GaussianKernel(sigma=1.0), C=10.0, solver="kaczmarz_mp", batch_size=16, n_iter=30,
                     dtype=None, random_state=0),
-    LSSVMClassifier(kernel=GaussianKernel(sigma=1.0), C=10.0, solver="nystrom", block_size=64, n_iter=10,
+    LSSVMClassifier(kernel=GaussianKernel(sigma=1.0), C=10.0, solver="nystrom", batch_size=64, n_iter=10,
                     dtype=None, random_state=0),
-    LSSVMRegressor(kernel=GaussianKernel(sigma=1.0), C=10.0, solver="matching_pursuit", block_size=16, n_iter=50,
+    LSSVMRegressor(kernel=GaussianKernel(sigma=1.0), C=10.0, solver="matching_pursuit", batch_size=16, n_iter=50,
                    dtype=None, random_state=0),
     LSSVMRegressor(kernel=GaussianKernel(sigma=1.0), C=10.0, solver="exact", dtype=None),
     FLOAT32_LSSVM,

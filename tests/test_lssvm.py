@@ -159,7 +159,7 @@ def test_blocks_are_contiguous_pieces_of_reshuffled_permutations():
 @pytest.mark.parametrize("solver, n_iter", [("matching_pursuit", 120), ("kaczmarz", 120), ("kaczmarz_mp", 120)])
 def test_iterative_solvers_converge_to_exact(small, solver, n_iter):
     X, Y, C, T, Z, W_star = small
-    sol = solve_lssvm(GaussianKernel(sigma=SIGMA), X, Y, C, solver, block_size=30, n_iter=n_iter, random_state=0)
+    sol = solve_lssvm(GaussianKernel(sigma=SIGMA), X, Y, C, solver, batch_size=30, n_iter=n_iter, random_state=0)
     err = np.linalg.norm(stack(sol) - W_star) / np.linalg.norm(W_star)
     assert err < 1e-6, err
 
@@ -168,7 +168,7 @@ def test_matching_pursuit_residual_never_increases(small):
     X, Y, C, T, Z, _ = small
     true_residuals = []
     sol = solve_lssvm(
-        GaussianKernel(sigma=SIGMA), X, Y, C, "matching_pursuit", block_size=7, n_iter=60, random_state=1,
+        GaussianKernel(sigma=SIGMA), X, Y, C, "matching_pursuit", batch_size=7, n_iter=60, random_state=1,
         callback=lambda info: true_residuals.append(np.linalg.norm(Z - T @ info["coef"])),
     )
     hist = sol.residual_history[0]
@@ -182,7 +182,7 @@ def test_kaczmarz_solvers_are_monotone(small, solver):
     X, Y, C, T, Z, W_star = small
     errors = []
     sol = solve_lssvm(
-        GaussianKernel(sigma=SIGMA), X, Y, C, solver, block_size=7, n_iter=60, random_state=2,
+        GaussianKernel(sigma=SIGMA), X, Y, C, solver, batch_size=7, n_iter=60, random_state=2,
         callback=lambda info: errors.append(np.linalg.norm(info["coef"] - W_star)),
     )
     errors = np.array([np.linalg.norm(W_star)] + errors)
@@ -208,7 +208,7 @@ def test_paper_hybrid_with_unit_steps_can_diverge_which_is_why_we_line_search(sm
         W[s] += np.linalg.pinv(T[:, s]) @ (Z - T @ W)
     assert np.linalg.norm(W - W_star) > 10 * np.linalg.norm(W_star)
     sol = solve_lssvm(
-        GaussianKernel(sigma=SIGMA), X, Y, C, "kaczmarz_mp", block_size=7, n_iter=150, random_state=0
+        GaussianKernel(sigma=SIGMA), X, Y, C, "kaczmarz_mp", batch_size=7, n_iter=150, random_state=0
     )
     assert np.linalg.norm(stack(sol) - W_star) < 0.2 * np.linalg.norm(W_star)
 
@@ -221,7 +221,7 @@ def test_monotone_even_when_blocks_are_singular():
     Y = np.eye(2)[rng.integers(0, 2, 60)]
     with pytest.warns(RuntimeWarning, match="singular"):
         sol = solve_lssvm(
-            GaussianKernel(sigma=1.0), X, Y, 1e14, "matching_pursuit", block_size=30, n_iter=20, random_state=0
+            GaussianKernel(sigma=1.0), X, Y, 1e14, "matching_pursuit", batch_size=30, n_iter=20, random_state=0
         )
     assert sol.n_regularized > 0
     assert np.all(np.isfinite(sol.dual_coef))
@@ -229,7 +229,7 @@ def test_monotone_even_when_blocks_are_singular():
     assert np.all(np.diff(hist) <= 1e-9 * hist[0])
     with pytest.warns(RuntimeWarning, match="singular"):
         sol = solve_lssvm(
-            GaussianKernel(sigma=1.0), X, Y, 1e14, "kaczmarz", block_size=30, n_iter=5, random_state=0
+            GaussianKernel(sigma=1.0), X, Y, 1e14, "kaczmarz", batch_size=30, n_iter=5, random_state=0
         )
     assert np.all(np.isfinite(sol.dual_coef))
 
@@ -237,7 +237,7 @@ def test_monotone_even_when_blocks_are_singular():
 def test_nystrom_is_exact_with_all_rows_and_improves_with_block_size(small):
     X, Y, C, T, Z, W_star = small
     n = X.shape[0]
-    full = solve_lssvm(GaussianKernel(sigma=SIGMA), X, Y, C, "nystrom", block_size=n + 1, n_iter=2, random_state=0)
+    full = solve_lssvm(GaussianKernel(sigma=SIGMA), X, Y, C, "nystrom", batch_size=n + 1, n_iter=2, random_state=0)
     np.testing.assert_allclose(stack(full), W_star, rtol=1e-7, atol=1e-8)
     Xt = np.random.default_rng(9).normal(size=(200, 3))
     exact = gaussian_scores(Xt, X, W_star[1:], W_star[0])
@@ -246,7 +246,7 @@ def test_nystrom_is_exact_with_all_rows_and_improves_with_block_size(small):
         errs = []
         for seed in range(3):
             sol = solve_lssvm(
-                GaussianKernel(sigma=SIGMA), X, Y, C, "nystrom", block_size=J, n_iter=5, random_state=seed
+                GaussianKernel(sigma=SIGMA), X, Y, C, "nystrom", batch_size=J, n_iter=5, random_state=seed
             )
             errs.append(np.linalg.norm(gaussian_scores(Xt, X, sol.dual_coef, sol.intercept) - exact))
         errors.append(np.mean(errs))
@@ -258,11 +258,11 @@ def test_nystrom_callback_sees_the_committee_average(small):
     """The callback's "coef" after member t is the average of the first t members (eq. 27)."""
     X, Y, *_ = small
     seen = []
-    sol = solve_lssvm(GaussianKernel(sigma=SIGMA), X, Y, 10.0, "nystrom", block_size=20, n_iter=3,
+    sol = solve_lssvm(GaussianKernel(sigma=SIGMA), X, Y, 10.0, "nystrom", batch_size=20, n_iter=3,
                       random_state=0, callback=lambda info: seen.append(info["coef"].copy()))
     assert len(seen) == 3 and not np.allclose(seen[0], seen[2])
     np.testing.assert_allclose(seen[-1], stack(sol), rtol=1e-12)
-    first = solve_lssvm(GaussianKernel(sigma=SIGMA), X, Y, 10.0, "nystrom", block_size=20, n_iter=3,
+    first = solve_lssvm(GaussianKernel(sigma=SIGMA), X, Y, 10.0, "nystrom", batch_size=20, n_iter=3,
                         random_state=0, callback=lambda info: info["step"] == 1)
     np.testing.assert_allclose(seen[0], stack(first), rtol=1e-12)
 
@@ -276,7 +276,7 @@ def test_n_averaged_is_the_mean_of_the_seeded_runs(small):
         if info["step"] == 4:
             finals[info["run"]] = info["coef"].copy()
 
-    sol = solve_lssvm(GaussianKernel(sigma=SIGMA), X, Y, C, "kaczmarz", block_size=10, n_iter=4, n_averaged=3,
+    sol = solve_lssvm(GaussianKernel(sigma=SIGMA), X, Y, C, "kaczmarz", batch_size=10, n_iter=4, n_averaged=3,
                       random_state=0, callback=keep_last)
     assert len(finals) == 3 and not np.allclose(finals[0], finals[1])
     np.testing.assert_allclose(stack(sol), np.mean([finals[r] for r in range(3)], axis=0), rtol=1e-12)
@@ -290,7 +290,7 @@ def test_n_averaged_is_the_mean_of_the_seeded_runs(small):
 def test_classifier_matches_exact_lssvm_and_proba_is_softmax():
     X, Y = problem(n=150, k=3, seed=3)
     y = np.array(["a", "b", "c"])[Y.argmax(1)]
-    clf = LSSVMClassifier(kernel=GaussianKernel(sigma=SIGMA), C=2.0, solver="matching_pursuit", block_size=40,
+    clf = LSSVMClassifier(kernel=GaussianKernel(sigma=SIGMA), C=2.0, solver="matching_pursuit", batch_size=40,
                           n_iter=150, dtype=np.float64, random_state=0).fit(X, y)
     b, A = exact_lssvm(GaussianKernel(sigma=SIGMA), X, Y, 2.0)
     Xt = np.random.default_rng(4).normal(size=(50, 3))
@@ -319,7 +319,7 @@ def test_binary_decision_function_is_the_score_difference():
 def test_regressor_matches_exact_on_real_targets(solver):
     X, y, Xt, _ = make_sinc(n_train=150, n_test=60, random_state=0)
     kernel = GaussianKernel(sigma=1.0)
-    reg = LSSVMRegressor(kernel=kernel, C=1.0, solver=solver, block_size=40, n_iter=250, dtype=None,
+    reg = LSSVMRegressor(kernel=kernel, C=1.0, solver=solver, batch_size=40, n_iter=250, dtype=None,
                          random_state=0).fit(X, y)
     b, A = exact_lssvm(kernel, X, y, 1.0)
     expected = gaussian_scores(Xt, X, A, b, sigma=1.0)
@@ -341,7 +341,7 @@ def test_sample_weight_is_the_weighted_diagonal(solver):
     X, Y = problem(n=90, k=2, seed=7)
     y = Y.argmax(1)
     w = np.random.default_rng(8).uniform(0.3, 3.0, 90)
-    clf = LSSVMClassifier(kernel=GaussianKernel(sigma=SIGMA), C=2.0, solver=solver, block_size=30, n_iter=200,
+    clf = LSSVMClassifier(kernel=GaussianKernel(sigma=SIGMA), C=2.0, solver=solver, batch_size=30, n_iter=200,
                           dtype=None, random_state=0).fit(X, y, sample_weight=w)
     W = np.linalg.solve(naive_theta(X, 2.0, w), np.vstack([np.zeros(2), Y]))
     np.testing.assert_allclose(clf.dual_coef_, W[1:], rtol=1e-6, atol=1e-8)
@@ -375,9 +375,9 @@ def test_float32_end_to_end():
     X, Y = problem(n=100, k=3, seed=14)
     y = Y.argmax(1)
     dtypes = []
-    clf = LSSVMClassifier(kernel=GaussianKernel(sigma=SIGMA), C=1.0, block_size=20, n_iter=30, random_state=0,
-                          callback=lambda info: dtypes.append(info["coef"].dtype))
-    clf.fit(X, y)  # float64 input, default dtype=np.float32
+    clf = LSSVMClassifier(kernel=GaussianKernel(sigma=SIGMA), C=1.0, batch_size=20, n_iter=30, random_state=0,
+                          dtype=np.float32, callback=lambda info: dtypes.append(info["coef"].dtype))
+    clf.fit(X, y)  # float64 input, dtype=np.float32 asked for
     assert set(dtypes) == {np.dtype(np.float32)}
     assert clf.X_fit_.dtype == clf.dual_coef_.dtype == clf.intercept_.dtype == np.float32
     assert clf.decision_function(X).dtype == np.float64  # returned in the input's dtype
@@ -386,7 +386,7 @@ def test_float32_end_to_end():
     ref = clone(clf).set_params(dtype=np.float64, callback=None).fit(X, y)
     np.testing.assert_allclose(clf.decision_function(X), ref.decision_function(X), atol=1e-4)
     reg = LSSVMRegressor(
-        kernel=GaussianKernel(sigma=SIGMA), C=1.0, block_size=20, n_iter=10, dtype=None, random_state=0
+        kernel=GaussianKernel(sigma=SIGMA), C=1.0, batch_size=20, n_iter=10, dtype=None, random_state=0
     )
     assert reg.fit(X.astype(np.float32), Y[:, 0]).dual_coef_.dtype == np.float32
     assert reg.fit(X, Y[:, 0]).dual_coef_.dtype == np.float64
@@ -399,7 +399,7 @@ def test_memory_stays_within_budget_and_no_n_by_n_array(solver):
     assert budget < 300 * 300 * 8  # an n x n float64 matrix cannot fit
     tracemalloc.start()
     try:
-        solve_lssvm(GaussianKernel(sigma=SIGMA), X, Y, 1.0, solver, block_size=25, n_iter=3, random_state=0,
+        solve_lssvm(GaussianKernel(sigma=SIGMA), X, Y, 1.0, solver, batch_size=25, n_iter=3, random_state=0,
                     max_memory=budget)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
@@ -419,7 +419,7 @@ def test_regularised_singular_blocks_stay_within_the_memory_estimate(solver):
     tracemalloc.start()
     try:
         with pytest.warns(RuntimeWarning, match="singular"):
-            solve_lssvm(GaussianKernel(sigma=SIGMA), X, Y, 1e6, solver, block_size=J, n_iter=2,
+            solve_lssvm(GaussianKernel(sigma=SIGMA), X, Y, 1e6, solver, batch_size=J, n_iter=2,
                         random_state=0, max_memory=budget)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
@@ -431,35 +431,35 @@ def test_too_small_budget_fails_at_once_naming_block_size():
     X, Y = problem(n=300, k=3, seed=16)
     kernel = GaussianKernel(sigma=SIGMA)
     budget = lssvm_fit_memory(300, 3, 3, 64, np.float64, kernel, "matching_pursuit")
-    clf = LSSVMClassifier(kernel=kernel, C=1.0, block_size=256, n_iter=2, dtype=None, max_memory=budget)
+    clf = LSSVMClassifier(kernel=kernel, C=1.0, batch_size=256, n_iter=2, dtype=None, max_memory=budget)
     tracemalloc.start()
     try:
-        with pytest.raises(ValueError, match=r"block_size <= (\d+)") as info:
+        with pytest.raises(ValueError, match=r"batch_size <= (\d+)") as info:
             clf.fit(X, Y.argmax(1))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     assert peak < 256 * 300 * 8  # failed before allocating the 256 x 300 block
-    suggested = int(re.search(r"block_size <= (\d+)", str(info.value)).group(1))
+    suggested = int(re.search(r"batch_size <= (\d+)", str(info.value)).group(1))
     assert 64 <= suggested < 256
-    clf.set_params(block_size=suggested).fit(X, Y.argmax(1))  # the suggestion works
+    clf.set_params(batch_size=suggested).fit(X, Y.argmax(1))  # the suggestion works
 
 
 def test_block_size_larger_than_system_is_clipped_with_warning_and_bad_values_refused():
     X, Y = problem(n=30, k=2, seed=17)
-    clf = LSSVMClassifier(kernel=GaussianKernel(sigma=SIGMA), C=1.0, block_size=500, n_iter=2, dtype=None)
-    with pytest.warns(UserWarning, match="block_size=500.*31 rows"):
+    clf = LSSVMClassifier(kernel=GaussianKernel(sigma=SIGMA), C=1.0, batch_size=500, n_iter=2, dtype=None)
+    with pytest.warns(UserWarning, match="batch_size=500.*31 rows"):
         clf.fit(X, Y.argmax(1))
-    assert clf.block_size_ == 31
+    assert clf.batch_size_ == 31
     for bad in (0, -3, 2.5):
-        with pytest.raises(ValueError, match="block_size"):
-            clone(clf).set_params(block_size=bad).fit(X, Y.argmax(1))
+        with pytest.raises(ValueError, match="batch_size"):
+            clone(clf).set_params(batch_size=bad).fit(X, Y.argmax(1))
 
 
 def test_bad_input_messages():
     X, Y = problem(n=30, k=2, seed=18)
     y = Y.argmax(1)
-    clf = LSSVMClassifier(kernel=GaussianKernel(sigma=SIGMA), block_size=10, n_iter=2)
+    clf = LSSVMClassifier(kernel=GaussianKernel(sigma=SIGMA), batch_size=10, n_iter=2)
     with pytest.raises(ValueError, match="2 classes"):
         clone(clf).fit(X, np.zeros(30))
     with pytest.raises(ValueError, match="dtype"):
@@ -480,35 +480,46 @@ def test_bad_input_messages():
 def test_warm_start_continues_and_callback_stops():
     X, Y = problem(n=120, k=3, seed=19)
     y = Y.argmax(1)
-    params = dict(kernel=GaussianKernel(sigma=SIGMA), C=1.0, block_size=10, n_iter=15, dtype=None, random_state=0)
+    params = dict(kernel=GaussianKernel(sigma=SIGMA), C=1.0, batch_size=10, n_iter=15, dtype=None, random_state=0)
     cold = LSSVMClassifier(**params).fit(X, y)
     warm = LSSVMClassifier(warm_start=True, **params).fit(X, y)
     first = warm.residual_history_[0, -1]
-    warm.fit(X, y)
+    warm.set_params(n_iter=30).fit(X, y)  # n_iter is the total: 15 more
     np.testing.assert_allclose(warm.residual_history_[0, 0], first, rtol=1e-8)  # starts where it stopped
+    assert warm.residual_history_.shape == (1, 16) and warm.n_iter_ == 30
     assert warm.residual_history_[0, -1] < 0.9 * cold.residual_history_[0, -1]
     assert warm.n_updates_ == 30
+    before = warm.dual_coef_.copy()
+    with pytest.warns(UserWarning, match="does nothing"):
+        warm.fit(X, y)  # the total is reached: the model is unchanged
+    np.testing.assert_array_equal(warm.dual_coef_, before)
+    with pytest.raises(ValueError, match="n_iter=10 is smaller than the 30 iterations"):
+        warm.set_params(n_iter=10).fit(X, y)
     # nystrom: new members join the committee with their weight
     nys = LSSVMClassifier(solver="nystrom", warm_start=True, **{**params, "n_iter": 2}).fit(X, y)
     one = nys.dual_coef_.copy()
-    nys.fit(X, y)
+    nys.set_params(n_iter=4).fit(X, y)
     assert nys.n_updates_ == 4 and not np.allclose(nys.dual_coef_, one)
     stopped = LSSVMClassifier(callback=lambda info: info["step"] == 3, **params).fit(X, y)
     assert stopped.n_iter_ == 3 and np.isnan(stopped.residual_history_[0, 4])
 
 
-def test_default_kernel_is_the_papers_and_string_kernels_resolve():
+def test_defaults_follow_the_library_convention_and_string_kernels_resolve():
     clf = LSSVMClassifier()
-    assert clf.kernel.get_params() == {"degree": 4, "gamma": 1.0, "coef0": 0.0}
+    assert clf.kernel == "gaussian" and clf.dtype is None  # the paper's poly-4 / float32 live in the benchmark
     X, Y = problem(n=50, k=2, seed=20)
-    fitted = LSSVMClassifier(kernel="gaussian", block_size=10, n_iter=3, random_state=0).fit(X, Y.argmax(1))
+    fitted = LSSVMClassifier(batch_size=10, n_iter=3, random_state=0).fit(X, Y.argmax(1))
     assert isinstance(fitted.kernel_, GaussianKernel) and fitted.kernel_.is_resolved
-    assert clf.kernel.get_params() == PolynomialKernel(degree=4, gamma=1.0, coef0=0.0).get_params()
+    assert fitted.dual_coef_.dtype == np.float64
+    fitted = LSSVMClassifier("polynomial", batch_size=10, n_iter=3, random_state=0).fit(X, Y.argmax(1))
+    assert isinstance(fitted.kernel_, PolynomialKernel)
+    with pytest.raises(TypeError):
+        LSSVMClassifier("gaussian", 1.0)  # everything after the kernel is keyword-only
 
 
 def test_no_warnings_in_an_ordinary_fit():
     X, Y = problem(n=100, k=3, seed=23)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        clf = LSSVMClassifier(kernel=GaussianKernel(sigma=SIGMA), C=10.0, block_size=20, n_iter=5, random_state=0)
+        clf = LSSVMClassifier(kernel=GaussianKernel(sigma=SIGMA), C=10.0, batch_size=20, n_iter=5, random_state=0)
         clf.fit(X, Y.argmax(1))

@@ -105,17 +105,17 @@ def _demo_entries():
         DemoEntry("StagewiseClassifier", "digits", lambda: StagewiseClassifier(
             block_size=256, n_stages=4, update="logistic", inner_iter=20, random_state=0)),
         DemoEntry("LSSVMClassifier (matching pursuit)", "digits", lambda: make_pipeline(
-            CenterNormalize(), LSSVMClassifier(solver="matching_pursuit", block_size=400, n_iter=10, random_state=0))),
+            CenterNormalize(), LSSVMClassifier(solver="matching_pursuit", batch_size=400, n_iter=10, random_state=0))),
         DemoEntry("LSSVMClassifier (Kaczmarz)", "digits", lambda: make_pipeline(
-            CenterNormalize(), LSSVMClassifier(solver="kaczmarz", block_size=400, n_iter=10, random_state=0))),
+            CenterNormalize(), LSSVMClassifier(solver="kaczmarz", batch_size=400, n_iter=10, random_state=0))),
         DemoEntry("LSSVMClassifier (Kaczmarz-MP)", "digits", lambda: make_pipeline(
-            CenterNormalize(), LSSVMClassifier(solver="kaczmarz_mp", block_size=400, n_iter=5, random_state=0))),
+            CenterNormalize(), LSSVMClassifier(solver="kaczmarz_mp", batch_size=400, n_iter=5, random_state=0))),
         DemoEntry("LSSVMClassifier (Nystrom committee)", "digits", lambda: make_pipeline(
-            CenterNormalize(), LSSVMClassifier(solver="nystrom", block_size=600, n_iter=3, random_state=0))),
+            CenterNormalize(), LSSVMClassifier(solver="nystrom", batch_size=600, n_iter=3, random_state=0))),
         DemoEntry("LSSVMClassifier (FFT features, MP)", "digits", lambda: make_pipeline(
-            FFTFeatures(), LSSVMClassifier(solver="matching_pursuit", block_size=400, n_iter=10, random_state=0))),
+            FFTFeatures(), LSSVMClassifier(solver="matching_pursuit", batch_size=400, n_iter=10, random_state=0))),
         DemoEntry("LSSVMRegressor (matching pursuit)", "sinc", lambda: LSSVMRegressor(
-            GaussianKernel(sigma=1.0), C=10.0, solver="matching_pursuit", block_size=250, n_iter=40, random_state=0)),
+            GaussianKernel(sigma=1.0), C=10.0, solver="matching_pursuit", batch_size=250, n_iter=40, random_state=0)),
         DemoEntry("StagewiseRegressor", "sinc", lambda: StagewiseRegressor(
             block_size=100, n_stages=4, pca_components=None, random_state=0)),
     ]

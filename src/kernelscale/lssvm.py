@@ -55,7 +55,7 @@ precision gets a ridge (one RuntimeWarning per fit; the count is ``n_regularized
 
 ``n_averaged`` = S > 1 averages S independently seeded solutions (eq. 68).
 
-Cost of one iteration (n samples, d features, J = block_size, k outputs): the J x n kernel block
+Cost of one iteration (n samples, d features, J = batch_size, k outputs): the J x n kernel block
 (2 J n d flops, one GEMM) and its Gram matrix G (J^2 n flops, a float32 symmetric rank-k
 update) dominate; both are needed by the exact block projections (pinv of a J x n block).
 For MNIST (n = 60000, d = 784, J = 2000) the Gram matrix is about 1.3 times the block's
@@ -73,7 +73,7 @@ from typing import NamedTuple
 
 import numpy as np
 from scipy import linalg
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context, clone
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.utils import check_random_state, compute_sample_weight
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
@@ -83,7 +83,8 @@ from ._monitor import IterationMonitor, check_callback
 from ._validation import as_float_array, check_positive
 from .exact import exact_lssvm, kernel_predict, kernel_ridge_dual
 from .features import _float_dtype
-from .kernels import KERNEL_NAMES, Kernel, PolynomialKernel, make_kernel
+from ._estimator import resolve_kernel, warm_start_iterations
+from .kernels import KERNEL_NAMES, Kernel, make_kernel
 from .ops.kernel import KernelOperator, kernel_rows
 from .ops.memory import format_bytes, parse_memory, ufunc_workspace_bytes
 
@@ -318,8 +319,8 @@ def _state_bytes(n, k, J, item, solver, n_averaged):
     return n_vec * (n + 1) * k * item + 2 * J * J * 8 + J * J * item + 6 * J * k * 8
 
 
-def lssvm_fit_memory(n, d, k, block_size, dtype, kernel, solver="matching_pursuit", n_averaged=1):
-    """Bytes a fit of ``solver`` allocates for n samples, d features, k outputs and J = block_size.
+def lssvm_fit_memory(n, d, k, batch_size, dtype, kernel, solver="matching_pursuit", n_averaged=1):
+    """Bytes a fit of ``solver`` allocates for n samples, d features, k outputs and J = batch_size.
 
     Counts the (n + 1) x k state arrays (W, Z, the residual R, the committee/average, update
     temporaries), one J x n kernel block with the temporaries of
@@ -333,7 +334,7 @@ def lssvm_fit_memory(n, d, k, block_size, dtype, kernel, solver="matching_pursui
     item = dtype.itemsize
     if solver == "exact":
         return n * n * item + 3 * n * (k + 1) * item
-    J = min(int(block_size), n + 1)
+    J = min(int(batch_size), n + 1)
     state = _state_bytes(n, k, J, item, solver, n_averaged)
     block = J * n * item
     temps = (
@@ -367,11 +368,11 @@ def _check_memory(n, d, k, J, dtype, kernel, solver, n_averaged, budget):
             lo = mid
         else:
             hi = mid - 1
-    hint = f"pass block_size <= {lo}" if lo else "no block_size fits"
+    hint = f"pass batch_size <= {lo}" if lo else "no batch_size fits"
     f32 = ", use dtype=np.float32 (halves it)" if dtype == np.float64 else ""
     raise ValueError(
         f"max_memory={format_bytes(budget)} is too small for solver={solver!r} with "
-        f"block_size={J}: it needs {format_bytes(need)} ({need} bytes; a {J} x {n} kernel block "
+        f"batch_size={J}: it needs {format_bytes(need)} ({need} bytes; a {J} x {n} kernel block "
         f"plus the state arrays); {hint}{f32}, or increase max_memory to at least {need} bytes."
     )
 
@@ -386,7 +387,7 @@ class LSSVMSolution(NamedTuple):
     intercept (k,), dual_coef (n, k); n_iter: iterations of the last run; residual_history
     (S, n_iter + 1) of ||Z - Theta W||_F (matching pursuit and hybrid, else None);
     update_history (S, n_iter) of ||W(t+1) - W(t)||_F (Kaczmarz and hybrid, else None), NaN
-    after an early stop; n_regularized: block solves that needed a ridge; block_size: J used.
+    after an early stop; n_regularized: block solves that needed a ridge; batch_size: J used.
     """
 
     intercept: np.ndarray
@@ -395,7 +396,7 @@ class LSSVMSolution(NamedTuple):
     residual_history: np.ndarray | None
     update_history: np.ndarray | None
     n_regularized: int
-    block_size: int
+    batch_size: int
 
 
 def exact_weighted_lssvm(kernel, X, Y, C, sample_weight=None, max_memory=None):
@@ -428,7 +429,7 @@ def solve_lssvm(
     solver="matching_pursuit",
     *,
     sample_weight=None,
-    block_size=2000,
+    batch_size=2000,
     n_iter=100,
     n_averaged=1,
     init=None,
@@ -449,7 +450,7 @@ def solve_lssvm(
     C : float > 0, the paper's gamma.
     solver : one of SOLVERS.
     sample_weight : array (n,) of positive weights, or None (drop zero weights beforehand).
-    block_size : int >= 1, J; clipped (with a warning) to the n + 1 rows of Theta.
+    batch_size : int >= 1, J; clipped (with a warning) to the n + 1 rows of Theta.
     n_iter : int >= 1, T: iterations per run (committee members for "nystrom").
     n_averaged : int >= 1, S: independently seeded runs averaged (eq. 68).
     init : (intercept, dual_coef) to start from (warm start), or None for W = 0. For
@@ -457,7 +458,7 @@ def solve_lssvm(
     init_count : int, previous block updates (mixed into the seeds so a warm start draws new
         blocks; the committee weight of ``init`` for "nystrom").
     random_state : int, RandomState or None.
-    max_memory : int, str or None. The fit fails at once, naming block_size, when it cannot
+    max_memory : int, str or None. The fit fails at once, naming batch_size, when it cannot
         run within this budget (see :func:`lssvm_fit_memory`).
     verbose, callback : see :class:`kernelscale._monitor.IterationMonitor`. The callback's dict
         has "run", "step", "residual" / "update" and "coef", the live (n + 1, k) array W.
@@ -470,7 +471,7 @@ def solve_lssvm(
         raise ValueError(f"solver={solver!r} is not one of {SOLVERS}.")
     kernel = make_kernel(kernel)
     check_positive(C, "C")
-    for value, name in ((block_size, "block_size"), (n_iter, "n_iter"), (n_averaged, "n_averaged")):
+    for value, name in ((batch_size, "batch_size"), (n_iter, "n_iter"), (n_averaged, "n_averaged")):
         check_positive(value, name, integer=True)
     check_callback(callback)
     X = as_float_array(X, "X")
@@ -492,11 +493,11 @@ def solve_lssvm(
         b, A = exact_weighted_lssvm(kernel, X, Y, C, sample_weight, max_memory=budget)
         return LSSVMSolution(b.astype(dtype), A.astype(dtype), 1, None, None, 0, n + 1)
 
-    J = int(block_size)
+    J = int(batch_size)
     if J > n + 1:
         warnings.warn(
-            f"block_size={J} is larger than the {n + 1} rows of the LS-SVM system (n_samples={n} "
-            f"plus the bias row); using block_size={n + 1}.",
+            f"batch_size={J} is larger than the {n + 1} rows of the LS-SVM system (n_samples={n} "
+            f"plus the bias row); using batch_size={n + 1}.",
             UserWarning,
             stacklevel=2,
         )
@@ -546,7 +547,7 @@ def solve_lssvm(
             f"working precision (duplicate samples, C too large for {dtype.name}, or a block "
             f"larger than the rank of the kernel); their J x J solves were regularised with a "
             f"ridge up to {small.largest_ridge:.3g} (relative to unit diagonal) and the steps "
-            f"kept monotone by the line-search factor. Consider float64, a smaller C or block_size.",
+            f"kept monotone by the line-search factor. Consider float64, a smaller C or batch_size.",
             RuntimeWarning,
             stacklevel=2,
         )
@@ -626,16 +627,12 @@ def _nystrom(system, Z, blocks, T, small, monitor, run):
 # estimators
 
 
-def _paper_kernel():
-    return PolynomialKernel(degree=4, gamma=1.0, coef0=0.0)
-
-
 class _LSSVMBase(BaseEstimator):
     _parameter_constraints: dict = {
         "kernel": [Kernel, StrOptions(set(KERNEL_NAMES))],
         "C": [Interval(Real, 0, None, closed="neither")],
         "solver": [StrOptions(set(SOLVERS))],
-        "block_size": [Interval(Integral, 1, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
         "n_iter": [Interval(Integral, 1, None, closed="left")],
         "n_averaged": [Interval(Integral, 1, None, closed="left")],
         "dtype": "no_validation",  # checked in fit (np.float32, np.float64 or None)
@@ -649,8 +646,9 @@ class _LSSVMBase(BaseEstimator):
     def _work_dtype(self, X):
         return X.dtype if self.dtype is None else _float_dtype(self.dtype, "dtype")
 
-    def _fit_system(self, X, Y, sample_weight):
-        """Validate weights, resolve the kernel, solve; set the fitted attributes."""
+    def _fit_system(self, X, Y, sample_weight, squeeze=False):
+        """Validate weights, resolve the kernel, solve; set the fitted attributes (a 1-d
+        ``dual_coef_`` and a scalar ``intercept_`` with ``squeeze``)."""
         dtype = self._work_dtype(X)
         parse_memory(self.max_memory)
         if sample_weight is not None:
@@ -664,37 +662,31 @@ class _LSSVMBase(BaseEstimator):
             if not keep.all():
                 X, Y, sample_weight = X[keep], Y[keep], sample_weight[keep]
         X = np.ascontiguousarray(X, dtype=dtype)
-        kernel = make_kernel(self.kernel)
         rng = check_random_state(self.random_state)
-        if kernel.is_resolved:
-            self.kernel_ = clone(kernel)
-        else:
-            if X.shape[0] < 2:
-                raise ValueError(
-                    f"sigma='median' needs at least 2 samples to pick a bandwidth, got "
-                    f"{X.shape[0]}; pass more data or a number as sigma."
-                )
-            self.kernel_ = kernel.resolve(X, rng, sample_weight)
-        init, init_count = None, 0
+        kernel = resolve_kernel(self.kernel, X, rng, sample_weight)
+        init, init_count, done = None, 0, 0
         if self.warm_start and hasattr(self, "dual_coef_") and self.solver != "exact":
             prev = self.dual_coef_.reshape(self.dual_coef_.shape[0], -1)
             if prev.shape == Y.shape:
                 init = (np.asarray(self.intercept_).reshape(-1), prev)
-                init_count = int(getattr(self, "n_updates_", 0))
+                init_count, done = int(getattr(self, "n_updates_", 0)), self.n_iter_
             else:
                 logger.info(
                     "warm_start: previous solution has shape %s, data %s; starting cold", prev.shape, Y.shape
                 )
+        n_iter = self.n_iter if init is None else warm_start_iterations(self.n_iter, done)
+        if n_iter == 0:
+            return self
         seed = rng if not isinstance(self.random_state, Integral) else self.random_state
         sol = solve_lssvm(
-            self.kernel_,
+            kernel,
             X,
             Y,
             self.C,
             self.solver,
             sample_weight=sample_weight,
-            block_size=self.block_size,
-            n_iter=self.n_iter,
+            batch_size=self.batch_size,
+            n_iter=n_iter,
             n_averaged=self.n_averaged,
             init=init,
             init_count=init_count,
@@ -703,11 +695,14 @@ class _LSSVMBase(BaseEstimator):
             verbose=self.verbose,
             callback=self.callback,
         )
+        self.kernel_ = kernel
         self.X_fit_ = X
         self.intercept_ = sol.intercept
         self.dual_coef_ = sol.dual_coef
-        self.n_iter_ = sol.n_iter
-        self.block_size_ = sol.block_size
+        if squeeze:
+            self.dual_coef_, self.intercept_ = self.dual_coef_[:, 0], self.intercept_[0]
+        self.n_iter_ = done + sol.n_iter
+        self.batch_size_ = sol.batch_size
         self.n_regularized_ = sol.n_regularized
         self.n_updates_ = init_count + (0 if self.solver == "exact" else self.n_averaged * sol.n_iter)
         for name in ("residual_history_", "update_history_", "objective_history_"):
@@ -737,26 +732,28 @@ class _LSSVMBase(BaseEstimator):
 
 
 _PARAMS_DOC = """
-    kernel : Kernel or str, default=PolynomialKernel(degree=4, gamma=1.0, coef0=0.0)
-        The paper's kernel <x, x'>^4 (eq. 64), meant for centred unit-norm inputs
-        (:class:`kernelscale.preprocessing.CenterNormalize`). ``sigma="median"`` is resolved in
-        ``fit`` (weighted by ``sample_weight``); the resolved copy is ``kernel_``.
+    kernel : Kernel or str, default="gaussian"
+        ``sigma="median"`` (the default bandwidth) is resolved in ``fit`` (weighted by
+        ``sample_weight``); the resolved copy is ``kernel_``. The paper's setting is the
+        polynomial kernel <x, x'>^4 (eq. 64) on centred unit-norm inputs
+        (:class:`kernelscale.preprocessing.CenterNormalize`), with float32: see
+        ``benchmarks/bench_lssvm.py``.
     C : float > 0, default=1e4
         Regularisation, the paper's gamma: D = I / C in Theta (eq. 17).
     solver : {"matching_pursuit", "kaczmarz", "kaczmarz_mp", "nystrom", "exact"}
         See :mod:`kernelscale.lssvm`. "exact" builds the n x n kernel matrix.
-    block_size : int >= 1, default=2000
+    batch_size : int >= 1, default=2000
         J, the number of rows of Theta per block; clipped with a warning to n_samples + 1.
     n_iter : int >= 1, default=100
         T, iterations per run (committee members for "nystrom"); ignored by "exact".
     n_averaged : int >= 1, default=1
         S, independently seeded solutions averaged (eq. 68).
-    dtype : np.float32, np.float64 or None, default=np.float32
-        Dtype of every array of the fit and of predictions (the paper computes in single
-        precision). None follows the input: float32 stays float32, anything else float64.
+    dtype : np.float32, np.float64 or None, default=None
+        Dtype of every array of the fit and of predictions. None follows the input: float32
+        stays float32, anything else float64 (the paper computes in float32).
     max_memory : int, str or None
         Memory budget ("2GB", bytes; None is half the available memory). ``fit`` estimates its
-        memory (:func:`lssvm_fit_memory`) before allocating and fails naming block_size / dtype;
+        memory (:func:`lssvm_fit_memory`) before allocating and fails naming batch_size / dtype;
         predictions run in row blocks within it.
     random_state : int, RandomState or None
         Seeds the block draws (and the median heuristic).
@@ -766,9 +763,10 @@ _PARAMS_DOC = """
         Called after every iteration with a dict ("run", "step", "residual"/"update", "coef");
         returning True stops the fit (the average of the runs so far is kept).
     warm_start : bool, default=False
-        Start from the previous solution when the new problem has the same shape (new blocks
-        are drawn; for "nystrom" new members join the committee). The residual of the warm
-        start costs one blocked pass over the kernel matrix.
+        Start from the previous solution when the new problem has the same shape and run the
+        iterations missing to reach ``n_iter`` in total (new blocks are drawn; for "nystrom" new
+        members join the committee). The residual of the warm start costs one blocked pass over
+        the kernel matrix.
 
     Conventions: sample_weight weights the squared errors (D = diag(1 / (C s_i)), see the
     module docstring); zero weights drop samples. float32 is kept end to end when asked.
@@ -779,9 +777,9 @@ _ATTRS_DOC = """
     X_fit_ : ndarray (n_fit, n_features), the training points with positive weight.
     dual_coef_ : ndarray, A of eq. 19.
     intercept_ : ndarray, b of eq. 19.
-    n_iter_ : int, iterations of the last run.
+    n_iter_ : int, iterations run so far (per run of ``n_averaged``), warm starts included.
     n_updates_ : int, block updates (committee members) so far, warm starts included.
-    block_size_ : int, J actually used.
+    batch_size_ : int, J actually used.
     n_regularized_ : int, block solves that needed a ridge.
     residual_history_ : ndarray (n_averaged, n_iter + 1), ||Z - Theta W||_F (matching pursuit
         and kaczmarz_mp); non-increasing (eq. 60).
@@ -819,13 +817,14 @@ class LSSVMClassifier(ClassifierMixin, _LSSVMBase):
 
     def __init__(
         self,
-        kernel=_paper_kernel(),
+        kernel="gaussian",
+        *,
         C=1e4,
         solver="matching_pursuit",
-        block_size=2000,
+        batch_size=2000,
         n_iter=100,
         n_averaged=1,
-        dtype=np.float32,
+        dtype=None,
         max_memory=None,
         random_state=None,
         verbose=0,
@@ -836,7 +835,7 @@ class LSSVMClassifier(ClassifierMixin, _LSSVMBase):
         self.kernel = kernel
         self.C = C
         self.solver = solver
-        self.block_size = block_size
+        self.batch_size = batch_size
         self.n_iter = n_iter
         self.n_averaged = n_averaged
         self.dtype = dtype
@@ -904,13 +903,14 @@ class LSSVMRegressor(RegressorMixin, _LSSVMBase):
 
     def __init__(
         self,
-        kernel=_paper_kernel(),
+        kernel="gaussian",
+        *,
         C=1e4,
         solver="matching_pursuit",
-        block_size=2000,
+        batch_size=2000,
         n_iter=100,
         n_averaged=1,
-        dtype=np.float32,
+        dtype=None,
         max_memory=None,
         random_state=None,
         verbose=0,
@@ -920,7 +920,7 @@ class LSSVMRegressor(RegressorMixin, _LSSVMBase):
         self.kernel = kernel
         self.C = C
         self.solver = solver
-        self.block_size = block_size
+        self.batch_size = batch_size
         self.n_iter = n_iter
         self.n_averaged = n_averaged
         self.dtype = dtype
@@ -939,11 +939,8 @@ class LSSVMRegressor(RegressorMixin, _LSSVMBase):
     def fit(self, X, y, sample_weight=None):
         """Fit on X (n, d) and y (n,) or (n, k), with optional sample weights."""
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], multi_output=True, y_numeric=True)
-        self._fit_system(X, np.asarray(y, dtype=self._work_dtype(X)).reshape(X.shape[0], -1), sample_weight)
-        if np.ndim(y) == 1:
-            self.dual_coef_ = self.dual_coef_[:, 0]
-            self.intercept_ = self.intercept_[0]
-        return self
+        Y = np.asarray(y, dtype=self._work_dtype(X)).reshape(X.shape[0], -1)
+        return self._fit_system(X, Y, sample_weight, squeeze=np.ndim(y) == 1)
 
     def predict(self, X):
         """K(X, X_fit_) dual_coef_ + intercept_, in blocks under ``max_memory``."""

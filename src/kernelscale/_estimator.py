@@ -1,0 +1,73 @@
+"""Plumbing shared by every estimator: kernel resolution, sample and class weights, warm starts.
+
+One implementation of each convention of the README's "Shared vocabulary":
+
+- :func:`resolve_kernel`: the fitted ``kernel_`` is a copy of ``kernel`` whose data-dependent
+  parameters (``sigma="median"``) are fixed from the training points of positive weight (the
+  median weighted by ``sample_weight`` when the weights differ).
+- :func:`fit_weights`: ``sample_weight`` times the ``class_weight`` of each sample's class
+  ("balanced" counts samples, not weights, as scikit-learn does), validated once.
+- :func:`warm_start_iterations`: ``n_iter`` (``n_stages``) is the TOTAL a warm-started model
+  reaches, as for scikit-learn's ensembles: a refit runs the missing iterations only.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from sklearn.base import clone
+from sklearn.utils.class_weight import compute_class_weight
+from sklearn.utils.validation import _check_sample_weight
+
+from .kernels import make_kernel
+
+__all__ = ["resolve_kernel", "fit_weights", "warm_start_iterations"]
+
+
+def resolve_kernel(kernel, X, random_state, sample_weight=None):
+    """A resolved copy of ``kernel`` for the training points X (see the module docstring)."""
+    kernel = make_kernel(kernel)
+    if kernel.is_resolved:
+        return clone(kernel)
+    if sample_weight is not None:
+        positive = sample_weight > 0
+        X, sample_weight = X[positive], sample_weight[positive]
+        if np.all(sample_weight == sample_weight[0]):
+            sample_weight = None  # equal weights: the plain median
+    return kernel.resolve(X, random_state, sample_weight)
+
+
+def fit_weights(sample_weight, class_weight, X, codes=None, classes=None):
+    """float64 weights per sample: ``sample_weight`` (ones when None) times the class weights
+    of ``codes`` (integer class codes) under ``class_weight`` (None, "balanced" or a dict keyed
+    by the labels in ``classes``). Returns None when both are None."""
+    if sample_weight is None and class_weight is None:
+        return None
+    w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+    if class_weight is not None:
+        y = classes[codes]
+        w = w * compute_class_weight(class_weight, classes=classes, y=y)[codes]
+    return w
+
+
+def warm_start_iterations(n_iter, done, *, name="n_iter"):
+    """Iterations a warm-started fit runs to reach the total ``n_iter`` after ``done``.
+
+    Raises a ValueError when ``n_iter < done`` (a model cannot be un-fitted) and warns when
+    ``n_iter == done`` (nothing to do), as scikit-learn's ensembles do with ``n_estimators``.
+    """
+    if n_iter < done:
+        raise ValueError(
+            f"{name}={n_iter} is smaller than the {done} iterations the warm-started model has "
+            f"already run; {name} is the total to reach: pass {name} > {done}, or warm_start=False "
+            f"to fit from scratch."
+        )
+    if n_iter == done:
+        warnings.warn(
+            f"warm_start with {name}={n_iter} equal to the iterations already run does nothing; "
+            f"increase {name} to continue.",
+            UserWarning,
+            stacklevel=3,
+        )
+    return n_iter - done
