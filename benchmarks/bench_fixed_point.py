@@ -18,7 +18,7 @@ Settings:
   decomposition as ours (a local wrapper). Ours: float32 data, ``max_memory``
   default (half the available memory: the whole kernel matrix is cached when it fits), the
   "random" rule with shrinking, at several tolerances ``tol`` (largest coefficient change over a
-  sweep); the fixed-point solver with ``alpha="power"`` and an iteration cap (adult 50, about
+  sweep); the fixed-point solver with ``step_size="power"`` and an iteration cap (adult 50, about
   2 s each; MNIST 1000, where it reaches SVC's error).
 - Problem (2) has NO bias term. SVC always fits LIBSVM's unregularised intercept (it cannot be
   switched off), so on the kernel part the two solve slightly different problems; we compare
@@ -230,15 +230,15 @@ def kernel_part(suite, dataset, n_train, tols, fp_iter):
             logger.info("  CD tol=%g: %.2f%% in %.2f s (%d sweeps, %d SV), ratio to %s %.2f", tol, 100 * err,
                         m.median, est.n_iter_, n_sv_ours, p["method"], rec["ratio_to_peer"]["time_median_s"])
         suite.write(plot=False)
-    est = RegularizedKernelClassifier(kernel=kernel, loss="hinge", C=C, solver="fixed_point", alpha="power",
+    est = RegularizedKernelClassifier(kernel=kernel, loss="hinge", C=C, solver="fixed_point", step_size="power",
                                       tol=1e-3, max_iter=fp_iter, random_state=SEED)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the iteration cap is the point here
         m, err, t_pred = _fit_ours(est, X, y, Xte, yte, 1, 0)
     for p in peer_recs:
-        rec = suite.add(name, f"RegularizedKernelClassifier (fixed point, alpha=power, {fp_iter} it. cap)",
+        rec = suite.add(name, f"RegularizedKernelClassifier (fixed point, step_size=power, {fp_iter} it. cap)",
                         role="ours",
-                        params=dict(base, solver="fixed_point", alpha="power", alpha_value=float(est.alpha_),
+                        params=dict(base, solver="fixed_point", step_size="power", step_size_value=float(est.step_size_),
                                     tol=1e-3, max_iter=fp_iter, n_iter=int(est.n_iter_), dtype="float32",
                                     multiclass="one-vs-rest"),
                         metrics={"test_error": err, "n_support": int(est.support_.size), "predict_seconds": t_pred,

@@ -25,7 +25,7 @@ with nu = 0.01 our m0 reproduce the paper's m0 of Table 2 (sinc, boston, abalone
   candidates SLKL sampled; Unif = kernel ridge with K(mu) for uniform weights over the same M
   rank-1 terms, mu_m = 1/M (weights summing to one: that reproduces the paper's Unif, flat in M and
   far worse than SLKL; mu_m = 1 is recorded too), solved Nystroem-style through the M x M system
-  (mu C^T C + lam I) w = C^T y, never n x n; SLKL = SLKLRegressor(n_columns=M, random_state).
+  (mu C^T C + lam I) w = C^T y, never n x n; SLKL = SLKLRegressor(n_components=M, random_state).
   Each is mean +- std of the test MSE over the runs; SLKL is judged by its ratio to KRRn on the same
   split against the paper's ratio.
 - USPS (Table 3): X rescaled to [-1, 1] (2X - 1), SLKLClassifier one-vs-all on +-1 targets,
@@ -187,7 +187,7 @@ def _ms(values):
 
 
 def _slkl_reg(sigma, M, seed, nu=NU, **kw):
-    return SLKLRegressor(GaussianKernel(sigma), n_columns=M, nu=nu, lam=LAM, tol=TOL, random_state=seed, **kw)
+    return SLKLRegressor(GaussianKernel(sigma), n_components=M, sparsity=nu, alpha=LAM, tol=TOL, random_state=seed, **kw)
 
 
 def _fit_quiet(est, X, y):
@@ -417,7 +417,7 @@ def table3(suite, runs_per_M, Ms):
         errs, m0u, m0c, times, conv = [], [], [], [], []
         nerrs, ntimes = [], []
         for r in range(runs):
-            est = SLKLClassifier(kernel, n_columns=M, nu=NU, lam=LAM, tol=TOL, random_state=SOLVER_SEED + r)
+            est = SLKLClassifier(kernel, n_components=M, sparsity=NU, alpha=LAM, tol=TOL, random_state=SOLVER_SEED + r)
             with _Threads(1):
                 (est, ok), t = _timed(lambda: _fit_quiet(est, Xtr, ytr))
                 errs.append(int(np.sum(est.predict(Xte) != yte)))
@@ -481,7 +481,7 @@ def timings(suite, cases, repeats, warmup):
             classes = np.unique(ytr)
             yfit = ytr
             ykrr = np.where(ytr[:, None] == classes[None, :], 1.0, -1.0)
-            slkl = SLKLClassifier(GaussianKernel(sigma), n_columns=M, nu=NU, lam=LAM, tol=TOL, random_state=SOLVER_SEED)
+            slkl = SLKLClassifier(GaussianKernel(sigma), n_components=M, sparsity=NU, alpha=LAM, tol=TOL, random_state=SOLVER_SEED)
         else:
             Xtr, ytr, Xte, yte, off = regression_split(key, 0)
             sigma, task, ds = REGRESSION[key]["sigma"], "regression", REGRESSION[key]["title"]
@@ -624,7 +624,7 @@ def mnist(suite, sizes, M, n_test, allow_full):
 
     def fit_record(n, columns, threads):
         idx = perm[:n]
-        est = SLKLClassifier(kernel, n_columns=M, nu=NU, lam=LAM, tol=TOL, random_state=SOLVER_SEED, columns=columns)
+        est = SLKLClassifier(kernel, n_components=M, sparsity=NU, alpha=LAM, tol=TOL, random_state=SOLVER_SEED, columns=columns)
         fn = lambda: _fit_quiet(est, X[idx], y[idx])[0]  # noqa: E731
         meas = measure(_one_thread(fn) if threads == 1 else fn, repeats=1, warmup=0)
         err = float(np.mean(est.predict(Xte) != yte))

@@ -123,7 +123,7 @@ def test_squared_loss_equals_sklearn_kernel_ridge():
     C = 3.0
     kr = KernelRidge(alpha=1 / C, kernel="rbf", gamma=1 / (2 * SIGMA**2)).fit(X, y)
     for alpha in ("trace", "power"):
-        r = kernel_fixed_point(GaussianKernel(SIGMA), X, y, "squared", C, alpha=alpha, tol=1e-9, max_iter=50000)
+        r = kernel_fixed_point(GaussianKernel(SIGMA), X, y, "squared", C, step_size=alpha, tol=1e-9, max_iter=50000)
         assert r.converged
         assert rel_err(r.coef, kr.dual_coef_) < 1e-4
         assert rel_err(r.z, kr.predict(X)) < 1e-4
@@ -136,7 +136,7 @@ def test_matches_independent_solution(loss):
     kern = GaussianKernel(SIGMA)
     K = kern(X)
     ref = reference_coef(loss, K, y, C)
-    r = kernel_fixed_point(kern, X, y, loss, C, alpha="power", tol=1e-8, max_iter=100000, epsilon=EPS)
+    r = kernel_fixed_point(kern, X, y, loss, C, step_size="power", tol=1e-8, max_iter=100000, epsilon=EPS)
     assert r.converged
     assert rel_err(r.coef, ref) < 1e-4
     assert rel_err(r.z, K @ ref) < 1e-4
@@ -155,7 +155,7 @@ def test_dual_objective_decreases_monotonically():
     for loss in ("hinge", "logistic", "epsilon_insensitive"):
         X, y = make_problem(loss, seed=3)
         for alpha in ("trace", "power"):
-            r = kernel_fixed_point(GaussianKernel(SIGMA), X, y, loss, 5.0, alpha=alpha, tol=1e-7, max_iter=3000,
+            r = kernel_fixed_point(GaussianKernel(SIGMA), X, y, loss, 5.0, step_size=alpha, tol=1e-7, max_iter=3000,
                                    epsilon=EPS)
             d = r.dual_history
             assert np.all(np.diff(d) <= 1e-12 * (1 + np.abs(d[:-1])))
@@ -166,10 +166,10 @@ def test_several_problems_at_once_equal_one_at_a_time():
     X, y = make_problem("hinge", seed=4)
     Y = np.stack([y, -y, np.where(X[:, 1] > 0, 1.0, -1.0)], axis=1)
     kern = GaussianKernel(SIGMA)
-    joint = kernel_fixed_point(kern, X, Y, "squared_hinge", 1.5, alpha="power", tol=1e-10, max_iter=50000,
+    joint = kernel_fixed_point(kern, X, Y, "squared_hinge", 1.5, step_size="power", tol=1e-10, max_iter=50000,
                                random_state=0)
     for j in range(3):
-        alone = kernel_fixed_point(kern, X, Y[:, j], "squared_hinge", 1.5, alpha=joint.alpha, tol=1e-10,
+        alone = kernel_fixed_point(kern, X, Y[:, j], "squared_hinge", 1.5, step_size=joint.step_size, tol=1e-10,
                                    max_iter=50000)
         assert rel_err(joint.coef[:, j], alone.coef) < 1e-6
 
@@ -178,9 +178,9 @@ def test_per_point_weights_equal_repeated_points():
     X, y = make_problem("hinge", n=40, seed=5)
     w = np.random.default_rng(0).integers(0, 3, size=40)
     kern = GaussianKernel(SIGMA)
-    weighted = kernel_fixed_point(kern, X, y, "hinge", 1.0 * w, alpha="power", tol=1e-10, max_iter=100000)
+    weighted = kernel_fixed_point(kern, X, y, "hinge", 1.0 * w, step_size="power", tol=1e-10, max_iter=100000)
     Xr, yr = np.repeat(X, w, axis=0), np.repeat(y, w)
-    repeated = kernel_fixed_point(kern, Xr, yr, "hinge", 1.0, alpha="power", tol=1e-10, max_iter=100000)
+    repeated = kernel_fixed_point(kern, Xr, yr, "hinge", 1.0, step_size="power", tol=1e-10, max_iter=100000)
     Xt = np.random.default_rng(1).normal(size=(30, 2))
     assert rel_err(kern(Xt, X) @ weighted.coef, kern(Xt, Xr) @ repeated.coef) < 1e-5
     assert np.all(weighted.coef[w == 0] == 0)
@@ -189,9 +189,9 @@ def test_per_point_weights_equal_repeated_points():
 def test_linear_path_dense_and_sparse_match_the_kernel_path():
     X, y = make_problem("squared_hinge", n=70, d=5, seed=6)
     X[X < -0.5] = 0.0
-    dense = linear_fixed_point(X, y, "squared_hinge", 0.7, alpha="power", tol=1e-10, max_iter=100000)
-    sparse = linear_fixed_point(sp.csr_matrix(X), y, "squared_hinge", 0.7, alpha="power", tol=1e-10, max_iter=100000)
-    kernel = kernel_fixed_point(LinearKernel(), X, y, "squared_hinge", 0.7, alpha="power", tol=1e-10, max_iter=100000)
+    dense = linear_fixed_point(X, y, "squared_hinge", 0.7, step_size="power", tol=1e-10, max_iter=100000)
+    sparse = linear_fixed_point(sp.csr_matrix(X), y, "squared_hinge", 0.7, step_size="power", tol=1e-10, max_iter=100000)
+    kernel = kernel_fixed_point(LinearKernel(), X, y, "squared_hinge", 0.7, step_size="power", tol=1e-10, max_iter=100000)
     ref = reference_coef("squared_hinge", X @ X.T, y, 0.7)
     for r in (dense, sparse, kernel):
         assert rel_err(X @ X.T @ r.coef, X @ X.T @ ref) < 1e-5
@@ -203,7 +203,7 @@ def test_intercept_is_the_constant_kernel():
     """intercept_scaling = s solves problem (2) for K + s^2, with b = s^2 sum(c)."""
     X, y = make_problem("hinge", seed=7)
     kern, s = GaussianKernel(SIGMA), 0.7
-    r = kernel_fixed_point(kern, X, y, "hinge", 2.0, alpha="power", tol=1e-10, max_iter=100000, intercept_scaling=s)
+    r = kernel_fixed_point(kern, X, y, "hinge", 2.0, step_size="power", tol=1e-10, max_iter=100000, intercept_scaling=s)
     ref = reference_coef("hinge", kern(X) + s * s, y, 2.0)
     assert rel_err(r.coef, ref) < 1e-4
     assert r.intercept == pytest.approx(s * s * ref.sum(), rel=1e-4)
@@ -211,31 +211,31 @@ def test_intercept_is_the_constant_kernel():
 
 
 # ----------------------------------------------------------------------------------------------
-# alpha: eq. (11)
+# the step alpha: eq. (11)
 
 
-def test_alpha_choices():
+def test_step_size_choices():
     X, y = make_problem("squared", n=50, seed=8)
     kern = GaussianKernel(SIGMA)
     K = kern(X)
     top = np.linalg.eigvalsh(K)[-1]
     r = kernel_fixed_point(kern, X, y, "squared", 1.0, max_iter=5, tol=1e-12)
-    assert r.alpha == pytest.approx(1 / np.trace(K))
-    r = kernel_fixed_point(kern, X, y, "squared", 1.0, alpha="power", max_iter=5, tol=1e-12, random_state=0)
-    assert r.alpha == pytest.approx(1.8 / top, rel=0.02)
+    assert r.step_size == pytest.approx(1 / np.trace(K))
+    r = kernel_fixed_point(kern, X, y, "squared", 1.0, step_size="power", max_iter=5, tol=1e-12, random_state=0)
+    assert r.step_size == pytest.approx(1.8 / top, rel=0.02)
     assert estimate_spectral_norm(lambda v: K @ v, 50, random_state=0) == pytest.approx(top, rel=1e-2)
 
 
-def test_explicit_alpha_outside_the_interval_is_refused():
+def test_explicit_step_size_outside_the_interval_is_refused():
     X, y = make_problem("squared", n=50, seed=9)
     kern = GaussianKernel(SIGMA)
     lower = max(1.0, np.ones(50) @ kern(X) @ np.ones(50) / 50)  # what the solver can prove cheaply
-    with pytest.raises(ValueError, match=r"alpha=.* is outside \(0, 2/\|\|K\|\|_2\)"):
-        kernel_fixed_point(kern, X, y, "squared", 1.0, alpha=2.0 / lower * 1.001)
-    with pytest.raises(ValueError, match="alpha"):
-        kernel_fixed_point(kern, X, y, "squared", 1.0, alpha=-0.1)
-    with pytest.raises(ValueError, match="alpha"):
-        kernel_fixed_point(kern, X, y, "squared", 1.0, alpha="spectral")
+    with pytest.raises(ValueError, match=r"step_size=.* is outside \(0, 2/\|\|K\|\|_2\)"):
+        kernel_fixed_point(kern, X, y, "squared", 1.0, step_size=2.0 / lower * 1.001)
+    with pytest.raises(ValueError, match="step_size"):
+        kernel_fixed_point(kern, X, y, "squared", 1.0, step_size=-0.1)
+    with pytest.raises(ValueError, match="step_size"):
+        kernel_fixed_point(kern, X, y, "squared", 1.0, step_size="spectral")
 
 
 def test_divergence_is_detected_with_a_clear_message():
@@ -248,10 +248,10 @@ def test_divergence_is_detected_with_a_clear_message():
     top, cheap = np.linalg.eigvalsh(K)[-1], max(np.diag(K).max(), 0.0)
     alpha = 1.5 * 2 / top
     assert alpha < 2 / cheap
-    with pytest.raises(FixedPointDivergenceError, match="diverged.*smaller alpha"):
-        linear_fixed_point(X, y, "squared", 1.0, alpha=alpha, tol=1e-12, max_iter=10000)
+    with pytest.raises(FixedPointDivergenceError, match="diverged.*smaller step_size"):
+        linear_fixed_point(X, y, "squared", 1.0, step_size=alpha, tol=1e-12, max_iter=10000)
     with pytest.raises(FixedPointDivergenceError):  # bounded iterates (hinge) oscillate: caught too
-        linear_fixed_point(X, np.sign(y), "hinge", 1.0, alpha=alpha, tol=1e-12, max_iter=10000)
+        linear_fixed_point(X, np.sign(y), "hinge", 1.0, step_size=alpha, tol=1e-12, max_iter=10000)
     assert issubclass(FixedPointDivergenceError, ValueError)
 
 
@@ -263,7 +263,7 @@ def test_zero_diagonal_rows_are_dropped():
     X, y = make_problem("hinge", n=40, d=3, seed=11)
     X[[3, 17]] = 0.0  # polynomial kernel with coef0 = 0: k(0, x) = 0, a zero row of K
     kern = PolynomialKernel(degree=2, gamma=0.5, coef0=0.0)
-    r = kernel_fixed_point(kern, X, y, "hinge", 1.0, alpha="power", tol=1e-10, max_iter=100000)
+    r = kernel_fixed_point(kern, X, y, "hinge", 1.0, step_size="power", tol=1e-10, max_iter=100000)
     np.testing.assert_array_equal(r.dropped, [3, 17])
     assert r.coef[3] == 0 and r.coef[17] == 0
     keep = np.setdiff1d(np.arange(40), [3, 17])
@@ -274,8 +274,8 @@ def test_zero_diagonal_rows_are_dropped():
 def test_warm_start_from_the_solution_stops_at_once():
     X, y = make_problem("logistic", seed=12)
     kern = GaussianKernel(SIGMA)
-    first = kernel_fixed_point(kern, X, y, "logistic", 1.0, alpha="power", tol=1e-8, max_iter=50000, random_state=0)
-    again = kernel_fixed_point(kern, X, y, "logistic", 1.0, alpha="power", tol=1e-8, max_iter=50000, c0=first.coef,
+    first = kernel_fixed_point(kern, X, y, "logistic", 1.0, step_size="power", tol=1e-8, max_iter=50000, random_state=0)
+    again = kernel_fixed_point(kern, X, y, "logistic", 1.0, step_size="power", tol=1e-8, max_iter=50000, c0=first.coef,
                                random_state=0)
     assert again.n_iter == 1 and again.converged
     np.testing.assert_allclose(again.coef, first.coef, atol=1e-7)
@@ -283,8 +283,8 @@ def test_warm_start_from_the_solution_stops_at_once():
 
 def test_float32_end_to_end():
     X, y = make_problem("hinge", seed=13)
-    r64 = kernel_fixed_point(GaussianKernel(SIGMA), X, y, "hinge", 1.0, alpha="power", tol=1e-8, max_iter=100000)
-    r32 = kernel_fixed_point(GaussianKernel(SIGMA), X.astype(np.float32), y, "hinge", 1.0, alpha="power", tol=1e-8,
+    r64 = kernel_fixed_point(GaussianKernel(SIGMA), X, y, "hinge", 1.0, step_size="power", tol=1e-8, max_iter=100000)
+    r32 = kernel_fixed_point(GaussianKernel(SIGMA), X.astype(np.float32), y, "hinge", 1.0, step_size="power", tol=1e-8,
                              max_iter=100000)
     assert r32.coef.dtype == np.float32 and r32.z.dtype == np.float32
     assert r32.converged
@@ -342,8 +342,8 @@ def test_memory_budget_is_respected_and_too_small_fails_at_once():
     y = np.sin(X[:, 0])
     kern = GaussianKernel(1.0)
     budget = 450_000  # the full K needs 720 kB
-    ref = kernel_fixed_point(kern, X, y, "squared", 1.0, alpha=0.003, tol=1e-6, max_iter=100)
-    peak, r = peak_bytes(lambda: kernel_fixed_point(kern, X, y, "squared", 1.0, alpha=0.003, tol=1e-6,
+    ref = kernel_fixed_point(kern, X, y, "squared", 1.0, step_size=0.003, tol=1e-6, max_iter=100)
+    peak, r = peak_bytes(lambda: kernel_fixed_point(kern, X, y, "squared", 1.0, step_size=0.003, tol=1e-6,
                                                     max_iter=100, max_memory=budget))
     assert 0 < r.info["cache_rows"] < 300 and ref.info["cache_rows"] == 300
     assert peak <= budget

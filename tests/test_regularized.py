@@ -35,7 +35,7 @@ def blobs(n=120, centers=2, seed=0):
     lambda: RegularizedKernelClassifier(GaussianKernel(1.0), C=2.0, tol=1e-6, random_state=0),
     lambda: RegularizedKernelClassifier(loss="logistic", tol=1e-6, random_state=0),
     lambda: RegularizedKernelClassifier(kernel="linear", loss="squared_hinge", fit_intercept=True, tol=1e-6),
-    lambda: RegularizedKernelRegressor(loss="epsilon_insensitive", solver="fixed_point", alpha="power", tol=1e-6),
+    lambda: RegularizedKernelRegressor(loss="epsilon_insensitive", solver="fixed_point", step_size="power", tol=1e-6),
 ])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_save_load_round_trip(make, dtype, tmp_path):
@@ -68,7 +68,7 @@ def test_squared_loss_is_kernel_ridge(solver):
     y = np.sin(2 * X[:, 0]) + 0.1 * X[:, 1]
     Y = np.stack([y, np.cos(X[:, 1])], axis=1)
     kr = KernelRidge(alpha=1 / 4.0, kernel="rbf", gamma=0.5).fit(X, Y)
-    est = RegularizedKernelRegressor(GaussianKernel(1.0), C=4.0, solver=solver, alpha="power", tol=1e-9,
+    est = RegularizedKernelRegressor(GaussianKernel(1.0), C=4.0, solver=solver, step_size="power", tol=1e-9,
                                      max_iter=50000, random_state=0).fit(X, Y)
     assert rel_err(est.dual_coef_, kr.dual_coef_) < 1e-4
     X_test = np.random.default_rng(0).normal(size=(30, 2))
@@ -84,7 +84,7 @@ def test_linear_kernel_is_linear_svc_one_vs_rest(loss):
     svc = LinearSVC(loss=loss, C=0.3, dual=True, fit_intercept=False, tol=1e-9, max_iter=200000,
                     random_state=0).fit(X, y)
     for solver in ("coordinate_descent", "fixed_point"):
-        est = RegularizedKernelClassifier("linear", loss=loss, C=0.3, solver=solver, alpha="power", tol=1e-10,
+        est = RegularizedKernelClassifier("linear", loss=loss, C=0.3, solver=solver, step_size="power", tol=1e-10,
                                           max_iter=200000, random_state=0).fit(X, y)
         assert est.coef_.shape == (3, 3)
         assert rel_err(est.coef_, svc.coef_) < 1e-4
@@ -107,7 +107,7 @@ def test_linear_kernel_with_intercept_is_liblinear_with_bias():
 def test_kernel_classifier_equals_bias_free_dual(loss, solver):
     X, y = blobs(70, seed=4)
     kern = GaussianKernel(0.7)
-    est = RegularizedKernelClassifier(kern, loss=loss, C=2.0, solver=solver, alpha="power", tol=1e-9,
+    est = RegularizedKernelClassifier(kern, loss=loss, C=2.0, solver=solver, step_size="power", tol=1e-9,
                                       max_iter=100000, random_state=0).fit(X, y)
     ref = reference_coef(loss, kern(X), np.where(y == 1, 1.0, -1.0), 2.0)
     assert rel_err(est.dual_coef_[:, 0], ref) < 1e-4
@@ -124,7 +124,7 @@ def test_kernel_regressor_equals_bias_free_dual(loss, solvers):
     C = 0.5 if loss == "absolute" else 1.5
     ref = reference_coef(loss, kern(X), y, C, eps=0.15)
     for solver in solvers:
-        est = RegularizedKernelRegressor(kern, loss=loss, epsilon=0.15, C=C, solver=solver, alpha="power",
+        est = RegularizedKernelRegressor(kern, loss=loss, epsilon=0.15, C=C, solver=solver, step_size="power",
                                          tol=1e-8, max_iter=100000, random_state=0).fit(X, y)
         assert rel_err(est.dual_coef_, ref) < 1e-4
         assert rel_err(est.predict(X), kern(X) @ ref) < 1e-4
@@ -166,7 +166,7 @@ def test_sample_weight_equals_repetition_and_class_weight_equals_sample_weight()
 @pytest.mark.parametrize("solver", ["coordinate_descent", "fixed_point"])
 def test_warm_start_continues_from_the_previous_solution(solver):
     X, y = blobs(80, centers=3, seed=9)
-    est = RegularizedKernelClassifier(GaussianKernel(1.0), loss="squared_hinge", solver=solver, alpha="power",
+    est = RegularizedKernelClassifier(GaussianKernel(1.0), loss="squared_hinge", solver=solver, step_size="power",
                                       tol=1e-8, max_iter=50000, warm_start=True, random_state=0).fit(X, y)
     first_iter, first_coef = est.n_iter_, est.dual_coef_.copy()
     est.fit(X, y)
@@ -236,7 +236,7 @@ def test_callback_sees_every_problem_and_verbose_runs(capsys):
 
 def test_convergence_warning_when_max_iter_is_reached():
     X, y = blobs(60, seed=16)
-    with pytest.warns(ConvergenceWarning, match="max_iter=3.*alpha='power'"):
+    with pytest.warns(ConvergenceWarning, match="max_iter=3.*step_size='power'"):
         RegularizedKernelClassifier(solver="fixed_point", max_iter=3, tol=1e-12).fit(X, y)
 
 
@@ -257,7 +257,7 @@ def test_cache_size_bounds_the_kept_rows_not_the_solution(solver):
     from memcheck import peak_bytes
 
     X, y = blobs(800, seed=21)
-    common = dict(kernel=GaussianKernel(1.0), solver=solver, alpha="power", tol=1e-7, max_iter=5000, random_state=0)
+    common = dict(kernel=GaussianKernel(1.0), solver=solver, step_size="power", tol=1e-7, max_iter=5000, random_state=0)
     full_peak, full = peak_bytes(lambda: RegularizedKernelClassifier(cache_size=None, **common).fit(X, y))
     small_peak, small = peak_bytes(lambda: RegularizedKernelClassifier(cache_size=50 * 800 * 8, **common).fit(X, y))
     assert full_peak > 800 * 800 * 8  # the uncapped cache held every row
@@ -283,10 +283,10 @@ def test_bad_input():
         RegularizedKernelClassifier(loss="squared").fit(X, y)
     with pytest.raises(ValueError, match="loss"):
         RegularizedKernelRegressor(loss="hinge").fit(X, y.astype(float))
-    with pytest.raises(ValueError, match=r"alpha=.* is outside"):
-        RegularizedKernelClassifier(solver="fixed_point", alpha=10.0, random_state=0).fit(X, y)
-    with pytest.raises(ValueError, match="alpha"):
-        RegularizedKernelClassifier(solver="fixed_point", alpha=0.0).fit(X, y)
+    with pytest.raises(ValueError, match=r"step_size=.* is outside"):
+        RegularizedKernelClassifier(solver="fixed_point", step_size=10.0, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="step_size"):
+        RegularizedKernelClassifier(solver="fixed_point", step_size=0.0).fit(X, y)
     fitted = RegularizedKernelClassifier(random_state=0).fit(X, y)
     with pytest.raises(ValueError, match="features"):
         fitted.predict(np.ones((3, 5)))

@@ -254,7 +254,7 @@ def test_gram_estimator_matches_the_column_modes(weighted):
     Y = np.stack([y, np.cos(X[:, 1])], axis=1)
     Xt = np.random.default_rng(23).uniform(-3, 3, size=(20, 2))
     w = np.random.default_rng(24).uniform(0.2, 3.0, size=y.size) if weighted else None
-    kw = dict(kernel=GaussianKernel(sigma=1.0), n_columns=40, lam=0.5, nu=0.01, tol=1e-6, random_state=5)
+    kw = dict(kernel=GaussianKernel(sigma=1.0), n_components=40, alpha=0.5, sparsity=0.01, tol=1e-6, random_state=5)
     auto = SLKLRegressor(**kw).fit(X, Y, sample_weight=w)
     assert auto.columns_used_ == "gram"
     for mode in ("precompute", "on_the_fly"):
@@ -270,7 +270,7 @@ def test_gram_memory_is_o_of_m_squared_and_checked_before_allocating():
     n, M = 8000, 400
     X = rng.uniform(-3, 3, size=(n, 2))
     y = np.sinc(np.linalg.norm(X, axis=1) / np.pi)
-    est = SLKLRegressor(GaussianKernel(sigma=1.0), n_columns=M, nu=0.05, columns="gram", max_memory="8MB",
+    est = SLKLRegressor(GaussianKernel(sigma=1.0), n_components=M, sparsity=0.05, columns="gram", max_memory="8MB",
                         random_state=0)
     peak, fitted = peak_bytes(lambda: clone(est).fit(X, y))
     assert peak < n * M * 8 / 2, peak  # never the n x M columns: Q, R, G and kernel blocks within the budget
@@ -292,11 +292,11 @@ def test_gram_memory_is_o_of_m_squared_and_checked_before_allocating():
 def test_prop3_only_lam_times_nu_matters(update, columns):
     X, y, cand, C = problem(n=80, M=30, seed=8)
     Xt = np.random.default_rng(9).uniform(-3, 3, size=(30, 2))
-    kw = dict(kernel=GaussianKernel(sigma=1.0), n_columns=30, update=update, tol=1e-6, random_state=0,
+    kw = dict(kernel=GaussianKernel(sigma=1.0), n_components=30, update=update, tol=1e-6, random_state=0,
               columns=columns)
-    a = SLKLRegressor(lam=1.0, nu=0.02, **kw).fit(X, y)
-    b = SLKLRegressor(lam=2.0, nu=0.01, **kw).fit(X, y)
-    c = SLKLRegressor(lam=0.1, nu=0.2, **kw).fit(X, y)
+    a = SLKLRegressor(alpha=1.0, sparsity=0.02, **kw).fit(X, y)
+    b = SLKLRegressor(alpha=2.0, sparsity=0.01, **kw).fit(X, y)
+    c = SLKLRegressor(alpha=0.1, sparsity=0.2, **kw).fit(X, y)
     np.testing.assert_allclose(b.mu_, 2.0 * a.mu_, rtol=1e-7, atol=1e-12)
     np.testing.assert_allclose(c.mu_, 0.1 * a.mu_, rtol=1e-7, atol=1e-12)
     np.testing.assert_allclose(b.predict(Xt), a.predict(Xt), rtol=1e-7, atol=1e-10)
@@ -318,7 +318,7 @@ def test_predictions_match_dense_kernel_ridge_with_learned_kernel(columns):
     Xt = np.random.default_rng(11).uniform(-3, 3, size=(25, 2))
     Y = np.stack([y, np.cos(X[:, 0])], axis=1)
     w = np.random.default_rng(12).uniform(0.2, 3.0, size=y.size)
-    est = SLKLRegressor(GaussianKernel(sigma=1.0), n_columns=30, lam=0.5, nu=0.01, columns=columns,
+    est = SLKLRegressor(GaussianKernel(sigma=1.0), n_components=30, alpha=0.5, sparsity=0.01, columns=columns,
                         random_state=0).fit(X, Y, sample_weight=w)
     assert est.mu_.shape == (30, 2) and est.predict(Xt).shape == (25, 2)
     for j in range(2):
@@ -330,7 +330,7 @@ def test_predictions_match_dense_kernel_ridge_with_learned_kernel(columns):
 
 def test_on_the_fly_and_precompute_give_the_same_weights():
     X, y, _, _ = problem(n=120, M=40, seed=13)
-    kw = dict(kernel=GaussianKernel(sigma=1.0), n_columns=40, random_state=3)
+    kw = dict(kernel=GaussianKernel(sigma=1.0), n_components=40, random_state=3)
     a = SLKLRegressor(columns="precompute", **kw).fit(X, y)
     b = SLKLRegressor(columns="on_the_fly", **kw).fit(X, y)
     np.testing.assert_allclose(a.mu_, b.mu_, rtol=1e-9, atol=1e-12)
@@ -343,7 +343,7 @@ def test_on_the_fly_memory_is_o_of_active_columns():
     n, M = 3000, 600
     X = rng.uniform(-3, 3, size=(n, 2))
     y = np.sinc(np.linalg.norm(X, axis=1) / np.pi)
-    est = SLKLRegressor(GaussianKernel(sigma=1.0), n_columns=M, nu=2.0, columns="on_the_fly", max_iter=2 * M,
+    est = SLKLRegressor(GaussianKernel(sigma=1.0), n_components=M, sparsity=2.0, columns="on_the_fly", max_iter=2 * M,
                         random_state=0)
     peak, fitted = peak_bytes(lambda: clone(est).fit(X, y))
     m0 = fitted.n_active_
@@ -351,7 +351,7 @@ def test_on_the_fly_memory_is_o_of_active_columns():
     assert peak < n * M * 8 / 2, (peak, m0)  # far below holding the M columns
     assert peak < 3 * n * m0 * 8 + 2**20, (peak, m0)  # O(n m0): the active columns while their buffer grows by 1.5
     with pytest.raises(ValueError, match="on_the_fly"):
-        SLKLRegressor(GaussianKernel(sigma=1.0), n_columns=M, columns="precompute", max_memory=n * M * 4).fit(X, y)
+        SLKLRegressor(GaussianKernel(sigma=1.0), n_components=M, columns="precompute", max_memory=n * M * 4).fit(X, y)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -362,23 +362,23 @@ def test_classifier_one_vs_all_on_digits():
     X, y = load_digits(return_X_y=True)
     X = X / 16.0
     Xtr, ytr, Xte, yte = X[:600], y[:600], X[1000:1400], y[1000:1400]
-    clf = SLKLClassifier(GaussianKernel(sigma=2.0), n_columns=64, nu=0.01, random_state=0).fit(Xtr, ytr)
+    clf = SLKLClassifier(GaussianKernel(sigma=2.0), n_components=64, sparsity=0.01, random_state=0).fit(Xtr, ytr)
     scores = clf.decision_function(Xte)
     assert scores.shape == (400, 10)
     np.testing.assert_array_equal(clf.predict(Xte), clf.classes_[scores.argmax(1)])
     assert np.mean(clf.predict(Xte) == yte) > 0.9
     # each one-vs-all problem is the regressor on +-1 targets
     Y = np.where(ytr[:, None] == np.arange(10), 1.0, -1.0)
-    reg = SLKLRegressor(GaussianKernel(sigma=2.0), n_columns=64, nu=0.01, random_state=0).fit(Xtr, Y)
+    reg = SLKLRegressor(GaussianKernel(sigma=2.0), n_components=64, sparsity=0.01, random_state=0).fit(Xtr, Y)
     np.testing.assert_allclose(reg.predict(Xte), scores, rtol=1e-10, atol=1e-12)
-    binary = SLKLClassifier(GaussianKernel(sigma=2.0), n_columns=32, random_state=0).fit(Xtr, ytr == 3)
+    binary = SLKLClassifier(GaussianKernel(sigma=2.0), n_components=32, random_state=0).fit(Xtr, ytr == 3)
     assert binary.decision_function(Xte).shape == (400,)
     assert np.mean(binary.predict(Xte) == (yte == 3)) > 0.95
 
 
 def test_warm_start_continues_from_previous_weights():
     X, y, _, _ = problem(n=80, M=30, seed=16)
-    est = SLKLRegressor(GaussianKernel(sigma=1.0), n_columns=30, tol=1e-8, warm_start=True, random_state=0).fit(X, y)
+    est = SLKLRegressor(GaussianKernel(sigma=1.0), n_components=30, tol=1e-8, warm_start=True, random_state=0).fit(X, y)
     F = est.objective_history_[-1]
     est.fit(X, y)
     assert est.objective_history_[0] == pytest.approx(F, rel=1e-10)
@@ -387,20 +387,20 @@ def test_warm_start_continues_from_previous_weights():
 
 def test_float32_input_gives_float32_predictions():
     X, y, _, _ = problem(n=60, M=20, seed=17)
-    est = SLKLRegressor(GaussianKernel(sigma=1.0), n_columns=20, random_state=0).fit(X.astype(np.float32), y)
+    est = SLKLRegressor(GaussianKernel(sigma=1.0), n_components=20, random_state=0).fit(X.astype(np.float32), y)
     assert est.predict(X.astype(np.float32)).dtype == np.float32
-    ref = SLKLRegressor(GaussianKernel(sigma=1.0), n_columns=20, random_state=0).fit(X, y)
+    ref = SLKLRegressor(GaussianKernel(sigma=1.0), n_components=20, random_state=0).fit(X, y)
     np.testing.assert_allclose(est.predict(X.astype(np.float32)), ref.predict(X), atol=1e-3)
 
 
 def test_bad_input():
     X, y, _, _ = problem(n=30, M=10, seed=18)
-    for params in ({"n_columns": 0}, {"nu": 0.0}, {"nu": -1.0}, {"lam": 0.0}, {"update": "gradient"},
+    for params in ({"n_components": 0}, {"sparsity": 0.0}, {"sparsity": -1.0}, {"alpha": 0.0}, {"update": "gradient"},
                    {"columns": "disk"}):
         with pytest.raises(ValueError, match=next(iter(params))):
             SLKLRegressor(**params).fit(X, y)
-    with pytest.warns(UserWarning, match="n_columns=100 > n_samples=30"):
-        est = SLKLRegressor(GaussianKernel(sigma=1.0), n_columns=100, random_state=0).fit(X, y)
+    with pytest.warns(UserWarning, match="n_components=100 > n_samples=30"):
+        est = SLKLRegressor(GaussianKernel(sigma=1.0), n_components=100, random_state=0).fit(X, y)
     assert est.mu_.shape == (30,)
     with pytest.raises(ValueError, match="(?i)sample.weight"):
         SLKLRegressor().fit(X, y, sample_weight=np.zeros(30))

@@ -68,9 +68,9 @@ def _demo_entries():
         DemoEntry("NystromFeatures+Ridge", "sinc", lambda: make_pipeline(
             NystromFeatures(GaussianKernel(sigma=1.0), n_components=200, random_state=0), Ridge(alpha=0.1))),
         DemoEntry("SLKLRegressor", "sinc", lambda: SLKLRegressor(
-            GaussianKernel(sigma=1.0), n_columns=256, nu=0.01, lam=1.0, random_state=0)),
+            GaussianKernel(sigma=1.0), n_components=256, sparsity=0.01, alpha=1.0, random_state=0)),
         DemoEntry("SLKLClassifier (one-vs-all)", "digits", lambda: SLKLClassifier(
-            GaussianKernel(sigma=2.0), n_columns=128, nu=0.01, random_state=0)),
+            GaussianKernel(sigma=2.0), n_components=128, sparsity=0.01, random_state=0)),
         DemoEntry("DoublyStochasticRegressor (SGD)", "sinc", lambda: DoublyStochasticRegressor(
             GaussianKernel(sigma=1.0), n_iter=60, batch_size=128, block_size=128, step_size=2.0, random_state=0)),
         DemoEntry("DoublyStochasticRegressor (preconditioned)", "sinc", lambda: DoublyStochasticRegressor(
@@ -89,7 +89,7 @@ def _demo_entries():
                   lambda: RegularizedKernelRegressor(GaussianKernel(sigma=1.0), loss="epsilon_insensitive",
                                                      epsilon=0.05, C=1.0, tol=1e-3, random_state=0)),
         DemoEntry("RegularizedKernelRegressor (squared, fixed point)", "sinc", lambda: RegularizedKernelRegressor(
-            GaussianKernel(sigma=1.0), C=1.0, solver="fixed_point", alpha="power", tol=1e-3, random_state=0)),
+            GaussianKernel(sigma=1.0), C=1.0, solver="fixed_point", step_size="power", tol=1e-3, random_state=0)),
         DemoEntry("ExactKernelRidge (one-hot)", "digits", lambda: _OneHotRegressionClassifier(
             ExactKernelRidge("gaussian", alpha=1e-3, random_state=0))),
         DemoEntry("RandomFourierFeatures+RidgeClassifier", "digits", lambda: make_pipeline(

@@ -48,7 +48,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-POWER_MARGIN = 0.1  # alpha="power" uses 2 (1 - margin) / ||K||_2
+POWER_MARGIN = 0.1  # step_size="power" uses 2 (1 - margin) / ||K||_2
 DIVERGENCE_PATIENCE = 3
 PRECISION_FLOOR = 100.0  # steps below this many eps(dtype) * max|z| (in z units) are rounding
 
@@ -70,7 +70,7 @@ class SolverResult:
     dual_history : D(c) after each iteration/sweep; F + D is the duality gap
     dropped : indices of points whose kernel diagonal is zero (their row of K is zero; the
         paper removes it: c_i = 0)
-    alpha : the fixed-point step used (None for coordinate descent)
+    step_size : the fixed-point step alpha used (None for coordinate descent)
     w : (d,) or (k, d) primal weights X^T c of the linear path (None otherwise)
     """
 
@@ -82,7 +82,7 @@ class SolverResult:
     objective_history: np.ndarray
     dual_history: np.ndarray
     dropped: np.ndarray
-    alpha: float | None = None
+    step_size: float | None = None
     w: np.ndarray | None = None
     stopped_by_callback: bool = False
     info: dict = field(default_factory=dict)
@@ -176,27 +176,27 @@ def estimate_spectral_norm(matvec, n, *, n_iter=50, rtol=1e-3, random_state=None
     return lam
 
 
-def _choose_alpha(alpha, diag, keep, matvec, n, dtype, random_state):
+def _choose_step(step_size, diag, keep, matvec, n, dtype, random_state):
     """The step of eq. (10): 1/trace(K), 2 (1 - margin) / ||K||_2 by power iteration, or the
     user's value, refused when it provably violates eq. (11)."""
     trace = float(diag[keep].sum())
-    if alpha is None or (isinstance(alpha, str) and alpha == "trace"):
+    if step_size is None or (isinstance(step_size, str) and step_size == "trace"):
         return 1.0 / trace
-    if isinstance(alpha, str):
-        if alpha != "power":
-            raise ValueError(f"alpha must be 'trace', 'power' or a number in (0, 2/||K||_2), got {alpha!r}.")
+    if isinstance(step_size, str):
+        if step_size != "power":
+            raise ValueError(f"step_size must be 'trace', 'power' or a number in (0, 2/||K||_2), got {step_size!r}.")
         norm = estimate_spectral_norm(matvec, n, random_state=random_state, dtype=dtype)
         return max(1.0 / trace, 2.0 * (1.0 - POWER_MARGIN) / norm) if norm > 0 else 1.0 / trace
-    check_positive(alpha, "alpha")
+    check_positive(step_size, "step_size")
     ones = keep.astype(dtype)
     lower = max(float(diag.max()), float(ones @ np.asarray(matvec(ones), dtype=np.float64)) / max(int(keep.sum()), 1))
-    if alpha >= 2.0 / lower:
+    if step_size >= 2.0 / lower:
         raise ValueError(
-            f"alpha={alpha!r} is outside (0, 2/||K||_2) (eq. 11): ||K||_2 >= {lower:.6g} here, so "
-            f"alpha must be below {2.0 / lower:.6g}; pass a smaller alpha, or alpha='trace' (always "
-            f"safe) or alpha='power'."
+            f"step_size={step_size!r} is outside (0, 2/||K||_2) (eq. 11): ||K||_2 >= {lower:.6g} here, so "
+            f"step_size must be below {2.0 / lower:.6g}; pass a smaller step_size, or step_size='trace' (always "
+            f"safe) or step_size='power'."
         )
-    return float(alpha)
+    return float(step_size)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -253,13 +253,13 @@ def _fixed_point_core(matvec, diag, keep, y, loss, C, alpha, *, tol, max_iter, c
 
 def _diverged(alpha, it, what):
     return FixedPointDivergenceError(
-        f"the fixed-point iteration diverged at iteration {it} ({what}): alpha={alpha:.6g} is too "
-        f"large for this kernel matrix (eq. 11 needs 0 < alpha < 2/||K||_2); pass a smaller alpha, "
-        f"e.g. alpha='trace' (1/trace(K), always safe) or alpha='power'."
+        f"the fixed-point iteration diverged at iteration {it} ({what}): step_size={alpha:.6g} is too "
+        f"large for this kernel matrix (eq. 11 needs 0 < step_size < 2/||K||_2); pass a smaller step_size, "
+        f"e.g. step_size='trace' (1/trace(K), always safe) or step_size='power'."
     )
 
 
-def _run(matvec, diag, y, loss, C, *, alpha, tol, max_iter, c0, dtype, s, verbose, callback, random_state, what):
+def _run(matvec, diag, y, loss, C, *, step_size, tol, max_iter, c0, dtype, s, verbose, callback, random_state, what):
     check_positive(tol, "tol")
     check_positive(max_iter, "max_iter", integer=True)
     keep = diag > 0
@@ -278,7 +278,7 @@ def _run(matvec, diag, y, loss, C, *, alpha, tol, max_iter, c0, dtype, s, verbos
         def matvec(c):  # K + s^2 1 1^T
             return np.asarray(plain(c)) + _intercept(c, s)
 
-    step = _choose_alpha(alpha, diag, keep, matvec, n, dtype, random_state)
+    step = _choose_step(step_size, diag, keep, matvec, n, dtype, random_state)
     with IterationMonitor(verbose, callback, total=max_iter, desc=what) as monitor:
         c, z, it, converged, primal, dual = _fixed_point_core(
             matvec, diag, keep, y, loss, C, step, tol=tol, max_iter=max_iter, c0=c0, dtype=dtype, monitor=monitor
@@ -288,7 +288,7 @@ def _run(matvec, diag, y, loss, C, *, alpha, tol, max_iter, c0, dtype, s, verbos
                         stopped_by_callback=stopped)
 
 
-def kernel_fixed_point(kernel, X, y, loss="squared", C=1.0, *, alpha="trace", tol=1e-4, max_iter=1000, c0=None,
+def kernel_fixed_point(kernel, X, y, loss="squared", C=1.0, *, step_size="trace", tol=1e-4, max_iter=1000, c0=None,
                        intercept_scaling=0.0, epsilon=0.1, max_memory=None, random_state=None, verbose=0,
                        callback=None, cache=None):
     """Solve problem (2) by the fixed-point iteration (10) on blocked kernel products.
@@ -304,7 +304,7 @@ def kernel_fixed_point(kernel, X, y, loss="squared", C=1.0, *, alpha="trace", to
     loss : str or Loss
     C : float or array of shape (n,)
         Per-point weight C_i = C w_i of the loss (= 1/lam_i); 0 removes a point.
-    alpha : "trace", "power" or float, default="trace"
+    step_size : "trace", "power" or float, default="trace"
         Step of eq. (10). "trace": 1/trace(K), always inside (0, 2/||K||_2) (trace >= norm).
         "power": 2 (1 - 0.1) / ||K||_2 with the norm estimated by power iteration (blocked
         products; faster convergence). A number is REFUSED (ValueError) when it provably
@@ -349,7 +349,7 @@ def kernel_fixed_point(kernel, X, y, loss="squared", C=1.0, *, alpha="trace", to
                                                                 max_rows=int(keep.sum()))
     # static fill: the first rows that fit (all of them when the budget allows)
     cache.fetch(np.flatnonzero(keep)[: cache.capacity])
-    result = _run(cache.matvec, diag, y, loss, C, alpha=alpha, tol=tol, max_iter=max_iter, c0=c0, dtype=dtype, s=s,
+    result = _run(cache.matvec, diag, y, loss, C, step_size=step_size, tol=tol, max_iter=max_iter, c0=c0, dtype=dtype, s=s,
                   verbose=verbose, callback=callback, random_state=random_state, what="fixed point")
     result.info.update(rows_computed=cache.n_computed, cache_rows=cache.capacity)
     return result
@@ -372,7 +372,7 @@ def _row_sq_norms(X):
     return np.einsum("ij,ij->i", X, X, dtype=np.float64)
 
 
-def linear_fixed_point(X, y, loss="squared", C=1.0, *, alpha="trace", tol=1e-4, max_iter=1000, c0=None,
+def linear_fixed_point(X, y, loss="squared", C=1.0, *, step_size="trace", tol=1e-4, max_iter=1000, c0=None,
                        intercept_scaling=0.0, epsilon=0.1, random_state=None, verbose=0, callback=None):
     """Fixed-point iteration (10) for the linear kernel K = X X^T, with K c = X (X^T c) (O(nnz)).
 
@@ -392,7 +392,7 @@ def linear_fixed_point(X, y, loss="squared", C=1.0, *, alpha="trace", tol=1e-4, 
     def matvec(c):
         return np.asarray(X @ np.asarray(X.T @ c), dtype=dtype)
 
-    result = _run(matvec, diag, y, loss, C, alpha=alpha, tol=tol, max_iter=max_iter, c0=c0, dtype=dtype, s=s,
+    result = _run(matvec, diag, y, loss, C, step_size=step_size, tol=tol, max_iter=max_iter, c0=c0, dtype=dtype, s=s,
                   verbose=verbose, callback=callback, random_state=random_state, what="fixed point (linear)")
     result.w = np.asarray(X.T @ result.coef, dtype=dtype).T
     return result

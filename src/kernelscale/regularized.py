@@ -49,7 +49,7 @@ class _RegularizedBase(BaseEstimator):
         "C": [Interval(Real, 0, None, closed="neither")],
         "solver": [StrOptions(set(SOLVERS))],
         "rule": [StrOptions(set(RULES))],
-        "alpha": [StrOptions({"trace", "power"}), Interval(Real, 0, None, closed="neither")],
+        "step_size": [StrOptions({"trace", "power"}), Interval(Real, 0, None, closed="neither")],
         "tol": [Interval(Real, 0, None, closed="neither")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "shrinking": ["boolean"],
@@ -107,7 +107,7 @@ class _RegularizedBase(BaseEstimator):
                 reserved_bytes=_vector_bytes(n, m, X.dtype),
                 max_rows=self._cache_rows(n, X.dtype, int(np.count_nonzero(sample_weight)) or 1))
         if self.solver == "fixed_point":
-            common.update(alpha=self.alpha, c0=c0, callback=self.callback)
+            common.update(step_size=self.step_size, c0=c0, callback=self.callback)
             if linear:
                 results = [linear_fixed_point(X, Y, C=Cw, **common)]
             else:
@@ -116,7 +116,7 @@ class _RegularizedBase(BaseEstimator):
             coef = results[0].coef
             intercept = np.broadcast_to(np.asarray(results[0].intercept, dtype=X.dtype), (m,)).copy()
             w = results[0].w
-            self.alpha_ = float(results[0].alpha) if results[0].alpha is not None else None
+            self.step_size_ = float(results[0].step_size) if results[0].step_size is not None else None
         else:
             common["shrinking"] = self.shrinking
             common["rule"] = self.rule
@@ -142,7 +142,7 @@ class _RegularizedBase(BaseEstimator):
                 f"{type(self).__name__} ({self.solver}) did not reach tol={self.tol:g} in max_iter="
                 f"{self.max_iter} {'sweeps' if self.solver == 'coordinate_descent' else 'iterations'}; "
                 f"increase max_iter or tol"
-                + (", or use alpha='power'" if self.solver == "fixed_point" and self.alpha == "trace" else "") + ".",
+                + (", or use step_size='power'" if self.solver == "fixed_point" and self.step_size == "trace" else "") + ".",
                 ConvergenceWarning,
                 stacklevel=3,
             )
@@ -192,14 +192,14 @@ _COMMON_DOC = """
     solver : "coordinate_descent" or "fixed_point", default="coordinate_descent"
     rule : "cyclic", "aitken" or "random", default="random"
         Index rule of coordinate descent (randomised cyclic by default).
-    alpha : "trace", "power" or float > 0, default="trace"
+    step_size : "trace", "power" or float > 0, default="trace"
         Step of the fixed-point solver: 1/trace(K) (always safe), or 1.8/||K||_2 with the norm
         estimated by power iteration (usually far fewer iterations), or a number, which is
         refused (ValueError) when it provably exceeds 2/||K||_2 and otherwise raises
         ``FixedPointDivergenceError`` if the iteration diverges.
     tol : float > 0, default=1e-3
         Stop when the largest coefficient change over a sweep is below tol (fixed point: the
-        change divided by alpha * mean(k_ii), the scale of a coordinate step). The default is
+        change divided by step_size * mean(k_ii), the scale of a coordinate step). The default is
         LIBSVM's; at it the kernel path matched LIBSVM's test error on adult and MNIST
         (benchmarks/bench_fixed_point.py). Lower it when the coefficients themselves matter.
     max_iter : int, default=1000
@@ -261,7 +261,7 @@ _ATTR_DOC = """
         decrease monotonically; F + D >= 0 is the duality gap.
     duality_gap_ : float
         F + D at the end, summed over problems (0 at the exact solution).
-    alpha_ : float (fixed-point solver only)
+    step_size_ : float (fixed-point solver only)
         The step used."""
 
 
@@ -299,15 +299,15 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
     }
     _y_validation = {}
 
-    def __init__(self, kernel="gaussian", loss="hinge", C=1.0, *, solver="coordinate_descent", rule="random",
-                 alpha="trace", tol=1e-3, max_iter=1000, shrinking=True, fit_intercept=False, intercept_scaling=1.0,
+    def __init__(self, kernel="gaussian", *, loss="hinge", C=1.0, solver="coordinate_descent", rule="random",
+                 step_size="trace", tol=1e-3, max_iter=1000, shrinking=True, fit_intercept=False, intercept_scaling=1.0,
                  class_weight=None, warm_start=False, max_memory=None, cache_size="1GB", random_state=None, verbose=0, callback=None):
         self.kernel = kernel
         self.loss = loss
         self.C = C
         self.solver = solver
         self.rule = rule
-        self.alpha = alpha
+        self.step_size = step_size
         self.tol = tol
         self.max_iter = max_iter
         self.shrinking = shrinking
@@ -338,7 +338,7 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
         else:
             Y = -np.ones((codes.size, m))
             Y[np.arange(codes.size), codes] = 1.0
-        for attr in ("coef_", "support_", "support_vectors_", "alpha_"):
+        for attr in ("coef_", "support_", "support_vectors_", "step_size_"):
             self.__dict__.pop(attr, None)
         self.dual_coef_, self.intercept_ = self._solve(X, Y, sample_weight, make_loss(self.loss))
         return self
@@ -392,8 +392,8 @@ class RegularizedKernelRegressor(RegressorMixin, _RegularizedBase):
     }
     _y_validation = {"multi_output": True, "y_numeric": True}
 
-    def __init__(self, kernel="gaussian", loss="squared", C=1.0, *, epsilon=0.1, solver="coordinate_descent",
-                 rule="random", alpha="trace", tol=1e-3, max_iter=1000, shrinking=True, fit_intercept=False,
+    def __init__(self, kernel="gaussian", *, loss="squared", C=1.0, epsilon=0.1, solver="coordinate_descent",
+                 rule="random", step_size="trace", tol=1e-3, max_iter=1000, shrinking=True, fit_intercept=False,
                  intercept_scaling=1.0, warm_start=False, max_memory=None, cache_size="1GB", random_state=None, verbose=0,
                  callback=None):
         self.kernel = kernel
@@ -402,7 +402,7 @@ class RegularizedKernelRegressor(RegressorMixin, _RegularizedBase):
         self.epsilon = epsilon
         self.solver = solver
         self.rule = rule
-        self.alpha = alpha
+        self.step_size = step_size
         self.tol = tol
         self.max_iter = max_iter
         self.shrinking = shrinking
@@ -422,7 +422,7 @@ class RegularizedKernelRegressor(RegressorMixin, _RegularizedBase):
         y = np.asarray(y, dtype=np.float64)
         sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
         Y = y.reshape(y.shape[0], -1)
-        for attr in ("coef_", "support_", "support_vectors_", "alpha_"):
+        for attr in ("coef_", "support_", "support_vectors_", "step_size_"):
             self.__dict__.pop(attr, None)
         coef, intercept = self._solve(X, Y, sample_weight, make_loss(self.loss, self.epsilon))
         if y.ndim == 1:

@@ -574,13 +574,15 @@ _PARAMS_DOC = """
     kernel : Kernel or str, default="gaussian"
         A kernelscale kernel or one of ``KERNEL_NAMES``; ``sigma="median"`` is resolved in fit
         into ``kernel_``.
-    n_columns : int >= 1, default=256
+    n_components : int >= 1, default=256
         M, the number of candidate columns, sampled uniformly without replacement from the
         training points (clipped to n with a warning).
-    nu : float > 0, default=0.01
-        Weight of the l1 penalty nu sum(mu); only lam * nu matters (Prop. 3).
-    lam : float > 0, default=1.0
-        Ridge parameter of eq. 14.
+    sparsity : float > 0, default=0.01
+        The paper's nu: weight of the l1 penalty nu sum(mu) of eq. 14; larger values keep
+        fewer columns active. Only alpha * sparsity matters (Prop. 3).
+    alpha : float > 0, default=1.0
+        The ridge, the paper's lambda in (lambda I + K(mu))^-1 of eq. 14; larger values
+        regularise more.
     update : "exact" or "newton", default="exact"
         Exact minimiser along the coordinate, or the paper's Newton step (eq. 19), safeguarded:
         a Newton step that would raise F is replaced by the exact step and counted in
@@ -603,7 +605,7 @@ _PARAMS_DOC = """
         if None); fit fails at once, naming what to change, when it cannot fit.
     warm_start : bool, default=False
         Reuse the previous candidates and weights ``mu_`` when the training set has the same
-        size, n_columns and number of outputs.
+        size, n_components and number of outputs.
     random_state : int, RandomState or None
         Seeds the candidate sample, the coordinate choice and the median heuristic.
     verbose : int, default=0
@@ -643,9 +645,9 @@ _ATTR_DOC = """
 class _SLKLBase(BaseEstimator):
     _parameter_constraints: dict = {
         "kernel": [Kernel, StrOptions(set(KERNEL_NAMES))],
-        "n_columns": [Interval(Integral, 1, None, closed="left")],
-        "nu": [Interval(Real, 0, None, closed="neither")],
-        "lam": [Interval(Real, 0, None, closed="neither")],
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "sparsity": [Interval(Real, 0, None, closed="neither")],
+        "alpha": [Interval(Real, 0, None, closed="neither")],
         "update": [StrOptions(set(UPDATES))],
         "tol": [Interval(Real, 0, None, closed="neither")],
         "max_iter": [Interval(Integral, 1, None, closed="left"), None],
@@ -679,9 +681,9 @@ class _SLKLBase(BaseEstimator):
         rng = check_random_state(self.random_state)
         kernel = make_kernel(self.kernel)
         self.kernel_ = clone(kernel) if kernel.is_resolved else kernel.resolve(Xk, rng, wk)
-        M = self.n_columns
+        M = self.n_components
         if M > n:
-            warnings.warn(f"n_columns={M} > n_samples={n} (with positive weight); using n_columns={n}.",
+            warnings.warn(f"n_components={M} > n_samples={n} (with positive weight); using n_components={n}.",
                           UserWarning, stacklevel=3)
             M = n
         prev_mu = getattr(self, "mu_", None)
@@ -711,18 +713,18 @@ class _SLKLBase(BaseEstimator):
             raise ValueError(
                 f"columns='gram' needs {format_bytes(gram_bytes)} for the {M} x {M} Gram matrix of the candidates "
                 f"and its solver state, more than max_memory={format_bytes(budget)}; use columns='on_the_fly', "
-                f"lower n_columns or increase max_memory."
+                f"lower n_components or increase max_memory."
             )
         if mode == "precompute" and precomputed_bytes > budget:
             raise ValueError(
                 f"columns='precompute' needs {format_bytes(precomputed_bytes)} for {M} columns of length "
                 f"{n}, more than max_memory={format_bytes(budget)}; use columns='on_the_fly', lower "
-                f"n_columns or increase max_memory."
+                f"n_components or increase max_memory."
             )
         self.columns_used_ = mode
         source = KernelColumns(KernelOperator(self.kernel_, Xk, budget), cand, sqrt_w)
         Yw = Yk if unit else Yk * sqrt_w[:, None]
-        kw = dict(lam=self.lam, nu=self.nu, update=self.update, tol=self.tol, max_iter=self.max_iter,
+        kw = dict(lam=self.alpha, nu=self.sparsity, update=self.update, tol=self.tol, max_iter=self.max_iter,
                   random_state=rng)
         if mode == "gram":
             # one BLAS-3 pass over kernel row blocks (all BLAS threads), shared by the k outputs
@@ -754,7 +756,7 @@ class _SLKLBase(BaseEstimator):
         scale = source.scale if isinstance(source, KernelColumns) else _candidate_scale(self.kernel_, Xk, cand)
         coef = (mu[on] * a[on]) * scale[on, None]
         if not np.all(np.isfinite(coef)):
-            raise ValueError("SLKL produced non-finite weights; rescale X or y, or increase lam or nu.")
+            raise ValueError("SLKL produced non-finite weights; rescale X or y, or increase alpha or sparsity.")
         self._n_fit = n_all
         self.candidates_ = keep[cand]
         self.active_ = keep[cand[on]]
@@ -781,12 +783,12 @@ def _candidate_scale(kernel, X, cand):
     return np.where(diag > 0, 1.0 / np.sqrt(np.where(diag > 0, diag, 1.0)), 0.0)
 
 
-def _init_params(self, kernel, n_columns, nu, lam, update, tol, max_iter, columns, max_memory, warm_start,
+def _init_params(self, kernel, n_components, sparsity, alpha, update, tol, max_iter, columns, max_memory, warm_start,
                  random_state, verbose, callback):
     self.kernel = kernel
-    self.n_columns = n_columns
-    self.nu = nu
-    self.lam = lam
+    self.n_components = n_components
+    self.sparsity = sparsity
+    self.alpha = alpha
     self.update = update
     self.tol = tol
     self.max_iter = max_iter
@@ -819,10 +821,10 @@ class SLKLRegressor(RegressorMixin, _SLKLBase):
 
     _parameter_constraints: dict = {**_SLKLBase._parameter_constraints}
 
-    def __init__(self, kernel="gaussian", n_columns=256, nu=0.01, lam=1.0, *, update="exact", tol=1e-4,
+    def __init__(self, kernel="gaussian", *, n_components=256, sparsity=0.01, alpha=1.0, update="exact", tol=1e-4,
                  max_iter=None, columns="auto", max_memory=None, warm_start=False, random_state=None, verbose=0,
                  callback=None):
-        _init_params(self, kernel, n_columns, nu, lam, update, tol, max_iter, columns, max_memory, warm_start,
+        _init_params(self, kernel, n_components, sparsity, alpha, update, tol, max_iter, columns, max_memory, warm_start,
                      random_state, verbose, callback)
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -870,10 +872,10 @@ class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
         "class_weight": [dict, StrOptions({"balanced"}), None],
     }
 
-    def __init__(self, kernel="gaussian", n_columns=256, nu=0.01, lam=1.0, *, update="exact", tol=1e-4,
+    def __init__(self, kernel="gaussian", *, n_components=256, sparsity=0.01, alpha=1.0, update="exact", tol=1e-4,
                  max_iter=None, columns="auto", class_weight=None, max_memory=None, warm_start=False,
                  random_state=None, verbose=0, callback=None):
-        _init_params(self, kernel, n_columns, nu, lam, update, tol, max_iter, columns, max_memory, warm_start,
+        _init_params(self, kernel, n_components, sparsity, alpha, update, tol, max_iter, columns, max_memory, warm_start,
                      random_state, verbose, callback)
         self.class_weight = class_weight
 
