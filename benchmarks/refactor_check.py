@@ -5,8 +5,10 @@
     python benchmarks/refactor_check.py compare old.npz new.npz [--rtol 1e-10]
 
 ``save`` imports kernelscale from ``--src`` and fits every estimator of this checkout's
-``tests/estimator_list.py`` (its constructor calls must be valid in both trees) on small float64
-and float32 problems, storing predict / decision_function / predict_proba / transform outputs.
+``tests/estimator_list.py`` on small float64 and float32 problems, storing predict /
+decision_function / predict_proba / transform outputs. Parameters renamed since the old tree are
+translated back through ``RENAMES`` (new name -> old name, per class), so the list is written in
+today's vocabulary.
 ``compare`` prints the largest relative difference of each output, worst first, and exits 1 when
 one exceeds ``--rtol``.
 """
@@ -21,6 +23,32 @@ import numpy as np
 
 HERE = pathlib.Path(__file__).resolve().parent
 METHODS = ("predict", "decision_function", "predict_proba", "transform")
+#: the one-vocabulary renames of issue 14: class -> {new parameter: old parameter}
+RENAMES = {
+    "LSSVMClassifier": {"batch_size": "block_size"},
+    "LSSVMRegressor": {"batch_size": "block_size"},
+    "SLKLClassifier": {"n_components": "n_columns", "sparsity": "nu", "alpha": "lam"},
+    "SLKLRegressor": {"n_components": "n_columns", "sparsity": "nu", "alpha": "lam"},
+    "RegularizedKernelClassifier": {"step_size": "alpha"},
+    "RegularizedKernelRegressor": {"step_size": "alpha"},
+}
+
+
+def _translate_renamed_parameters(kernelscale):
+    """Let an old tree's classes accept today's parameter names (see RENAMES)."""
+    import functools
+    import inspect
+
+    for name, mapping in RENAMES.items():
+        cls = getattr(kernelscale, name)
+        if all(new in inspect.signature(cls.__init__).parameters for new in mapping):
+            continue
+
+        @functools.wraps(cls.__init__)
+        def init(self, *args, _init=cls.__init__, _map=mapping, **kwargs):
+            _init(self, *args, **{_map.get(k, k): v for k, v in kwargs.items()})
+
+        cls.__init__ = init
 
 
 def _problems():
@@ -40,6 +68,8 @@ def save(src, out):
     from sklearn.base import ClassifierMixin, RegressorMixin, clone
 
     import kernelscale
+
+    _translate_renamed_parameters(kernelscale)
     from estimator_list import ESTIMATORS
 
     print(f"kernelscale from {kernelscale.__file__}")
