@@ -227,16 +227,23 @@ def median_heuristic(X, metric="euclidean", n_samples=MEDIAN_SAMPLES, random_sta
         X = X[keep]
         weights = None if weights is None else weights[keep]
     dist = pdist(X, metric=metric)
+    if weights is None:  # sorted in place: one array of the pairs, no copies
+        dist.sort()
+        dist = dist[np.searchsorted(dist, 0.0, side="right"):]
+        _check_some_positive(dist.size)
+        return 0.5 * (float(dist[(dist.size - 1) // 2]) + float(dist[dist.size // 2]))
     positive = dist > 0
-    if not positive.any():
+    _check_some_positive(np.count_nonzero(positive))
+    i, j = np.triu_indices(X.shape[0], 1)
+    return _weighted_median(dist[positive], (weights[i] * weights[j])[positive])
+
+
+def _check_some_positive(n_positive):
+    if n_positive == 0:
         raise ValueError(
             "sigma='median' failed: all sampled points of X coincide, so their median distance "
             "is zero; pass a positive number as sigma."
         )
-    if weights is None:
-        return float(np.median(dist[positive]))
-    i, j = np.triu_indices(X.shape[0], 1)
-    return _weighted_median(dist[positive], (weights[i] * weights[j])[positive])
 
 
 class _BandwidthKernel(Kernel):

@@ -21,7 +21,7 @@ from numbers import Integral, Real
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context, clone
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -30,12 +30,13 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._classifier import OneVsRestScoresMixin, encode_classes
+from ._estimator import resolve_kernel
 from .coordinate_descent import RULES, _prefers_csr, kernel_coordinate_descent, linear_coordinate_descent
 from .exact import kernel_predict
 from .fixed_point import _vector_bytes, kernel_fixed_point, linear_fixed_point
-from .kernels import KERNEL_NAMES, Kernel, LinearKernel, make_kernel
+from .kernels import KERNEL_NAMES, Kernel, LinearKernel
 from .ops.kernel import KernelOperator
-from .ops.memory import parse_memory
+from .ops.memory import format_bytes, parse_memory
 from .losses import CLASSIFICATION_LOSSES, REGRESSION_LOSSES, make_loss
 
 __all__ = ["RegularizedKernelClassifier", "RegularizedKernelRegressor"]
@@ -83,16 +84,14 @@ class _RegularizedBase(BaseEstimator):
         n, m = Y.shape
         rng = check_random_state(self.random_state)
         linear = self._is_linear()
-        kernel = make_kernel(self.kernel)
-        if linear:
-            self.kernel_ = clone(kernel)
-        elif kernel.is_resolved:
-            self.kernel_ = clone(kernel)
-        elif np.all(sample_weight == 1):
-            self.kernel_ = kernel.resolve(X, rng)
-        else:  # the median heuristic over the points that count, weighted
-            positive = sample_weight > 0
-            self.kernel_ = kernel.resolve(X[positive], rng, sample_weight[positive])
+        if linear:  # no kernel rows: the budget holds the O(n) solver state
+            need, budget = _vector_bytes(n, m, X.dtype), parse_memory(self.max_memory)
+            if need > budget:
+                raise ValueError(
+                    f"max_memory={format_bytes(budget)} is too small for the linear solver's state on "
+                    f"{n} samples ({format_bytes(need)}); increase max_memory to at least {need} bytes."
+                )
+        self.kernel_ = resolve_kernel(self.kernel, X, rng, sample_weight)
         Cw = self.C * sample_weight
         s = self.intercept_scaling if self.fit_intercept else 0.0
         c0 = None

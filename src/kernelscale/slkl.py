@@ -47,7 +47,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from threadpoolctl import threadpool_limits
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context, clone
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -56,7 +56,8 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from ._classifier import OneVsRestScoresMixin, encode_classes
 from ._monitor import IterationMonitor
-from .kernels import KERNEL_NAMES, Kernel, make_kernel
+from ._estimator import resolve_kernel
+from .kernels import KERNEL_NAMES, Kernel
 from .ops.kernel import KernelOperator
 from .ops.memory import format_bytes, parse_memory
 from .woodbury import woodbury_append, woodbury_direct_gram, woodbury_remove, woodbury_rescale
@@ -679,8 +680,7 @@ class _SLKLBase(BaseEstimator):
         Xk, Yk, wk = X[keep], Y[keep], sample_weight[keep]
         n = keep.size
         rng = check_random_state(self.random_state)
-        kernel = make_kernel(self.kernel)
-        self.kernel_ = clone(kernel) if kernel.is_resolved else kernel.resolve(Xk, rng, wk)
+        self.kernel_ = resolve_kernel(self.kernel, Xk, rng, wk)
         M = self.n_components
         if M > n:
             warnings.warn(f"n_components={M} > n_samples={n} (with positive weight); using n_components={n}.",
