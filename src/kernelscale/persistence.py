@@ -336,17 +336,21 @@ def _write_atomically(path, write):
     """Call ``write(file)`` on a new temporary file next to ``path``, fsync it, rename it to
     ``path``; the temporary file is removed if anything (or a SIGTERM) interrupts."""
     directory = path.parent
+    if not directory.is_dir():
+        raise FileNotFoundError(f"cannot save to {path}: the directory {directory} does not exist.")
     with _sigterm_raises():
-        fd, tmp = _create_temp(directory, path.name)
+        tmp = None
         try:
+            fd, tmp = _create_temp(directory, path.name)
             with os.fdopen(fd, "wb") as f:
                 write(f)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
         except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
             raise
     with contextlib.suppress(OSError, AttributeError):  # make the rename durable (POSIX)
         dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
@@ -386,7 +390,9 @@ class _Archive:
 
     def __init__(self, path):
         self.path = path
-        self._file = open(path, "rb")
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (no effect on regular files)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        self._file = os.fdopen(fd, "rb")
         try:
             self._open()
         except BaseException:
