@@ -71,7 +71,8 @@ def central_entries(data):
     return out
 
 
-def _local_headers(data):
+def local_headers(data):
+    """Offsets of the local file headers in zip bytes."""
     pos, out = bytes(data).find(b"PK\x03\x04"), []
     while pos >= 0:
         out.append(pos)
@@ -143,7 +144,7 @@ def byte_mutations(draw, data):
         fields = [(p, off, size) for p in records
                   for off, size in ((10, 2), (16, 4), (20, 4), (24, 4), (28, 2), (30, 2),
                                     (42, 4))]
-        fields += [(p, off, size) for p in _local_headers(buf)
+        fields += [(p, off, size) for p in local_headers(buf)
                    for off, size in ((8, 2), (18, 4), (22, 4), (26, 2), (28, 2))]
         eocd = bytes(buf).rfind(b"PK\x05\x06")
         if eocd >= 0:

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from estimator_list import ESTIMATORS
 from memcheck import peak_bytes
-from model_fuzzing import assert_same, central_entries
+from model_fuzzing import assert_same, central_entries, local_headers
 from sklearn.base import BaseEstimator, clone, is_classifier, is_regressor
 from sklearn.preprocessing import StandardScaler
 
@@ -747,3 +747,14 @@ def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
 def test_saving_into_a_missing_directory_names_it(tmp_path):
     with pytest.raises(FileNotFoundError, match="no-such-dir"):
         save(weights_model(1, n=10), tmp_path / "no-such-dir" / "m.ks")
+
+
+def test_a_corrupt_local_header_is_a_clear_error(tmp_path):
+    # found by the fuzz run: the UTF-8 flag set on a local header whose name is not UTF-8
+    path = saved_kernel(tmp_path)
+    data = bytearray(path.read_bytes())
+    local = local_headers(data)[-1]
+    data[local + 7] |= 0x08  # general purpose flag bit 11: the name is UTF-8
+    data[local + 30] = 0xFF  # first byte of the name
+    path.write_bytes(bytes(data))
+    assert_refused_within_bound(path, "corrupt", readers=(load,))

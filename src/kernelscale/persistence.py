@@ -415,7 +415,7 @@ class _Archive:
         self.members = {}
         total = 0
         for m in members:
-            if m.compress_type != zipfile.ZIP_STORED or m.flag_bits & 0x1:
+            if m.compress_type != zipfile.ZIP_STORED or m.flag_bits & 0x61:  # encrypted/patch
                 raise self.invalid(
                     f"entry {_short(m.filename)} is compressed or encrypted; kernelscale model "
                     f"files store entries uncompressed, which bounds the memory loading takes "
@@ -475,7 +475,8 @@ class _Archive:
                     self._read_into(fp, a.reshape(-1, order="A").view(np.uint8), key)
                 if fp.read(1):  # also makes zipfile check the CRC when it has not yet
                     raise self.invalid(f"entry {_short(key)} holds more data than declared.")
-        except (zipfile.BadZipFile, OSError, EOFError) as err:
+        except (zipfile.BadZipFile, OSError, EOFError, UnicodeDecodeError, NotImplementedError,
+                RuntimeError) as err:  # what zipfile raises for a corrupt local header or data
             raise self.invalid(f"entry {_short(key)} is corrupt ({_short(str(err))}).") from None
         return a
 
@@ -490,7 +491,7 @@ class _Archive:
                 shape, fortran, dtype = fmt.read_array_header_2_0(fp, MAX_HEADER_BYTES)
             else:
                 raise ValueError(f"unsupported .npy format version {version}")
-        except (zipfile.BadZipFile, OSError, EOFError):
+        except (zipfile.BadZipFile, OSError, EOFError, UnicodeDecodeError):
             raise
         except Exception as err:  # numpy's header parser raises several types on bad input
             msg = f"entry {_short(key)} has no valid .npy header ({_short(str(err))})"
