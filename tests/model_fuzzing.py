@@ -190,14 +190,13 @@ def _write_entries(entries, compressed=()):
     return out.getvalue()
 
 
-def _npy(a):
-    buf = io.BytesIO()
-    np.save(buf, a, allow_pickle=False)
-    return buf.getvalue()
-
-
-def _crafted_npy(descr, shape, fortran, data):
-    text = repr({"descr": descr, "fortran_order": fortran, "shape": shape}).encode("latin1")
+def npy_bytes(a=None, *, header=None, data=b""):
+    """The bytes of a .npy entry: ``np.save`` of ``a``, or a crafted ``header`` dict + ``data``."""
+    if a is not None:
+        buf = io.BytesIO()
+        np.save(buf, a, allow_pickle=False)
+        return buf.getvalue()
+    text = repr(header).encode("latin1")
     text += b" " * (-(len(text) + 11) % 64) + b"\n"
     return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text + data
 
@@ -244,9 +243,9 @@ def structural_mutations(draw, data):
             text = '{"k": ' * depth + "0" + "}" * depth
             meta = _set(meta, path, "@@DEEP@@")
             blob = json.dumps(meta).replace('"@@DEEP@@"', text).encode()
-            entries[meta_name] = _npy(np.frombuffer(blob, np.uint8))
+            entries[meta_name] = npy_bytes(np.frombuffer(blob, np.uint8))
         if kind != "json-deep":
-            entries[meta_name] = _npy(np.frombuffer(json.dumps(meta).encode(), np.uint8))
+            entries[meta_name] = npy_bytes(np.frombuffer(json.dumps(meta).encode(), np.uint8))
     else:
         arrays = sorted(name for name in entries if name != meta_name)
         name = draw(st.sampled_from(arrays))
@@ -257,17 +256,17 @@ def structural_mutations(draw, data):
                                   max_size=3).map(tuple))
             payload = entries[name]
             keep = draw(st.integers(0, len(payload)))
-            entries[name] = _crafted_npy(descr, shape, draw(st.booleans()), payload[-keep:] if
-                                         keep else b"")
+            header = {"descr": descr, "fortran_order": draw(st.booleans()), "shape": shape}
+            entries[name] = npy_bytes(header=header, data=payload[-keep:] if keep else b"")
         elif kind == "array-swap":
             a = draw(st.sampled_from([np.zeros(0), np.arange(3.0), np.ones((3, 4)), np.int8(1),
                                       np.array(["x", "yz"]), np.zeros((2, 3), np.float32).T]))
-            entries[name] = _npy(np.asarray(a))
+            entries[name] = npy_bytes(np.asarray(a))
         elif kind == "compress":
             compressed = (name, meta_name) if draw(st.booleans()) else (name,)
         elif kind == "extra-entry":
             entries[draw(st.sampled_from(["a9.npy", "raw", name, "../x.npy"]))] = draw(
-                st.binary(max_size=64) | st.just(_npy(np.zeros(10**6))))
+                st.binary(max_size=64) | st.just(npy_bytes(np.zeros(10**6))))
             compressed = ("a9.npy",) if draw(st.booleans()) else ()
         else:
             del entries[draw(st.sampled_from([name, meta_name]))]

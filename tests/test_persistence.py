@@ -1,7 +1,5 @@
 """Tests of kernelscale.persistence: round trips of every estimator, value fidelity, tampering."""
 
-import dataclasses
-import io
 import json
 import math
 import os
@@ -22,8 +20,8 @@ import numpy as np
 import pytest
 from estimator_list import ESTIMATORS
 from memcheck import peak_bytes
-from model_fuzzing import assert_same, central_entries, local_headers
-from sklearn.base import BaseEstimator, clone, is_classifier, is_regressor
+from model_fuzzing import assert_same, central_entries, local_headers, npy_bytes
+from sklearn.base import clone, is_classifier, is_regressor
 from sklearn.preprocessing import StandardScaler
 
 import kernelscale
@@ -431,17 +429,6 @@ def test_zip_member_that_is_not_npy_is_refused(tmp_path):
 # loading is bounded by the file (issue 19, item 2)
 
 
-def npy(a=None, *, header=None, data=b""):
-    """The bytes of a .npy entry: ``np.save`` of ``a``, or a crafted ``header`` dict + ``data``."""
-    if a is not None:
-        buf = io.BytesIO()
-        np.save(buf, a, allow_pickle=False)
-        return buf.getvalue()
-    text = repr(header).encode("latin1")
-    text += b" " * (-(len(text) + 11) % 64) + b"\n"
-    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text + data
-
-
 def model_file(path, fitted=None, arrays=None, compressed=(), meta_text=None):
     """Write a GaussianKernel model file by hand: ``fitted`` metadata, ``arrays`` as .npy bytes
     or arrays, the entries named in ``compressed`` deflated. Returns the path."""
@@ -453,7 +440,7 @@ def model_file(path, fitted=None, arrays=None, compressed=(), meta_text=None):
     with zipfile.ZipFile(path, "w") as z:
         for key, value in entries.items():
             method = zipfile.ZIP_DEFLATED if key in compressed else zipfile.ZIP_STORED
-            z.writestr(key + ".npy", value if isinstance(value, bytes) else npy(value),
+            z.writestr(key + ".npy", value if isinstance(value, bytes) else npy_bytes(value),
                        compress_type=method)
     return path
 
@@ -497,7 +484,7 @@ def test_declared_shape_is_checked_against_the_entry_before_allocating(tmp_path)
     # the .npy header (and the metadata) declare 32 MB; the entry holds 24 bytes
     header = {"descr": "<f8", "fortran_order": False, "shape": (4 * 10**6,)}
     path = model_file(tmp_path / "shape.ks", {"w_": ref("a0", "<f8", [4 * 10**6])},
-                      {"a0": npy(header=header, data=bytes(24))})
+                      {"a0": npy_bytes(header=header, data=bytes(24))})
     assert_refused_within_bound(path, "declares shape", readers=(load,))
 
 
