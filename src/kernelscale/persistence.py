@@ -368,10 +368,10 @@ def load_memory_bound(file_size):
     """The most bytes :func:`load` or :func:`describe` allocates for a file of ``file_size``
     bytes: ``LOAD_MEMORY_FACTOR * file_size + LOAD_MEMORY_OVERHEAD`` (64 x size + 1 MiB).
 
-    The arrays take at most the file's size (members are stored uncompressed and their sizes
+    The arrays take at most the file's size (entries are stored uncompressed and their sizes
     must fit in the file); the factor covers the Python objects built from the JSON metadata
-    (containers cost up to about 50 bytes per byte of JSON) and str arrays that become object
-    arrays (up to 22 bytes per byte).
+    (measured worst case 43 bytes per byte of JSON, for nested empty lists) and str arrays that
+    become object arrays (23 bytes per byte, for 4-byte characters).
     """
     return LOAD_MEMORY_FACTOR * int(file_size) + LOAD_MEMORY_OVERHEAD
 
