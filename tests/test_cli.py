@@ -1,5 +1,8 @@
 """The kernelscale command: demo results are sensible, fit/predict round-trip through files."""
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -50,7 +53,8 @@ def test_build_estimator_sets_nested_kernel_parameters():
 @pytest.mark.parametrize(
     "argv, message",
     [(["fit", "NoSuchModel", "x.csv", "-o", "m"], "unknown estimator"),
-     (["bench", "no-such-suite"], "no benchmark suite")],
+     (["bench", "no-such-suite", "--checkout", str(Path(__file__).resolve().parents[1])],
+      "no benchmark suite")],
 )
 def test_clear_errors(argv, message, tmp_path):
     if argv[0] == "fit":
@@ -72,3 +76,70 @@ def test_report_describes_a_saved_model(tmp_path, capsys):
     save(ExactKernelRidge(kernel="rbf").fit(X, y), tmp_path / "m.ksm")
     assert cli.main(["report", str(tmp_path / "m.ksm")]) == 0
     assert "ExactKernelRidge" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------------------------
+# bench and report never run code from the working directory (issue 19, item 4)
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def planted(tmp_path, monkeypatch):
+    """A working directory whose benchmarks/ would create ``marker`` if any of it were run."""
+    bench = tmp_path / "cwd" / "benchmarks"
+    bench.mkdir(parents=True)
+    marker = tmp_path / "marker"
+    payload = f"open({str(marker)!r}, 'w').close()\ndef run(quick=False): return 'ran'\n" \
+              f"def main(argv=None): return 0\n"
+    for name in ("harness", "report", "bench_evil", "bench_blocks"):
+        (bench / f"{name}.py").write_text(payload)
+    monkeypatch.chdir(tmp_path / "cwd")
+    monkeypatch.setattr(sys, "path", sys.path[:])
+    return marker
+
+
+@pytest.mark.parametrize("argv", [["report"], ["bench", "evil"], ["bench", "blocks", "--quick"]])
+def test_an_installed_command_refuses_to_run_benchmarks_without_a_checkout(argv, planted, monkeypatch):
+    monkeypatch.setattr(cli, "_own_checkout", lambda: None, raising=False)  # an installed package
+    with pytest.raises(SystemExit, match="--checkout"):
+        cli.main(argv)
+    assert not planted.exists()
+
+
+def test_bench_from_a_checkout_ignores_the_working_directory(planted):
+    with pytest.raises(SystemExit):  # no suite "evil" in this checkout, or no checkout at all
+        cli.main(["bench", "evil"])
+    assert not planted.exists()
+
+
+def fake_checkout(root, name='"kernelscale"'):
+    (root / "src" / "kernelscale").mkdir(parents=True)
+    (root / "src" / "kernelscale" / "__init__.py").write_text("")
+    (root / "benchmarks").mkdir()
+    (root / "benchmarks" / "harness.py").write_text("")
+    (root / "benchmarks" / "bench_fake_suite.py").write_text(
+        "def run(quick=False):\n    return f'fake-result quick={quick}'\n")
+    (root / "pyproject.toml").write_text(f"[project]\nname = {name}\n")
+    return root
+
+
+def test_bench_runs_the_checkout_named_on_the_command_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "path", sys.path[:])
+    monkeypatch.delitem(sys.modules, "bench_fake_suite", raising=False)
+    root = fake_checkout(tmp_path / "repo")
+    assert cli.main(["bench", "fake-suite", "--quick", "--checkout", str(root)]) == 0
+    assert "fake-result quick=True" in capsys.readouterr().out
+    sys.modules.pop("bench_fake_suite", None)
+    other = fake_checkout(tmp_path / "other", name='"not-kernelscale"')
+    with pytest.raises(SystemExit, match="not a kernelscale source checkout"):
+        cli.main(["bench", "fake-suite", "--checkout", str(other)])
+    with pytest.raises(SystemExit, match="no benchmark suite"):
+        cli.main(["bench", "../bench_fake_suite", "--checkout", str(root)])
+
+
+def test_the_checkout_of_a_development_install_is_found():
+    src = Path(cli.__file__).resolve().parents[1]
+    expected = src.parent if src.name == "src" else None  # None: installed in site-packages
+    assert cli._own_checkout() == expected
+    assert cli.is_checkout(CHECKOUT) and not cli.is_checkout(CHECKOUT / "benchmarks")

@@ -1,59 +1,46 @@
 """Tests of kernelscale.persistence: round trips of every estimator, value fidelity, tampering."""
 
-import dataclasses
 import json
 import math
+import os
 import pickle
+import re
+import signal
+import stat
+import struct
+import subprocess
+import sys
+import threading
+import time
 import warnings
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 from estimator_list import ESTIMATORS
-from sklearn.base import BaseEstimator, clone, is_classifier, is_regressor
+from memcheck import peak_bytes
+from model_fuzzing import assert_same, central_entries, local_headers, npy_bytes
+from sklearn.base import clone, is_classifier, is_regressor
 from sklearn.preprocessing import StandardScaler
 
+import kernelscale
 from kernelscale import kernels
 from kernelscale.kernels import GaussianKernel, LaplacianKernel, PolynomialKernel
 from kernelscale.persistence import (
     FORMAT,
     FORMAT_VERSION,
+    MAX_DEPTH,
+    MAX_META_BYTES,
     META_KEY,
     PersistenceWarning,
     describe,
     load,
+    load_memory_bound,
     save,
 )
 
 METHODS = ("predict", "transform", "decision_function", "predict_proba")
-
-
-def assert_same(a, b, where="value"):
-    """Deep equality that also checks types, dtypes, tuple-ness and NaNs."""
-    assert type(a) is type(b), f"{where}: {type(a)} != {type(b)}"
-    if isinstance(a, BaseEstimator) or dataclasses.is_dataclass(a):
-        if isinstance(a, BaseEstimator):
-            assert_same(a.get_params(deep=False), b.get_params(deep=False), f"{where}.params")
-        state = lambda o: {k: v for k, v in vars(o).items() if not k.startswith("_")}  # noqa: E731
-        assert_same(state(a), state(b), f"{where}.state")
-    elif isinstance(a, np.ndarray):
-        assert a.dtype == b.dtype and a.shape == b.shape, where
-        assert np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"), where
-    elif isinstance(a, np.generic):
-        assert a.dtype == b.dtype, where
-        assert a == b or (a != a and b != b), where
-    elif isinstance(a, dict):
-        assert list(a) == list(b), where
-        for k in a:
-            assert_same(a[k], b[k], f"{where}[{k!r}]")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_same(x, y, f"{where}[{i}]")
-    elif isinstance(a, float) and math.isnan(a):
-        assert math.isnan(b), where
-    else:
-        assert a == b, where
 
 
 def roundtrip(obj, tmp_path, name="model.ks"):
@@ -436,3 +423,325 @@ def test_zip_member_that_is_not_npy_is_refused(tmp_path):
         z.writestr("raw", b"\x80\x04payload")
     with pytest.raises(ValueError, match="not a .npy"):
         load(path)
+
+
+# ----------------------------------------------------------------------------------------------
+# loading is bounded by the file (issue 19, item 2)
+
+
+def model_file(path, fitted=None, arrays=None, compressed=(), meta_text=None):
+    """Write a GaussianKernel model file by hand: ``fitted`` metadata, ``arrays`` as .npy bytes
+    or arrays, the entries named in ``compressed`` deflated. Returns the path."""
+    meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "kernelscale_version": "0.1.0",
+            "class": "kernelscale.kernels.GaussianKernel", "params": {"sigma": 1.0},
+            "fitted": fitted or {}}
+    text = json.dumps(meta) if meta_text is None else meta_text
+    entries = {META_KEY: np.frombuffer(text.encode(), np.uint8), **(arrays or {})}
+    with zipfile.ZipFile(path, "w") as z:
+        for key, value in entries.items():
+            method = zipfile.ZIP_DEFLATED if key in compressed else zipfile.ZIP_STORED
+            z.writestr(key + ".npy", value if isinstance(value, bytes) else npy_bytes(value),
+                       compress_type=method)
+    return path
+
+
+def outcome(fn, *args):
+    """fn(*args), or the ValueError it raised."""
+    try:
+        return fn(*args)
+    except ValueError as err:
+        return err
+
+
+def assert_refused_within_bound(path, match, readers=(load, describe)):
+    """Every reader refuses the file with a message naming it, within the stated memory bound."""
+    for reader in readers:
+        peak, result = peak_bytes(lambda: outcome(reader, path))
+        assert peak <= load_memory_bound(path.stat().st_size), (reader.__name__, peak)
+        assert isinstance(result, ValueError), f"{reader.__name__} accepted the file"
+        assert str(path) in str(result) and re.search(match, str(result)), str(result)
+        assert len(str(result)) < 1000
+
+
+def ref(key, dtype, shape, **extra):
+    return {"__ndarray__": {"key": key, "dtype": dtype, "shape": shape, **extra}}
+
+
+def test_compressed_entries_are_refused_before_decompressing(tmp_path):
+    # 8 MB of zeros deflate to 8 KB: a zip bomb in an array entry and in the metadata
+    zeros = np.zeros(10**6)
+    path = model_file(tmp_path / "bomb.ks", {"w_": ref("a0", "<f8", [10**6])}, {"a0": zeros},
+                      compressed=("a0",))
+    assert path.stat().st_size < 20_000
+    assert_refused_within_bound(path, "compressed", readers=(load,))
+    meta = json.dumps({"format": FORMAT, "format_version": 1, "params": {}, "fitted": {},
+                       "class": "kernelscale.kernels.GaussianKernel"}) + " " * 8 * 2**20
+    path = model_file(tmp_path / "meta.ks", meta_text=meta, compressed=(META_KEY,))
+    assert_refused_within_bound(path, "compressed")
+
+
+def test_declared_shape_is_checked_against_the_entry_before_allocating(tmp_path):
+    # the .npy header (and the metadata) declare 32 MB; the entry holds 24 bytes
+    header = {"descr": "<f8", "fortran_order": False, "shape": (4 * 10**6,)}
+    path = model_file(tmp_path / "shape.ks", {"w_": ref("a0", "<f8", [4 * 10**6])},
+                      {"a0": npy_bytes(header=header, data=bytes(24))})
+    assert_refused_within_bound(path, "declares shape", readers=(load,))
+
+
+def test_metadata_larger_than_the_limit_is_refused(tmp_path):
+    meta = json.dumps({"format": FORMAT, "format_version": 1, "params": {}, "fitted": {},
+                       "class": "kernelscale.kernels.GaussianKernel"})
+    path = model_file(tmp_path / "big.ks", meta_text=meta + " " * MAX_META_BYTES)
+    assert_refused_within_bound(path, "MAX_META_BYTES")
+
+
+def nested(depth, key="k"):
+    value = 0
+    for _ in range(depth):
+        value = {key: value}
+    return value
+
+
+@pytest.mark.parametrize("fitted", [
+    "[" * 10**5 + "]" * 10**5,  # too deep for the JSON parser
+    json.dumps(nested(300, key="k" * 2500)),  # quadratic error-context strings when decoded
+], ids=["deep", "deep-long-keys"])
+def test_deeply_nested_metadata_is_refused(fitted, tmp_path):
+    text = json.dumps({"format": FORMAT, "format_version": 1, "params": {}, "fitted": "F",
+                       "class": "kernelscale.kernels.GaussianKernel"})
+    path = model_file(tmp_path / "deep.ks", meta_text=text.replace('"F"', '{"x_": %s}' % fitted))
+    assert_refused_within_bound(path, "nests deeper")
+
+
+def test_metadata_within_the_limits_loads(tmp_path):
+    k = GaussianKernel(sigma=1.0)
+    k.tree_ = nested(MAX_DEPTH - 2, key="k" * 10_000)  # the model's own levels take 2
+    path = tmp_path / "m.ks"
+    save(k, path)
+    peak, loaded = peak_bytes(lambda: load(path))
+    assert_same(k, loaded)
+    assert peak <= load_memory_bound(path.stat().st_size)
+
+
+def test_repeated_references_are_converted_once(tmp_path):
+    # one str array referenced 100 times as an object array, one long str scalar 200 times
+    names = np.array(["\U0001F600"] * 4000)
+    text = np.array("\U0001F600" * 10**5)
+    fitted = {"names_": [ref("a0", names.dtype.str, [4000], object_str=True)] * 100,
+              "text_": [{"__scalar__": {"key": "a1", "dtype": text.dtype.str}}] * 200}
+    path = model_file(tmp_path / "refs.ks", fitted, {"a0": names, "a1": text})
+    peak, loaded = peak_bytes(lambda: load(path))
+    assert loaded.names_[0] is loaded.names_[99] and loaded.names_[0].dtype == object
+    assert loaded.text_[0] == text[()]
+    assert peak <= load_memory_bound(path.stat().st_size)
+
+
+@pytest.mark.parametrize("fitted, match", [
+    ({"x_": {"__type__": []}}, "unsupported type"),
+    ({"x_": {"__dtype__": "U" + "9" * 30}}, "unsupported dtype"),
+    ({"x_": {"__object__": {"class": "kernelscale." + "x" * 10**6}}}, "refusing to load class"),
+    ({"x_": {"__object__": {"class": "kernelscale.features.FeatureBlockSpec",
+                            "params": {"kernel": "no-such-kernel", "n_features_in": 1,
+                                       "block_size": 2, "seed": 0}}}}, "refused the stored"),
+    ({"x_": {"__ndarray__": {"key": "a0", "dtype": "<f8", "shape": {"a": 1}}}}, "shape"),
+])
+def test_malformed_metadata_gives_a_short_error_naming_the_file(fitted, match, tmp_path):
+    path = model_file(tmp_path / "m.ks", fitted, {"a0": np.arange(3.0)})
+    assert_refused_within_bound(path, match, readers=(load,))
+
+
+def test_an_integer_too_long_for_python_is_a_clear_error(tmp_path):
+    text = json.dumps({"format": FORMAT, "format_version": 1, "params": {}, "fitted": {},
+                       "class": "kernelscale.kernels.GaussianKernel"})
+    path = model_file(tmp_path / "m.ks", meta_text=text[:-1] + ', "n": ' + "9" * 5000 + "}")
+    assert_refused_within_bound(path, "not UTF-8 JSON")
+
+
+def test_entries_declaring_more_bytes_than_the_file_are_refused(tmp_path):
+    path = saved_kernel(tmp_path)
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as z:
+        info = z.getinfo("a0.npy")
+    # the central directory's sizes of a0.npy: uncompressed only, then both (forged entries)
+    central = central_entries(data)["a0.npy"]
+    struct.pack_into("<I", data, central + 24, info.file_size + 8)
+    path.write_bytes(bytes(data))
+    assert_refused_within_bound(path, "declares")
+    struct.pack_into("<II", data, central + 20, 2**31, 2**31)
+    path.write_bytes(bytes(data))
+    assert_refused_within_bound(path, "more than the file")
+
+
+# ----------------------------------------------------------------------------------------------
+# saving is atomic, exclusive and cleans up (issue 19, item 5; issue 18, persistence)
+
+
+def weights_model(value, n=200_000):
+    k = GaussianKernel(sigma=1.0)
+    k.w_ = np.full(n, float(value))
+    return k
+
+
+def test_concurrent_saves_to_one_path_all_succeed_with_one_complete_winner(tmp_path):
+    path = tmp_path / "m.ks"
+    n_threads, rounds = 6, 3
+    barrier = threading.Barrier(n_threads)
+    errors = []
+
+    def writer(i):
+        model = weights_model(i)
+        try:
+            barrier.wait()
+            for _ in range(rounds):
+                save(model, path)
+        except BaseException as err:  # noqa: BLE001 - every failure is the finding
+            errors.append(err)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    w = load(path).w_
+    assert w.shape == (200_000,) and np.all(w == w[0]) and w[0] in range(n_threads)
+    assert [p.name for p in tmp_path.iterdir()] == ["m.ks"]
+
+
+def test_a_symlink_at_the_temporary_path_is_never_written_through(tmp_path, monkeypatch):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    path = tmp_path / "m.ks"
+    (tmp_path / "m.ks.tmp").symlink_to(victim)  # the old fixed temporary name
+    save(weights_model(1, n=10), path)
+    assert victim.read_bytes() == b"precious"
+    # even when the random name is guessed, the exclusive creation refuses the planted link
+    names = iter(["guessed", "fresh"])
+    monkeypatch.setattr("kernelscale.persistence.secrets.token_hex", lambda n: next(names))
+    (tmp_path / ".m.ks.guessed.tmp").symlink_to(victim)
+    save(weights_model(2, n=10), path)
+    assert victim.read_bytes() == b"precious"
+    assert load(path).w_[0] == 2.0
+
+
+def test_a_symlink_at_the_target_is_replaced_not_written_through(tmp_path):
+    victim = tmp_path / "victim.ks"
+    save(weights_model(1, n=10), victim)
+    link = tmp_path / "link.ks"
+    link.symlink_to(victim)
+    save(weights_model(2, n=10), link)
+    assert not link.is_symlink() and load(link).w_[0] == 2.0
+    assert load(victim).w_[0] == 1.0
+
+
+def test_an_interrupted_save_keeps_the_old_file_and_removes_the_temporary(tmp_path, monkeypatch):
+    path = tmp_path / "m.ks"
+    save(weights_model(1, n=10), path)
+    before = path.read_bytes()
+
+    def interrupted(f, **arrays):
+        f.write(b"partial")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(np, "savez", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        save(weights_model(2, n=10), path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["m.ks"]
+
+
+def test_save_fsyncs_the_new_file_before_renaming_it(tmp_path, monkeypatch):
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(("fsync", stat.S_ISREG(os.fstat(fd).st_mode)))
+        real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(("replace", Path(dst).name))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    save(weights_model(1, n=10), tmp_path / "m.ks")
+    assert events[:2] == [("fsync", True), ("replace", "m.ks")]
+
+
+def test_saved_file_mode_follows_the_umask(tmp_path):
+    umask = os.umask(0o022)
+    try:
+        save(weights_model(1, n=10), tmp_path / "m.ks")
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE((tmp_path / "m.ks").stat().st_mode) == 0o644
+
+
+SIGTERM_SCRIPT = """
+import sys, time
+import numpy as np
+from kernelscale.kernels import GaussianKernel
+from kernelscale.persistence import save
+
+def slow_savez(f, **arrays):
+    f.write(b"partial")
+    f.flush()
+    open(sys.argv[2], "w").close()
+    time.sleep(60)
+
+np.savez = slow_savez
+save(GaussianKernel(sigma=1.0), sys.argv[1])
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGTERM") or os.name != "posix", reason="POSIX signals")
+def test_sigterm_during_save_removes_the_temporary_file(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    ready = tmp_path / "ready"
+    source = str(Path(kernelscale.__file__).resolve().parents[1])  # the kernelscale under test
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([source, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", SIGTERM_SCRIPT, str(out / "m.ks"), str(ready)],
+                            env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert ready.exists(), "the save never started"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == -signal.SIGTERM  # still terminated by the signal
+    finally:
+        proc.kill()
+        proc.wait()
+    assert list(out.iterdir()) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
+    fifo = tmp_path / "m.ks"
+    os.mkfifo(fifo)
+    result = []
+    reader = threading.Thread(target=lambda: result.append(outcome(load, fifo)), daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    if reader.is_alive():  # unblock the reader before failing
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(timeout=10)
+        pytest.fail("load waited for a writer on a FIFO")
+    assert isinstance(result[0], ValueError) and "not a regular file" in str(result[0])
+
+
+def test_saving_into_a_missing_directory_names_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no-such-dir"):
+        save(weights_model(1, n=10), tmp_path / "no-such-dir" / "m.ks")
+
+
+def test_a_corrupt_local_header_is_a_clear_error(tmp_path):
+    # found by the fuzz run: the UTF-8 flag set on a local header whose name is not UTF-8
+    path = saved_kernel(tmp_path)
+    data = bytearray(path.read_bytes())
+    local = local_headers(data)[-1]
+    data[local + 7] |= 0x08  # general purpose flag bit 11: the name is UTF-8
+    data[local + 30] = 0xFF  # first byte of the name
+    path.write_bytes(bytes(data))
+    assert_refused_within_bound(path, "corrupt", readers=(load,))

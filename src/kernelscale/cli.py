@@ -2,10 +2,14 @@
 
 - ``kernelscale demo`` fits every estimator on embedded data (synthetic sinc, scikit-learn's
   digits) and prints test error, fit time and predict time.
-- ``kernelscale bench NAME [--quick]`` runs ``benchmarks/bench_NAME.py`` of a checkout.
+- ``kernelscale bench NAME [--quick] [--checkout PATH]`` runs ``benchmarks/bench_NAME.py`` of a
+  source checkout: the one named, else the one this kernelscale is imported from (an editable
+  install); an installed package refuses, saying so. Nothing is ever run from the current
+  directory.
 - ``kernelscale fit ESTIMATOR DATA -o MODEL [-p key=value ...]`` fits and saves a model.
 - ``kernelscale predict MODEL DATA [-o FILE]`` writes one prediction per line.
-- ``kernelscale report [MODEL]`` describes a saved model, or prints the benchmark results table.
+- ``kernelscale report [MODEL] [--checkout PATH]`` describes a saved model, or prints the
+  benchmark results table of a source checkout (found as for ``bench``).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import importlib.util
 import inspect
 import json
 import logging
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -195,15 +200,53 @@ def _cmd_demo(args):
 # bench and report
 
 
-def _benchmarks_dir(given=None):
-    candidates = [Path(given)] if given else [Path.cwd() / "benchmarks", Path(__file__).resolve().parents[2] / "benchmarks"]
-    for path in candidates:
-        if (path / "harness.py").is_file():
-            return path
-    raise SystemExit(
-        "kernelscale bench/report need the benchmarks/ folder of a kernelscale checkout: run from "
-        f"the checkout's root or pass --benchmarks-dir (looked in {', '.join(map(str, candidates))})."
-    )
+_NEEDS_CHECKOUT = (
+    "kernelscale {command} runs the benchmark suite, which lives in a kernelscale source checkout "
+    "(its benchmarks/ folder), not in the installed package ({package}). Name the checkout: "
+    "`kernelscale {command} --checkout PATH/TO/kernelscale`, or run `python benchmarks/"
+    "bench_NAME.py` / `python benchmarks/report.py` inside it. Code in the current directory is "
+    "never run."
+)
+_SUITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+
+
+def is_checkout(root):
+    """True when ``root`` is a kernelscale source checkout: a pyproject.toml of the project
+    "kernelscale", src/kernelscale/__init__.py and benchmarks/harness.py."""
+    root = Path(root)
+    try:
+        pyproject = (root / "pyproject.toml").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return (re.search(r'(?m)^name\s*=\s*"kernelscale"\s*$', pyproject) is not None
+            and (root / "src" / "kernelscale" / "__init__.py").is_file()
+            and (root / "benchmarks" / "harness.py").is_file())
+
+
+def _own_checkout():
+    """The checkout this kernelscale is imported from (an editable install, or src/ on the
+    path), or None for an installed package."""
+    root = Path(__file__).resolve().parents[2]
+    return root if is_checkout(root) else None
+
+
+def _benchmarks_dir(command, checkout=None):
+    """benchmarks/ of the checkout named with --checkout, else of the checkout this kernelscale
+    runs from; never of the current directory (an installed command must not run code from it)."""
+    if checkout is not None:
+        root = Path(checkout).expanduser().resolve()
+        if not is_checkout(root):
+            raise SystemExit(
+                f"--checkout {checkout}: not a kernelscale source checkout (expected a "
+                f'pyproject.toml with name = "kernelscale", src/kernelscale/ and '
+                f"benchmarks/harness.py). Pass the root of a clone of the kernelscale repository."
+            )
+        return root / "benchmarks"
+    root = _own_checkout()
+    if root is None:
+        raise SystemExit(_NEEDS_CHECKOUT.format(command=command,
+                                                package=Path(__file__).resolve().parent))
+    return root / "benchmarks"
 
 
 def _import_from(folder, module_name):
@@ -218,11 +261,12 @@ def _import_from(folder, module_name):
 
 
 def _cmd_bench(args):
-    folder = _benchmarks_dir(args.benchmarks_dir)
+    folder = _benchmarks_dir("bench", args.checkout)
     module_name = "bench_" + args.name.replace("-", "_")
     available = sorted(p.stem[len("bench_"):].replace("_", "-") for p in folder.glob("bench_*.py"))
-    if not (folder / f"{module_name}.py").is_file():
-        raise SystemExit(f"no benchmark suite {args.name!r}; available: {', '.join(available)}.")
+    if not (_SUITE_NAME.fullmatch(args.name) and (folder / f"{module_name}.py").is_file()):
+        raise SystemExit(f"no benchmark suite {args.name!r} in {folder}; available: "
+                         f"{', '.join(available)}.")
     path = _import_from(folder, module_name).run(quick=args.quick)
     _out(f"results written to {path}")
     return 0
@@ -234,7 +278,7 @@ def _cmd_report(args):
 
         _out(json.dumps(describe(args.model), indent=2, default=str))
         return 0
-    folder = _benchmarks_dir(args.benchmarks_dir)
+    folder = _benchmarks_dir("report", args.checkout)
     report = _import_from(folder, "report")
     return report.main(["--print"])
 
@@ -332,10 +376,12 @@ def _parser():
 
     sub.add_parser("demo", help="fit every estimator on embedded data and print a table").set_defaults(func=_cmd_demo)
 
-    bench = sub.add_parser("bench", help="run a benchmark suite of benchmarks/ (from a checkout)")
+    checkout_help = ("root of the kernelscale source checkout whose benchmarks/ to run (default: the "
+                     "checkout this kernelscale is imported from; never the current directory)")
+    bench = sub.add_parser("bench", help="run a benchmark suite of a source checkout's benchmarks/")
     bench.add_argument("name", help="suite name, e.g. blocks, slkl, dsg, fixed-point, lssvm, least-squares")
     bench.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
-    bench.add_argument("--benchmarks-dir", help="path to the benchmarks/ folder")
+    bench.add_argument("--checkout", metavar="PATH", help=checkout_help)
     bench.set_defaults(func=_cmd_bench)
 
     fit = sub.add_parser("fit", help="fit an estimator on a data file and save it")
@@ -356,7 +402,7 @@ def _parser():
 
     report = sub.add_parser("report", help="describe a saved model, or print the benchmark results table")
     report.add_argument("model", nargs="?")
-    report.add_argument("--benchmarks-dir")
+    report.add_argument("--checkout", metavar="PATH", help=checkout_help)
     report.set_defaults(func=_cmd_report)
     return parser
 

@@ -33,10 +33,25 @@ or objects with exactly one key naming a tag:
   a kernel or an estimator, or a dataclass defined in kernelscale (e.g. a random-feature block),
   whose ``params`` are its ``__init__`` fields and ``fitted`` is empty.
 
+Every zip member is stored uncompressed (``ZIP_STORED``, what ``np.savez`` writes) as a .npy
+file of format version 1.0 or 2.0.
+
 Loading (:func:`load`) never unpickles and never executes code from the file: it accepts only
 classes defined in kernelscale that derive from ``sklearn.base.BaseEstimator`` (or are
 dataclasses), builds them with ``cls(**params)`` (which only stores the parameters) and sets the
-fitted attributes.
+fitted attributes. Its memory is bounded by the file (:func:`load_memory_bound`): compressed
+members are refused, the members' declared sizes must fit in the file, each .npy header's shape
+and dtype must match its member's size (and the metadata) before the data is read, and the JSON
+metadata is limited to :data:`MAX_META_BYTES` bytes and :data:`MAX_DEPTH` levels of nesting.
+SECURITY.md states what this guarantees and what it does not.
+
+Saving writes a new file next to the target under a unique name, created exclusively (never
+through a symbolic link), fsyncs it and renames it over the target atomically: readers see the
+old file or the new one, concurrent saves to one path all succeed (the last rename wins), and the
+temporary file is removed on any exception, KeyboardInterrupt included, and on a SIGTERM whose
+default action is in place when saving from the main thread (it is delivered again once the file
+is removed). A symbolic link at the target is replaced by the file; the file it pointed to is not
+written. Only SIGKILL or a crash leaves a temporary file (``.NAME.XXXXXXXX.tmp``) behind.
 
 Saving refuses what the format cannot hold (TypeError naming the attribute), except two
 constructor parameters: a callable ``callback`` and a ``random_state`` given as a
@@ -45,12 +60,18 @@ constructor parameters: a callable ``callback`` and a ``random_state`` given as 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
+import inspect
 import json
 import math
 import os
-import types
+import reprlib
+import secrets
+import signal
+import stat
+import threading
 import warnings
 import zipfile
 from pathlib import Path
@@ -58,13 +79,28 @@ from pathlib import Path
 import numpy as np
 from sklearn.base import BaseEstimator
 
-__all__ = ["save", "load", "describe", "FORMAT", "FORMAT_VERSION", "PersistenceWarning"]
+__all__ = [
+    "save", "load", "describe", "load_memory_bound", "FORMAT", "FORMAT_VERSION",
+    "MAX_META_BYTES", "MAX_DEPTH", "PersistenceWarning",
+]
 
 FORMAT = "kernelscale-model"
 FORMAT_VERSION = 1
 #: format versions this kernelscale can read
 READABLE_VERSIONS = (1,)
 META_KEY = "__kernelscale__"
+
+#: largest JSON metadata load/describe read (a model's is about 1.5 KB; lists stored as JSON,
+#: e.g. a history of 10**5 floats, stay far below this)
+MAX_META_BYTES = 4 * 2**20
+#: deepest nesting of JSON containers load/describe accept (a model's is at most 8)
+MAX_DEPTH = 32
+#: largest .npy header read (numpy's own default limit)
+MAX_HEADER_BYTES = 10_000
+#: load_memory_bound(size) = LOAD_MEMORY_FACTOR * size + LOAD_MEMORY_OVERHEAD
+LOAD_MEMORY_FACTOR = 64
+LOAD_MEMORY_OVERHEAD = 2**20
+_READ_CHUNK = 2**20
 
 _ARRAY_KINDS = "biufcUS"
 _TAGS = ("__float__", "__tuple__", "__dict__", "__ndarray__", "__scalar__", "__dtype__",
@@ -226,8 +262,10 @@ def _is_own_class(cls):
 def save(model, path):
     """Save a kernelscale estimator or kernel to ``path`` (one .npz file; see the module docstring).
 
-    The file is written as given (no ".npz" is appended). Returns the path. Raises TypeError
-    for a model or attribute the format cannot hold.
+    The file is written as given (no ".npz" is appended), atomically: a unique temporary file in
+    the same directory is written, fsynced and renamed over ``path``. A symbolic link at
+    ``path`` is replaced, not written through. Returns the path. Raises TypeError for a model or
+    attribute the format cannot hold.
     """
     if not (isinstance(model, BaseEstimator) and _is_own_class(type(model))):
         raise TypeError(
@@ -245,87 +283,308 @@ def save(model, path):
     blob = json.dumps(meta, allow_nan=False, ensure_ascii=False).encode("utf-8")
     arrays = {META_KEY: np.frombuffer(blob, dtype=np.uint8), **enc.arrays}
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)  # object arrays were refused above: nothing is pickled
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    # object arrays were refused above: nothing is pickled
+    _write_atomically(path, lambda f: np.savez(f, **arrays))
     return path
+
+
+class _Terminated(BaseException):
+    """Raised in the main thread by SIGTERM while :func:`save` writes (see _sigterm_raises)."""
+
+
+@contextlib.contextmanager
+def _sigterm_raises():
+    """Within the block, a SIGTERM with its default action raises _Terminated (main thread only),
+    so cleanup runs; on leaving, the old handler is back and the signal is delivered again."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        yield
+        return
+    received = []
+
+    def handler(signum, frame):
+        received.append(signum)
+        raise _Terminated
+
+    signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    except _Terminated:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if received:
+            signal.raise_signal(signal.SIGTERM)
+            raise SystemExit(128 + signal.SIGTERM)  # only if SIGTERM is blocked in this thread
+
+
+def _create_temp(directory, name):
+    """Create and open ``directory/.NAME.RANDOM.tmp`` exclusively (O_EXCL, O_NOFOLLOW): an
+    existing file or symbolic link there is never opened. Returns (fd, path)."""
+    flags = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+             | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+    for _ in range(100):
+        tmp = directory / f".{name[:100]}.{secrets.token_hex(8)}.tmp"
+        try:
+            return os.open(tmp, flags, 0o666), tmp  # the umask applies, as for open(path, "wb")
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"could not create a unique temporary file in {directory}")
+
+
+def _write_atomically(path, write):
+    """Call ``write(file)`` on a new temporary file next to ``path``, fsync it, rename it to
+    ``path``; the temporary file is removed if anything (or a SIGTERM) interrupts."""
+    directory = path.parent
+    if not directory.is_dir():
+        raise FileNotFoundError(f"cannot save to {path}: the directory {directory} does not exist.")
+    with _sigterm_raises():
+        tmp = None
+        try:
+            fd, tmp = _create_temp(directory, path.name)
+            with os.fdopen(fd, "wb") as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+            raise
+    with contextlib.suppress(OSError, AttributeError):  # make the rename durable (POSIX)
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
 
 # ----------------------------------------------------------------------------------------------
 # decoding
 
 
+def load_memory_bound(file_size):
+    """The most bytes :func:`load` or :func:`describe` allocates for a file of ``file_size``
+    bytes: ``LOAD_MEMORY_FACTOR * file_size + LOAD_MEMORY_OVERHEAD`` (64 x size + 1 MiB).
+
+    The arrays take at most the file's size (entries are stored uncompressed and their sizes
+    must fit in the file); the factor covers the Python objects built from the JSON metadata
+    (measured worst case 43 bytes per byte of JSON, for nested empty lists) and str arrays that
+    become object arrays (23 bytes per byte, for 4-byte characters).
+    """
+    return LOAD_MEMORY_FACTOR * int(file_size) + LOAD_MEMORY_OVERHEAD
+
+
 def _invalid(path, msg):
     return ValueError(f"{path} is not a valid kernelscale model file: {msg}")
 
 
-def _read_meta(f, path):
-    if META_KEY not in f.files:
+def _short(value):
+    """A repr of bounded length, for messages about values read from a file."""
+    return reprlib.repr(value)
+
+
+class _Archive:
+    """A model file opened for bounded reading: zip members checked before any data is read."""
+
+    def __init__(self, path):
+        self.path = path
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (no effect on regular files)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        self._file = os.fdopen(fd, "rb")
+        try:
+            self._open()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self):
+        info = os.fstat(self._file.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise self.invalid("it is not a regular file.")
+        self.size = info.st_size
+        if self._file.read(6) == b"\x93NUMPY":
+            raise self.invalid("it is a single .npy array, not an .npz archive.")
+        try:
+            self.zip = zipfile.ZipFile(self._file)
+            members = self.zip.infolist()
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError,
+                NotImplementedError) as err:
+            raise self.invalid(f"it is not an .npz archive ({_short(str(err))}).") from None
+        self.members = {}
+        total = 0
+        for m in members:
+            if m.compress_type != zipfile.ZIP_STORED or m.flag_bits & 0x61:  # encrypted/patch
+                raise self.invalid(
+                    f"entry {_short(m.filename)} is compressed or encrypted; kernelscale model "
+                    f"files store entries uncompressed, which bounds the memory loading takes "
+                    f"by the file's size. Re-save the model with kernelscale.save."
+                )
+            if m.compress_size != m.file_size:
+                raise self.invalid(f"entry {_short(m.filename)} declares {m.file_size} bytes "
+                                   f"but stores {m.compress_size}.")
+            key = m.filename[:-4] if m.filename.endswith(".npy") else m.filename
+            if key in self.members:
+                raise self.invalid(f"entry {_short(m.filename)} appears twice.")
+            self.members[key] = m
+            total += m.file_size
+        if total > self.size:
+            raise self.invalid(
+                f"its entries declare {total} bytes in all, more than the file's {self.size} "
+                f"bytes (forged or overlapping entries)."
+            )
+
+    def invalid(self, msg):
+        return _invalid(self.path, msg)
+
+    def close(self):
+        if getattr(self, "zip", None) is not None:
+            self.zip.close()
+        self._file.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __contains__(self, key):
+        return key in self.members
+
+    def array(self, key, check=None):
+        """The array stored under ``key``. ``check(dtype, shape)`` may raise before any data is
+        read; the declared dtype and shape must account for the entry's size exactly."""
+        member = self.members[key]
+        if not member.filename.endswith(".npy"):
+            raise self.invalid(f"entry {_short(key)} is not a .npy array.")
+        try:
+            with self.zip.open(member) as fp:
+                dtype, shape, fortran = self._header(fp, key)
+                if check is not None:
+                    check(dtype, shape)
+                nbytes = math.prod(shape) * dtype.itemsize
+                if fp.tell() + nbytes != member.file_size:
+                    raise self.invalid(
+                        f"entry {_short(key)} declares shape {shape} and dtype {dtype.str} "
+                        f"({nbytes} bytes of data) but holds {member.file_size - fp.tell()} "
+                        f"bytes; refused before reading it."
+                    )
+                a = np.empty(shape, dtype=dtype, order="F" if fortran else "C")
+                if nbytes:
+                    self._read_into(fp, a.reshape(-1, order="A").view(np.uint8), key)
+                if fp.read(1):  # also makes zipfile check the CRC when it has not yet
+                    raise self.invalid(f"entry {_short(key)} holds more data than declared.")
+        except (zipfile.BadZipFile, OSError, EOFError, UnicodeDecodeError, NotImplementedError,
+                RuntimeError) as err:  # what zipfile raises for a corrupt local header or data
+            raise self.invalid(f"entry {_short(key)} is corrupt ({_short(str(err))}).") from None
+        return a
+
+    def _header(self, fp, key):
+        """dtype, shape and Fortran order of a .npy header, refusing what the format excludes."""
+        fmt = np.lib.format
+        try:
+            version = fmt.read_magic(fp)
+            if version == (1, 0):
+                shape, fortran, dtype = fmt.read_array_header_1_0(fp, MAX_HEADER_BYTES)
+            elif version == (2, 0):
+                shape, fortran, dtype = fmt.read_array_header_2_0(fp, MAX_HEADER_BYTES)
+            else:
+                raise ValueError(f"unsupported .npy format version {version}")
+        except (zipfile.BadZipFile, OSError, EOFError, UnicodeDecodeError):
+            raise
+        except Exception as err:  # numpy's header parser raises several types on bad input
+            msg = f"entry {_short(key)} has no valid .npy header ({_short(str(err))})"
+            raise self.invalid(msg) from None
+        if not (isinstance(shape, tuple)
+                and all(type(n) is int and n >= 0 for n in shape) and isinstance(fortran, bool)):
+            raise self.invalid(f"entry {_short(key)} has an invalid .npy shape {_short(shape)}.")
+        if (dtype.kind not in _ARRAY_KINDS or dtype.fields is not None or dtype.subdtype
+                or dtype.itemsize == 0):
+            raise self.invalid(
+                f"entry {_short(key)} has dtype {dtype}, which needs pickle or is not one "
+                f"kernelscale stores (numeric, bool or str); refused."
+            )
+        return dtype, shape, fortran
+
+    def _read_into(self, fp, out, key):
+        view = memoryview(out)
+        pos = 0
+        while pos < len(view):
+            chunk = fp.read(min(_READ_CHUNK, len(view) - pos))
+            if not chunk:
+                raise self.invalid(f"entry {_short(key)} is truncated.")
+            view[pos:pos + len(chunk)] = chunk
+            pos += len(chunk)
+
+
+def _check_depth(meta, path):
+    """Refuse JSON nested deeper than MAX_DEPTH containers (iteratively: no recursion)."""
+    stack = [(meta, 1)] if isinstance(meta, (dict, list)) else []
+    while stack:
+        v, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise _invalid(path, f"its metadata nests deeper than {MAX_DEPTH} levels (the limit "
+                                 f"kernelscale.persistence.MAX_DEPTH).")
+        children = v.values() if isinstance(v, dict) else v
+        stack.extend((x, depth + 1) for x in children if isinstance(x, (dict, list)))
+
+
+def _read_meta(archive):
+    path = archive.path
+    if META_KEY not in archive:
         raise _invalid(path, f"it has no {META_KEY!r} entry (was it written by kernelscale.save?).")
-    raw = _array(f, META_KEY, path)
-    if raw.dtype != np.uint8 or raw.ndim != 1:
-        raise _invalid(path, f"{META_KEY!r} must be a 1-d uint8 array.")
+
+    def check(dtype, shape):
+        if dtype != np.uint8 or len(shape) != 1:
+            raise _invalid(path, f"{META_KEY!r} must be a 1-d uint8 array.")
+        if shape[0] > MAX_META_BYTES:
+            raise _invalid(path, f"its metadata is {shape[0]} bytes, more than the limit "
+                                 f"{MAX_META_BYTES} (kernelscale.persistence.MAX_META_BYTES).")
+
+    text = archive.array(META_KEY, check).tobytes()
     try:
-        meta = json.loads(raw.tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise _invalid(path, f"its metadata is not UTF-8 JSON ({err}).") from None
+        text = text.decode("utf-8")
+        meta = json.loads(text)
+    except RecursionError:
+        raise _invalid(path, f"its metadata nests deeper than {MAX_DEPTH} levels.") from None
+    except ValueError as err:  # bad UTF-8, bad JSON, an integer of more than 4300 digits
+        raise _invalid(path, f"its metadata is not UTF-8 JSON ({_short(str(err))}).") from None
+    del text
+    _check_depth(meta, path)
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise _invalid(path, f"its metadata does not declare format {FORMAT!r}.")
     return meta
 
 
-def _array(f, key, path):
-    try:
-        a = f[key]
-    except ValueError as err:  # numpy refuses object arrays when allow_pickle=False
-        msg = f"entry {key!r} needs pickle or is corrupt ({err}); refused."
-        raise _invalid(path, msg) from None
-    if not isinstance(a, np.ndarray):  # a zip member that is not a .npy file
-        raise _invalid(path, f"entry {key!r} is not a .npy array.")
-    return a
-
-
-def _open(path):
-    try:
-        f = np.load(path, allow_pickle=False)
-    except (ValueError, EOFError, zipfile.BadZipFile) as err:
-        raise _invalid(path, f"it is not an .npz archive ({err}).") from None
-    if not isinstance(f, np.lib.npyio.NpzFile):
-        raise _invalid(path, "it is a single .npy array, not an .npz archive.")
-    return f
-
-
 def describe(path):
     """Return a model file's JSON metadata without building the model (for ``kernelscale report``).
 
-    Works for any format version, so a report can show files this kernelscale cannot load.
+    Works for any format version, so a report can show files this kernelscale cannot load. The
+    same limits as :func:`load` apply.
     """
-    with _open(path) as f:
-        return _read_meta(f, path)
+    with _Archive(path) as archive:
+        return _read_meta(archive)
 
 
 def load(path):
     """Load a model written by :func:`save`; never unpickles, never runs code from the file.
 
-    Raises ValueError for files of another format or format version, and for classes that are
-    not kernelscale estimators or kernels.
+    Allocates at most :func:`load_memory_bound` of the file's size. Raises ValueError naming the
+    file for files of another format or format version, for classes that are not kernelscale
+    estimators or kernels, and for files that are corrupt or exceed a limit.
     """
-    with _open(path) as f:
-        meta = _read_meta(f, path)
+    with _Archive(path) as archive:
+        meta = _read_meta(archive)
         version = meta.get("format_version")
         if isinstance(version, bool) or version not in READABLE_VERSIONS:
             raise ValueError(
-                f"{path} has format_version {version!r}; this kernelscale ({_version()}) reads "
-                f"format version(s) {', '.join(map(str, READABLE_VERSIONS))}. The file was written "
-                f"by kernelscale {meta.get('kernelscale_version', '?')}: upgrade kernelscale "
-                f"(pip install -U kernelscale) to load it."
+                f"{path} has format_version {_short(version)}; this kernelscale ({_version()}) "
+                f"reads format version(s) {', '.join(map(str, READABLE_VERSIONS))}. The file was "
+                f"written by kernelscale {_short(meta.get('kernelscale_version', '?'))}: upgrade "
+                f"kernelscale (pip install -U kernelscale) to load it."
             )
-        return _Decoder(f, path).obj(meta, "model")
+        return _Decoder(archive).obj(meta, "model")
 
 
 def _resolve_class(class_path):
@@ -333,7 +592,7 @@ def _resolve_class(class_path):
 
     def refuse(why):
         return ValueError(
-            f"refusing to load class {class_path!r}: {why}. kernelscale.load only builds "
+            f"refusing to load class {_short(class_path)}: {why}. kernelscale.load only builds "
             f"kernelscale estimators and kernels."
         )
 
@@ -341,12 +600,14 @@ def _resolve_class(class_path):
         raise refuse("the class name is not a string")
     module_name, _, name = class_path.rpartition(".")
     parts = module_name.split(".")
-    if parts[0] != "kernelscale" or not all(p.isidentifier() for p in parts + [name]):
+    if parts[0] != "kernelscale" or not all(
+        p.isidentifier() and not p.startswith("__") for p in parts + [name]
+    ):
         raise refuse("it is not in the kernelscale package")
     try:
         module = importlib.import_module(module_name)
     except ImportError:
-        raise refuse(f"there is no module {module_name}") from None
+        raise refuse(f"there is no module {_short(module_name)}") from None
     cls = getattr(module, name, None)
     if not (
         isinstance(cls, type)
@@ -359,30 +620,35 @@ def _resolve_class(class_path):
 
 
 class _Decoder:
-    def __init__(self, f, path):
-        self.f = f
-        self.path = path
-        self._loaded = {}  # key -> array, so arrays shared when saved are shared again
+    """Builds the model from the metadata; every message names the file and where in it."""
+
+    def __init__(self, archive):
+        self.archive = archive
+        self._loaded = {}  # (key, how) -> value: read once, and shared again if saved shared
 
     def fail(self, where, msg):
-        return _invalid(self.path, f"{where}: {msg}")
+        return _invalid(self.archive.path, f"{where}: {msg}")
 
     def value(self, v, where):
+        """The Python value of JSON value ``v``; lists and plain dicts are decoded in place, so
+        the model's containers reuse the parsed ones (memory: see load_memory_bound)."""
         if v is None or isinstance(v, (bool, int, float, str)):
             return v
         if isinstance(v, list):
-            return [self.value(x, f"{where}[{i}]") for i, x in enumerate(v)]
+            for i, x in enumerate(v):
+                v[i] = self.value(x, f"{where}[{i}]")
+            return v
         if not isinstance(v, dict):
-            raise self.fail(where, f"unexpected JSON value {v!r}")
+            raise self.fail(where, f"unexpected JSON value {_short(v)}")
         tagged = [k for k in v if k.startswith("__")]
         if not tagged:
-            return {k: self.value(x, f"{where}[{k!r}]") for k, x in v.items()}
+            return self._dict(v, where)
         if len(v) != 1 or tagged[0] not in _TAGS:
-            raise self.fail(where, f"unknown tag(s) {tagged}; expected one of {_TAGS}")
+            raise self.fail(where, f"unknown tag(s) {_short(tagged)}; expected one of {_TAGS}")
         tag, body = tagged[0], v[tagged[0]]
         if tag == "__float__":
             if body not in ("nan", "inf", "-inf"):
-                raise self.fail(where, f"bad float {body!r}")
+                raise self.fail(where, f"bad float {_short(body)}")
             return float(body)
         if tag == "__tuple__":
             if not isinstance(body, list):
@@ -391,7 +657,7 @@ class _Decoder:
         if tag == "__dict__":
             if not isinstance(body, dict):
                 raise self.fail(where, "__dict__ must hold an object")
-            return {k: self.value(x, f"{where}[{k!r}]") for k, x in body.items()}
+            return self._dict(body, where)
         if tag == "__ndarray__":
             return self.array(body, where)
         if tag == "__scalar__":
@@ -399,7 +665,7 @@ class _Decoder:
         if tag == "__dtype__":
             return self.dtype(body, where)
         if tag == "__type__":
-            if body in _BUILTIN_TYPES:
+            if isinstance(body, str) and body in _BUILTIN_TYPES:
                 return _BUILTIN_TYPES[body]
             if isinstance(body, str) and body.startswith("numpy."):
                 t = getattr(np, body[6:], None)
@@ -407,45 +673,63 @@ class _Decoder:
                     np.dtype(t).kind in _ARRAY_KINDS
                 ):
                     return t
-            raise self.fail(where, f"unsupported type {body!r}")
+            raise self.fail(where, f"unsupported type {_short(body)}")
         return self.obj(body, where)  # __object__
+
+    def _dict(self, d, where):
+        for k, x in d.items():
+            d[k] = self.value(x, f"{where}[{_short(k)}]")
+        return d
 
     def dtype(self, s, where):
         try:
-            dt = np.dtype(s) if isinstance(s, str) else None
-        except (TypeError, ValueError):
+            dt = np.dtype(s) if isinstance(s, str) and len(s) <= 32 else None
+        except Exception:  # numpy raises several types for strings that are not dtypes
             dt = None
-        if dt is None or dt.kind not in _ARRAY_KINDS or dt.fields is not None:
-            raise self.fail(where, f"unsupported dtype {s!r}")
+        if dt is None or dt.kind not in _ARRAY_KINDS or dt.fields is not None or dt.subdtype:
+            raise self.fail(where, f"unsupported dtype {_short(s)}")
         return dt
 
     def array(self, ref, where, scalar=False):
         if not isinstance(ref, dict) or not isinstance(ref.get("key"), str):
             raise self.fail(where, "array reference without a key")
         key = ref["key"]
-        if key == META_KEY or key not in self.f.files:
-            raise self.fail(where, f"array {key!r} is missing from the archive")
-        a = self._loaded.get(key)
-        if a is None:
-            a = self._loaded[key] = _array(self.f, key, self.path)
+        if key == META_KEY or key not in self.archive:
+            raise self.fail(where, f"array {_short(key)} is missing from the archive")
         want = self.dtype(ref.get("dtype"), where)
-        if a.dtype != want or a.dtype.kind not in _ARRAY_KINDS:
-            raise self.fail(where, f"array {key!r} has dtype {a.dtype}, metadata says {want}")
+        shape = ref.get("shape")
         if scalar:
-            if a.ndim != 0:
-                raise self.fail(where, f"scalar {key!r} is not 0-d")
-            return a[()]
-        if list(a.shape) != ref.get("shape"):
-            raise self.fail(where, f"array {key!r} has shape {a.shape}, metadata says "
-                                   f"{ref.get('shape')}")
-        if ref.get("object_str") is True:
-            return a.astype(object)
-        return a
+            shape = []
+        elif not (isinstance(shape, list) and all(type(n) is int for n in shape)):
+            raise self.fail(where, f"array {_short(key)} has no valid shape in the metadata")
+
+        def check(dtype, stored_shape):  # before the data is read
+            if dtype != want:
+                raise self.fail(where, f"array {_short(key)} has dtype {dtype}, metadata says "
+                                       f"{want}")
+            if list(stored_shape) != shape:
+                raise self.fail(where, f"array {_short(key)} has shape {stored_shape}, metadata "
+                                       f"says {_short(shape)}")
+
+        a = self._loaded.get((key, "array"))
+        if a is None:
+            a = self._loaded[key, "array"] = self.archive.array(key, check)
+        else:
+            check(a.dtype, a.shape)
+        how = "scalar" if scalar else "object" if ref.get("object_str") is True else None
+        if how is None:
+            return a
+        if (key, how) not in self._loaded:  # converted once: a reference costs no memory
+            self._loaded[key, how] = a[()] if scalar else a.astype(object)
+        return self._loaded[key, how]
 
     def obj(self, body, where):
         if not isinstance(body, dict):
             raise self.fail(where, "object entry must be a JSON object")
-        cls = _resolve_class(body.get("class"))
+        try:
+            cls = _resolve_class(body.get("class"))
+        except ValueError as err:
+            raise self.fail(where, str(err)) from None
         params, fitted = body.get("params", {}), body.get("fitted", {})
         if not isinstance(params, dict) or not isinstance(fitted, dict):
             raise self.fail(where, "params and fitted must be JSON objects")
@@ -458,15 +742,20 @@ class _Decoder:
         unknown = set(params) - allowed
         if unknown:
             raise self.fail(
-                where, f"{cls.__name__} has no parameter(s) {sorted(unknown)}; the file was "
-                       f"written by another kernelscale version ({cls.__name__} takes "
+                where, f"{cls.__name__} has no parameter(s) {_short(sorted(unknown))}; the file "
+                       f"was written by another kernelscale version ({cls.__name__} takes "
                        f"{sorted(allowed)})"
             )
-        est = cls(**{k: self.value(v, f"{where} parameter {k!r}") for k, v in params.items()})
+        values = {k: self.value(v, f"{where} parameter {k!r}") for k, v in params.items()}
+        try:
+            est = cls(**values)
+        except Exception as err:  # a dataclass's __post_init__ validates its fields
+            raise self.fail(where, f"{cls.__name__}(...) refused the stored parameters "
+                                   f"({_short(str(err))})") from None
         for name, value in fitted.items():
             if not (name.isidentifier() and name.endswith("_") and not name.startswith("_")):
-                raise self.fail(where, f"refusing fitted attribute name {name!r}")
-            if isinstance(getattr(cls, name, None), (property, types.FunctionType)):
+                raise self.fail(where, f"refusing fitted attribute name {_short(name)}")
+            if hasattr(inspect.getattr_static(cls, name, None), "__get__"):
                 raise self.fail(where, f"fitted attribute {name!r} would replace a class member")
             setattr(est, name, self.value(value, f"{where} attribute {name!r}"))
         return est
