@@ -56,7 +56,7 @@ from sklearn.utils import check_random_state
 from . import _cd_loops as loops
 from ._cd_loops import numba as _numba
 from ._monitor import IterationMonitor
-from ._validation import as_float_array, check_positive
+from ._validation import as_float_array, check_positive, check_sparse
 from .blocks import kernel_diag
 from .fixed_point import (
     KernelRowCache,
@@ -449,7 +449,7 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
     ``SolverResult.w``.
     """
     loss = make_loss(loss, epsilon)
-    X = _check_linear_X(X)
+    X = _check_linear_X(check_sparse(X))  # the compiled sweeps index w with X.indices
     n, d = X.shape
     y = _as_targets(y, n)
     if y.ndim != 1:

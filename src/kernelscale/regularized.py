@@ -33,6 +33,7 @@ from ._classifier import OneVsRestScoresMixin, encode_classes
 from .coordinate_descent import RULES, _prefers_csr, kernel_coordinate_descent, linear_coordinate_descent
 from .exact import kernel_predict
 from .fixed_point import KernelRowCache, _vector_bytes, kernel_fixed_point, linear_fixed_point
+from ._validation import check_sparse
 from .blocks import parse_memory
 from .kernels import KERNEL_NAMES, Kernel, LinearKernel, make_kernel
 from .losses import CLASSIFICATION_LOSSES, REGRESSION_LOSSES, make_loss
@@ -72,6 +73,7 @@ class _RegularizedBase(BaseEstimator):
 
     def _validate_X(self, X, y=None, reset=True, fit=False):
         sparse = "csr" if self._is_linear() else False
+        check_sparse(X)  # before scipy's conversions or the compiled sweeps read its indices
         if not fit:
             return validate_data(self, X, accept_sparse=sparse, dtype=[np.float64, np.float32], reset=reset)
         return validate_data(self, X, y, accept_sparse=sparse, dtype=[np.float64, np.float32], reset=reset,
