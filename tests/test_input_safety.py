@@ -10,14 +10,32 @@ import subprocess
 import sys
 import textwrap
 import threading
+import warnings
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+from sklearn.base import clone
+from sklearn.datasets import load_iris
+from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import OpenBLASController, threadpool_info, threadpool_limits
 
-from kernelscale import SLKLClassifier
+from kernelscale import (
+    CalibratedLeastSquaresClassifier,
+    GaussianKernel,
+    GeneralizedLeastSquaresClassifier,
+    LaplacianKernel,
+    MaternKernel,
+    PolynomialKernel,
+    RegularizedKernelRegressor,
+    SLKLClassifier,
+    project_simplex,
+)
 from kernelscale._validation import check_sparse
+from kernelscale.kernels import median_heuristic
 
 # ----------------------------------------------------------------------------------------------
 # item 1: sparse structure is checked before scipy's conversions or compiled loops read it
@@ -177,3 +195,136 @@ def test_overlapping_slkl_fits_in_two_threads_restore_the_blas_thread_count():
     assert not errors, errors
     assert seen and all(threads == [1] for threads in seen), seen
     assert after == before == [2]
+
+
+# ----------------------------------------------------------------------------------------------
+# item 7: finite input gives finite output
+
+
+def _gemm_form_reference(kernel, X, Z):
+    """The GEMM form as kernels.py computed it before the overflow handling (74f6b1d), step by step."""
+    center = Z.mean(axis=0)
+
+    def augmented(A, scale, shift, norm_last):
+        out = np.empty((A.shape[0], A.shape[1] + 2), dtype=A.dtype)
+        np.subtract(A, center, out=out[:, :-2])
+        norms = np.einsum("ij,ij->i", out[:, :-2], out[:, :-2])
+        out[:, -1 if norm_last else -2] = shift * norms
+        out[:, :-2] *= scale
+        out[:, -2 if norm_last else -1] = 1.0
+        return out
+
+    if isinstance(kernel, GaussianKernel):
+        inv = 1.0 / kernel.sigma**2
+        K = np.matmul(augmented(X, inv, -0.5 * inv, False), augmented(Z, 1.0, -0.5 / kernel.sigma**2, True).T)
+        return np.exp(np.minimum(K, 0.0, out=K), out=K)
+    K = np.matmul(augmented(X, -2.0, 1.0, False), augmented(Z, 1.0, 1.0, True).T)
+    s = np.sqrt(np.maximum(K, 0.0, out=K), out=K)
+    s *= np.sqrt(2.0 * kernel.nu) / kernel.sigma
+    poly = {0.5: 1.0, 1.5: s + 1.0, 2.5: (s / 3.0 + 1.0) * s + 1.0}[kernel.nu]
+    return np.exp(-s) * poly
+
+
+DISTANCE_KERNELS = [GaussianKernel(1.7), GaussianKernel(0.05), MaternKernel(1.3, 0.5), MaternKernel(2.0, 1.5),
+                    MaternKernel(0.9, 2.5)]
+
+
+@pytest.mark.parametrize("kernel", DISTANCE_KERNELS, ids=repr)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_ordinary_blocks_are_bit_identical_to_the_gemm_form(kernel, dtype):
+    rng = np.random.default_rng(3)
+    X, Z = (rng.normal(size=(150, 9)) * 3 + 5).astype(dtype), (rng.normal(size=(70, 9)) * 2).astype(dtype)
+    K = kernel(X, Z)
+    expected = _gemm_form_reference(kernel, X, Z)
+    assert K.dtype == dtype
+    if isinstance(kernel, GaussianKernel):
+        np.testing.assert_array_equal(K, expected)
+    else:  # the reference's Matern profile is not written in kernels.py's in-place order
+        np.testing.assert_allclose(K, expected, rtol=5 * np.finfo(dtype).eps, atol=5 * np.finfo(dtype).eps)
+
+
+HUGE = [(1e160, np.float64), (1e300, np.float64), (1e20, np.float32), (1e37, np.float32)]
+ALL_DISTANCE_KERNELS = DISTANCE_KERNELS + [LaplacianKernel(2.0)]
+
+
+@pytest.mark.parametrize("kernel", ALL_DISTANCE_KERNELS, ids=repr)
+@pytest.mark.parametrize("scale, dtype", HUGE)
+def test_kernels_of_huge_finite_input_are_the_scaled_kernel(kernel, scale, dtype):
+    """k(t x, t z) with bandwidth t sigma equals k(x, z): the overflowing squares are scaled away."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(40, 3))
+    X[1] = X[0] + 1e-3  # a close pair, far from the centre
+    big = clone(kernel).set_params(sigma=kernel.sigma * scale)
+    K = big((X * scale).astype(dtype))
+    assert K.dtype == dtype and np.all(np.isfinite(K))
+    # as close as the GEMM form gets in the dtype (float32: eps |x - c|^2 / sigma^2 ~ 3e-4 here)
+    np.testing.assert_allclose(K, kernel(X.astype(dtype)), atol=1e-3 if dtype == np.float32 else 1e-9)
+
+
+@pytest.mark.parametrize("kernel", ALL_DISTANCE_KERNELS + [GaussianKernel(1e-300), MaternKernel(1e-300, 2.5),
+                                                           LaplacianKernel(1e-320)], ids=repr)
+@pytest.mark.parametrize("scale, dtype", HUGE + [(1.0, np.float64), (1.0, np.float32), (3e38, np.float32),
+                                                 (1.7e308, np.float64)])
+def test_kernel_values_are_finite_and_in_range_for_every_finite_input(kernel, scale, dtype):
+    X = np.random.default_rng(5).uniform(-1, 1, size=(30, 4)) * scale
+    X[0] = X.max(axis=0)
+    K = kernel(X.astype(dtype), X[::-1].astype(dtype))
+    assert np.all(np.isfinite(K)) and K.min() >= 0 and K.max() <= 1
+
+
+def test_median_bandwidth_of_huge_input_is_finite():
+    X = np.random.default_rng(6).normal(size=(50, 3))
+    assert median_heuristic(X * 1e160) == pytest.approx(median_heuristic(X) * 1e160, rel=1e-12)
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "matern", GaussianKernel(1e160)], ids=repr)
+def test_absolute_loss_regression_on_huge_features_predicts_finite_values(kernel):
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(80, 3))
+    y = np.sin(X[:, 0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = RegularizedKernelRegressor(kernel=kernel, loss="absolute", max_iter=200).fit(X * 1e160, y)
+    pred = model.predict(X * 1e160)
+    assert np.all(np.isfinite(pred))
+    assert model.score(X * 1e160, y) > 0.8
+
+
+def test_overflowing_decision_values_are_refused_naming_X():
+    rng = np.random.default_rng(8)
+    X, y = rng.normal(size=(60, 3)), rng.normal(size=60)
+    model = RegularizedKernelRegressor(kernel=PolynomialKernel(degree=3), loss="absolute").fit(X, y)
+    with pytest.raises(ValueError, match="decision values for X contain NaN or infinity .* rescale X"), \
+            np.errstate(over="ignore", invalid="ignore"):
+        model.predict(X * 1e120)
+
+
+def test_project_simplex_of_huge_rows_is_a_point_of_the_simplex():
+    np.testing.assert_array_equal(project_simplex([[1e17, 0]]), [[1.0, 0.0]])
+    np.testing.assert_array_equal(project_simplex([[1e300, -1e300], [1.7e308, -1.7e308]]), [[1, 0], [1, 0]])
+    np.testing.assert_array_equal(project_simplex(np.array([[1e20, 1e20]], dtype=np.float32)), [[0.5, 0.5]])
+
+
+huge_rows = st.integers(1, 8).flatmap(lambda k: arrays(np.float64, (k,), elements=st.floats(-1e300, 1e300)))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(huge_rows, st.sampled_from([np.float64, np.float32]))
+def test_project_simplex_returns_a_point_of_the_simplex_for_every_finite_row(v, dtype):
+    v = np.clip(v, -1e38, 1e38).astype(dtype) if dtype == np.float32 else v
+    p = project_simplex(v)
+    assert p.dtype == dtype and np.all(p >= 0) and np.all(p <= 1)
+    assert abs(p.sum(dtype=np.float64) - 1.0) <= 8 * v.size * np.finfo(dtype).eps
+    assert p[np.argmax(v)] == p.max()  # the order of the coordinates is kept
+
+
+@pytest.mark.parametrize("model, scale", [(GeneralizedLeastSquaresClassifier(link="identity"), 1e150),
+                                          (CalibratedLeastSquaresClassifier(max_iter=5), 1e30)], ids=repr)
+def test_projected_probabilities_of_huge_scores_lie_on_the_simplex(model, scale):
+    X, y = load_iris(return_X_y=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X, y)
+    proba = model.predict_proba(X * scale)
+    assert np.all(np.isfinite(proba)) and proba.min() >= 0 and proba.max() <= 1
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=0, atol=1e-12)

@@ -81,6 +81,17 @@ def check_positive(value, name, *, allow_zero=False, integer=False):
     return value
 
 
+def check_finite_result(values, what, name="X"):
+    """Return `values`, or raise a ValueError if computing them from the finite `name` overflowed."""
+    if not np.all(np.isfinite(values)):
+        raise ValueError(
+            f"{what} for {name} contain NaN or infinity although {name} is finite: its values are too "
+            f"large for the model's arithmetic (e.g. a polynomial kernel overflows); rescale {name} "
+            f"(e.g. sklearn.preprocessing.StandardScaler in a Pipeline) and refit."
+        )
+    return values
+
+
 def check_same_features(X, n_features, name="X"):
     """Raise if `X` does not have the `n_features` columns seen at fit time."""
     if X.shape[1] != n_features:

@@ -33,7 +33,7 @@ from ._classifier import OneVsRestScoresMixin, encode_classes
 from .coordinate_descent import RULES, _prefers_csr, kernel_coordinate_descent, linear_coordinate_descent
 from .exact import kernel_predict
 from .fixed_point import KernelRowCache, _vector_bytes, kernel_fixed_point, linear_fixed_point
-from ._validation import check_sparse
+from ._validation import check_finite_result, check_sparse
 from .blocks import parse_memory
 from .kernels import KERNEL_NAMES, Kernel, LinearKernel, make_kernel
 from .losses import CLASSIFICATION_LOSSES, REGRESSION_LOSSES, make_loss
@@ -174,12 +174,13 @@ class _RegularizedBase(BaseEstimator):
         intercept = self.intercept_.reshape(-1)
         if hasattr(self, "coef_"):
             scores = np.asarray(X @ self.coef_.reshape(intercept.size, -1).T)
-            return scores + intercept.astype(scores.dtype)
+            return check_finite_result(scores + intercept.astype(scores.dtype), "decision values")
         coef = self.dual_coef_.reshape(self.dual_coef_.shape[0], -1)[self.support_]
         if self.support_.size == 0:
             dtype = np.result_type(X.dtype, self.dual_coef_.dtype)
             return np.zeros((X.shape[0], intercept.size), dtype=dtype) + intercept.astype(dtype)
-        return kernel_predict(self.kernel_, X, self.support_vectors_, coef, intercept, max_memory=self.max_memory)
+        return check_finite_result(kernel_predict(self.kernel_, X, self.support_vectors_, coef, intercept,
+                                                  max_memory=self.max_memory), "decision values")
 
 
 _COMMON_DOC = """
