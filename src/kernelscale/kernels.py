@@ -183,9 +183,12 @@ def _prepare_distances(Z, shift):
     return PreparedSet(Z, aux, Z.dtype, center)
 
 
-def _squared_distances(Xc, prep, out):
-    """out = max(|x - c|^2 + |z - c|^2 - 2 <x - c, z - c>, 0), prepared with shift 1."""
-    np.matmul(_augmented_left(Xc, prep.center, -2.0, 1.0), prep.aux.T, out=out)
+def _squared_distances(Xc, prep, out, left=None):
+    """out = max(|x - c|^2 + |z - c|^2 - 2 <x - c, z - c>, 0), prepared with shift 1 (``left``:
+    the left operand when already built)."""
+    if left is None:
+        left = _augmented_left(Xc, prep.center, -2.0, 1.0)
+    np.matmul(left, prep.aux.T, out=out)
     np.maximum(out, 0.0, out=out)
     return out
 
@@ -424,9 +427,7 @@ class MaternKernel(_BandwidthKernel):
             _scale_nonnegative(out, factor * t)
             s_max = math.inf
         else:
-            np.matmul(left, prep.aux.T, out=out)
-            np.maximum(out, 0.0, out=out)
-            np.sqrt(out, out=out)
+            np.sqrt(_squared_distances(Xc, prep, out, left), out=out)
             _scale_nonnegative(out, factor)
             # an upper bound of s, from |x - z| <= |x - c| + |z - c|
             s_max = factor * (math.sqrt(left[:, -2].max(initial=0.0)) + math.sqrt(prep.aux[:, -1].max(initial=0.0)))
