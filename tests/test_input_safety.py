@@ -140,6 +140,9 @@ def test_check_sparse_refuses_bad_index_dtypes_and_data():
     X.data = X.data.astype(complex)
     with pytest.raises(TypeError, match="X has dtype complex"):
         check_sparse(X)
+    X.data = list(X.data)
+    with pytest.raises(ValueError, match="X.data must be a numpy array"):
+        check_sparse(X)
 
 
 # ----------------------------------------------------------------------------------------------

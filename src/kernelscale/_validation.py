@@ -119,6 +119,8 @@ def check_sparse(X, name="X"):
     shape = X.shape
     if len(shape) != 2 or min(shape) < 0:
         raise ValueError(f"{name} must be a 2-d sparse matrix, got shape {shape}; {_REBUILD}.")
+    if X.format in ("csr", "csc", "bsr", "coo") and not isinstance(X.data, np.ndarray):
+        raise ValueError(f"{name}.data must be a numpy array, got {type(X.data).__name__}; {_REBUILD}.")
     if X.format in ("csr", "csc", "bsr"):
         _check_compressed(X, name)
     elif X.format == "coo":
