@@ -6,6 +6,7 @@ killing the test run.
 """
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -23,6 +24,7 @@ from sklearn.datasets import load_iris
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import OpenBLASController, threadpool_info, threadpool_limits
 
+import kernelscale
 from kernelscale import (
     CalibratedLeastSquaresClassifier,
     GaussianKernel,
@@ -72,8 +74,12 @@ SPARSE_CASES = [("index_7", "csr"), ("index_huge", "csr"), ("index_negative", "c
 
 
 def _run_isolated(body):
-    """Run `body` in a fresh interpreter; it prints a JSON dict of outcomes as its last line."""
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(body)], capture_output=True, text=True, timeout=120)
+    """Run `body` in a fresh interpreter importing this kernelscale; it prints a JSON dict of
+    outcomes as its last line."""
+    source = os.path.dirname(os.path.dirname(kernelscale.__file__))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [source, os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(body)], capture_output=True, text=True, timeout=120,
+                          env=env)
     assert proc.returncode == 0, f"the subprocess died (rc={proc.returncode}): {proc.stderr[-2000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
