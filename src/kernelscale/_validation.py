@@ -10,6 +10,7 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.utils import check_array
 
 FLOAT_DTYPES = (np.float64, np.float32)
@@ -48,15 +49,19 @@ def _explain(err, name):
     if "could not convert" in msg:
         return TypeError(f"{name} must hold numbers only ({msg}); encode non-numeric columns first.")
     if "NaN" in msg or "infinity" in msg:
-        return ValueError(
-            f"{name} contains NaN or infinity; drop or impute those entries "
-            f"(e.g. sklearn.impute.SimpleImputer) before passing {name}."
-        )
+        return _non_finite(name)
     if "minimum of" in msg:
         return ValueError(f"{name} is empty ({msg}); pass at least one sample and one feature.")
     if not msg.startswith(name):
         msg = f"{name}: {msg}"
     return ValueError(msg)
+
+
+def _non_finite(name):
+    return ValueError(
+        f"{name} contains NaN or infinity; drop or impute those entries "
+        f"(e.g. sklearn.impute.SimpleImputer) before passing {name}."
+    )
 
 
 def result_dtype(*arrays):
@@ -76,6 +81,17 @@ def check_positive(value, name, *, allow_zero=False, integer=False):
     return value
 
 
+def check_finite_result(values, what, name="X"):
+    """Return `values`, or raise a ValueError if computing them from the finite `name` overflowed."""
+    if not np.all(np.isfinite(values)):
+        raise ValueError(
+            f"{what} for {name} contain NaN or infinity although {name} is finite: its values are too "
+            f"large for the model's arithmetic (e.g. a polynomial kernel overflows); rescale {name} "
+            f"(e.g. sklearn.preprocessing.StandardScaler in a Pipeline) and refit."
+        )
+    return values
+
+
 def check_same_features(X, n_features, name="X"):
     """Raise if `X` does not have the `n_features` columns seen at fit time."""
     if X.shape[1] != n_features:
@@ -83,3 +99,86 @@ def check_same_features(X, n_features, name="X"):
             f"{name} has {X.shape[1]} features, but {n_features} were expected (the number seen "
             f"when fitting); pass data with the same columns as the training data."
         )
+
+
+_REBUILD = ("build it with the scipy.sparse constructors (e.g. scipy.sparse.csr_matrix((data, indices, indptr), "
+            "shape=shape)) rather than by editing its arrays")
+
+
+def check_sparse(X, name="X"):
+    """Check the structure of a scipy.sparse `X` before any compiled code reads it; return `X`.
+
+    CSR/CSC/BSR: int32/int64 index arrays, ``indptr`` of length n_major + 1 starting at 0,
+    non-decreasing and ending at len(indices) == len(data), every index in [0, n_minor). COO: row
+    and column indices in range. Other formats are checked through ``tocoo()``. Data must be
+    finite numbers. Raises a ValueError (TypeError for non-numeric data) naming `name`; anything
+    that is not scipy.sparse is returned unchecked.
+    """
+    if not sp.issparse(X):
+        return X
+    shape = X.shape
+    if len(shape) != 2 or min(shape) < 0:
+        raise ValueError(f"{name} must be a 2-d sparse matrix, got shape {shape}; {_REBUILD}.")
+    if X.format in ("csr", "csc", "bsr", "coo") and not isinstance(X.data, np.ndarray):
+        raise ValueError(f"{name}.data must be a numpy array, got {type(X.data).__name__}; {_REBUILD}.")
+    if X.format in ("csr", "csc", "bsr"):
+        _check_compressed(X, name)
+    elif X.format == "coo":
+        if X.data.ndim != 1:
+            raise ValueError(f"{name}.data must be 1-d, got shape {X.data.shape}; {_REBUILD}.")
+        for axis, index in enumerate((X.row, X.col)):
+            _check_indices(index, shape[axis], X.data.shape[0], f"{name}.{('row', 'col')[axis]}", name)
+    else:  # lil, dok, dia: converted by numpy-level code that checks its indices
+        try:
+            coo = X.tocoo()
+        except (ValueError, IndexError, TypeError) as err:
+            raise ValueError(f"{name} is not a valid {X.format} matrix ({err}); {_REBUILD}.") from err
+        check_sparse(coo, name)
+        return X
+    _check_sparse_data(X.data, name)
+    return X
+
+
+def _check_compressed(X, name):
+    """The CSR/CSC/BSR part of :func:`check_sparse`."""
+    block = X.blocksize if X.format == "bsr" else (1, 1)
+    major, minor = (0, 1) if X.format != "csc" else (1, 0)
+    n_major, n_minor = X.shape[major] // block[major], X.shape[minor] // block[minor]
+    indptr = _index_array(X.indptr, f"{name}.indptr", name)
+    if indptr.shape[0] != n_major + 1:
+        raise ValueError(f"{name}.indptr has {indptr.shape[0]} entries but {name} has {n_major} "
+                         f"{'rows' if major == 0 else 'columns'} (needs {n_major + 1}); {_REBUILD}.")
+    nnz = int(indptr[-1])
+    if indptr[0] != 0 or np.any(indptr[1:] < indptr[:-1]):
+        raise ValueError(f"{name}.indptr must start at 0 and never decrease; {_REBUILD}.")
+    if X.data.shape[:1] != (nnz,) or X.data.shape[1:] != (block if X.format == "bsr" else ()):
+        raise ValueError(f"{name}.data has shape {X.data.shape} but {name}.indptr ends at {nnz} stored entries; "
+                         f"{_REBUILD}.")
+    _check_indices(X.indices, n_minor, nnz, f"{name}.indices", name)
+
+
+def _index_array(index, what, name):
+    """`index` as a 1-d int32/int64 array, or a ValueError naming `what`."""
+    if not isinstance(index, np.ndarray) or index.ndim != 1 or index.dtype not in (np.int32, np.int64):
+        raise ValueError(f"{what} must be a 1-d int32 or int64 array, got "
+                         f"{getattr(index, 'dtype', type(index).__name__)} of shape {np.shape(index)}; {_REBUILD}.")
+    return index
+
+
+def _check_indices(index, bound, length, what, name):
+    """Raise unless `index` is a 1-d int32/int64 array of `length` entries in [0, bound)."""
+    index = _index_array(index, what, name)
+    if index.shape[0] != length:
+        raise ValueError(f"{what} has {index.shape[0]} entries but {name} stores {length}; {_REBUILD}.")
+    if length and (index.min() < 0 or index.max() >= bound):
+        raise ValueError(f"{what} holds indices outside [0, {bound}) (min {index.min()}, max {index.max()}), "
+                         f"which do not fit the shape of {name}; {_REBUILD}.")
+
+
+def _check_sparse_data(data, name):
+    """Raise unless the stored values of a sparse matrix are finite numbers."""
+    if data.dtype.kind not in "biuf":
+        raise TypeError(f"{name} has dtype {data.dtype}, which is not a real number type; "
+                        f"convert it first, e.g. {name}.astype(np.float64).")
+    if data.dtype.kind == "f" and not np.all(np.isfinite(data)):
+        raise _non_finite(name)

@@ -448,7 +448,7 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
     ``SolverResult.w``.
     """
     loss = make_loss(loss, epsilon)
-    X = _check_linear_X(X)
+    X = _check_linear_X(X)  # validates sparse structure: the compiled sweeps index w with X.indices
     n, d = X.shape
     y = _as_targets(y, n)
     if y.ndim != 1:

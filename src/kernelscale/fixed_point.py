@@ -32,7 +32,7 @@ import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
 from ._monitor import IterationMonitor
-from ._validation import as_float_array, check_positive
+from ._validation import as_float_array, check_positive, check_sparse
 from .kernels import make_kernel
 from .ops.kernel import KernelOperator, kernel_diag, kernel_matvec
 from .losses import dual_objective, make_loss, primal_objective
@@ -357,7 +357,7 @@ def kernel_fixed_point(kernel, X, y, loss="squared", C=1.0, *, step_size="trace"
 
 def _check_linear_X(X):
     if sp.issparse(X):
-        X = sp.csr_matrix(X)
+        X = sp.csr_matrix(check_sparse(X))  # before any conversion or compiled loop reads its indices
         if X.dtype not in (np.float32, np.float64):
             X = X.astype(np.float64)
         if not np.all(np.isfinite(X.data)):

@@ -8,6 +8,11 @@ interface ``prepare(Z)`` (per-Z work done once) and ``block(X, prepared)``.
 Squared distances use the GEMM form |x|^2 + |z|^2 - 2 <x, z>, evaluated as ONE matrix product of
 augmented operands and clipped at zero, so the only elementwise passes left are the clip and the
 kernel's profile (e.g. ``exp``). float32 inputs are computed in float32.
+
+Finite input gives finite kernel values in range. Where a norm term of the GEMM form would
+overflow (|x|^2 beyond the dtype's range, e.g. values ~1e160 in float64 or ~1e20 in float32, or a
+tiny sigma), that block is computed on X / t and Z / t, t a power of two, and the bandwidth scaled
+to match; the checks cost O(n + m) per block, so ordinary blocks are computed as before.
 """
 
 from __future__ import annotations
@@ -178,11 +183,50 @@ def _prepare_distances(Z, shift):
     return PreparedSet(Z, aux, Z.dtype, center)
 
 
-def _squared_distances(Xc, prep, out):
-    """out = max(|x - c|^2 + |z - c|^2 - 2 <x - c, z - c>, 0), prepared with shift 1."""
-    np.matmul(_augmented_left(Xc, prep.center, -2.0, 1.0), prep.aux.T, out=out)
+def _squared_distances(Xc, prep, out, left=None):
+    """out = max(|x - c|^2 + |z - c|^2 - 2 <x - c, z - c>, 0), prepared with shift 1 (``left``:
+    the left operand when already built)."""
+    if left is None:
+        left = _augmented_left(Xc, prep.center, -2.0, 1.0)
+    np.matmul(left, prep.aux.T, out=out)
     np.maximum(out, 0.0, out=out)
     return out
+
+
+def _overflows(left, prep, scale):
+    """True unless left @ prep.aux.T is safe: the norm columns finite and at most max/8 in size
+    (then |cross term| <= their sum and no partial sum exceeds max/2), ``scale`` within range."""
+    limit = float(np.finfo(left.dtype).max) / 8
+    return not (abs(scale) <= 8 * limit and np.abs(left[:, -2]).max(initial=0.0) <= limit
+                and np.abs(prep.aux[:, -1]).max(initial=0.0) <= limit)
+
+
+def _scaled_squared_distances(Xc, Z, out):
+    """out = |x - z|^2 / t^2 (GEMM form on X / t and Z / t, t a power of two that keeps every
+    coordinate below 2 in size, so nothing overflows); returns t."""
+    big = float(max(np.abs(Xc).max(initial=0.0), np.abs(Z).max(initial=0.0)))
+    t = math.ldexp(1.0, math.frexp(big)[1] - 1) if big > 0 else 1.0
+    _squared_distances(Xc / t, _prepare_distances(Z / t, 1.0), out)
+    return t
+
+
+def _scale_nonnegative(out, factor):
+    """out *= factor for out >= 0, where factor may be beyond the dtype's range (0 * inf = 0)."""
+    if abs(factor) <= float(np.finfo(out.dtype).max):
+        with np.errstate(over="ignore"):  # products beyond the range: inf, so k = 0
+            np.multiply(out, factor, out=out)
+    else:
+        out[out > 0] = math.copysign(math.inf, factor)
+
+
+def _over_square(c, sigma):
+    """c / sigma^2, as +-inf or 0 where sigma^2 under- or overflows."""
+    try:
+        return c / sigma**2
+    except OverflowError:
+        return c * 0.0
+    except ZeroDivisionError:
+        return math.copysign(math.inf, c)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -226,7 +270,12 @@ def median_heuristic(X, metric="euclidean", n_samples=MEDIAN_SAMPLES, random_sta
         keep = np.sort(rng.choice(X.shape[0], n_samples, replace=False))
         X = X[keep]
         weights = None if weights is None else weights[keep]
-    dist = pdist(X, metric=metric)
+    with np.errstate(over="ignore"):
+        dist = pdist(X, metric=metric)
+    if not np.all(np.isfinite(dist)):  # squares or sums overflowed: measure X / t, t a power of 2
+        t = math.ldexp(1.0, math.frexp(float(np.abs(X).max()))[1])
+        with np.errstate(over="ignore"):
+            dist = pdist(X / t, metric=metric) * t
     if weights is None:  # sorted in place: one array of the pairs, no copies
         dist.sort()
         dist = dist[np.searchsorted(dist, 0.0, side="right"):]
@@ -290,13 +339,20 @@ class GaussianKernel(_BandwidthKernel):
         self.sigma = sigma
 
     def _prepare(self, Z):
-        return _prepare_distances(Z, -0.5 / self.sigma**2)
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is handled in _fill
+            return _prepare_distances(Z, _over_square(-0.5, self.sigma))
 
     def _fill(self, Xc, prep, out):
-        inv = 1.0 / self.sigma**2
+        inv = _over_square(1.0, self.sigma)
         # [x / s^2, -|x|^2 / 2s^2, 1] . [z, 1, -|z|^2 / 2s^2] = -|x - z|^2 / 2s^2 (x, z centred)
-        np.matmul(_augmented_left(Xc, prep.center, inv, -0.5 * inv), prep.aux.T, out=out)
-        np.minimum(out, 0.0, out=out)
+        with np.errstate(over="ignore", invalid="ignore"):
+            left = _augmented_left(Xc, prep.center, inv, -0.5 * inv)
+        if _overflows(left, prep, inv):
+            ratio = _scaled_squared_distances(Xc, prep.data, out) / self.sigma  # t / s, maybe inf
+            _scale_nonnegative(out, -0.5 * ratio * ratio)
+        else:
+            np.matmul(left, prep.aux.T, out=out)
+            np.minimum(out, 0.0, out=out)
         np.exp(out, out=out)
 
 
@@ -330,8 +386,9 @@ class LaplacianKernel(_BandwidthKernel):
         if out.dtype == np.float64:
             cdist(Xc, prep.aux, metric="cityblock", out=out)
         else:
-            out[...] = cdist(Xc.astype(np.float64), prep.aux, metric="cityblock")
-        out *= -1.0 / self.sigma
+            with np.errstate(over="ignore"):  # distances beyond float32: inf, so k = 0
+                out[...] = cdist(Xc.astype(np.float64), prep.aux, metric="cityblock")
+        _scale_nonnegative(out, -1.0 / self.sigma)  # -1 / sigma may be -inf: k(x, x) stays 1
         np.exp(out, out=out)
 
 
@@ -360,13 +417,29 @@ class MaternKernel(_BandwidthKernel):
         if self.nu not in self.NU_VALUES:
             raise ValueError(f"nu must be one of {self.NU_VALUES}, got {self.nu!r}.")
 
+    #: s = sqrt(2 nu) r beyond which k is 0 in every dtype (exp(-s) underflows, the polynomial not)
+    S_MAX = 1e4
+
     def _prepare(self, Z):
-        return _prepare_distances(Z, 1.0)
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is handled in _fill
+            return _prepare_distances(Z, 1.0)
 
     def _fill(self, Xc, prep, out):
-        _squared_distances(Xc, prep, out)
-        np.sqrt(out, out=out)
-        out *= math.sqrt(2.0 * self.nu) / self.sigma  # s = sqrt(2 nu) r
+        factor = math.sqrt(2.0 * self.nu) / self.sigma  # s = sqrt(2 nu) r; may be inf
+        with np.errstate(over="ignore", invalid="ignore"):
+            left = _augmented_left(Xc, prep.center, -2.0, 1.0)
+        if _overflows(left, prep, 2.0):
+            t = _scaled_squared_distances(Xc, prep.data, out)
+            np.sqrt(out, out=out)
+            _scale_nonnegative(out, factor * t)
+            s_max = math.inf
+        else:
+            np.sqrt(_squared_distances(Xc, prep, out, left), out=out)
+            _scale_nonnegative(out, factor)
+            # an upper bound of s, from |x - z| <= |x - c| + |z - c|
+            s_max = factor * (math.sqrt(left[:, -2].max(initial=0.0)) + math.sqrt(prep.aux[:, -1].max(initial=0.0)))
+        if s_max > self.S_MAX:  # else inf * exp(-inf) would give NaN
+            np.minimum(out, self.S_MAX, out=out)
         if self.nu == 0.5:
             np.negative(out, out=out)
             np.exp(out, out=out)

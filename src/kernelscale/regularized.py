@@ -33,6 +33,7 @@ from ._classifier import OneVsRestScoresMixin, encode_classes
 from ._estimator import resolve_kernel
 from .coordinate_descent import RULES, _prefers_csr, kernel_coordinate_descent, linear_coordinate_descent
 from .exact import kernel_predict
+from ._validation import check_finite_result, check_sparse
 from .fixed_point import _vector_bytes, kernel_fixed_point, linear_fixed_point
 from .kernels import KERNEL_NAMES, Kernel, LinearKernel
 from .ops.kernel import KernelOperator
@@ -74,6 +75,7 @@ class _RegularizedBase(BaseEstimator):
 
     def _validate_X(self, X, y=None, reset=True, fit=False):
         sparse = "csr" if self._is_linear() else False
+        check_sparse(X)  # before scipy's conversions or the compiled sweeps read its indices
         if not fit:
             return validate_data(self, X, accept_sparse=sparse, dtype=[np.float64, np.float32], reset=reset)
         return validate_data(self, X, y, accept_sparse=sparse, dtype=[np.float64, np.float32], reset=reset,
@@ -173,12 +175,13 @@ class _RegularizedBase(BaseEstimator):
         intercept = self.intercept_.reshape(-1)
         if hasattr(self, "coef_"):
             scores = np.asarray(X @ self.coef_.reshape(intercept.size, -1).T)
-            return scores + intercept.astype(scores.dtype)
+            return check_finite_result(scores + intercept.astype(scores.dtype), "decision values")
         coef = self.dual_coef_.reshape(self.dual_coef_.shape[0], -1)[self.support_]
         if self.support_.size == 0:
             dtype = np.result_type(X.dtype, self.dual_coef_.dtype)
             return np.zeros((X.shape[0], intercept.size), dtype=dtype) + intercept.astype(dtype)
-        return kernel_predict(self.kernel_, X, self.support_vectors_, coef, intercept, max_memory=self.max_memory)
+        return check_finite_result(kernel_predict(self.kernel_, X, self.support_vectors_, coef, intercept,
+                                                  max_memory=self.max_memory), "decision values")
 
 
 _COMMON_DOC = """

@@ -52,17 +52,24 @@ def project_simplex(V, radius=1.0):
     V = _as_rows(V, "V")
     rows = V.reshape(-1, V.shape[-1])
     k = rows.shape[1]
-    # the threshold is computed in float64: a cumulative sum of k float32 values loses digits
-    u = -np.sort(-rows.astype(np.float64, copy=False), axis=1)
+    # in float64 (a cumulative sum of k float32 values loses digits), and shifted so that each
+    # row's maximum is 0: the projection does not change, the coordinates it keeps lie in
+    # [-radius, 0], and so the threshold is exact to rounding however large V is (unshifted,
+    # [1e17, 0] gave [5e16, 0])
+    shifted = rows.astype(np.float64)
+    with np.errstate(over="ignore"):  # a gap beyond the float64 range: -inf, projected to 0
+        shifted -= shifted.max(axis=1, keepdims=True)
+    u = -np.sort(-shifted, axis=1)
     css = np.cumsum(u, axis=1) - radius
     j = np.arange(1, k + 1, dtype=np.float64)
     positive = u * j > css
-    # the condition holds on a prefix j = 1..rho (j = 1 always holds); take its last index so a
-    # rounding blip inside the prefix cannot shorten it
+    # the condition holds on a prefix j = 1..rho (j = 1 always holds: 0 > -radius); take its last
+    # index so a rounding blip inside the prefix cannot shorten it
     rho = k - np.argmax(positive[:, ::-1], axis=1)
     tau = css[np.arange(rows.shape[0]), rho - 1] / rho
-    out = rows - tau[:, None].astype(rows.dtype)
-    np.maximum(out, 0, out=out)
+    shifted -= tau[:, None]
+    np.clip(shifted, 0, radius, out=shifted)
+    out = shifted.astype(rows.dtype, copy=False)
     return out.reshape(V.shape)
 
 
