@@ -67,3 +67,26 @@ class IterationMonitor:
             self._bar.refresh()  # show the final objective even if the last update was throttled
             self._bar.close()
             self._bar = None
+
+
+def problem_callbacks(callback, n_problems):
+    """One callback per problem of a fit that solves ``n_problems`` problems in turn (the
+    classes of one-vs-rest, the columns of a multi-output y): each adds ``"problem": j`` to the
+    info when there are several, and once ``callback`` has returned True the others stop at
+    their first iteration without calling it again, so True stops the whole fit."""
+    if callback is None:
+        return [None] * n_problems
+    stopped = []
+
+    def make(j):
+        def report(info):
+            if stopped:
+                return True
+            if callback({**info, "problem": j} if n_problems > 1 else info) is True:
+                stopped.append(j)
+                return True
+            return False
+
+        return report
+
+    return [make(j) for j in range(n_problems)]

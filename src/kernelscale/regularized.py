@@ -31,18 +31,24 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from ._classifier import OneVsRestScoresMixin, encode_classes
 from ._estimator import resolve_kernel
+from ._monitor import problem_callbacks
 from .coordinate_descent import RULES, _prefers_csr, kernel_coordinate_descent, linear_coordinate_descent
 from .exact import kernel_predict
 from ._validation import check_finite_result, check_sparse
 from .fixed_point import _vector_bytes, kernel_fixed_point, linear_fixed_point
 from .kernels import KERNEL_NAMES, Kernel, LinearKernel
 from .ops.kernel import KernelOperator
-from .ops.memory import format_bytes, parse_memory
+from .ops.memory import format_bytes, parse_memory, ufunc_workspace_bytes
 from .losses import CLASSIFICATION_LOSSES, REGRESSION_LOSSES, make_loss
 
 __all__ = ["RegularizedKernelClassifier", "RegularizedKernelRegressor"]
 
 SOLVERS = ("coordinate_descent", "fixed_point")
+
+
+#: the estimator's own O(n) arrays besides the solver's (weights, C, masks, targets), measured
+#: against tracemalloc peaks in tests/test_conventions.py
+_ESTIMATOR_BYTES_PER_SAMPLE = 128
 
 
 class _RegularizedBase(BaseEstimator):
@@ -105,7 +111,7 @@ class _RegularizedBase(BaseEstimator):
         cache = None
         if not linear:
             cache = KernelOperator(self.kernel_, X, self.max_memory).row_cache(
-                reserved_bytes=_vector_bytes(n, m, X.dtype),
+                reserved_bytes=_vector_bytes(n, m, X.dtype) + _ESTIMATOR_BYTES_PER_SAMPLE * n + ufunc_workspace_bytes(),
                 max_rows=self._cache_rows(n, X.dtype, int(np.count_nonzero(sample_weight)) or 1))
         if self.solver == "fixed_point":
             common.update(step_size=self.step_size, c0=c0, callback=self.callback)
@@ -123,10 +129,7 @@ class _RegularizedBase(BaseEstimator):
             common["rule"] = self.rule
             Xs = sp.csr_matrix(X) if linear and m > 1 and _prefers_csr(X) else X  # convert once, not per class
             results = []
-            for j in range(m):
-                cb = self.callback
-                if cb is not None and m > 1:
-                    cb = (lambda info, j=j, f=self.callback: f({**info, "problem": j}))
+            for j, cb in enumerate(problem_callbacks(self.callback, m)):
                 start = None if c0 is None else c0[:, j]
                 if linear:
                     results.append(linear_coordinate_descent(Xs, Y[:, j], C=Cw, c0=start, callback=cb, **common))

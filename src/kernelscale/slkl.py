@@ -62,7 +62,7 @@ from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._classifier import OneVsRestScoresMixin, encode_classes
-from ._monitor import IterationMonitor
+from ._monitor import IterationMonitor, problem_callbacks
 from ._estimator import resolve_kernel
 from .kernels import KERNEL_NAMES, Kernel
 from .ops.kernel import KernelOperator
@@ -670,10 +670,7 @@ class _SLKLBase(BaseEstimator):
     def _solve_outputs(self, solve_one, k):
         """One SLKL problem per output column j (eq. 14 for the j-th target); ``solve_one(j, monitor)``."""
         results = []
-        for j in range(k):
-            cb = self.callback
-            if cb is not None and k > 1:
-                cb = (lambda info, j=j, f=self.callback: f({**info, "problem": j}))
+        for j, cb in enumerate(problem_callbacks(self.callback, k)):
             with IterationMonitor(self.verbose, cb, desc=f"SLKL output {j}" if k > 1 else "SLKL") as mon:
                 results.append(solve_one(j, mon))
         return results
