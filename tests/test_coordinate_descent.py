@@ -23,7 +23,7 @@ from kernelscale.ops.kernel import KernelOperator
 from kernelscale.kernels import GaussianKernel, LinearKernel
 from kernelscale.losses import HingeLoss, make_loss, primal_objective
 
-HAVE_NUMBA = cd._numba is not None
+HAVE_NUMBA = cd.loops.NUMBA_AVAILABLE
 
 
 @pytest.fixture(autouse=True, params=[False, True] if HAVE_NUMBA else [False], ids=lambda v: "numba" if v else "python")

@@ -9,16 +9,17 @@ the same iterates (up to the rounding of float32 axpys), when numba is missing, 
 
 from __future__ import annotations
 
+import importlib.util
 import math
 
 import numpy as np
 
 from .losses import _logistic_margin_scalar, _sigmoid
 
-try:  # pragma: no cover - depends on the environment
-    import numba
-except ImportError:  # pragma: no cover
-    numba = None
+#: numba is installed; it is imported, and the loops compiled, only by :func:`compile_loops`
+#: (``import kernelscale`` does not pay for it)
+NUMBA_AVAILABLE = importlib.util.find_spec("numba") is not None
+_compiled = False
 
 # the scalar logistic resolvent of kernelscale.losses, compiled below (one implementation)
 _nb_sigmoid = _sigmoid
@@ -318,7 +319,15 @@ def _nb_linear_run(work, active, order, rand, ist, fst, sparse, indptr, indices,
     return outcome, done
 
 
-if numba is not None:  # pragma: no branch
+def compile_loops():
+    """Replace the loops of this module by their numba versions (once; needs numba). The
+    compiled loops call each other through these module globals."""
+    global _compiled, _nb_sigmoid, _nb_logistic_margin, _nb_step, _nb_kernel_sweep, _nb_linear_sweep
+    global _nb_linear_visit, _nb_kink_push, shuffle, _nb_linear_run
+    if _compiled:
+        return
+    import numba
+
     _jit = numba.njit(cache=True, nogil=True)
     numba.extending.register_jitable(_sigmoid)  # called by _logistic_margin_scalar
     _nb_sigmoid = _jit(_sigmoid)
@@ -331,3 +340,4 @@ if numba is not None:  # pragma: no branch
     _nb_kink_push = _jit(_nb_kink_push)
     shuffle = _jit(shuffle)
     _nb_linear_run = _jit(_nb_linear_run)
+    _compiled = True

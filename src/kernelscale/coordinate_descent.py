@@ -54,7 +54,6 @@ from scipy.linalg import blas
 from sklearn.utils import check_random_state
 
 from . import _cd_loops as loops
-from ._cd_loops import numba as _numba
 from ._monitor import IterationMonitor
 from ._validation import as_float_array, check_positive
 from .fixed_point import (
@@ -601,14 +600,14 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
 # compiled loops (optional numba, kernelscale._cd_loops)
 
 #: compiled sweeps are used when numba is importable and this is True (tests flip it)
-USE_NUMBA = _numba is not None
+USE_NUMBA = loops.NUMBA_AVAILABLE
 _LOSS_CODES = {"squared": 0, "hinge": 1, "squared_hinge": 2, "absolute": 3, "epsilon_insensitive": 4, "logistic": 5}
 _BUILTIN = {SquaredLoss, HingeLoss, SquaredHingeLoss, AbsoluteLoss, EpsilonInsensitiveLoss, LogisticLoss}
 
 
 def _prefers_csr(X):
     """True when the compiled linear sweeps run faster on X (dense, mostly zeros) as CSR rows."""
-    return (USE_NUMBA and _numba is not None and not sp.issparse(X) and X.size > 0
+    return (USE_NUMBA and loops.NUMBA_AVAILABLE and not sp.issparse(X) and X.size > 0
             and np.count_nonzero(X) < SPARSE_SWEEPS_BELOW * X.size)
 
 
@@ -619,6 +618,7 @@ def _unsigned(a):
 
 def _loss_code(loss):
     """The compiled loops' code of a built-in loss, or -1 (use the Python loop)."""
-    if not (USE_NUMBA and _numba is not None) or type(loss) not in _BUILTIN:
+    if not (USE_NUMBA and loops.NUMBA_AVAILABLE) or type(loss) not in _BUILTIN:
         return -1
+    loops.compile_loops()
     return _LOSS_CODES[loss.name]
