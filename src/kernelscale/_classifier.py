@@ -1,4 +1,5 @@
-"""Shared logic of the classifiers: class encoding and one-vs-rest prediction from per-class scores."""
+"""Shared logic of the classifiers: class encoding, the two target codings (one-vs-rest +-1,
+one-hot), and one-vs-rest prediction from per-class scores."""
 
 import numpy as np
 from sklearn.utils.multiclass import check_classification_targets
@@ -19,6 +20,22 @@ def encode_classes(y, name="y"):
     classes, codes = np.unique(y, return_inverse=True)
     require_two_classes(classes, name)
     return classes, codes
+
+
+def one_vs_rest_targets(codes, n_classes, dtype=np.float64):
+    """+-1 targets, one column per class (a single column, +1 for class 1, for two classes)."""
+    if n_classes == 2:
+        return np.where(codes == 1, 1.0, -1.0).astype(dtype)[:, None]
+    Y = np.full((codes.size, n_classes), -1.0, dtype=dtype)
+    Y[np.arange(codes.size), codes] = 1.0
+    return Y
+
+
+def one_hot(codes, n_classes, dtype=np.float64):
+    """{0, 1} targets, one column per class."""
+    Y = np.zeros((codes.size, n_classes), dtype=dtype)
+    Y[np.arange(codes.size), codes] = 1.0
+    return Y
 
 
 class OneVsRestScoresMixin:

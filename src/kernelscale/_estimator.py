@@ -38,11 +38,11 @@ def resolve_kernel(kernel, X, random_state, sample_weight=None):
     return kernel.resolve(X, random_state, sample_weight)
 
 
-def fit_weights(sample_weight, class_weight, X, codes=None, classes=None):
+def fit_weights(sample_weight, class_weight, X, codes=None, classes=None, *, ones=False):
     """float64 weights per sample: ``sample_weight`` (ones when None) times the class weights
     of ``codes`` (integer class codes) under ``class_weight`` (None, "balanced" or a dict keyed
-    by the labels in ``classes``). Returns None when both are None."""
-    if sample_weight is None and class_weight is None:
+    by the labels in ``classes``). When both are None: None, or ones with ``ones=True``."""
+    if sample_weight is None and class_weight is None and not ones:
         return None
     w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
     if class_weight is not None:

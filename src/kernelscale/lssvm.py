@@ -74,16 +74,16 @@ from typing import NamedTuple
 import numpy as np
 from scipy import linalg
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
-from sklearn.utils import check_random_state, compute_sample_weight
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from ._classifier import encode_classes
+from ._classifier import encode_classes, one_hot
 from ._monitor import IterationMonitor, check_callback
 from ._validation import as_float_array, check_positive
 from .exact import exact_lssvm, kernel_predict, kernel_ridge_dual
 from .features import _float_dtype
-from ._estimator import resolve_kernel, warm_start_iterations
+from ._estimator import fit_weights, resolve_kernel, warm_start_iterations
 from .kernels import KERNEL_NAMES, Kernel, make_kernel
 from .ops.kernel import KernelOperator, kernel_rows
 from .ops.memory import format_bytes, parse_memory, ufunc_workspace_bytes
@@ -851,11 +851,8 @@ class LSSVMClassifier(ClassifierMixin, _LSSVMBase):
         """Fit on X (n, d) and class labels y (n,), with optional sample weights."""
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
         classes, codes = encode_classes(y)
-        if self.class_weight is not None:
-            cw = compute_sample_weight(self.class_weight, y)
-            sample_weight = cw if sample_weight is None else cw * _check_sample_weight(sample_weight, X)
-        Y = np.zeros((X.shape[0], classes.size), dtype=self._work_dtype(X))
-        Y[np.arange(X.shape[0]), codes] = 1.0
+        sample_weight = fit_weights(sample_weight, self.class_weight, X, codes, classes)
+        Y = one_hot(codes, classes.size, self._work_dtype(X))
         self.classes_ = classes
         return self._fit_system(X, Y, sample_weight)
 

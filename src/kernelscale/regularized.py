@@ -25,12 +25,11 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_co
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._classifier import OneVsRestScoresMixin, encode_classes
-from ._estimator import resolve_kernel
+from ._classifier import OneVsRestScoresMixin, encode_classes, one_vs_rest_targets
+from ._estimator import fit_weights, resolve_kernel
 from ._monitor import problem_callbacks
 from .coordinate_descent import RULES, _prefers_csr, kernel_coordinate_descent, linear_coordinate_descent
 from .exact import kernel_predict
@@ -331,18 +330,11 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
         """Fit on X (n, d) (scipy.sparse allowed for the linear kernel) and class labels y."""
         X, y = self._validate_X(X, y, fit=True)
         classes, codes = encode_classes(y)
-        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-        if self.class_weight is not None:
-            sample_weight = sample_weight * compute_class_weight(self.class_weight, classes=classes, y=y)[codes]
+        sample_weight = fit_weights(sample_weight, self.class_weight, X, codes, classes, ones=True)
         if getattr(self, "classes_", None) is not None and not np.array_equal(self.classes_, classes):
             self.__dict__.pop("dual_coef_", None)  # warm start only with the same classes
         self.classes_ = classes
-        m = 1 if classes.size == 2 else classes.size
-        if m == 1:
-            Y = np.where(codes == 1, 1.0, -1.0)[:, None]
-        else:
-            Y = -np.ones((codes.size, m))
-            Y[np.arange(codes.size), codes] = 1.0
+        Y = one_vs_rest_targets(codes, classes.size)
         for attr in ("coef_", "support_", "support_vectors_", "step_size_"):
             self.__dict__.pop(attr, None)
         self.dual_coef_, self.intercept_ = self._solve(X, Y, sample_weight, make_loss(self.loss))
@@ -425,7 +417,7 @@ class RegularizedKernelRegressor(RegressorMixin, _RegularizedBase):
         """Fit on X (n, d) (scipy.sparse allowed for the linear kernel) and y (n,) or (n, k)."""
         X, y = self._validate_X(X, y, fit=True)
         y = np.asarray(y, dtype=np.float64)
-        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        sample_weight = fit_weights(sample_weight, None, X, ones=True)
         Y = y.reshape(y.shape[0], -1)
         for attr in ("coef_", "support_", "support_vectors_", "step_size_"):
             self.__dict__.pop(attr, None)

@@ -58,12 +58,11 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_co
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.class_weight import compute_class_weight
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._classifier import OneVsRestScoresMixin, encode_classes
+from ._classifier import OneVsRestScoresMixin, encode_classes, one_vs_rest_targets
 from ._monitor import IterationMonitor, problem_callbacks
-from ._estimator import resolve_kernel
+from ._estimator import fit_weights, resolve_kernel
 from .kernels import KERNEL_NAMES, Kernel
 from .ops.kernel import KernelOperator
 from .ops.memory import format_bytes, parse_memory
@@ -865,7 +864,7 @@ class SLKLRegressor(RegressorMixin, _SLKLBase):
     def fit(self, X, y, sample_weight=None):
         """Fit on X (n, d) and y (n,) or (n, k)."""
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], multi_output=True, y_numeric=True)
-        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        sample_weight = fit_weights(sample_weight, None, X, ones=True)
         y = np.asarray(y, dtype=np.float64)
         mu, coef = self._solve(X, y.reshape(y.shape[0], -1), sample_weight)
         self.mu_ = mu[:, 0] if y.ndim == 1 else mu
@@ -918,17 +917,11 @@ class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
         """Fit on X (n, d) and class labels y."""
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
         classes, codes = encode_classes(y)
-        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-        if self.class_weight is not None:
-            sample_weight = sample_weight * compute_class_weight(self.class_weight, classes=classes, y=y)[codes]
+        sample_weight = fit_weights(sample_weight, self.class_weight, X, codes, classes, ones=True)
         if getattr(self, "classes_", None) is not None and not np.array_equal(self.classes_, classes):
             self.__dict__.pop("mu_", None)  # warm start only with the same classes
         self.classes_ = classes
-        if classes.size == 2:
-            Y = np.where(codes == 1, 1.0, -1.0)[:, None]
-        else:
-            Y = -np.ones((codes.size, classes.size))
-            Y[np.arange(codes.size), codes] = 1.0
+        Y = one_vs_rest_targets(codes, classes.size)
         mu, coef = self._solve(X, Y, sample_weight)
         self.mu_ = mu[:, 0] if classes.size == 2 else mu
         self.dual_coef_ = coef[:, 0] if classes.size == 2 else coef
