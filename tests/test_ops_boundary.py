@@ -21,7 +21,7 @@ FORMULAS = {"kernels.py"}
 #: (module, function) -> why its products over X stay outside ops
 ALLOWED = {
     ("fixed_point.py", "linear_fixed_point"): "linear path: the primal w = X^T c of a linear model, no kernel",
-    ("fixed_point.py", "_row_sq_norms"): "linear path: the diagonal |x_i|^2 of the linear kernel, O(n d)",
+    ("_problem.py", "row_sq_norms"): "linear path: the diagonal |x_i|^2 of the linear kernel, O(n d)",
     ("coordinate_descent.py", "linear_coordinate_descent"): "linear path: the primal w = X^T c, no kernel",
     ("regularized.py", "_scores"): "linear path: scores X w of the fitted primal weights",
 }

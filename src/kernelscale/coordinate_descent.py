@@ -56,15 +56,13 @@ from sklearn.utils import check_random_state
 from . import _cd_loops as loops
 from ._monitor import IterationMonitor
 from ._validation import as_float_array, check_positive
-from .fixed_point import (
+from ._problem import (
     SolverResult,
-    _as_C,
-    _as_targets,
-    _check_intercept_scaling,
-    _check_linear_X,
-    _initial_coef,
-    _row_sq_norms,
-    _vector_bytes,
+    check_linear_X,
+    initial_coef,
+    row_sq_norms,
+    setup,
+    vector_bytes,
 )
 from .kernels import make_kernel
 from .ops.kernel import KernelOperator, kernel_diag
@@ -76,7 +74,6 @@ from .losses import (
     SquaredHingeLoss,
     SquaredLoss,
     dual_objective,
-    make_loss,
     primal_objective,
 )
 
@@ -285,17 +282,10 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
     -------
     SolverResult (n_iter counts sweeps).
     """
-    loss = make_loss(loss, epsilon)
     kernel = make_kernel(kernel)
     X = as_float_array(X, "X")
-    n = X.shape[0]
-    y = _as_targets(y, n)
-    if y.ndim != 1:
-        raise ValueError(f"y must be 1-d here, got shape {y.shape}; solve one column at a time with a shared cache.")
-    loss.check_targets(y)
-    dtype = X.dtype
-    C = _as_C(C, y, dtype)
-    s = _check_intercept_scaling(intercept_scaling)
+    n, dtype = X.shape[0], X.dtype
+    loss, y, C, s = setup(X, y, loss, C, intercept_scaling, epsilon, one_output=True)
     s2 = s * s
     diag = np.maximum(kernel_diag(kernel, X).astype(np.float64), 0.0) + s2
     keep = diag > 0
@@ -304,13 +294,13 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
     if dropped.size:
         logger.info("%d point(s) have a zero kernel diagonal; their coefficients are fixed at 0", dropped.size)
     if cache is None:
-        cache = KernelOperator(kernel, X, max_memory).row_cache(reserved_bytes=_vector_bytes(n, 1, dtype),
+        cache = KernelOperator(kernel, X, max_memory).row_cache(reserved_bytes=vector_bytes(n, 1, dtype),
                                                                 max_rows=max(int(active.sum()), 1))
     elif cache.n != n or cache.dtype != dtype:
         raise ValueError("cache was built for a different X; pass cache=None.")
     axpy, _ = _blas(dtype)
 
-    c = _initial_coef(c0, (n,), np.float64, active)
+    c = initial_coef(c0, (n,), np.float64, active)
     z = np.zeros(n, dtype=dtype)
     if c.any():
         z[:] = cache.matvec(c.astype(dtype))
@@ -446,16 +436,9 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
     max |h| < tol over a full sweep, as on the kernel path. The result carries w (shape (d,)) in
     ``SolverResult.w``.
     """
-    loss = make_loss(loss, epsilon)
-    X = _check_linear_X(X)  # validates sparse structure: the compiled sweeps index w with X.indices
-    n, d = X.shape
-    y = _as_targets(y, n)
-    if y.ndim != 1:
-        raise ValueError(f"y must be 1-d here, got shape {y.shape}; solve one column at a time.")
-    loss.check_targets(y)
-    dtype = X.dtype
-    C = _as_C(C, y, dtype)
-    s = _check_intercept_scaling(intercept_scaling)
+    X = check_linear_X(X)  # validates sparse structure: the compiled sweeps index w with X.indices
+    n, dtype = X.shape[0], X.dtype
+    loss, y, C, s = setup(X, y, loss, C, intercept_scaling, epsilon, one_output=True)
     sparse = sp.issparse(X)
     if sparse:
         X = X.copy()
@@ -464,13 +447,13 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
         indices, data = X.indices, X.data
     else:
         X = np.ascontiguousarray(X)
-    diag = _row_sq_norms(X) + s * s
+    diag = row_sq_norms(X) + s * s
     keep = diag > 0
     active = keep & (C > 0)
     dropped = np.flatnonzero(~keep)
     axpy, dot = _blas(dtype)
 
-    c = _initial_coef(c0, (n,), np.float64, active)
+    c = initial_coef(c0, (n,), np.float64, active)
     w = np.asarray(X.T @ c.astype(dtype), dtype=dtype).ravel()
     wb = s * float(c.sum())  # weight of the constant feature s
     inv_d_arr = np.divide(1.0, diag, out=np.zeros(n), where=active)
@@ -493,7 +476,7 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
     csr = X if sparse else None
     if code >= 0:  # compiled runs of sweeps (loops._nb_linear_run): state in arrays
         eps_loss = float(getattr(loss, "epsilon", 0.0))
-        if not sparse and _prefers_csr(X):
+        if not sparse and prefers_csr(X):
             csr = sp.csr_matrix(X)  # a sweep costs O(nnz): run mostly-zero dense rows as CSR rows
         Q = loops.coordinate_table(c, y, C, inv_d_arr)
         c_arr = Q[:, loops.Q_COEF]
@@ -605,7 +588,7 @@ _LOSS_CODES = {"squared": 0, "hinge": 1, "squared_hinge": 2, "absolute": 3, "eps
 _BUILTIN = {SquaredLoss, HingeLoss, SquaredHingeLoss, AbsoluteLoss, EpsilonInsensitiveLoss, LogisticLoss}
 
 
-def _prefers_csr(X):
+def prefers_csr(X):
     """True when the compiled linear sweeps run faster on X (dense, mostly zeros) as CSR rows."""
     return (USE_NUMBA and loops.NUMBA_AVAILABLE and not sp.issparse(X) and X.size > 0
             and np.count_nonzero(X) < SPARSE_SWEEPS_BELOW * X.size)

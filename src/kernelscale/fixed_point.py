@@ -25,14 +25,23 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
-
 import numpy as np
-import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
 from ._monitor import IterationMonitor
-from ._validation import as_float_array, check_positive, check_sparse
+from ._problem import (
+    SolverResult,
+    as_C,
+    as_targets,
+    check_intercept_scaling,
+    check_linear_X,
+    initial_coef,
+    intercept,
+    row_sq_norms,
+    setup,
+    vector_bytes,
+)
+from ._validation import as_float_array, check_positive
 from .kernels import make_kernel
 from .ops.kernel import KernelOperator, kernel_diag, kernel_matvec
 from .losses import dual_objective, make_loss, primal_objective
@@ -57,86 +66,8 @@ class FixedPointDivergenceError(ValueError):
     """The fixed-point iteration diverged: alpha is too large for this kernel matrix."""
 
 
-@dataclass
-class SolverResult:
-    """What the fixed-point and coordinate-descent solvers return.
-
-    coef : (n,) or (n, k) dual coefficients c (zero for dropped and zero-weight points)
-    z : (n,) or (n, k) K c + intercept at ``coef``: the training scores
-    intercept : float or (k,) array, b = s^2 sum_i c_i (0 without intercept)
-    n_iter : iterations (fixed point) or sweeps (coordinate descent) run
-    converged : True when the stopping rule was met (not by max_iter or the callback)
-    objective_history : F(c) of problem (2) after each iteration/sweep (the first entry: at c0)
-    dual_history : D(c) after each iteration/sweep; F + D is the duality gap
-    dropped : indices of points whose kernel diagonal is zero (their row of K is zero; the
-        paper removes it: c_i = 0)
-    step_size : the fixed-point step alpha used (None for coordinate descent)
-    w : (d,) or (k, d) primal weights X^T c of the linear path (None otherwise)
-    """
-
-    coef: np.ndarray
-    z: np.ndarray
-    intercept: float | np.ndarray
-    n_iter: int
-    converged: bool
-    objective_history: np.ndarray
-    dual_history: np.ndarray
-    dropped: np.ndarray
-    step_size: float | None = None
-    w: np.ndarray | None = None
-    stopped_by_callback: bool = False
-    info: dict = field(default_factory=dict)
-
-    @property
-    def duality_gap(self):
-        return float(self.objective_history[-1] + self.dual_history[-1])
-
-
-def _vector_bytes(n, k, dtype):
-    """Rough bytes of the O(n) solver state: c, z, targets, C and scratch, plus Python lists."""
-    return int(n * k * (8 * np.dtype(dtype).itemsize + 4 * 8) + n * 64)
-
-
 # ----------------------------------------------------------------------------------------------
 # shared helpers
-
-
-def _as_targets(y, n, name="y"):
-    y = as_float_array(y, name, ensure_2d=False)
-    if y.ndim not in (1, 2) or y.shape[0] != n:
-        raise ValueError(f"{name} must have shape ({n},) or ({n}, k) to match X, got {y.shape}.")
-    return y.astype(np.float64)
-
-
-def _as_C(C, y, dtype):
-    """Per-entry C_i broadcast to y's shape, rounded to the working dtype (so that coefficients
-    clipped at C stay inside the dual domain after the cast)."""
-    C = np.asarray(C, dtype=np.float64)
-    if C.ndim == 1 and y.ndim == 2:
-        C = C[:, None]
-    try:
-        C = np.broadcast_to(C, y.shape)
-    except ValueError:
-        raise ValueError(f"C must be a number or an array of shape ({y.shape[0]},), got shape {C.shape}.") from None
-    if not np.all(np.isfinite(C)) or np.any(C < 0):
-        raise ValueError("C (times sample_weight) must be finite and >= 0 for every point.")
-    return np.ascontiguousarray(C.astype(dtype).astype(np.float64))
-
-
-def _check_intercept_scaling(s):
-    if s is None or s == 0:
-        return 0.0
-    return float(check_positive(s, "intercept_scaling"))
-
-
-def _initial_coef(c0, shape, dtype, keep):
-    if c0 is None:
-        return np.zeros(shape, dtype=dtype)
-    c = np.array(c0, dtype=dtype)  # a copy
-    if c.shape != shape or not np.all(np.isfinite(c)):
-        raise ValueError(f"c0 must be a finite array of shape {shape}, got {c.shape}; pass c0=None to start at 0.")
-    c[~keep] = 0
-    return c
 
 
 def kernel_objective(kernel, X, y, c, loss, C=1.0, *, intercept_scaling=0.0, max_memory=None):
@@ -146,15 +77,11 @@ def kernel_objective(kernel, X, y, c, loss, C=1.0, *, intercept_scaling=0.0, max
     """
     loss = make_loss(loss)
     X = as_float_array(X, "X")
-    y = _as_targets(y, X.shape[0])
+    y = as_targets(y, X.shape[0])
     c = np.asarray(c, dtype=np.float64)
     z = kernel_matvec(make_kernel(kernel), X, None, c, max_memory=max_memory).astype(np.float64)
-    z = z + _intercept(c, _check_intercept_scaling(intercept_scaling))
-    return primal_objective(loss, y, z, c, _as_C(C, y, np.float64))
-
-
-def _intercept(c, s):
-    return (s * s) * np.sum(c, axis=0) if s else 0.0
+    z = z + intercept(c, check_intercept_scaling(intercept_scaling))
+    return primal_objective(loss, y, z, c, as_C(C, y, np.float64))
 
 
 def estimate_spectral_norm(matvec, n, *, n_iter=50, rtol=1e-3, random_state=None, dtype=np.float64):
@@ -208,7 +135,7 @@ def _fixed_point_core(matvec, diag, keep, y, loss, C, alpha, *, tol, max_iter, c
     shape = y.shape
     kbar = float(diag[keep].mean())
     scale = alpha * kbar  # |Delta c| / (alpha kbar) is comparable to a coordinate-descent step
-    c = _initial_coef(c0, shape, dtype, keep)
+    c = initial_coef(c0, shape, dtype, keep)
     eps = float(np.finfo(dtype).eps)
     primal, dual = [], []
     best = math.inf
@@ -270,13 +197,13 @@ def _run(matvec, diag, y, loss, C, *, step_size, tol, max_iter, c0, dtype, s, ve
     if not keep.any():
         zeros = np.zeros(y.shape, dtype=dtype)
         hist = np.array([primal_objective(loss, y, zeros, zeros, C)])
-        return SolverResult(zeros, zeros, _intercept(zeros, s), 0, True, hist,
+        return SolverResult(zeros, zeros, intercept(zeros, s), 0, True, hist,
                             np.array([dual_objective(loss, y, zeros, zeros, C)]), dropped, None)
     if s:
         plain = matvec
 
         def matvec(c):  # K + s^2 1 1^T
-            return np.asarray(plain(c)) + _intercept(c, s)
+            return np.asarray(plain(c)) + intercept(c, s)
 
     step = _choose_step(step_size, diag, keep, matvec, n, dtype, random_state)
     with IterationMonitor(verbose, callback, total=max_iter, desc=what) as monitor:
@@ -284,7 +211,7 @@ def _run(matvec, diag, y, loss, C, *, step_size, tol, max_iter, c0, dtype, s, ve
             matvec, diag, keep, y, loss, C, step, tol=tol, max_iter=max_iter, c0=c0, dtype=dtype, monitor=monitor
         )
         stopped = monitor.stopped_by_callback
-    return SolverResult(c, z, _intercept(c, s), it, converged, primal, dual, dropped, step,
+    return SolverResult(c, z, intercept(c, s), it, converged, primal, dual, dropped, step,
                         stopped_by_callback=stopped)
 
 
@@ -332,20 +259,15 @@ def kernel_fixed_point(kernel, X, y, loss="squared", C=1.0, *, step_size="trace"
     -------
     SolverResult
     """
-    loss = make_loss(loss, epsilon)
     kernel = make_kernel(kernel)
     X = as_float_array(X, "X")
-    n = X.shape[0]
-    y = _as_targets(y, n)
-    loss.check_targets(y)
-    dtype = X.dtype
-    C = _as_C(C, y, dtype)
-    s = _check_intercept_scaling(intercept_scaling)
+    n, dtype = X.shape[0], X.dtype
+    loss, y, C, s = setup(X, y, loss, C, intercept_scaling, epsilon)
     diag = np.maximum(kernel_diag(kernel, X).astype(np.float64), 0.0) + s * s
     keep = diag > 0
     if cache is None:
         k = 1 if y.ndim == 1 else y.shape[1]
-        cache = KernelOperator(kernel, X, max_memory).row_cache(reserved_bytes=_vector_bytes(n, k, dtype),
+        cache = KernelOperator(kernel, X, max_memory).row_cache(reserved_bytes=vector_bytes(n, k, dtype),
                                                                 max_rows=int(keep.sum()))
     # static fill: the first rows that fit (all of them when the budget allows)
     cache.fetch(np.flatnonzero(keep)[: cache.capacity])
@@ -355,23 +277,6 @@ def kernel_fixed_point(kernel, X, y, loss="squared", C=1.0, *, step_size="trace"
     return result
 
 
-def _check_linear_X(X):
-    if sp.issparse(X):
-        X = sp.csr_matrix(check_sparse(X))  # before any conversion or compiled loop reads its indices
-        if X.dtype not in (np.float32, np.float64):
-            X = X.astype(np.float64)
-        if not np.all(np.isfinite(X.data)):
-            raise ValueError("X contains NaN or infinity; drop or impute those entries before passing X.")
-        return X
-    return as_float_array(X, "X")
-
-
-def _row_sq_norms(X):
-    if sp.issparse(X):
-        return np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel()
-    return np.einsum("ij,ij->i", X, X, dtype=np.float64)
-
-
 def linear_fixed_point(X, y, loss="squared", C=1.0, *, step_size="trace", tol=1e-4, max_iter=1000, c0=None,
                        intercept_scaling=0.0, epsilon=0.1, random_state=None, verbose=0, callback=None):
     """Fixed-point iteration (10) for the linear kernel K = X X^T, with K c = X (X^T c) (O(nnz)).
@@ -379,15 +284,10 @@ def linear_fixed_point(X, y, loss="squared", C=1.0, *, step_size="trace", tol=1e
     X may be dense or scipy.sparse. Same parameters as :func:`kernel_fixed_point`; the result
     also carries w = X^T c.
     """
-    loss = make_loss(loss, epsilon)
-    X = _check_linear_X(X)
-    n = X.shape[0]
-    y = _as_targets(y, n)
-    loss.check_targets(y)
+    X = check_linear_X(X)
     dtype = X.dtype
-    C = _as_C(C, y, dtype)
-    s = _check_intercept_scaling(intercept_scaling)
-    diag = _row_sq_norms(X) + s * s
+    loss, y, C, s = setup(X, y, loss, C, intercept_scaling, epsilon)
+    diag = row_sq_norms(X) + s * s
 
     def matvec(c):
         return np.asarray(X @ np.asarray(X.T @ c), dtype=dtype)

@@ -31,10 +31,11 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._classifier import OneVsRestScoresMixin, encode_classes, one_vs_rest_targets
 from ._estimator import fit_weights, resolve_kernel
 from ._monitor import problem_callbacks
-from .coordinate_descent import RULES, _prefers_csr, kernel_coordinate_descent, linear_coordinate_descent
+from .coordinate_descent import RULES, kernel_coordinate_descent, linear_coordinate_descent, prefers_csr
 from .exact import kernel_predict
 from ._validation import check_finite_result, check_sparse
-from .fixed_point import _vector_bytes, kernel_fixed_point, linear_fixed_point
+from ._problem import vector_bytes
+from .fixed_point import kernel_fixed_point, linear_fixed_point
 from .kernels import KERNEL_NAMES, Kernel, LinearKernel
 from .ops.kernel import KernelOperator
 from .ops.memory import format_bytes, parse_memory, ufunc_workspace_bytes
@@ -92,7 +93,7 @@ class _RegularizedBase(BaseEstimator):
         rng = check_random_state(self.random_state)
         linear = self._is_linear()
         if linear:  # no kernel rows: the budget holds the O(n) solver state
-            need, budget = _vector_bytes(n, m, X.dtype), parse_memory(self.max_memory)
+            need, budget = vector_bytes(n, m, X.dtype), parse_memory(self.max_memory)
             if need > budget:
                 raise ValueError(
                     f"max_memory={format_bytes(budget)} is too small for the linear solver's state on "
@@ -110,7 +111,7 @@ class _RegularizedBase(BaseEstimator):
         cache = None
         if not linear:
             cache = KernelOperator(self.kernel_, X, self.max_memory).row_cache(
-                reserved_bytes=_vector_bytes(n, m, X.dtype) + _ESTIMATOR_BYTES_PER_SAMPLE * n + ufunc_workspace_bytes(),
+                reserved_bytes=vector_bytes(n, m, X.dtype) + _ESTIMATOR_BYTES_PER_SAMPLE * n + ufunc_workspace_bytes(),
                 max_rows=self._cache_rows(n, X.dtype, int(np.count_nonzero(sample_weight)) or 1))
         if self.solver == "fixed_point":
             common.update(step_size=self.step_size, c0=c0, callback=self.callback)
@@ -126,7 +127,7 @@ class _RegularizedBase(BaseEstimator):
         else:
             common["shrinking"] = self.shrinking
             common["rule"] = self.rule
-            Xs = sp.csr_matrix(X) if linear and m > 1 and _prefers_csr(X) else X  # convert once, not per class
+            Xs = sp.csr_matrix(X) if linear and m > 1 and prefers_csr(X) else X  # convert once, not per class
             results = []
             for j, cb in enumerate(problem_callbacks(self.callback, m)):
                 start = None if c0 is None else c0[:, j]
