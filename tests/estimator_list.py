@@ -1,4 +1,5 @@
-"""Every public estimator and transformer, in the small configuration the shared tests use.
+"""Every estimator of the registry (kernelscale.registry), in the small configurations the
+shared tests use (tests/test_registry.py checks that none is missing).
 
 A new estimator joins scikit-learn's estimator checks (test_estimator_checks.py) and the
 save/load round trip (test_persistence.py) by being listed here. A check an estimator cannot

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import inspect
 import json
 import logging
 import re
@@ -51,7 +50,8 @@ class DemoEntry:
 
 
 def _demo_entries():
-    """Every estimator of the package in its demo configuration; new estimators are added here."""
+    """Every estimator of the registry (:mod:`kernelscale.registry`) in its demo configuration
+    (tests/test_registry.py checks that none is missing)."""
     from sklearn.linear_model import Ridge, RidgeClassifier
     from sklearn.pipeline import make_pipeline
 
@@ -288,14 +288,13 @@ def _cmd_report(args):
 
 
 def _estimator_class(name):
-    import kernelscale
+    from .registry import ESTIMATORS, by_name
 
-    cls = getattr(kernelscale, name, None)
-    if name not in kernelscale.__all__ or not (inspect.isclass(cls) and issubclass(cls, BaseEstimator)):
-        names = sorted(n for n in kernelscale.__all__ if inspect.isclass(getattr(kernelscale, n))
-                       and issubclass(getattr(kernelscale, n), BaseEstimator) and not n.endswith("Kernel") and n != "Kernel")
-        raise SystemExit(f"unknown estimator {name!r}; choose one of: {', '.join(names)}.")
-    return cls
+    try:
+        return by_name(name).cls
+    except KeyError:
+        raise SystemExit(f"unknown estimator {name!r}; choose one of: "
+                         f"{', '.join(sorted(e.name for e in ESTIMATORS))}.") from None
 
 
 def _parse_value(text):
