@@ -207,7 +207,7 @@ def test_papers_pipeline_classifies_digits():
         GaussianCenterFilter(c=1.0 / 64),
         FFTFeatures(),
         LSSVMClassifier(
-            PolynomialKernel(degree=4, gamma=1.0, coef0=0.0), C=1e4, block_size=200, n_iter=10, random_state=0
+            PolynomialKernel(degree=4, gamma=1.0, coef0=0.0), C=1e4, batch_size=200, n_iter=10, dtype=np.float32, random_state=0
         ),
     ).fit(X_train, y_train)
     assert np.mean(model.predict(X_test) != y_test) < 0.05
