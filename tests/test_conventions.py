@@ -120,7 +120,7 @@ def test_callback_returning_true_stops_after_the_first_iteration(estimator):
 
     est = _fit(clone(estimator).set_params(callback=stop), X, y)
     assert len(seen) == 1, f"the callback ran {len(seen)} times after asking to stop"
-    assert isinstance(seen[0], dict) and seen[0]
+    assert {"iteration", "objective"} <= set(seen[0]), f"callback info keys {sorted(seen[0])}"
     assert _outputs(est, X)  # a stopped fit is a fitted model
 
 
@@ -169,3 +169,16 @@ def test_fit_stays_within_max_memory(estimator):
     finally:
         tracemalloc.stop()
     assert peak <= budget, f"peak {peak} bytes over max_memory={budget}"
+
+
+@pytest.mark.parametrize("estimator", [p for p in ALL if _iterative(p.values[0])])
+def test_histories_are_one_array_per_problem(estimator):
+    X, y = _data(estimator)
+    est = _fit(_seeded(estimator), X, y)
+    if not hasattr(est, "objective_history_"):
+        return
+    hist = est.objective_history_
+    arrays = hist if isinstance(hist, list) else [hist]
+    assert all(isinstance(h, np.ndarray) and h.ndim == 1 and h.size for h in arrays), \
+        "objective_history_ is a 1-d array, or a list of them (one per class, output or run)"
+    assert isinstance(est.n_iter_, int)

@@ -325,7 +325,7 @@ def test_predictions_match_dense_kernel_ridge_with_learned_kernel(columns):
         ref = dense_prediction(Xt, X, est.candidates_, est.mu_[:, j], Y[:, j], 0.5, w)
         np.testing.assert_allclose(est.predict(Xt)[:, j], ref, rtol=1e-7, atol=1e-9)
     assert set(est.active_) == set(est.candidates_[np.any(est.mu_ > 0, axis=1)])
-    assert est.n_active_ == est.X_active_.shape[0] == len(est.active_)
+    assert est.n_active_ == est.X_fit_.shape[0] == len(est.active_)
 
 
 def test_on_the_fly_and_precompute_give_the_same_weights():

@@ -603,6 +603,7 @@ def _iterate(system, Z, W, solver, blocks, T, small, monitor, run, hist_r, hist_
             R -= dR
             del dR
             info["residual"] = hist_r[t + 1] = float(np.linalg.norm(R))
+        info["objective"] = info.get("residual", info.get("update"))
         if monitor.update(**info):
             return t + 1
     return T
@@ -618,7 +619,7 @@ def _nystrom(system, Z, blocks, T, small, monitor, run):
         x = small.solve(factor, rows.square() @ small.solve(factor, rows.dot(Z)))
         total += rows.tdot(x)
         # "coef" is the committee so far (an (n + 1) x k copy: negligible next to the J x n block)
-        if monitor.update(run=run, step=t + 1, coef=total / (t + 1) if monitor.callback else None):
+        if monitor.update(run=run, step=t + 1, objective=None, coef=total / (t + 1) if monitor.callback else None):
             return total / (t + 1), t + 1
     return total / T, T
 
@@ -709,11 +710,13 @@ class _LSSVMBase(BaseEstimator):
             if hasattr(self, name):
                 delattr(self, name)
         if sol.residual_history is not None:
-            self.residual_history_ = self.objective_history_ = sol.residual_history
+            self.residual_history_ = sol.residual_history
         if sol.update_history is not None:
             self.update_history_ = sol.update_history
-            if sol.residual_history is None:
-                self.objective_history_ = sol.update_history
+        runs = sol.residual_history if sol.residual_history is not None else sol.update_history
+        if runs is not None:  # the library's convention: 1-d for one run, a list of 1-d for several
+            runs = [h[~np.isnan(h)] for h in runs]
+            self.objective_history_ = runs[0] if len(runs) == 1 else runs
         return self
 
     def _scores(self, X):
@@ -760,7 +763,8 @@ _PARAMS_DOC = """
     verbose : int, default=0
         1 shows a progress bar with the residual (or update) norm.
     callback : callable or None
-        Called after every iteration with a dict ("run", "step", "residual"/"update", "coef");
+        Called after every iteration with a dict ("iteration", "objective" — the residual or
+        update norm, None for "nystrom" —, "run", "step", "residual"/"update", "coef");
         returning True stops the fit (the average of the runs so far is kept).
     warm_start : bool, default=False
         Start from the previous solution when the new problem has the same shape and run the
@@ -785,7 +789,9 @@ _ATTRS_DOC = """
         and kaczmarz_mp); non-increasing (eq. 60).
     update_history_ : ndarray (n_averaged, n_iter), ||W(t+1) - W(t)||_F (kaczmarz and
         kaczmarz_mp); its squares sum to at most ||W(0) - W*||^2 (eq. 44).
-    objective_history_ : residual_history_ if present, else update_history_.
+    objective_history_ : ndarray or list of ndarray, the rows of residual_history_ if present,
+        else of update_history_, without the iterations a callback cut: 1-d for one run
+        (n_averaged=1), else one array per run.
     n_features_in_ : int
 """
 

@@ -632,10 +632,10 @@ _ATTR_DOC = """
         Indices of the training points whose weight is positive (for some output).
     n_active_ : int
         m0, the size of ``active_``.
-    X_active_ : ndarray (m0, d)
+    X_fit_ : ndarray (m0, d)
         The active training points, all that predict needs.
     dual_coef_ : ndarray (m0,) or (m0, n_outputs)
-        mu_m a_m / sqrt(k(x_m, x_m)), so that f(x) = K(x, X_active_) @ dual_coef_.
+        mu_m a_m / sqrt(k(x_m, x_m)), so that f(x) = K(x, X_fit_) @ dual_coef_.
     objective_history_ : ndarray or list of ndarray
         F at the start and every M visits (one array per output when there are several).
     n_iter_ : int
@@ -764,7 +764,7 @@ class _SLKLBase(BaseEstimator):
         self.candidates_ = keep[cand]
         self.active_ = keep[cand[on]]
         self.n_active_ = int(on.size)
-        self.X_active_ = np.ascontiguousarray(Xk[cand[on]])
+        self.X_fit_ = np.ascontiguousarray(Xk[cand[on]])
         hist = [r.objective_history for r in results]
         self.objective_history_ = hist[0] if k == 1 else hist
         self.n_iter_ = int(max(r.n_iter for r in results))
@@ -778,7 +778,7 @@ class _SLKLBase(BaseEstimator):
         coef = self.dual_coef_.reshape(self.dual_coef_.shape[0], -1)
         if self.n_active_ == 0:
             return np.zeros((X.shape[0], coef.shape[1]), dtype=np.result_type(X.dtype, coef.dtype))
-        return KernelOperator(self.kernel_, self.X_active_, self.max_memory).predict(X, coef)
+        return KernelOperator(self.kernel_, self.X_fit_, self.max_memory).predict(X, coef)
 
 
 _BLAS_LIMIT = {"lock": threading.Lock(), "holders": 0, "limiter": None}
