@@ -22,7 +22,7 @@ from numbers import Real
 
 import numpy as np
 from scipy import linalg
-from sklearn.base import BaseEstimator, RegressorMixin, _fit_context, clone
+from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, _fit_context, clone
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
@@ -274,7 +274,7 @@ def kernel_ridge_objective(kernel, X, Y, dual_coef, alpha, sample_weight=None, m
 # estimator
 
 
-class ExactKernelRidge(RegressorMixin, BaseEstimator):
+class ExactKernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
     """Kernel ridge regression solved exactly by Cholesky (the ground truth for tests).
 
     Minimises sum_i w_i |y_i - f(x_i)|^2 + alpha |f|_H^2; the same model as scikit-learn's
@@ -313,16 +313,11 @@ class ExactKernelRidge(RegressorMixin, BaseEstimator):
         "random_state": ["random_state"],
     }
 
-    def __init__(self, kernel="gaussian", alpha=1.0, max_memory=None, random_state=None):
+    def __init__(self, kernel="gaussian", *, alpha=1.0, max_memory=None, random_state=None):
         self.kernel = kernel
         self.alpha = alpha
         self.max_memory = max_memory
         self.random_state = random_state
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
-        return tags
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):

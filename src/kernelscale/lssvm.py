@@ -73,7 +73,7 @@ from typing import NamedTuple
 
 import numpy as np
 from scipy import linalg
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
@@ -889,7 +889,7 @@ class LSSVMClassifier(ClassifierMixin, _LSSVMBase):
         return scores
 
 
-class LSSVMRegressor(RegressorMixin, _LSSVMBase):
+class LSSVMRegressor(MultiOutputMixin, RegressorMixin, _LSSVMBase):
     __doc__ = (
         """LS-SVM regression with bias (eqs. 16-19 with real-valued targets), randomized solvers.
 
@@ -932,11 +932,6 @@ class LSSVMRegressor(RegressorMixin, _LSSVMBase):
         self.verbose = verbose
         self.callback = callback
         self.warm_start = warm_start
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
-        return tags
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):

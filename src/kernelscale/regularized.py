@@ -21,7 +21,7 @@ from numbers import Integral, Real
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -365,7 +365,7 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
         return tags
 
 
-class RegularizedKernelRegressor(RegressorMixin, _RegularizedBase):
+class RegularizedKernelRegressor(MultiOutputMixin, RegressorMixin, _RegularizedBase):
     """Kernel ridge / least absolute deviations / SVR without bias by coordinate descent or fixed
     point (paper 3).
 
@@ -435,8 +435,3 @@ class RegularizedKernelRegressor(RegressorMixin, _RegularizedBase):
         """g(x) for each row of X: shape (n,), or (n, k) for a 2-d training y."""
         scores = self._scores(X)
         return scores[:, 0] if self.dual_coef_.ndim == 1 else scores
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
-        return tags

@@ -54,7 +54,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from threadpoolctl import OpenBLASController, threadpool_limits
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -833,7 +833,7 @@ def _init_params(self, kernel, n_components, sparsity, alpha, update, tol, max_i
     self.callback = callback
 
 
-class SLKLRegressor(RegressorMixin, _SLKLBase):
+class SLKLRegressor(MultiOutputMixin, RegressorMixin, _SLKLBase):
     """Stochastic low-rank kernel learning for regression (paper 1).
 
     Learns a sparse conical combination of M rank-one Nystrom kernels by minimising eq. 14 with
@@ -875,11 +875,6 @@ class SLKLRegressor(RegressorMixin, _SLKLBase):
         """f(x) = sum_m mu_m a_m k(x_m, x) / sqrt(k(x_m, x_m)): shape (n,), or (n, k) for a 2-d y."""
         scores = self._scores(X)
         return scores[:, 0] if self.dual_coef_.ndim == 1 else scores
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
-        return tags
 
 
 class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
