@@ -15,9 +15,10 @@ pass over rows goes through one of these verbs, in row chunks planned by
 Fourier blocks ("cos", "cossin") are evaluated in groups of consecutive blocks of about
 ``GROUP_COLUMNS`` columns: one GEMM with the group's concatenated frequencies and one
 trigonometric pass (a block of 256 columns alone is a small, slow GEMM). The grouping depends on
-the block indices only and a group's buffer always has the same layout, so results do not depend
-on the budget or on whether the regenerated parameters were cached. Parameters are cached (for
-the operator's life, e.g. one ``fit`` call) while they fit in ``cache_bytes``.
+the block indices only and a group's buffer always has the same layout, so results are bit for
+bit the same whether the regenerated parameters were cached or not (they are cached for the
+operator's life, e.g. one ``fit`` call, while they fit in ``cache_bytes``); a budget that cuts
+the rows into smaller chunks changes them by rounding only.
 """
 
 from __future__ import annotations
