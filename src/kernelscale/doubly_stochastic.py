@@ -3,7 +3,9 @@
 Problem: min_f E_w[l(f(x), y)] + (nu / 2) |f|_H^2 for a kernel with random features
 k(x, x') = E_omega[phi_omega(x) . phi_omega(x')]. Iteration t (t = 0, 1, ...) draws a mini-batch
 B_t and the feature block omega_t FROM SEED (seed, t)
-(:func:`kernelscale.ops.feature_blocks.block_rng`), so the model is f(x) = sum_t phi_t(x) . alpha_t with phi_t the regenerated block t.
+(:func:`kernelscale.ops.feature_blocks.block_rng`), so the model is f(x) = sum_t phi_t(x) . alpha_t
+with phi_t the regenerated block t; every pass of blocks over rows is a
+:class:`kernelscale.ops.features.FeatureOperator` verb (``scores`` for f, ``transform`` for phi_t).
 
 ``solver="sgd"`` (Algorithm 1 of the paper, with mini-batches)::
 

@@ -142,9 +142,11 @@ class FeatureOperator:
         """
         X = self._rows(X)
         blocks = list(blocks)
-        width = self.spec.n_features_out
-        out = self.backend.empty((X.shape[0], len(blocks) * width), dtype=X.dtype)
-        chunk = self._chunk(X.shape[0], width, fixed=out.nbytes + self.spec.block_bytes)
+        n, width = X.shape[0], self.spec.n_features_out
+        chunk = self._chunk(n, width, fixed=n * len(blocks) * width * X.dtype.itemsize + self.spec.block_bytes)
+        if len(blocks) == 1 and chunk >= n:  # the block's own output: no copy
+            return self.block(blocks[0]).apply(X, self.backend)
+        out = self.backend.empty((n, len(blocks) * width), dtype=X.dtype)
         for j, t in enumerate(blocks):
             block = self.block(t)
             for s in range(0, X.shape[0], chunk):
