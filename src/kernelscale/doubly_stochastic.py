@@ -462,7 +462,10 @@ class _DoublyStochasticBase(BaseEstimator):
             )
         fresh = not self.n_iter_
         curvature = self._uses_curvature_step(Y.shape[1])
-        step = self._curvature_step(X, sw, batches[0], spec, budget) if fresh and curvature and batches else self._step()
+        if fresh and curvature and batches:
+            step = self._curvature_step(X, sw, batches[0], spec, budget)
+        else:
+            step = self._step()
         self._check_first_step(step)
         with IterationMonitor(self.verbose, self.callback, total=len(batches), desc="doubly stochastic") as mon:
             coef, n_done, scale, history, _ = dsg_iterations(

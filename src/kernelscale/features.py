@@ -20,9 +20,10 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._params import KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
 from ._validation import FLOAT_DTYPES, as_float_array, check_positive, check_same_features
 from .blocks import iter_kernel_blocks, kernel_matrix
-from .kernels import KERNEL_NAMES, Kernel, PolynomialKernel, make_kernel
+from .kernels import PolynomialKernel, make_kernel
 from .ops.feature_blocks import FeatureBlockSpec, seed_from
 from .ops.feature_blocks import float_dtype as _float_dtype  # also lssvm's dtype check
 from .ops.features import FeatureOperator
@@ -123,9 +124,6 @@ class SeededFeatureMap:
 # scikit-learn transformers
 
 
-_KERNEL_CONSTRAINT = [StrOptions(set(KERNEL_NAMES)), Kernel]
-
-
 def _resolve_kernel(kernel, X, rng):
     """A fitted copy of ``kernel`` with ``sigma="median"`` fixed from X."""
     kernel = clone(make_kernel(kernel, "kernel"))
@@ -212,7 +210,7 @@ class RandomFourierFeatures(_SeededTransformer):
     """
 
     _parameter_constraints: dict = {
-        "kernel": _KERNEL_CONSTRAINT,
+        "kernel": KERNEL_CONSTRAINT,
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "method": [StrOptions({"cos", "cossin"})],
         "random_state": ["random_state"],
@@ -321,10 +319,10 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     """
 
     _parameter_constraints: dict = {
-        "kernel": _KERNEL_CONSTRAINT,
+        "kernel": KERNEL_CONSTRAINT,
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
-        "max_memory": [None, str, Interval(Real, 0, None, closed="neither")],
+        "max_memory": MEMORY_CONSTRAINT,
     }
 
     def __init__(self, kernel="gaussian", n_components=256, *, random_state=None, max_memory=None):

@@ -42,7 +42,6 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy import linalg
-from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions

@@ -29,7 +29,7 @@ import numpy as np
 
 from .backend import NUMPY
 from .feature_blocks import FourierBlock
-from .memory import MAX_CHUNK_ROWS, plan_rows
+from .memory import plan_rows
 
 __all__ = ["FeatureOperator", "GROUP_COLUMNS", "SUM_ROWS"]
 
@@ -160,35 +160,41 @@ class FeatureOperator:
         cos(X W_g + b_g) C_g sqrt(2/m) (or [cos, sin] with sqrt(1/m)); other blocks phi_t(X) C_t.
         """
         X = self._rows(X)
-        xp, mm = self.backend.xp, self.backend.matmul
         n, k = X.shape[0], coef.shape[2]
         coef = self.backend.asarray(coef, dtype=X.dtype)
         runs = self._runs(list(blocks))
         width, params = self.spec.n_features_out, self.spec.block_bytes
-        chunks = {count: self._chunk(n, count * width, k, fixed=count * params) for count in {b - a for _, a, b in runs}}
-        F = xp.zeros((n, k), dtype=X.dtype)
+        counts = {stop - start for _, start, stop in runs}
+        chunks = {count: self._chunk(n, count * width, k, fixed=count * params) for count in counts}
+        F = self.backend.xp.zeros((n, k), dtype=X.dtype)
         for j, start, stop in runs:
-            count = stop - start
-            chunk, c = chunks[count], coef[j : j + count]
-            if not self._group:
-                block = self.block(start)
-                for s in range(0, n, chunk):
-                    F[s : s + chunk] += mm(block.apply(X[s : s + chunk], self.backend), c[0])
-                continue
-            weights_t, offset = self._fourier_run(start, stop)
-            m = self._m
+            chunk, c = chunks[stop - start], coef[j : j + stop - start]
+            if self._group:
+                part, params = self._group_scores, self._fourier_run(start, stop)
+            else:
+                part, params = self._block_scores, self.block(start)
             for s in range(0, n, chunk):
-                proj = mm(X[s : s + chunk], weights_t.T)
-                if offset is not None:
-                    proj += offset
-                    xp.cos(proj, out=proj)
-                    F[s : s + chunk] += mm(proj, c.reshape(count * m, -1)) * xp.asarray(math.sqrt(2.0 / m), dtype=X.dtype)
-                else:
-                    part = mm(xp.cos(proj), c[:, :m].reshape(count * m, -1))
-                    xp.sin(proj, out=proj)
-                    part += mm(proj, c[:, m:].reshape(count * m, -1))
-                    F[s : s + chunk] += part * xp.asarray(math.sqrt(1.0 / m), dtype=X.dtype)
+                F[s : s + chunk] += part(X[s : s + chunk], params, c)
         return F
+
+    def _block_scores(self, X, block, c):
+        return self.backend.matmul(block.apply(X, self.backend), c[0])
+
+    def _group_scores(self, X, params, c):
+        """cos(X W + b) C sqrt(2/m), or (cos(X W) C_cos + sin(X W) C_sin) sqrt(1/m), for the
+        concatenated frequencies W, phases b and coefficients C of consecutive Fourier blocks."""
+        xp, mm, m = self.backend.xp, self.backend.matmul, self._m
+        weights_t, offset = params
+        rows = c.shape[0] * m
+        proj = mm(X, weights_t.T)
+        if offset is not None:
+            proj += offset
+            xp.cos(proj, out=proj)
+            return mm(proj, c.reshape(rows, -1)) * xp.asarray(math.sqrt(2.0 / m), dtype=X.dtype)
+        part = mm(xp.cos(proj), c[:, :m].reshape(rows, -1))
+        xp.sin(proj, out=proj)
+        part += mm(proj, c[:, m:].reshape(rows, -1))
+        return part * xp.asarray(math.sqrt(1.0 / m), dtype=X.dtype)
 
     def _sum_chunk(self, A, per_row):
         return plan_rows(A.shape[0], per_row, 0, self.budget, "a weighted sum over rows", "increase max_memory",
