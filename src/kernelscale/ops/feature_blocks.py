@@ -120,8 +120,9 @@ class FeatureBlock:
 
     A subclass says how its parameters are drawn (``draw(spec, rng)``: float64 draws, in an
     order that is part of the stored format), its ``shape`` (input dimension d, features out)
-    and how it maps rows (``apply(X, backend)``: the (n, n_features_out) features of X, in the
-    block's dtype). Its floating arrays are what ``astype`` casts.
+    and how it maps rows (``apply(X, backend, out=None)``: the (n, n_features_out) features of X
+    in the block's dtype, written into ``out`` when given). Its floating arrays are what
+    ``astype`` casts.
     """
 
     def _float_arrays(self):
@@ -173,17 +174,18 @@ class FourierBlock(FeatureBlock):
         d, m = self.weights.shape
         return d, m if self.offset is not None else 2 * m
 
-    def apply(self, X, backend=NUMPY):
+    def apply(self, X, backend=NUMPY, out=None):
         # one GEMM, then the trigonometric pass in place
         xp = backend.xp
-        proj = backend.matmul(X, self.weights)
         m = self.weights.shape[1]
         if self.offset is not None:
+            proj = backend.matmul(X, self.weights, out=out)
             proj += self.offset
             xp.cos(proj, out=proj)
             proj *= math.sqrt(2.0 / m)
             return proj
-        out = backend.empty((X.shape[0], 2 * m), dtype=proj.dtype)
+        proj = backend.matmul(X, self.weights)
+        out = backend.empty((X.shape[0], 2 * m), dtype=proj.dtype) if out is None else out
         xp.cos(proj, out=out[:, :m])
         xp.sin(proj, out=out[:, m:])
         out *= math.sqrt(1.0 / m)
@@ -195,8 +197,8 @@ class LogitBlock(FourierBlock):
     """Random logits sigmoid(X w + b - pi): the frequencies and phases of a "cos" Fourier block
     as random directions with thresholds uniform in [-pi, pi] (stagewise GEN "logit")."""
 
-    def apply(self, X, backend=NUMPY):
-        F = backend.matmul(X, self.weights)
+    def apply(self, X, backend=NUMPY, out=None):
+        F = backend.matmul(X, self.weights, out=out)
         F += self.offset - np.asarray(np.pi, dtype=F.dtype)
         return expit(F, out=F)
 
@@ -251,7 +253,7 @@ class TensorSketchBlock(FeatureBlock):
     def shape(self):
         return self.indices.shape[1] - 1, self.n_components
 
-    def apply(self, X, backend=NUMPY):
+    def apply(self, X, backend=NUMPY, out=None):
         Xa = _append_constant(X, self.gamma, self.coef0, backend)
         rows = np.arange(Xa.shape[1])
         D = self.n_components
@@ -263,7 +265,10 @@ class TensorSketchBlock(FeatureBlock):
                 product = spectrum
             else:
                 product *= spectrum
-        return np.ascontiguousarray(scipy.fft.irfft(product, n=D, axis=1))
+        if out is None:
+            return np.ascontiguousarray(scipy.fft.irfft(product, n=D, axis=1))
+        out[...] = scipy.fft.irfft(product, n=D, axis=1)
+        return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -287,9 +292,9 @@ class MaclaurinBlock(FeatureBlock):
     def shape(self):
         return self.weights.shape[1] - 1, self.weights.shape[2]
 
-    def apply(self, X, backend=NUMPY):
+    def apply(self, X, backend=NUMPY, out=None):
         Xa = _append_constant(X, self.gamma, self.coef0, backend)
-        out = backend.matmul(Xa, self.weights[0])
+        out = backend.matmul(Xa, self.weights[0], out=out)
         for r in self.weights[1:]:
             out *= backend.matmul(Xa, r)
         out *= math.sqrt(1.0 / self.weights.shape[2])
@@ -312,8 +317,8 @@ class LinearBlock(FeatureBlock):
     def shape(self):
         return self.weights.shape
 
-    def apply(self, X, backend=NUMPY):
-        return backend.matmul(X, self.weights)
+    def apply(self, X, backend=NUMPY, out=None):
+        return backend.matmul(X, self.weights, out=out)
 
 
 @dataclass(frozen=True, eq=False)
@@ -332,8 +337,8 @@ class ColumnBlock(FeatureBlock):
     def shape(self):
         return self.n_features, self.indices.size
 
-    def apply(self, X, backend=NUMPY):
-        return X[:, self.indices]
+    def apply(self, X, backend=NUMPY, out=None):
+        return backend.xp.take(X, self.indices, axis=1, out=out)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -144,13 +144,11 @@ class FeatureOperator:
         blocks = list(blocks)
         n, width = X.shape[0], self.spec.n_features_out
         chunk = self._chunk(n, width, fixed=n * len(blocks) * width * X.dtype.itemsize + self.spec.block_bytes)
-        if len(blocks) == 1 and chunk >= n:  # the block's own output: no copy
-            return self.block(blocks[0]).apply(X, self.backend)
         out = self.backend.empty((n, len(blocks) * width), dtype=X.dtype)
         for j, t in enumerate(blocks):
             block = self.block(t)
-            for s in range(0, X.shape[0], chunk):
-                out[s : s + chunk, j * width : (j + 1) * width] = block.apply(X[s : s + chunk], self.backend)
+            for s in range(0, n, chunk):
+                block.apply(X[s : s + chunk], self.backend, out=out[s : s + chunk, j * width : (j + 1) * width])
         return out
 
     def scores(self, X, coef, blocks):
