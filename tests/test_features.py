@@ -150,7 +150,7 @@ def test_regenerated_block_is_bit_identical(data, name, method):
     assert np.array_equal(spec.block(3).apply(X), first)
 
 
-def test_sample_block_arrays_identical():
+def test_spec_block_arrays_identical():
     spec = FeatureBlockSpec(MaternKernel(1.0, 1.5), 4, 32, 99)
     a, b = spec.block(7), spec.block(7)
     assert np.array_equal(a.weights, b.weights) and np.array_equal(a.offset, b.offset)
