@@ -35,10 +35,11 @@ __all__ = ["FeatureOperator", "GROUP_COLUMNS", "SUM_ROWS"]
 
 #: feature columns of Fourier blocks evaluated together (one GEMM)
 GROUP_COLUMNS = 4096
-#: a row chunk's feature projection stays below this many bytes: the trigonometric pass and the
-#: product with the coefficients then run on cache-sized arrays (on one thread, 16 MB chunks
-#: predicted 15% faster than 256 MB ones)
-PROJECTION_BYTES = 16 * 2**20
+#: a row chunk's feature projection stays below this many bytes. Smaller chunks keep the
+#: trigonometric pass nearer the cache (on one thread 8 MB predicted 20% faster than 256 MB),
+#: larger ones make fewer threaded BLAS calls (on two threads 256 MB was twice as fast as 8 MB);
+#: at 64 MB predictions were as fast as before grouping, or faster, on one and on two threads
+PROJECTION_BYTES = 64 * 2**20
 #: rows per partial sum of the weighted means and cross moments: products in A's dtype (float32
 #: sums of more rows lose digits), partial sums added in float64
 SUM_ROWS = 4096
