@@ -94,7 +94,10 @@ import numpy as np  # noqa: E402
 from harness import Suite, cli_main, compare, measure, run_capped  # noqa: E402
 from kernelscale.datasets import coulomb_features, load_dataset  # noqa: E402
 from kernelscale.doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor  # noqa: E402
-from kernelscale.features import FeatureBlockSpec, RandomFourierFeatures, sample_block  # noqa: E402
+from kernelscale.features import RandomFourierFeatures  # noqa: E402
+from kernelscale.ops.feature_blocks import FeatureBlockSpec  # noqa: E402
+from kernelscale.ops.features import FeatureOperator  # noqa: E402
+from kernelscale.ops.memory import parse_memory  # noqa: E402
 from kernelscale.kernels import GaussianKernel, LaplacianKernel, median_heuristic  # noqa: E402
 from peers import make_peer  # noqa: E402
 
@@ -237,8 +240,8 @@ class _TestScores:
             self.S, self.n = np.zeros((self.X.shape[0], coef.shape[2]), dtype=np.float64), 0
         spec = FeatureBlockSpec(est.kernel_, self.X.shape[1], coef.shape[1], est.seed_, self.X.dtype,
                                 est.feature_method_)
-        for j in range(self.n, est.n_iter_):
-            self.S += sample_block(spec, j)._transform(self.X) @ coef[j]
+        new = range(self.n, est.n_iter_)
+        self.S += FeatureOperator(spec, parse_memory(None)).scores(self.X, coef[self.n : est.n_iter_], new)
         self.n, self.scale = est.n_iter_, est.scale_
         return self.S * est.scale_
 

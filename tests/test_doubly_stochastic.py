@@ -8,14 +8,14 @@ from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.svm import SVC
 
 from kernelscale.doubly_stochastic import (
-    _BlockGroups,
     DoublyStochasticClassifier,
     DoublyStochasticRegressor,
     dsg_iterations,
 )
 from kernelscale.datasets import make_sinc
 from kernelscale.exact import ExactKernelRidge
-from kernelscale.features import FeatureBlockSpec, sample_block, transform_block
+from kernelscale.ops.feature_blocks import FeatureBlockSpec
+from kernelscale.ops.features import FeatureOperator
 from kernelscale.kernels import GaussianKernel, LaplacianKernel, MaternKernel, PolynomialKernel
 from kernelscale.persistence import load, save
 
@@ -45,19 +45,19 @@ def naive_dsg(X, Y, spec, batches, nu, step_size, t0, loss="squared"):
         Xb, Yb = X[batch], Y[batch]
         F = np.zeros_like(Yb)
         for j, a in enumerate(alphas):
-            F += transform_block(Xb, sample_block(spec, j)) @ a
+            F += spec.block(j).apply(Xb) @ a
         if loss == "squared":
             G = F - Yb
         else:  # hinge, Y in {-1, +1}
             G = np.where(Yb * F < 1, -Yb, 0.0)
         gamma = step_size / (1 + t / t0)
-        new = -gamma * transform_block(Xb, sample_block(spec, t)).T @ G / Xb.shape[0]
+        new = -gamma * spec.block(t).apply(Xb).T @ G / Xb.shape[0]
         alphas = [a * (1 - gamma * nu) for a in alphas] + [new]
     return alphas
 
 
 def naive_predict(X, spec, alphas):
-    return sum(transform_block(X, sample_block(spec, j)) @ a for j, a in enumerate(alphas))
+    return sum(spec.block(j).apply(X) @ a for j, a in enumerate(alphas))
 
 
 @pytest.mark.parametrize(
@@ -244,7 +244,7 @@ def test_preconditioned_first_step_is_the_ridge_fit_on_the_block():
     X, y = sinc_data(n=200)
     est = DoublyStochasticRegressor(GaussianKernel(sigma=1.0), solver="preconditioned", nu=0.0, n_iter=1,
                                     batch_size=200, block_size=32, shuffle=False, random_state=0).fit(X, y)
-    Phi = transform_block(X, sample_block(FeatureBlockSpec(GaussianKernel(sigma=1.0), 1, 32, 0), 0))
+    Phi = FeatureBlockSpec(GaussianKernel(sigma=1.0), 1, 32, 0).block(0).apply(X)
     C = Phi.T @ Phi / 200
     C += est.precond_ridge * np.trace(C) / 32 * np.eye(32)
     expected = np.linalg.solve(C, Phi.T @ y / 200)  # gamma_0 = 1
@@ -467,7 +467,7 @@ def test_auto_squared_step_is_read_from_the_first_block_curvature():
         # the first mini-batch of fit and the features iteration 0 uses
         first = np.random.default_rng([est.seed_, 0, 0]).permutation(y.size)[:100] if shuffle else np.arange(100)
         spec = FeatureBlockSpec(kernel, X.shape[1], 256, est.seed_, np.float32, est.feature_method_)
-        Phi = _BlockGroups(spec, 0).features(X[first], 0).astype(np.float64)
+        Phi = FeatureOperator(spec, 2**30).transform(X[first], [0]).astype(np.float64)
         ws = w[first] * (w.size / w.sum())  # fit's weights have mean 1
         lam = np.linalg.eigvalsh((Phi * ws[:, None]).T @ Phi / 100)[-1]
         assert est.step_size_ == pytest.approx(1.5 / (lam + nu), rel=1e-6)

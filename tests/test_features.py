@@ -9,17 +9,14 @@ from sklearn.kernel_approximation import Nystroem
 from sklearn.metrics.pairwise import laplacian_kernel, polynomial_kernel, rbf_kernel
 
 from kernelscale import features
+from kernelscale.ops.feature_blocks import FeatureBlockSpec, block_rng
 from kernelscale.ops.kernel import iter_kernel_blocks
 from kernelscale.ops.memory import ufunc_workspace_bytes
 from kernelscale.features import (
-    FeatureBlockSpec,
     NystromFeatures,
     PolynomialRandomFeatures,
     RandomFourierFeatures,
     SeededFeatureMap,
-    block_rng,
-    sample_block,
-    transform_block,
 )
 from kernelscale.kernels import (
     GaussianKernel,
@@ -151,14 +148,14 @@ def test_regenerated_block_is_bit_identical(data, name, method):
     assert not np.allclose(first, fm.block(X, 4))
     assert not np.allclose(first, SeededFeatureMap(kernel, 64, 12, method=method).block(X, 3))
     spec = FeatureBlockSpec(kernel, X.shape[1], 64, 11, np.float64, method)
-    assert np.array_equal(transform_block(X, sample_block(spec, 3)), first)
+    assert np.array_equal(spec.block(3).apply(X), first)
 
 
-def test_sample_block_arrays_identical():
+def test_spec_block_arrays_identical():
     spec = FeatureBlockSpec(MaternKernel(1.0, 1.5), 4, 32, 99)
-    a, b = sample_block(spec, 7), sample_block(spec, 7)
+    a, b = spec.block(7), spec.block(7)
     assert np.array_equal(a.weights, b.weights) and np.array_equal(a.offset, b.offset)
-    c = sample_block(spec, 8)
+    c = spec.block(8)
     assert not np.array_equal(a.weights, c.weights)
 
 
@@ -198,14 +195,6 @@ def test_seeded_map_memory_does_not_grow_with_blocks(data):
         fm.block(X, t)
     assert len(pickle.dumps(fm)) == size_one
     assert _array_bytes(fm) == arrays_one == 0
-
-    cached = SeededFeatureMap(GaussianKernel(SIGMA), 256, 0, cache_size=3)
-    for t in range(100):
-        cached.block(X, t)
-    assert len(cached._cache) == 3
-    assert _array_bytes(cached) == 3 * (5 * 256 + 256) * 8  # three blocks of weights + offsets
-    assert np.array_equal(cached.block(X, 42), fm.block(X, 42))
-    assert cached.params(99) is cached.params(99)
 
 
 def test_float32_stays_float32(data):

@@ -450,6 +450,7 @@ def test_calibration_ridge_fit_of_float32_predictions_matches_float64():
     # the basis y, y^2, y^3 of confident predictions is nearly collinear: a Gram matrix summed in
     # float32 was off by 8% in the calibration weights here
     from kernelscale.least_squares import _expand, _ridge_fit
+    from kernelscale.ops.features import FeatureOperator
 
     rng = np.random.default_rng(0)
     n, k = 20000, 10
@@ -457,7 +458,8 @@ def test_calibration_ridge_fit_of_float32_predictions_matches_float64():
     G = _expand(Yt, ("y", "y2", "y3"))
     R = rng.normal(size=(n, k)).astype(np.float32)
     w = np.full(n, 1.0 / n)
-    A32, c32 = _ridge_fit(G, R, w, "auto")
-    A64, c64 = _ridge_fit(G.astype(np.float64), R.astype(np.float64), w, "auto")
+    op = FeatureOperator(None, 2**30)
+    A32, c32 = _ridge_fit(op, G, R, w, "auto")
+    A64, c64 = _ridge_fit(op, G.astype(np.float64), R.astype(np.float64), w, "auto")
     assert np.abs(A32 - A64).max() < 1e-3 * np.abs(A64).max()
     np.testing.assert_allclose(c32, c64, atol=1e-3 * np.abs(c64).max())

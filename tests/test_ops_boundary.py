@@ -2,7 +2,7 @@
 feature block over rows of X (the ops package docstring).
 
 An AST scan of every other module flags (1) calls that evaluate kernel blocks (``kernel(...)``,
-``.block(...)``, ``._fill(...)``, ``.prepare(...)``) and (2) products whose operand is a data
+``.block(X, prepared)``, ``._fill(...)``, ``.prepare(...)``) and (2) products whose operand is a data
 matrix (a name starting with ``X``, a slice of one, its transpose, or ``self.X``) by ``@``,
 ``np.matmul``, ``np.dot`` or ``np.einsum``. ``kernels.py`` holds the kernel formulas that ops call.
 The few products that stay outside ops are listed in ALLOWED with the reason.
@@ -76,7 +76,9 @@ def violations(source, filename="<module>"):
             name = _name(node.func)
             if name and _KERNEL_CALL.match(name):
                 self._flag(node, f"kernel block {name}(...)")
-            elif isinstance(node.func, ast.Attribute) and name in _BLOCK_METHODS:
+            elif isinstance(node.func, ast.Attribute) and name in _BLOCK_METHODS and (
+                name == "prepare" or len(node.args) >= 2  # kernel.block(X, prepared), not spec.block(t)
+            ):
                 self._flag(node, f"kernel block .{name}(...)")
             elif name in ("matmul", "dot", "einsum", "inner") and any(_is_data(a) for a in node.args):
                 self._flag(node, f"product {name}(X, ...)")

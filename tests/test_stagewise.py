@@ -14,12 +14,13 @@ from sklearn.metrics import log_loss
 from sklearn.utils.class_weight import compute_sample_weight
 from threadpoolctl import threadpool_limits
 
-from kernelscale.features import FeatureBlockSpec, block_rng, sample_block, transform_block
 from kernelscale.kernels import GaussianKernel
+from kernelscale.ops.feature_blocks import FeatureBlockSpec, block_rng
+from kernelscale.ops.features import FeatureOperator
 from kernelscale.stagewise import (
-    BlockGenerator,
     StagewiseClassifier,
     StagewiseRegressor,
+    generator_spec,
     pca_fit,
     pca_transform,
 )
@@ -97,7 +98,7 @@ def test_each_linear_stage_is_a_ridge_fit_of_the_residual_on_its_regenerated_blo
     spec = FeatureBlockSpec(GaussianKernel(sigma=est.kernel_.sigma), 3, 20, 5, np.float64, "cos")
     prediction = np.full(len(y), y.mean())
     for t in range(2):
-        F = transform_block(X, sample_block(spec, t))  # straight from kernelscale.features
+        F = spec.block(t).apply(X)  # straight from kernelscale.ops.feature_blocks
         prediction = prediction + Ridge(alpha=alpha * len(y)).fit(F, y - prediction).predict(F)
     np.testing.assert_allclose(est.predict(X), prediction, atol=1e-9)
     assert est.kernel_.sigma == pytest.approx(GaussianKernel().resolve(X).sigma)
@@ -116,7 +117,7 @@ def test_a_block_holding_every_feature_gives_least_squares_and_then_nothing_chan
 
 
 def manual_predict(est, X):
-    """Rebuild the predictions from the fitted state with kernelscale.features only."""
+    """Rebuild the predictions from the fitted state with kernelscale.ops.feature_blocks only."""
     Z = X if est.pca_components_ is None else (X - est.pca_mean_) @ est.pca_components_
     P = np.tile(est.init_, (len(X), 1))
     d = Z.shape[1]
@@ -126,10 +127,10 @@ def manual_predict(est, X):
             F = Z[:, idx]
         elif est.generator == "polynomial":
             spec = FeatureBlockSpec(est.kernel_, d, est.block_size, est.seed_, Z.dtype, "tensorsketch")
-            F = transform_block(Z, sample_block(spec, t))
+            F = spec.block(t).apply(Z)
         else:
             spec = FeatureBlockSpec(est.kernel_, d, est.block_size, est.seed_, Z.dtype, "cos")
-            block = sample_block(spec, t)
+            block = spec.block(t)
             if est.generator == "rff":
                 F = np.sqrt(2.0 / est.block_size) * np.cos(Z @ block.weights + block.offset)
             else:
@@ -166,13 +167,13 @@ def test_fitted_state_is_seed_pca_map_and_block_weights(generator, update):
 
 def test_blocks_are_regenerated_bit_for_bit_and_differ_between_stages():
     Z = np.random.default_rng(8).normal(size=(30, 5))
-    gen = BlockGenerator("rff", 5, 8, seed=11, kernel=GaussianKernel(sigma=1.5))
-    again = BlockGenerator("rff", 5, 8, seed=11, kernel=GaussianKernel(sigma=1.5))
-    np.testing.assert_array_equal(gen.features(Z, 3), again.features(Z, 3))
-    assert not np.allclose(gen.features(Z, 3), gen.features(Z, 4))
-    s = BlockGenerator("sample", 5, 3, seed=2)
-    np.testing.assert_array_equal(s.params(1), BlockGenerator("sample", 5, 3, seed=2).params(1))
-    assert len(set(s.params(1))) == 3
+    gen = FeatureOperator(generator_spec("rff", 5, 8, 11, GaussianKernel(sigma=1.5)), 2**30)
+    again = FeatureOperator(generator_spec("rff", 5, 8, 11, GaussianKernel(sigma=1.5)), 2**30)
+    np.testing.assert_array_equal(gen.transform(Z, [3]), again.transform(Z, [3]))
+    assert not np.allclose(gen.transform(Z, [3]), gen.transform(Z, [4]))
+    s = generator_spec("sample", 5, 3, 2)
+    np.testing.assert_array_equal(s.block(1).indices, generator_spec("sample", 5, 3, 2).block(1).indices)
+    assert len(set(s.block(1).indices)) == 3
 
 
 def test_pca_matches_scikit_learn():

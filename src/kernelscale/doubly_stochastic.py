@@ -2,8 +2,10 @@
 
 Problem: min_f E_w[l(f(x), y)] + (nu / 2) |f|_H^2 for a kernel with random features
 k(x, x') = E_omega[phi_omega(x) . phi_omega(x')]. Iteration t (t = 0, 1, ...) draws a mini-batch
-B_t and the feature block omega_t FROM SEED (seed, t) (:func:`kernelscale.features.block_rng`),
-so the model is f(x) = sum_t phi_t(x) . alpha_t with phi_t the regenerated block t.
+B_t and the feature block omega_t FROM SEED (seed, t)
+(:func:`kernelscale.ops.feature_blocks.block_rng`), so the model is f(x) = sum_t phi_t(x) . alpha_t
+with phi_t the regenerated block t; every pass of blocks over rows is a
+:class:`kernelscale.ops.features.FeatureOperator` verb (``scores`` for f, ``transform`` for phi_t).
 
 ``solver="sgd"`` (Algorithm 1 of the paper, with mini-batches)::
 
@@ -117,10 +119,12 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from ._classifier import require_two_classes
 from ._monitor import IterationMonitor
-from .ops.memory import format_bytes, parse_memory
-from .features import _KERNEL_CONSTRAINT, FeatureBlockSpec, FourierBlock, _family, _seed_from, sample_block
+from ._glm import softmax
+from ._params import KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
 from .kernels import make_kernel
-from .least_squares import _MEMORY_CONSTRAINT, _row_chunk, _softmax
+from .ops.feature_blocks import FeatureBlockSpec, kernel_family, seed_from
+from .ops.features import GROUP_COLUMNS, FeatureOperator
+from .ops.memory import format_bytes, parse_memory
 
 __all__ = [
     "DoublyStochasticRegressor",
@@ -146,10 +150,6 @@ _AUTO_STEP_SOFTMAX = 30.0
 _AUTO_STEP_CURVATURE = 1.5
 _RENORMALIZE_BELOW = 1e-10
 _BLOWUP = 1e6
-#: feature columns evaluated together (one GEMM) when predicting a batch with all earlier blocks
-_GROUP_COLUMNS = 4096
-#: temporaries per feature entry while generating a block, in units of the itemsize
-_WORKSPACE = {"cos": 1, "cossin": 2, "tensorsketch": 6, "maclaurin": 2, "gaussian": 1}
 _FLOAT_DTYPES = [np.float64, np.float32]
 
 
@@ -177,7 +177,7 @@ def _loss_and_grad(loss, F, Y):
     m = F.max(axis=1, keepdims=True)
     lse = (m + np.log(np.exp(F - m).sum(axis=1, keepdims=True)))[:, 0]
     value = lse.astype(np.float64) - np.einsum("ij,ij->i", Y, F, dtype=np.float64)
-    return value, _softmax(F) - Y
+    return value, softmax(F) - Y
 
 
 # ----------------------------------------------------------------------------------------------
@@ -187,13 +187,11 @@ def _loss_and_grad(loss, F, Y):
 def dsg_memory(batch_size, spec, k, n_blocks, solver="sgd"):
     """Bytes one iteration needs: the coefficient store (n_blocks, D, k), one block's random
     weights, the batch's features and scores, and (preconditioned) the D x D covariance."""
-    D, d = spec.block_size, spec.n_features_in
-    item = np.dtype(spec.dtype).itemsize
-    params = d * D * item * (spec.kernel.degree if spec.method == "maclaurin" else 1)
-    need = n_blocks * D * k * item + params
-    need += batch_size * item * (D * (_WORKSPACE[spec.method] + 1) + 4 * k)
-    if spec.method in ("cos", "cossin"):  # the projection of a group of blocks (_BlockGroups)
-        need += batch_size * item * 2 * max(_GROUP_COLUMNS, D)
+    D, item = spec.block_size, spec.dtype.itemsize
+    need = n_blocks * D * k * item + spec.block_bytes
+    need += batch_size * item * (D * (spec.workspace + 1) + 4 * k)
+    if spec.method in ("cos", "cossin"):  # the projection of a group of blocks (FeatureOperator.scores)
+        need += batch_size * item * 2 * max(GROUP_COLUMNS, D)
     if solver == "preconditioned":
         need += 2 * D * D * 8 + 2 * D * k * 8
     return need
@@ -220,97 +218,9 @@ def _step_size(step_size, t0, t):
     return step_size / (1.0 + t / t0)
 
 
-class _BlockGroups:
-    """sum_{j<t} phi_j(X) coef[j] over groups of consecutive blocks [g G, (g + 1) G).
-
-    Fourier blocks of one group are evaluated together: one GEMM with the group's concatenated
-    frequencies and one trigonometric pass (a block of 256 columns alone is a small, slow GEMM).
-    The regenerated parameters of a group are kept in a cache of at most ``budget`` bytes that
-    lives only as long as this object (one ``fit`` / ``partial_fit`` call): the fitted state stays
-    O(t). The grouping depends only on the block indices and a group's buffer always has the same
-    layout, so cached and regenerated evaluations agree bit for bit.
-    """
-
-    def __init__(self, spec, budget=0):
-        self.spec = spec
-        self.fourier = spec.method in ("cos", "cossin")
-        self.m = spec.block_size if spec.method != "cossin" else spec.block_size // 2
-        self.size = max(1, _GROUP_COLUMNS // spec.block_size) if self.fourier else 1
-        self.budget = max(int(budget), 0)
-        self.used = 0
-        self._cache = {}
-
-    def group_bytes(self):
-        """Bytes of one cached Fourier group (frequencies and offsets)."""
-        return self.size * self.m * (self.spec.n_features_in + 1) * np.dtype(self.spec.dtype).itemsize
-
-    def _fourier_group(self, g, count):
-        """(frequencies^T (size * m, d), offsets or None, number of blocks filled)."""
-        entry = self._cache.get(g)
-        if entry is None:
-            d, m, dtype = self.spec.n_features_in, self.m, self.spec.dtype
-            cos = self.spec.method == "cos"
-            entry = [np.empty((self.size * m, d), dtype=dtype), np.empty(self.size * m, dtype=dtype) if cos else None, 0]
-            if self.used + self.group_bytes() <= self.budget:
-                self._cache[g] = entry
-                self.used += self.group_bytes()
-        m = self.m
-        for i in range(entry[2], count):
-            params = sample_block(self.spec, g * self.size + i)
-            entry[0][i * m : (i + 1) * m] = params.weights.T
-            if entry[1] is not None:
-                entry[1][i * m : (i + 1) * m] = params.offset
-        entry[2] = max(entry[2], count)
-        return entry
-
-    def _block(self, j):
-        params = self._cache.get(j)
-        if params is None:
-            params = sample_block(self.spec, j)
-            nbytes = sum(a.nbytes for a in vars(params).values() if isinstance(a, np.ndarray))
-            if self.used + nbytes <= self.budget:
-                self._cache[j] = params
-                self.used += nbytes
-        return params
-
-    def scores(self, X, coef, n_blocks, scale):
-        """f(X) = scale * sum_{j < n_blocks} phi_j(X) coef[j] (n, k) in X's dtype."""
-        F = np.zeros((X.shape[0], coef.shape[2]), dtype=X.dtype)
-        if not self.fourier:
-            for j in range(n_blocks):
-                F += self._block(j)._transform(X) @ coef[j]
-        else:
-            m, size = self.m, self.size
-            for g in range(-(-n_blocks // size)):
-                count = min(size, n_blocks - g * size)
-                WT, offset, _ = self._fourier_group(g, count)
-                proj = X @ WT[: count * m].T
-                c = coef[g * size : g * size + count]
-                if offset is not None:
-                    proj += offset[: count * m]
-                    np.cos(proj, out=proj)
-                    F += (proj @ c.reshape(count * m, -1)) * np.asarray(math.sqrt(2.0 / m), dtype=X.dtype)
-                else:
-                    part = np.cos(proj) @ c[:, :m].reshape(count * m, -1)
-                    np.sin(proj, out=proj)
-                    part += proj @ c[:, m:].reshape(count * m, -1)
-                    F += part * np.asarray(math.sqrt(1.0 / m), dtype=X.dtype)
-        F *= np.asarray(scale, dtype=X.dtype)
-        return F
-
-    def features(self, X, t):
-        """phi_t(X) (n, block_size), block t's parameters taken from (or added to) the cache."""
-        if not self.fourier:
-            return self._block(t)._transform(X)
-        g, i = divmod(t, self.size)
-        WT, offset, _ = self._fourier_group(g, i + 1)
-        m = self.m
-        return FourierBlock(WT[i * m : (i + 1) * m].T, None if offset is None else offset[i * m : (i + 1) * m])._transform(X)
-
-
 def dsg_iterations(
     X, Y, spec, *, loss, batches, coef=None, n_done=0, scale=1.0, sample_weight=None, nu=1e-5,
-    step_size=1.0, t0=100.0, solver="sgd", precond_ridge=1e-3, monitor=None, cache_bytes=0,
+    step_size=1.0, t0=100.0, solver="sgd", precond_ridge=1e-3, monitor=None, cache_bytes=0, max_memory=None,
 ):
     """Run one iteration per entry of ``batches`` (index arrays or slices into X), continuing
     from ``n_done`` fitted blocks.
@@ -320,7 +230,7 @@ def dsg_iterations(
     X : (n, d), C-contiguous, in spec.dtype
     Y : (n, k) targets in the loss's coding (see :func:`_loss_and_grad`)
     spec : FeatureBlockSpec
-        Block t has the features of ``sample_block(spec, t)``.
+        Block t has the features of ``spec.block(t)``.
     coef : (capacity, D, k) buffer or None
         Unscaled blocks; the first ``n_done`` are the fitted ones. Never changed in place beyond
         row ``n_done`` (a renormalisation makes a new buffer), so a failed run leaves the first
@@ -330,6 +240,8 @@ def dsg_iterations(
     cache_bytes : int
         Regenerated block parameters are kept (for this call only) while they fit in this many
         bytes; 0 regenerates every block at every use, as in the paper. Same result either way.
+    max_memory : int, str or None
+        Budget of a mini-batch's feature products (row chunks; see :mod:`kernelscale.ops.memory`).
 
     Returns
     -------
@@ -348,14 +260,15 @@ def dsg_iterations(
         coef = buf
     history = []
     stopped = False
-    groups = _BlockGroups(spec, cache_bytes)
+    op = FeatureOperator(spec, parse_memory(max_memory), cache_bytes=cache_bytes)
     zero_loss = 0.0  # largest mini-batch loss of f = 0 seen: the scale that flags a blow-up
     for batch in batches:
         t = n_done
         Xb = X[batch]
         Yb = Y[batch]
         b = Xb.shape[0]
-        F = groups.scores(Xb, coef, t, scale)
+        F = op.scores(Xb, coef[:t], range(t))
+        F *= np.asarray(scale, dtype=dtype)
         values, G = _loss_and_grad(loss, F, Yb)
         if sample_weight is not None:
             wb = sample_weight[batch]
@@ -364,7 +277,7 @@ def dsg_iterations(
         history.append(float(values.mean()))
         zero_loss = max(zero_loss, float(_loss_and_grad(loss, np.zeros_like(Yb), Yb)[0].mean()))
         gamma = _step_size(step_size, t0, t)
-        Phi = groups.features(Xb, t)
+        Phi = op.transform(Xb, [t])
         grad = Phi.T @ G
         grad /= b
         if solver == "preconditioned":
@@ -402,25 +315,9 @@ def dsg_iterations(
 def dsg_predict(X, spec, coef, scale, max_memory=None):
     """f(X) (n, k) in X's dtype: Algorithm 2, every block regenerated once from its seed and
     applied to row chunks that fit in ``max_memory``."""
-    n_blocks, D, k = coef.shape
-    dtype = X.dtype
-    if spec.dtype != dtype:
-        spec = FeatureBlockSpec(spec.kernel, spec.n_features_in, D, spec.seed, dtype, spec.method)
-    item = dtype.itemsize
-    params_bytes = spec.n_features_in * D * item * (spec.kernel.degree if spec.method == "maclaurin" else 1)
-    per_row = item * (D * (_WORKSPACE[spec.method] + 1) + 2 * k)
-    chunk = _row_chunk(
-        X.shape[0], per_row, params_bytes, max_memory, "doubly stochastic predictions",
-        "increase max_memory or use a smaller block_size",
-    )
-    F = np.zeros((X.shape[0], k), dtype=dtype)
-    coef = coef.astype(dtype, copy=False)
-    X = np.ascontiguousarray(X)
-    for j in range(n_blocks):
-        params = sample_block(spec, j)
-        for s in range(0, X.shape[0], chunk):
-            F[s : s + chunk] += params._transform(X[s : s + chunk]) @ coef[j]
-    F *= np.asarray(scale, dtype=dtype)
+    op = FeatureOperator(spec.astype(X.dtype), parse_memory(max_memory))
+    F = op.scores(X, coef, range(coef.shape[0]))
+    F *= np.asarray(scale, dtype=X.dtype)
     return F
 
 
@@ -432,7 +329,7 @@ class _DoublyStochasticBase(BaseEstimator):
     """Fit / partial_fit / predict logic shared by the regressor and the classifier."""
 
     _parameter_constraints: dict = {
-        "kernel": _KERNEL_CONSTRAINT,
+        "kernel": KERNEL_CONSTRAINT,
         "nu": [Interval(Real, 0, None, closed="left")],
         "n_iter": [Interval(Integral, 1, None, closed="left")],
         "batch_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
@@ -444,7 +341,7 @@ class _DoublyStochasticBase(BaseEstimator):
         "precond_ridge": [Interval(Real, 0, None, closed="neither")],
         "shuffle": ["boolean"],
         "warm_start": ["boolean"],
-        "max_memory": _MEMORY_CONSTRAINT,
+        "max_memory": MEMORY_CONSTRAINT,
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "callback": [callable, None],
@@ -477,11 +374,11 @@ class _DoublyStochasticBase(BaseEstimator):
     def _uses_curvature_step(self, k):
         return self.step_size == "auto" and self.solver == "sgd" and self._loss_name(k) == "squared"
 
-    def _curvature_step(self, X, sw, batch, spec):
+    def _curvature_step(self, X, sw, batch, spec, budget):
         """"auto" step of sgd with the squared loss: 1.5 / (lambda_1 + nu), lambda_1 the top
         eigenvalue of block 0's weighted feature covariance Phi^T W Phi / b on the first
         mini-batch (module docstring), at most 0.5 / nu (the decay 1 - gamma nu stays >= 1/2)."""
-        Phi = sample_block(spec, 0)._transform(X[batch]).astype(np.float64)
+        Phi = FeatureOperator(spec, budget).transform(X[batch], [0]).astype(np.float64)
         if sw is not None:
             Phi *= np.sqrt(sw[batch])[:, None]
         b, D = Phi.shape
@@ -523,14 +420,14 @@ class _DoublyStochasticBase(BaseEstimator):
         """Fresh state: resolved kernel, seed, empty coefficient store."""
         self.__dict__.pop("coef_", None)  # "auto" sizes come from the parameters again
         kernel = make_kernel(self.kernel, "kernel")
-        _family(kernel)  # a clear error for kernels without random features
+        kernel_family(kernel)  # a clear error for kernels without random features
         if not kernel.is_resolved and X.shape[0] < 2:
             raise ValueError(
                 f"sigma='median' needs at least 2 samples to pick a bandwidth, got n_samples="
                 f"{X.shape[0]}; pass more data or a number as sigma."
             )
         self.kernel_ = clone(kernel).resolve(X, rng, sample_weight) if not kernel.is_resolved else clone(kernel)
-        self.seed_ = _seed_from(self.random_state if isinstance(self.random_state, Integral) else rng)
+        self.seed_ = seed_from(self.random_state if isinstance(self.random_state, Integral) else rng)
         # validates block_size / feature_method against the kernel now
         spec = FeatureBlockSpec(self.kernel_, X.shape[1], self._block_size(), self.seed_, X.dtype,
                                 self.feature_method)
@@ -565,7 +462,10 @@ class _DoublyStochasticBase(BaseEstimator):
             )
         fresh = not self.n_iter_
         curvature = self._uses_curvature_step(Y.shape[1])
-        step = self._curvature_step(X, sw, batches[0], spec) if fresh and curvature and batches else self._step()
+        if fresh and curvature and batches:
+            step = self._curvature_step(X, sw, batches[0], spec, budget)
+        else:
+            step = self._step()
         self._check_first_step(step)
         with IterationMonitor(self.verbose, self.callback, total=len(batches), desc="doubly stochastic") as mon:
             coef, n_done, scale, history, _ = dsg_iterations(
@@ -573,7 +473,7 @@ class _DoublyStochasticBase(BaseEstimator):
                 coef=self._buffer_view() if self.n_iter_ else None, n_done=self.n_iter_,
                 scale=self.scale_, sample_weight=sw, nu=self.nu, step_size=step,
                 t0=self._t0(), solver=self.solver, precond_ridge=self.precond_ridge, monitor=mon,
-                cache_bytes=budget - need,
+                cache_bytes=budget - need, max_memory=budget,
             )
         if not curvature:
             self.__dict__.pop("step_size_", None)
@@ -681,7 +581,7 @@ _DOC_PARAMS = """
     solver : {"sgd", "preconditioned"}, default="sgd"
         Algorithm 1, or the authors' preconditioned block variant (module docstring).
     feature_method : str or None, default=None
-        Random-feature form (kernelscale.features): "cos" or "cossin" for shift-invariant
+        Random-feature form (kernelscale.ops.feature_blocks): "cos" or "cossin" for shift-invariant
         kernels, "tensorsketch" or "maclaurin" for polynomial; None is the kernel's default.
     precond_ridge : float > 0, default=1e-3
         Ridge of the preconditioner, relative to the mean diagonal of the block covariance (the
@@ -955,7 +855,7 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
         if F.shape[1] == 1:
             p = expit(F[:, 0])
             return np.stack([1 - p, p], axis=1)
-        return _softmax(F)
+        return softmax(F)
 
     @available_if(_is_logistic)
     def predict_log_proba(self, X):

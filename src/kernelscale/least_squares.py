@@ -51,14 +51,16 @@ from scipy import linalg
 from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import type_of_target
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, column_or_1d, validate_data
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from ._classifier import encode_classes
+from ._glm import factor_spd, normalized_weights, one_hot, sample_weights, softmax, softmax_loss
 from ._monitor import IterationMonitor
+from ._params import MEMORY_CONSTRAINT
 from ._validation import as_float_array
-from .ops.memory import format_bytes, parse_memory, plan_rows
+from .ops.features import FeatureOperator
+from .ops.memory import parse_memory, plan_rows
 from .simplex import project_hypercube, project_simplex
 
 __all__ = [
@@ -68,6 +70,7 @@ __all__ = [
     "calibrated_least_squares",
     "calibrated_predict",
     "BASIS_FUNCTIONS",
+    "gls_fixed_bytes",
 ]
 
 logger = logging.getLogger(__name__)
@@ -84,85 +87,9 @@ CLSResult = namedtuple(
 #: ``alpha="auto"``: the ridge relative to the mean feature variance (module docstring)
 AUTO_RIDGE = 1e-6
 
-_MEMORY_CONSTRAINT = [Interval(Real, 0, None, closed="neither"), str, None]
-
 
 # ----------------------------------------------------------------------------------------------
-# shared numerical helpers (also used by kernelscale.stagewise)
-
-
-def _normalized_weights(sample_weight, n):
-    """float64 weights summing to 1 (uniform 1/n when None)."""
-    if sample_weight is None:
-        return np.full(n, 1.0 / n)
-    w = as_float_array(sample_weight, "sample_weight", ensure_2d=False).astype(np.float64, copy=False)
-    if w.shape != (n,) or np.any(w < 0):
-        raise ValueError(f"sample_weight must be a non-negative array of shape ({n},), got shape {w.shape}.")
-    total = w.sum()
-    if not total > 0:
-        raise ValueError("sample_weight sums to zero; give at least one sample a positive weight.")
-    return w / total
-
-
-def _row_chunk(n, per_row, fixed, max_memory, what, fix):
-    """Rows per block (at most 8192) under ``max_memory``: see :func:`ops.memory.plan_rows`."""
-    return plan_rows(n, per_row, fixed, max_memory, what, fix)
-
-
-_SUM_ROWS = 4096  # rows per partial sum: products in X's dtype, partial sums added in float64
-
-
-def _weighted_mean(X, w):
-    """sum_i w_i x_i in float64, without a float64 copy of X."""
-    mean = np.zeros(X.shape[1])
-    wd = w.astype(X.dtype)
-    for s in range(0, X.shape[0], _SUM_ROWS):
-        mean += wd[s : s + _SUM_ROWS] @ X[s : s + _SUM_ROWS]
-    return mean
-
-
-def _weighted_gram(A, B, w, uniform=False):
-    """sum_i w_i a_i b_i^T (float64) for A (n, p), B (n, q), per block of rows in A's dtype
-    (``uniform``: all weights equal, the rows are not scaled and A^T A is a symmetric update)."""
-    out = np.zeros((A.shape[1], B.shape[1]))
-    wd = w.astype(A.dtype)
-    for s in range(0, A.shape[0], _SUM_ROWS):
-        a = A[s : s + _SUM_ROWS]
-        b = a if B is A else B[s : s + _SUM_ROWS]
-        out += np.dot(a.T, b) if uniform else np.dot((a * wd[s : s + _SUM_ROWS, None]).T, b)
-    if uniform:
-        out *= w[0]
-    return out
-
-
-def _weighted_covariance(X, w, mean, chunk):
-    """sum_i w_i (x_i - mean)(x_i - mean)^T: float64 sum of per-block GEMMs in X's dtype."""
-    d = X.shape[1]
-    cov = np.zeros((d, d))
-    center = mean.astype(X.dtype)
-    root = np.sqrt(w).astype(X.dtype)
-    for s in range(0, X.shape[0], chunk):
-        C = X[s : s + chunk] - center
-        C *= root[s : s + chunk, None]
-        cov += np.dot(C.T, C)  # np.dot runs C^T C as a symmetric rank-k update
-    return cov
-
-
-def _factor_spd(M, what, fix):
-    """Cholesky factor of the symmetric matrix M (float64); a ValueError naming ``fix`` when it
-    is singular to working precision."""
-    eps = np.finfo(np.float64).eps
-    anorm = float(np.abs(M).sum(axis=0).max()) if M.size else 0.0
-    try:
-        factor = linalg.cho_factor(M, lower=True, check_finite=False)
-        (pocon,) = linalg.get_lapack_funcs(("pocon",), (factor[0],))
-        rcond, info = pocon(factor[0], anorm, uplo="L")
-        ok = info == 0 and rcond >= eps
-    except (np.linalg.LinAlgError, ValueError):
-        ok = False
-    if not ok:
-        raise ValueError(f"{what} is singular to working precision; {fix}.")
-    return factor
+# numerical helpers of Algorithms 1-2
 
 
 def _check_XY(X, Y):
@@ -187,17 +114,17 @@ def _resolve_alpha(alpha, gram, mean):
     return float(alpha)
 
 
-def _factor_sigma(X, w, chunk, scale, alpha):
+def _factor_sigma(op, X, w, scale, alpha):
     """The weighted mean of X, the Cholesky factor of scale * Cov + alpha I (the Sigma of
-    Algorithms 1-2 for the centred features), built from row blocks of ``chunk`` rows, and the
-    ridge alpha used (``"auto"`` resolved on Cov)."""
-    mean = _weighted_mean(X, w)
-    M = _weighted_covariance(X, w, mean, chunk)
+    Algorithms 1-2 for the centred features), the moments computed over row chunks by the
+    FeatureOperator ``op``, and the ridge alpha used (``"auto"`` resolved on Cov)."""
+    mean = op.weighted_mean(X, w)
+    M = op.weighted_gram(X, w, center=mean)
     alpha = _resolve_alpha(alpha, M, mean)
     if scale != 1.0:
         M *= scale
     M[np.diag_indices_from(M)] += alpha
-    factor = _factor_spd(
+    factor = factor_spd(
         M, "Sigma (the second moment of the features)",
         "some features have zero variance or are collinear: use alpha > 0 or alpha=\"auto\", which "
         "keeps their weights at 0",
@@ -205,61 +132,25 @@ def _factor_sigma(X, w, chunk, scale, alpha):
     return mean, factor, alpha
 
 
-def _ridge_fit(F, R, w, alpha):
+def _ridge_fit(op, F, R, w, alpha):
     """Weighted ridge fit of R (n, k) on the columns of F (n, p) with an unpenalised intercept.
 
     Minimises sum_i w_i |r_i - A^T f_i - c|^2 + alpha |A|^2 (weights summing to 1; "auto" is
     relative to the mean variance of the columns of F). Returns (A (p, k), c (k,)) in float64,
     solved by Cholesky of the centred weighted Gram + alpha I.
     """
-    mean = _weighted_mean(F, w)
+    mean = op.weighted_mean(F, w)
     # float64 (p is small): the calibration basis y, y^2, y^3 is nearly collinear, and a
     # float32 Gram matrix's rounding can exceed the "auto" ridge and make it indefinite
     Fc = F.astype(np.float64) - mean
-    gram = _weighted_gram(Fc, Fc, w)
+    gram = op.weighted_gram(Fc, w)
     gram = 0.5 * (gram + gram.T)
     gram[np.diag_indices_from(gram)] += _resolve_alpha(alpha, gram, mean)
-    cross = _weighted_gram(Fc, R, w)
-    factor = _factor_spd(gram, "the calibration Gram matrix", "use alpha > 0")
+    cross = op.weighted_gram(Fc, w, R)
+    factor = factor_spd(gram, "the calibration Gram matrix", "use alpha > 0")
     A = linalg.cho_solve(factor, cross, check_finite=False)
     c = w @ R.astype(np.float64) - mean @ A
     return A, c
-
-
-def _softmax_loss(S, Y, w):
-    """Softmax probabilities P and the weighted calibrated loss sum_i w_i (lse(s_i) - y_i . s_i)
-    (eq. 13, the multinomial logistic loss), computed stably."""
-    m = S.max(axis=1)
-    P = S - m[:, None]
-    np.exp(P, out=P)
-    z = P.sum(axis=1)
-    P /= z[:, None]
-    lse = m.astype(np.float64) + np.log(z.astype(np.float64))
-    loss = w @ (lse - np.einsum("ij,ij->i", Y, S).astype(np.float64))
-    return P, float(loss)
-
-
-def _softmax(S):
-    P = S - S.max(axis=1, keepdims=True)
-    np.exp(P, out=P)
-    P /= P.sum(axis=1, keepdims=True)
-    return P
-
-
-def _one_hot(codes, k, dtype):
-    Y = np.zeros((codes.size, k), dtype=dtype)
-    Y[np.arange(codes.size), codes] = 1
-    return Y
-
-
-def _sample_weights(sample_weight, X, y, class_weight):
-    """Validated sample weights (float64) times the class weights, or None when both are unset."""
-    if sample_weight is None and class_weight is None:
-        return None
-    sw = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-    if class_weight is not None:
-        sw = sw * compute_sample_weight(class_weight, y)
-    return sw
 
 
 # ----------------------------------------------------------------------------------------------
@@ -269,7 +160,7 @@ def _sample_weights(sample_weight, X, y, class_weight):
 SOLVERS = ("accelerated", "gls")
 
 
-def _gls_fixed_bytes(n, d, k, itemsize, with_offset=False):
+def gls_fixed_bytes(n, d, k, itemsize, with_offset=False):
     """Bytes Algorithm 1 holds besides the row blocks: Cov and its factor (float64), d x d in
     X's dtype (a block product), and the n x k targets, scores (current, previous, extrapolated
     and trial iterates) and residuals."""
@@ -336,18 +227,19 @@ def generalized_least_squares(
         )
     X, Y = _check_XY(X, Y)
     (n, d), k, dtype = X.shape, Y.shape[1], X.dtype
-    w = _normalized_weights(sample_weight, n)
+    w = normalized_weights(sample_weight, n)
     if offset is not None:
         offset = np.asarray(offset, dtype=dtype)
         if offset.shape != (n, k):
             raise ValueError(f"offset must have shape ({n}, {k}), got {offset.shape}.")
-    chunk = _row_chunk(
-        n, 8 * d, _gls_fixed_bytes(n, d, k, dtype.itemsize, offset is not None), max_memory,
+    budget, fixed = parse_memory(max_memory), gls_fixed_bytes(n, d, k, dtype.itemsize, offset is not None)
+    plan_rows(
+        n, 8 * d, fixed, budget,
         "generalized least squares (Sigma is d x d float64, targets and predictions n x k)",
         "increase max_memory, or reduce the number of features (PCA, or a stagewise fit with a "
         "smaller block_size)",
     )
-    mean, factor, alpha = _factor_sigma(X, w, chunk, L, alpha)
+    mean, factor, alpha = _factor_sigma(FeatureOperator(None, budget - fixed), X, w, L, alpha)
     W = np.zeros((d, k)) if coef_init is None else np.array(coef_init, dtype=np.float64).T.copy()
     b = np.zeros(k) if intercept_init is None else np.array(intercept_init, dtype=np.float64).copy()
     if W.shape != (d, k) or b.shape != (k,):
@@ -365,7 +257,7 @@ def generalized_least_squares(
 
     def objective(S, W):
         if link == "softmax":
-            f = _softmax_loss(S, Y, w)[1]
+            f = softmax_loss(S, Y, w)[1]
         else:
             diff = S - Y
             f = 0.5 * float(w @ np.einsum("ij,ij->i", diff, diff).astype(np.float64))
@@ -373,7 +265,7 @@ def generalized_least_squares(
 
     def step(S, W):
         """The eq. 14 step from the point with scores S and weights W, and its decrement."""
-        R = _softmax(S) if link == "softmax" else S.copy()
+        R = softmax(S) if link == "softmax" else S.copy()
         R -= Y
         R *= wd
         grad_b = R.sum(axis=0, dtype=np.float64)
@@ -547,15 +439,17 @@ def calibrated_least_squares(
     X, Y = _check_XY(X, Y)
     (n, d), k, dtype = X.shape, Y.shape[1], X.dtype
     m = k * len(basis)
-    w = _normalized_weights(sample_weight, n)
-    fixed = _gls_fixed_bytes(n, d, k, dtype.itemsize) + dtype.itemsize * n * (3 * m + 2 * k) + 8 * n * m + 16 * m * m
-    chunk = _row_chunk(
-        n, 8 * d, fixed, max_memory,
+    w = normalized_weights(sample_weight, n)
+    fixed = gls_fixed_bytes(n, d, k, dtype.itemsize) + dtype.itemsize * n * (3 * m + 2 * k) + 8 * n * m + 16 * m * m
+    budget = parse_memory(max_memory)
+    plan_rows(
+        n, 8 * d, fixed, budget,
         "calibrated least squares (Sigma is d x d float64; predictions and the calibration "
         "basis are n x k and n x k|G|)",
         "increase max_memory, or reduce the number of features or the basis",
     )
-    mean, factor, sigma_alpha = _factor_sigma(X, w, chunk, 1.0, alpha)
+    op = FeatureOperator(None, budget - fixed)
+    mean, factor, sigma_alpha = _factor_sigma(op, X, w, 1.0, alpha)
     stages = [[], [], [], []]
     Yhat = np.zeros((n, k), dtype=dtype)
     if init is not None:
@@ -582,7 +476,7 @@ def calibrated_least_squares(
         Yt += b.astype(dtype)
         # 2. calibrate on G(y~) (eq. 19), as a ridge fit of what y~ still misses
         G = _expand(Yt, basis)
-        D, e = _ridge_fit(G, Y - Yt, w, alpha)
+        D, e = _ridge_fit(op, G, Y - Yt, w, alpha)
         # 3. project
         Yhat = Yt + G @ D.astype(dtype)
         Yhat += e.astype(dtype)
@@ -615,7 +509,7 @@ class _LeastSquaresClassifierBase(ClassifierMixin, BaseEstimator):
         "tol": [Interval(Real, 0, None, closed="left")],
         "class_weight": [StrOptions({"balanced"}), dict, None],
         "warm_start": ["boolean"],
-        "max_memory": _MEMORY_CONSTRAINT,
+        "max_memory": MEMORY_CONSTRAINT,
         "verbose": ["verbose"],
         "callback": [callable, None],
     }
@@ -656,8 +550,8 @@ class _LeastSquaresClassifierBase(ClassifierMixin, BaseEstimator):
             Y = np.asarray(y, dtype=X.dtype)
         else:
             classes, codes = encode_classes(y)
-            Y = _one_hot(codes, classes.size, X.dtype)
-        sw = _sample_weights(sample_weight, X, y if not multilabel else None, self.class_weight)
+            Y = one_hot(codes, classes.size, X.dtype)
+        sw = sample_weights(sample_weight, X, y if not multilabel else None, self.class_weight)
         return X, y, Y, classes, sw, multilabel
 
     def _check_warm_start(self, X, classes):
@@ -790,7 +684,7 @@ class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
         """softmax(W x + b), or for the identity link W x + b projected onto the simplex (which
         keeps the argmax, so ``predict`` is the argmax of these probabilities)."""
         S = self._scores(X)
-        return _softmax(S) if self.link == "softmax" else project_simplex(S)
+        return softmax(S) if self.link == "softmax" else project_simplex(S)
 
     def predict(self, X):
         S = self._scores(X)
@@ -897,8 +791,8 @@ class CalibratedLeastSquaresClassifier(_LeastSquaresClassifierBase):
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         k, m = self.coef_.shape[1], self.calibration_.shape[1]
         per_row = X.dtype.itemsize * (4 * k + 2 * m) + 16 * k
-        chunk = _row_chunk(
-            X.shape[0], per_row, 0, self.max_memory, "calibrated least-squares predictions",
+        chunk = plan_rows(
+            X.shape[0], per_row, 0, parse_memory(self.max_memory), "calibrated least-squares predictions",
             "increase max_memory",
         )
         out = np.empty((X.shape[0], k), dtype=X.dtype)

@@ -82,7 +82,7 @@ from ._classifier import encode_classes, one_hot
 from ._monitor import IterationMonitor, check_callback
 from ._validation import as_float_array, check_positive
 from .exact import exact_lssvm, kernel_predict, kernel_ridge_dual
-from .features import _float_dtype
+from .ops.feature_blocks import float_dtype
 from ._estimator import fit_weights, resolve_kernel, warm_start_iterations
 from .kernels import KERNEL_NAMES, Kernel, make_kernel
 from .ops.kernel import KernelOperator, kernel_rows
@@ -645,7 +645,7 @@ class _LSSVMBase(BaseEstimator):
     }
 
     def _work_dtype(self, X):
-        return X.dtype if self.dtype is None else _float_dtype(self.dtype, "dtype")
+        return X.dtype if self.dtype is None else float_dtype(self.dtype, "dtype")
 
     def _fit_system(self, X, Y, sample_weight, squeeze=False):
         """Validate weights, resolve the kernel, solve; set the fitted attributes (a 1-d

@@ -2,9 +2,9 @@
 
 For t = 1..T: GEN a block of p features from (seed, t), fit what the current predictions miss
 on that block, update the predictions. Blocks are never stored: block t is regenerated from
-``(seed_, t)`` through :mod:`kernelscale.features` (``block_rng`` / ``FeatureBlockSpec`` /
-``sample_block`` / ``transform_block``), so a fitted model holds the seed, the PCA map and the
-block weights only, and prediction regenerates every block.
+``(seed_, t)`` by :mod:`kernelscale.ops.feature_blocks` and applied to rows by
+:class:`kernelscale.ops.features.FeatureOperator`, so a fitted model holds the seed, the PCA map
+and the block weights only, and prediction regenerates every block.
 
 Generators (``generator``), on the data after PCA to ``pca_components`` dimensions (appendix
 A.2.1; the PCA mean and components are plain arrays):
@@ -42,7 +42,6 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy import linalg
-from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -51,29 +50,19 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._classifier import encode_classes
 from ._monitor import IterationMonitor
 from ._validation import as_float_array, check_same_features
-from .features import FeatureBlockSpec, _seed_from, block_rng, sample_block, transform_block
-from .kernels import GaussianKernel, PolynomialKernel
-from .least_squares import (
-    _MEMORY_CONSTRAINT,
-    _factor_spd,
-    _gls_fixed_bytes,
-    _normalized_weights,
-    _one_hot,
-    _row_chunk,
-    _sample_weights,
-    _softmax,
-    _softmax_loss,
-    _weighted_covariance,
-    _weighted_gram,
-    _weighted_mean,
-    generalized_least_squares,
-)
+from ._glm import factor_spd, normalized_weights, one_hot, sample_weights, softmax, softmax_loss
+from ._params import MEMORY_CONSTRAINT
+from .kernels import GaussianKernel, LinearKernel, PolynomialKernel
+from .least_squares import generalized_least_squares, gls_fixed_bytes
+from .ops.feature_blocks import FeatureBlockSpec, seed_from
+from .ops.features import FeatureOperator
+from .ops.memory import parse_memory, plan_rows
 from .simplex import project_simplex
 
 __all__ = [
     "StagewiseClassifier",
     "StagewiseRegressor",
-    "BlockGenerator",
+    "generator_spec",
     "stagewise_regression",
     "pca_fit",
     "pca_transform",
@@ -83,9 +72,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 GENERATORS = ("rff", "sample", "logit", "polynomial")
-_METHODS = {"rff": "cos", "logit": "cos", "polynomial": "tensorsketch"}
-#: bytes of temporaries per block entry while generating features, in units of the itemsize
-_WORKSPACE = {"rff": 1, "sample": 1, "logit": 1, "polynomial": 6}
+#: the feature method (kernelscale.ops.feature_blocks) of every generator
+_METHODS = {"rff": "cos", "sample": "sample", "logit": "logit", "polynomial": "tensorsketch"}
 
 StagewiseResult = namedtuple("StagewiseResult", "coef intercept calibration objective_history n_stages")
 
@@ -110,13 +98,15 @@ def pca_fit(X, n_components, sample_weight=None, max_memory=None):
             f"pca_components={n_components} is larger than the number of features d={d}; pass "
             f"pca_components <= {d}, or pca_components=None to use the features as they are."
         )
-    w = _normalized_weights(sample_weight, n)
-    chunk = _row_chunk(
-        n, d * X.dtype.itemsize, 4 * 8 * d * d, max_memory, f"the PCA ({d} x {d} covariance)",
+    w = normalized_weights(sample_weight, n)
+    budget, fixed = parse_memory(max_memory), 4 * 8 * d * d
+    plan_rows(
+        n, d * X.dtype.itemsize, fixed, budget, f"the PCA ({d} x {d} covariance)",
         "increase max_memory, or pass pca_components=None",
     )
-    mean = _weighted_mean(X, w)
-    values, vectors = linalg.eigh(_weighted_covariance(X, w, mean, chunk), check_finite=False)
+    op = FeatureOperator(None, budget - fixed)
+    mean = op.weighted_mean(X, w)
+    values, vectors = linalg.eigh(op.weighted_gram(X, w, center=mean), check_finite=False)
     components = vectors[:, np.argsort(values)[::-1][:n_components]]
     top = np.argmax(np.abs(components), axis=0)
     components *= np.where(components[top, np.arange(n_components)] < 0, -1.0, 1.0)
@@ -130,8 +120,8 @@ def pca_transform(X, mean, components, max_memory=None):
     dtype = X.dtype
     mean, components = mean.astype(dtype, copy=False), components.astype(dtype, copy=False)
     out = np.empty((X.shape[0], components.shape[1]), dtype=dtype)
-    chunk = _row_chunk(
-        X.shape[0], X.shape[1] * dtype.itemsize, out.nbytes, max_memory, "the PCA projection",
+    chunk = plan_rows(
+        X.shape[0], X.shape[1] * dtype.itemsize, out.nbytes, parse_memory(max_memory), "the PCA projection",
         "increase max_memory",
     )
     for s in range(0, X.shape[0], chunk):
@@ -143,79 +133,24 @@ def pca_transform(X, mean, components, max_memory=None):
 # GEN
 
 
-class BlockGenerator:
-    """GEN of Algorithm 3: block t of features of Z (n, d), regenerated from ``(seed, t)`` only.
+def generator_spec(generator, n_features, block_size, seed, kernel=None, dtype=np.float64):
+    """GEN of Algorithm 3 as a seeded feature map: block t of features of data with
+    ``n_features`` columns is regenerated from ``(seed, t)`` only.
 
-    Parameters
-    ----------
-    generator : {"rff", "sample", "logit", "polynomial"}
-        See the module docstring.
-    n_features : int
-        Dimension d of the data the blocks are computed from (after PCA).
-    block_size : int
-        p, features per block ("sample" uses min(p, d)).
-    seed : int >= 0
-    kernel : GaussianKernel (rff, logit), PolynomialKernel (polynomial) or None (sample)
-        A resolved kernel.
+    ``generator``: "rff", "sample", "logit" or "polynomial" (module docstring); ``kernel``: the
+    resolved GaussianKernel (rff, logit) or PolynomialKernel (polynomial); unused for "sample".
     """
-
-    def __init__(self, generator, n_features, block_size, seed, kernel=None):
-        if generator not in GENERATORS:
-            raise ValueError(f"generator must be one of {GENERATORS}, got {generator!r}.")
-        self.generator = generator
-        self.n_features = int(n_features)
-        self.block_size = int(block_size)
-        self.seed = int(seed)
-        self.kernel = kernel
-        self.method = _METHODS.get(generator)
-        self._specs = {}
-        if self.method is not None:
-            self._spec(np.float64)  # validates kernel, sizes and seed now
-
-    @property
-    def n_block_features(self):
-        """Number of columns of every block."""
-        if self.generator == "sample":
-            return min(self.block_size, self.n_features)
-        return self.block_size
-
-    def _spec(self, dtype):
-        dtype = np.dtype(dtype)
-        if dtype not in self._specs:
-            self._specs[dtype] = FeatureBlockSpec(
-                self.kernel, self.n_features, self.block_size, self.seed, dtype, self.method
-            )
-        return self._specs[dtype]
-
-    def params(self, t, dtype=np.float64):
-        """The random parameters of block t: sorted column indices ("sample") or the
-        kernelscale.features block (FourierBlock / TensorSketchBlock)."""
-        if self.generator == "sample":
-            rng = block_rng(self.seed, t)
-            return np.sort(rng.choice(self.n_features, size=self.n_block_features, replace=False))
-        return sample_block(self._spec(dtype), t)
-
-    def features(self, Z, t, params=None):
-        """The (n, n_block_features) features of block t, in Z's dtype."""
-        params = self.params(t, Z.dtype) if params is None else params
-        if self.generator == "sample":
-            return Z[:, params]
-        if self.generator == "logit":
-            F = np.matmul(Z, params.weights)
-            F += params.offset - np.asarray(np.pi, dtype=F.dtype)
-            return expit(F, out=F)
-        return transform_block(Z, params)
-
-    def workspace(self):
-        """Bytes per block entry while generating, in units of the itemsize."""
-        return _WORKSPACE[self.generator]
+    if generator not in GENERATORS:
+        raise ValueError(f"generator must be one of {GENERATORS}, got {generator!r}.")
+    kernel = LinearKernel() if generator == "sample" else kernel
+    return FeatureBlockSpec(kernel, n_features, block_size, seed, dtype, _METHODS[generator])
 
 
 # ----------------------------------------------------------------------------------------------
 # Algorithm 3
 
 
-def _fit_stage_ls(F, P, Y, w, uniform, alpha, calibrated):
+def _fit_stage_ls(op, F, P, Y, w, uniform, alpha, calibrated):
     """Ridge fit of R = Y - P on [F, P] ("calibrated") or F ("linear"), intercept unpenalised.
 
     Centres F in place. Returns (A (p, k), B (k, k) or None, c (k,)) in float64 for the
@@ -223,11 +158,11 @@ def _fit_stage_ls(F, P, Y, w, uniform, alpha, calibrated):
     """
     dtype = F.dtype
     R = Y - P
-    f_mean = _weighted_mean(F, w)
+    f_mean = op.weighted_mean(F, w)
     F -= f_mean.astype(dtype)
     blocks = [F]
     if calibrated:
-        p_mean = _weighted_mean(P, w)
+        p_mean = op.weighted_mean(P, w)
         blocks.append(P - p_mean.astype(dtype))
     sizes = [b.shape[1] for b in blocks]
     total = sum(sizes)
@@ -235,13 +170,13 @@ def _fit_stage_ls(F, P, Y, w, uniform, alpha, calibrated):
     cross = np.empty((total, Y.shape[1]))
     edges = np.cumsum([0] + sizes)
     for i, Bi in enumerate(blocks):
-        cross[edges[i] : edges[i + 1]] = _weighted_gram(Bi, R, w, uniform)
+        cross[edges[i] : edges[i + 1]] = op.weighted_gram(Bi, w, R, uniform=uniform)
         for j in range(i, len(blocks)):
-            g = _weighted_gram(Bi, blocks[j], w, uniform)
+            g = op.weighted_gram(Bi, w, None if j == i else blocks[j], uniform=uniform)
             gram[edges[i] : edges[i + 1], edges[j] : edges[j + 1]] = g
             gram[edges[j] : edges[j + 1], edges[i] : edges[i + 1]] = g.T
     gram[np.diag_indices_from(gram)] += alpha
-    factor = _factor_spd(gram, "the Gram matrix of a feature block", "use alpha > 0 (e.g. 1e-6)")
+    factor = factor_spd(gram, "the Gram matrix of a feature block", "use alpha > 0 (e.g. 1e-6)")
     sol = linalg.cho_solve(factor, cross, check_finite=False)
     c0 = w @ R.astype(np.float64)
     A = sol[: sizes[0]]
@@ -258,9 +193,10 @@ def _fit_stage_ls(F, P, Y, w, uniform, alpha, calibrated):
     return A, B, c, update
 
 
-def _replay_stage(F, P, coef, intercept, calibration):
-    """y_hat + F A + y_hat B + c for one fitted stage (B absent for linear/logistic stages)."""
-    out = F @ coef
+def _replay_stage(op, Z, t, P, coef, intercept, calibration):
+    """y_hat + F_t A + y_hat B + c for the fitted stage t (B absent for linear/logistic stages),
+    F_t = block t of the features of Z."""
+    out = op.scores(Z, coef[None], [t])
     if calibration is not None:
         out += P @ calibration
     out += intercept
@@ -270,26 +206,26 @@ def _replay_stage(F, P, coef, intercept, calibration):
 
 def _objective(P, Y, w, update):
     if update == "logistic":
-        return _softmax_loss(P, Y, w)[1]
+        return softmax_loss(P, Y, w)[1]
     diff = Y - P
     return float(w @ np.einsum("ij,ij->i", diff, diff).astype(np.float64))
 
 
-def stagewise_fit_bytes(n, k, generator, update, itemsize):
-    """Bytes Algorithm 3 holds while fitting one stage (the block, its Gram and the n x k
-    arrays), not counting the data itself."""
-    p = generator.n_block_features
+def stagewise_fit_bytes(n, k, spec, update, itemsize):
+    """Bytes Algorithm 3 holds while fitting one stage (the block of the map ``spec``, its Gram
+    and the n x k arrays), not counting the data itself."""
+    p = spec.n_features_out
     q = p + (k if update == "calibrated" else 0)
-    need = itemsize * n * p * (generator.workspace() + 1) + 3 * 8 * q * q + itemsize * n * k * 7
+    need = itemsize * n * p * (spec.workspace + 1) + 3 * 8 * q * q + itemsize * n * k * 7
     if update == "logistic":
-        need += _gls_fixed_bytes(n, p, k, itemsize, with_offset=True)
+        need += gls_fixed_bytes(n, p, k, itemsize, with_offset=True)
     return need
 
 
 def stagewise_regression(
     Z,
     Y,
-    generator,
+    spec,
     *,
     update="linear",
     n_stages=8,
@@ -301,7 +237,8 @@ def stagewise_regression(
     max_memory=None,
     monitor=None,
 ):
-    """Algorithm 3 on data Z (n, d) (already PCA-reduced) and targets Y (n, k).
+    """Algorithm 3 on data Z (n, d) (already PCA-reduced) and targets Y (n, k), GEN the
+    feature map ``spec`` (a FeatureBlockSpec, e.g. :func:`generator_spec`).
 
     ``init`` (k,) is the stage-0 prediction (logistic: scores); ``stages`` = (coef, intercept,
     calibration) of an earlier fit on the same data, replayed before continuing (warm start).
@@ -319,36 +256,40 @@ def stagewise_regression(
     Y = np.asarray(Y, dtype=dtype)
     k = Y.shape[1]
     uniform = sample_weight is None
-    w = _normalized_weights(sample_weight, n)
-    need = stagewise_fit_bytes(n, k, generator, update, dtype.itemsize)
-    _row_chunk(
-        1, 1, need, max_memory,
-        f"a stagewise fit ({n} x {generator.n_block_features} features per block)",
+    w = normalized_weights(sample_weight, n)
+    budget = parse_memory(max_memory)
+    need = stagewise_fit_bytes(n, k, spec, update, dtype.itemsize)
+    plan_rows(
+        1, 1, need, budget,
+        f"a stagewise fit ({n} x {spec.n_features_out} features per block)",
         "reduce block_size, pass float32 data (halves it), or increase max_memory",
     )
+    op = FeatureOperator(spec.astype(dtype), budget)
     P = np.empty((n, k), dtype=dtype)
     P[:] = np.zeros(k) if init is None else np.asarray(init, dtype=dtype)
     coefs, intercepts, calibrations = [], [], []
     if stages is not None:
         for t in range(stages[0].shape[0]):
             cal = None if stages[2] is None else stages[2][t]
-            P = _replay_stage(generator.features(Z, t), P, stages[0][t], stages[1][t], cal)
+            P = _replay_stage(op, Z, t, P, stages[0][t], stages[1][t], cal)
             coefs.append(stages[0][t])
             intercepts.append(stages[1][t])
             calibrations.append(cal)
     history = [_objective(P, Y, w, update)]
     monitor = monitor if monitor is not None else IterationMonitor()
     for t in range(len(coefs), n_stages):
-        F = generator.features(Z, t)
+        F = op.transform(Z, [t])
         if update == "logistic":
             result = generalized_least_squares(
                 F, Y, link="softmax", alpha=alpha, max_iter=inner_iter, tol=0.0,
                 sample_weight=w, offset=P, max_memory=max_memory,
             )
             A, B, c = result.coef.T.astype(dtype), None, result.intercept.astype(dtype)
-            P = _replay_stage(F, P, A, c, None)
+            step = F @ A
+            step += c
+            P += step
         else:
-            A, B, c, step = _fit_stage_ls(F, P, Y, w, uniform, alpha, update == "calibrated")
+            A, B, c, step = _fit_stage_ls(op, F, P, Y, w, uniform, alpha, update == "calibrated")
             A, c = A.astype(dtype), c.astype(dtype)
             B = None if B is None else B.astype(dtype)
             P += step
@@ -359,7 +300,7 @@ def stagewise_regression(
         history.append(_objective(P, Y, w, update))
         if monitor.update(objective=history[-1], stage=t):
             break
-    p, T = generator.n_block_features, len(coefs)
+    p, T = spec.n_features_out, len(coefs)
     coef = np.asarray(coefs, dtype=dtype).reshape(T, p, k)
     intercept = np.asarray(intercepts, dtype=dtype).reshape(T, k)
     calibration = np.asarray(calibrations, dtype=dtype).reshape(T, k, k) if update == "calibrated" else None
@@ -382,7 +323,7 @@ class _StagewiseBase(BaseEstimator):
         "degree": [Interval(Integral, 1, None, closed="left")],
         "alpha": [Interval(Real, 0, None, closed="left")],
         "warm_start": ["boolean"],
-        "max_memory": _MEMORY_CONSTRAINT,
+        "max_memory": MEMORY_CONSTRAINT,
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "callback": [callable, None],
@@ -396,9 +337,9 @@ class _StagewiseBase(BaseEstimator):
             return PolynomialKernel(degree=self.degree, gamma=1.0 / sigma**2, coef0=1.0)
         return GaussianKernel(sigma=float(sigma))
 
-    def _generator(self):
+    def _spec(self, dtype):
         d = self.n_features_in_ if self.pca_components_ is None else self.pca_components_.shape[1]
-        return BlockGenerator(self.generator, d, self.block_size, self.seed_, self.kernel_)
+        return generator_spec(self.generator, d, self.block_size, self.seed_, self.kernel_, dtype)
 
     def _reduce(self, X):
         if self.pca_components_ is None:
@@ -434,7 +375,7 @@ class _StagewiseBase(BaseEstimator):
                 )
             stages, history = None, []
             rng = check_random_state(self.random_state)
-            seed = _seed_from(self.random_state if isinstance(self.random_state, Integral) else rng)
+            seed = seed_from(self.random_state if isinstance(self.random_state, Integral) else rng)
             pca_mean = pca_components = None
             if self.pca_components is not None:
                 mean, components = pca_fit(X, self.pca_components, sw, self.max_memory)
@@ -442,8 +383,8 @@ class _StagewiseBase(BaseEstimator):
         Z = X if pca_components is None else pca_transform(X, pca_mean, pca_components, self.max_memory)
         if stages is None:
             kernel = self._resolve_generator(Z, sw, rng)
-            init = np.asarray(init_fn(Y, _normalized_weights(sw, n)), dtype=dtype)
-        generator = BlockGenerator(self.generator, Z.shape[1], self.block_size, seed, kernel)
+            init = np.asarray(init_fn(Y, normalized_weights(sw, n)), dtype=dtype)
+        spec = generator_spec(self.generator, Z.shape[1], self.block_size, seed, kernel, dtype)
         if self.generator == "sample" and self.block_size >= Z.shape[1]:
             logger.info(
                 "generator='sample' with block_size=%d >= %d features: every stage refits all "
@@ -451,7 +392,7 @@ class _StagewiseBase(BaseEstimator):
             )
         with IterationMonitor(self.verbose, self.callback, total=self.n_stages, desc="stagewise") as monitor:
             result = stagewise_regression(
-                Z, Y, generator, update=update, n_stages=self.n_stages,
+                Z, Y, spec, update=update, n_stages=self.n_stages,
                 inner_iter=getattr(self, "inner_iter", 50), alpha=self.alpha, init=init,
                 sample_weight=sw, stages=stages, max_memory=self.max_memory, monitor=monitor,
             )
@@ -472,22 +413,13 @@ class _StagewiseBase(BaseEstimator):
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         dtype = X.dtype
         Z = self._reduce(X)
-        generator = self._generator()
-        n, k = X.shape[0], self.coef_.shape[2]
-        per_row = dtype.itemsize * (generator.n_block_features * (generator.workspace() + 1) + 3 * k)
-        chunk = _row_chunk(
-            n, per_row, 0, self.max_memory, "stagewise predictions",
-            "increase max_memory or use a smaller block_size",
-        )
-        P = np.empty((n, k), dtype=dtype)
+        op = FeatureOperator(self._spec(dtype), parse_memory(self.max_memory))
+        P = np.empty((X.shape[0], self.coef_.shape[2]), dtype=dtype)
         P[:] = self.init_.astype(dtype)
         for t in range(self.n_iter_):
-            params = generator.params(t, dtype)
             coef, intercept = self.coef_[t].astype(dtype), self.intercept_[t].astype(dtype)
             cal = None if self.calibration_ is None else self.calibration_[t].astype(dtype)
-            for s in range(0, n, chunk):
-                F = generator.features(Z[s : s + chunk], t, params)
-                P[s : s + chunk] = _replay_stage(F, P[s : s + chunk], coef, intercept, cal)
+            P = _replay_stage(op, Z, t, P, coef, intercept, cal)
             yield P.copy()
 
     def _outputs(self, X):
@@ -615,8 +547,8 @@ class StagewiseClassifier(ClassifierMixin, _StagewiseBase):
         classes, codes = encode_classes(y)
         if self.warm_start and hasattr(self, "classes_") and not np.array_equal(classes, self.classes_):
             raise ValueError("warm_start=True but the classes changed; set warm_start=False.")
-        Y = _one_hot(codes, classes.size, X.dtype)
-        sw = _sample_weights(sample_weight, X, y, self.class_weight)
+        Y = one_hot(codes, classes.size, X.dtype)
+        sw = sample_weights(sample_weight, X, y, self.class_weight)
 
         def init(Y, w):
             prior = w @ Y.astype(np.float64)
@@ -641,7 +573,7 @@ class StagewiseClassifier(ClassifierMixin, _StagewiseBase):
 
     def predict_proba(self, X):
         S = self._outputs(X)
-        return _softmax(S) if self.update_ == "logistic" else project_simplex(S)
+        return softmax(S) if self.update_ == "logistic" else project_simplex(S)
 
     def predict(self, X):
         S = self._outputs(X)
@@ -694,7 +626,7 @@ class StagewiseRegressor(RegressorMixin, _StagewiseBase):
         """Fit on X (n, d) and targets y (n,) or (n, k), with optional sample weights."""
         previous_d = getattr(self, "n_features_in_", None)
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], multi_output=True, y_numeric=True)
-        sw = _sample_weights(sample_weight, X, y, None)
+        sw = sample_weights(sample_weight, X, y, None)
         self.single_output_ = y.ndim == 1
         Y = np.asarray(y, dtype=X.dtype).reshape(X.shape[0], -1)
         return self._fit_stages(X, Y, sw, self.update, lambda Y, w: w @ Y.astype(np.float64), previous_d)

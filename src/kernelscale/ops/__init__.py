@@ -2,7 +2,8 @@
 
 The rule: a solver keeps only small state (O(J^2), O(M^2), O(k d)) and calls an operator of
 this package for anything that touches n rows: kernel blocks and their products
-(:mod:`~kernelscale.ops.kernel`), seeded random-feature blocks and their products
+(:mod:`~kernelscale.ops.kernel`), seeded random-feature blocks
+(:mod:`~kernelscale.ops.feature_blocks`) and their products with rows
 (:mod:`~kernelscale.ops.features`), under a memory budget planned by
 :mod:`~kernelscale.ops.memory`. The operators are written against the array namespace of
 :mod:`~kernelscale.ops.backend`, so a second backend (torch, a Dask map over row chunks) adds

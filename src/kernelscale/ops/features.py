@@ -1,0 +1,272 @@
+"""FeatureOperator: the n-sized products of seeded random-feature blocks with rows of X.
+
+The random-feature methods (doubly stochastic gradients, stagewise regression, the least-squares
+classifiers and the feature transformers) keep coefficients and small moment matrices; every
+pass over rows goes through one of these verbs, in row chunks planned by
+:func:`~kernelscale.ops.memory.plan_rows` within the operator's budget (bytes):
+
+- ``transform(X, blocks)``: [phi_t(X) for t in blocks] side by side, (n, sum of block widths);
+- ``scores(X, coef, blocks)``: f(X) = sum_j phi_{blocks[j]}(X) coef[j], (n, k) (the model of
+  ALGORITHMS.md section 2, f(x) = sum_t phi_t(x) . alpha_t);
+- ``weighted_mean(A, w)``: sum_i w_i a_i, and ``weighted_gram(A, w, ...)``: sum_i w_i a_i b_i^T
+  or the weighted covariance sum_i w_i (a_i - c)(a_i - c)^T (the Sigma of Algorithms 1-3 of
+  section 5), float64 sums of products in A's dtype.
+
+Fourier blocks ("cos", "cossin") are evaluated in groups of consecutive blocks of about
+``GROUP_COLUMNS`` columns: one GEMM with the group's concatenated frequencies and one
+trigonometric pass (a block of 256 columns alone is a small, slow GEMM). The grouping depends on
+the block indices only and a group's buffer always has the same layout, so results are bit for
+bit the same whether the regenerated parameters were cached or not (they are cached for the
+operator's life, e.g. one ``fit`` call, while they fit in ``cache_bytes``); a budget that cuts
+the rows into smaller chunks changes them by rounding only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .backend import NUMPY
+from .feature_blocks import FourierBlock
+from .memory import MAX_CHUNK_ROWS, plan_rows
+
+__all__ = ["FeatureOperator", "GROUP_COLUMNS", "SUM_ROWS"]
+
+#: feature columns of Fourier blocks evaluated together (one GEMM)
+GROUP_COLUMNS = 4096
+#: a row chunk's feature projection stays below this many bytes. Smaller chunks keep the
+#: trigonometric pass nearer the cache (on one thread 8 MB predicted 20% faster than 256 MB),
+#: larger ones make fewer threaded BLAS calls (on two threads 256 MB was twice as fast as 8 MB);
+#: at 64 MB predictions were as fast as before grouping, or faster, on one and on two threads
+PROJECTION_BYTES = 64 * 2**20
+#: rows per partial sum of the weighted means and cross moments: products in A's dtype (float32
+#: sums of more rows lose digits), partial sums added in float64
+SUM_ROWS = 4096
+_FIX = "increase max_memory or use a smaller block_size"
+
+
+class FeatureOperator:
+    """Products of the seeded feature map ``spec`` with rows of X, within ``budget`` bytes.
+
+    Parameters
+    ----------
+    spec : FeatureBlockSpec or None
+        The map (block t regenerated from (spec.seed, t)); None for an operator used only for
+        the weighted moments of arrays that are already features.
+    budget : int
+        Bytes the operator's temporaries may take (parsed by the caller, once).
+    cache_bytes : int, default=0
+        Regenerated block parameters are kept while they fit in this many bytes; 0 regenerates
+        every block at every use (same results either way).
+    blocks : dict or None
+        Parameters already drawn, by block index (a fitted transformer's), used as they are.
+    backend : Backend, default NUMPY
+    """
+
+    def __init__(self, spec, budget, *, cache_bytes=0, blocks=None, backend=NUMPY):
+        self.spec = spec
+        self.budget = int(budget)
+        self.backend = backend
+        self.cache_bytes = max(int(cache_bytes), 0)
+        self._used = 0
+        # block index -> block, or ("group", g) -> _Group of Fourier blocks
+        self._cache = dict(blocks or {})
+        fourier = spec is not None and spec.method in ("cos", "cossin")
+        self._m = (spec.block_size // 2 if spec.method == "cossin" else spec.block_size) if fourier else 0
+        self._group = max(1, GROUP_COLUMNS // spec.block_size) if fourier else 0
+
+    # -- block parameters ------------------------------------------------------------------------
+
+    def _keep(self, key, value, nbytes):
+        """Cache ``value`` when it fits; True when it was kept."""
+        if self._used + nbytes > self.cache_bytes:
+            return False
+        self._cache[key] = value
+        self._used += nbytes
+        return True
+
+    def block(self, t):
+        """The parameters of block t (given, cached, or regenerated from (seed, t))."""
+        block = self._cache.get(t)
+        if block is not None:
+            return block
+        if self._group:
+            weights_t, offset = self._fourier_run(t, t + 1)
+            return FourierBlock(weights_t.T, offset)
+        block = self.spec.block(t)
+        self._keep(t, block, block.nbytes)
+        return block
+
+    def _fourier_run(self, start, stop):
+        """Frequencies^T ((stop - start) m, d) and phases (or None) of the blocks [start, stop),
+        which lie in one group; from the group's cached buffer, or drawn for this call only."""
+        key = ("group", start // self._group)
+        group = self._cache.get(key)
+        if group is None:
+            group = _Group(self.spec, key[1] * self._group, self._group, self._m)
+            if not self._keep(key, group, group.nbytes):  # transient: draw the run only
+                group = _Group(self.spec, start, stop - start, self._m)
+        group.fill(stop)
+        lo, hi = (start - group.first) * self._m, (stop - group.first) * self._m
+        return group.weights_t[lo:hi], None if group.offset is None else group.offset[lo:hi]
+
+    def _runs(self, blocks):
+        """(position in ``blocks``, first block, stop): runs of consecutive blocks of one group
+        (one block each for other methods)."""
+        runs = []
+        for j, t in enumerate(blocks):
+            if runs and self._group and t == runs[-1][2] and t // self._group == runs[-1][1] // self._group:
+                runs[-1][2] = t + 1
+            else:
+                runs.append([j, t, t + 1])
+        return runs
+
+    # -- verbs over rows ---------------------------------------------------------------------------
+
+    def _rows(self, X):
+        """X as a C-ordered array of the map's dtype, checked against its input dimension."""
+        X = self.backend.asarray(X, dtype=self.spec.dtype)
+        if X.ndim != 2 or X.shape[1] != self.spec.n_features_in:
+            raise ValueError(
+                f"X has shape {X.shape}, but the feature map takes {self.spec.n_features_in} "
+                f"features per row; pass X with that many columns."
+            )
+        return X
+
+    def _chunk(self, n, columns, k=0, fixed=0, max_rows=None):
+        item = self.spec.dtype.itemsize
+        per_row = item * (columns * (self.spec.workspace + 1) + 2 * k)
+        max_rows = n if max_rows is None else max_rows
+        return plan_rows(n, per_row, fixed, self.budget, f"{columns} random features per row", _FIX, max_rows=max_rows)
+
+    def transform(self, X, blocks):
+        """[phi_t(X) for t in blocks] side by side: (n, len(blocks) * width), in the map's dtype.
+
+        Each block alone estimates the kernel without bias (module docstring of
+        :mod:`~kernelscale.ops.feature_blocks`); the concatenation is not rescaled.
+        """
+        X = self._rows(X)
+        blocks = list(blocks)
+        n, width = X.shape[0], self.spec.n_features_out
+        # the features are written in place, so rows are cut only where the budget requires
+        chunk = self._chunk(n, width, fixed=n * len(blocks) * width * X.dtype.itemsize + self.spec.block_bytes)
+        out = self.backend.empty((n, len(blocks) * width), dtype=X.dtype)
+        for j, t in enumerate(blocks):
+            block = self.block(t)
+            for s in range(0, n, chunk):
+                block.apply(X[s : s + chunk], self.backend, out=out[s : s + chunk, j * width : (j + 1) * width])
+        return out
+
+    def scores(self, X, coef, blocks):
+        """f(X) = sum_j phi_{blocks[j]}(X) coef[j]: (n, k) in the map's dtype.
+
+        ``coef`` (len(blocks), width, k). Fourier blocks of one group take one GEMM,
+        cos(X W_g + b_g) C_g sqrt(2/m) (or [cos, sin] with sqrt(1/m)); other blocks phi_t(X) C_t.
+        """
+        X = self._rows(X)
+        n, k = X.shape[0], coef.shape[2]
+        coef = self.backend.asarray(coef, dtype=X.dtype)
+        runs = self._runs(list(blocks))
+        width, params = self.spec.n_features_out, self.spec.block_bytes
+        counts = {stop - start for _, start, stop in runs}
+        item = X.dtype.itemsize
+        chunks = {
+            count: self._chunk(n, count * width, k, count * params, max(1, PROJECTION_BYTES // (count * width * item)))
+            for count in counts
+        }
+        F = self.backend.xp.zeros((n, k), dtype=X.dtype)
+        for j, start, stop in runs:
+            chunk, c = chunks[stop - start], coef[j : j + stop - start]
+            if self._group:
+                part, params = self._group_scores, self._fourier_run(start, stop)
+            else:
+                part, params = self._block_scores, self.block(start)
+            for s in range(0, n, chunk):
+                F[s : s + chunk] += part(X[s : s + chunk], params, c)
+        return F
+
+    def _block_scores(self, X, block, c):
+        return self.backend.matmul(block.apply(X, self.backend), c[0])
+
+    def _group_scores(self, X, params, c):
+        """cos(X W + b) C sqrt(2/m), or (cos(X W) C_cos + sin(X W) C_sin) sqrt(1/m), for the
+        concatenated frequencies W, phases b and coefficients C of consecutive Fourier blocks."""
+        xp, mm, m = self.backend.xp, self.backend.matmul, self._m
+        weights_t, offset = params
+        rows = c.shape[0] * m
+        proj = mm(X, weights_t.T)
+        if offset is not None:
+            proj += offset
+            xp.cos(proj, out=proj)
+            return mm(proj, c.reshape(rows, -1)) * xp.asarray(math.sqrt(2.0 / m), dtype=X.dtype)
+        part = mm(xp.cos(proj), c[:, :m].reshape(rows, -1))
+        xp.sin(proj, out=proj)
+        part += mm(proj, c[:, m:].reshape(rows, -1))
+        return part * xp.asarray(math.sqrt(1.0 / m), dtype=X.dtype)
+
+    def _sum_chunk(self, A, per_row, max_rows=SUM_ROWS):
+        what = "a weighted sum over rows"
+        return plan_rows(A.shape[0], per_row, 0, self.budget, what, "increase max_memory", max_rows=max_rows)
+
+    def weighted_mean(self, A, w):
+        """sum_i w_i a_i (float64) of the rows of A (n, p), without a float64 copy of A."""
+        mean = np.zeros(A.shape[1])
+        wd = w.astype(A.dtype)
+        chunk = self._sum_chunk(A, A.dtype.itemsize)
+        for s in range(0, A.shape[0], chunk):
+            mean += self.backend.to_numpy(self.backend.matmul(wd[s : s + chunk], A[s : s + chunk]))
+        return mean
+
+    def weighted_gram(self, A, w, B=None, *, center=None, uniform=False):
+        """Weighted second moments (float64) of the rows of A (n, p), per chunk in A's dtype.
+
+        - ``center`` (p,) given: the weighted covariance sum_i w_i (a_i - c)(a_i - c)^T, as
+          C^T C of the centred rows scaled by sqrt(w_i) (a symmetric rank-k update);
+        - otherwise sum_i w_i a_i b_i^T with B (n, q) (default A); ``uniform``: all weights are
+          equal, so the rows are not scaled and w_0 multiplies the sum.
+        """
+        xp = self.backend.xp
+        other = A if B is None else B
+        out = np.zeros((A.shape[1], other.shape[1]))
+        per_row = A.shape[1] * A.dtype.itemsize
+        if center is not None:
+            chunk = self._sum_chunk(A, per_row, MAX_CHUNK_ROWS)  # a centred copy of the chunk
+            center = xp.asarray(center, dtype=A.dtype)
+            root = xp.sqrt(w).astype(A.dtype)
+            for s in range(0, A.shape[0], chunk):
+                C = A[s : s + chunk] - center
+                C *= root[s : s + chunk, None]
+                out += self.backend.to_numpy(xp.dot(C.T, C))  # C^T C as a symmetric rank-k update
+            return out
+        wd = w.astype(A.dtype)
+        chunk = self._sum_chunk(A, per_row)
+        for s in range(0, A.shape[0], chunk):
+            a = A[s : s + chunk]
+            b = a if B is None else B[s : s + chunk]
+            out += self.backend.to_numpy(xp.dot(a.T, b) if uniform else xp.dot((a * wd[s : s + chunk, None]).T, b))
+        if uniform:
+            out *= w[0]
+        return out
+
+
+class _Group:
+    """Concatenated frequencies^T (count m, d) and phases of the Fourier blocks [first, first +
+    count), drawn in order up to the blocks asked for so far."""
+
+    def __init__(self, spec, first, count, m):
+        self.spec, self.first, self.m = spec, first, m
+        self.weights_t = np.empty((count * m, spec.n_features_in), dtype=spec.dtype)
+        self.offset = np.empty(count * m, dtype=spec.dtype) if spec.method == "cos" else None
+        self.filled = first
+        self.nbytes = self.weights_t.nbytes + (0 if self.offset is None else self.offset.nbytes)
+
+    def fill(self, stop):
+        m = self.m
+        for t in range(self.filled, stop):
+            block = self.spec.block(t)
+            i = t - self.first
+            self.weights_t[i * m : (i + 1) * m] = block.weights.T
+            if self.offset is not None:
+                self.offset[i * m : (i + 1) * m] = block.offset
+        self.filled = max(self.filled, stop)

@@ -1,0 +1,165 @@
+"""Tests of kernelscale.ops.feature_blocks and kernelscale.ops.features: seeded blocks and the
+FeatureOperator's verbs against dense formulas, row chunks and budgets."""
+
+import numpy as np
+import pytest
+
+from kernelscale.kernels import GaussianKernel, LaplacianKernel, LinearKernel, MaternKernel, PolynomialKernel
+from kernelscale.ops.feature_blocks import METHODS, FeatureBlockSpec, block_rng
+from kernelscale.ops.features import GROUP_COLUMNS, FeatureOperator
+
+BIG = 2**30
+KERNELS = {
+    "cos": GaussianKernel(1.5),
+    "cossin": MaternKernel(1.5, 1.5),
+    "logit": LaplacianKernel(2.0),
+    "tensorsketch": PolynomialKernel(3, 0.3, 1.0),
+    "maclaurin": PolynomialKernel(2, 0.3, 1.0),
+    "gaussian": LinearKernel(),
+    "sample": LinearKernel(),
+}
+
+
+def spec_of(method, d=5, block_size=None, seed=3, dtype=np.float64):
+    # "sample" draws min(block_size, d) of the d columns: fewer than d, so that blocks differ
+    block_size = block_size or (3 if method == "sample" else 16)
+    return FeatureBlockSpec(KERNELS[method], d, block_size, seed, dtype, method)
+
+
+def arrays(block):
+    return [v for v in vars(block).values() if isinstance(v, np.ndarray)]
+
+
+@pytest.fixture(scope="module")
+def X():
+    return np.random.default_rng(0).normal(size=(37, 5))
+
+
+def test_every_method_is_tested():
+    assert set(KERNELS) == set(METHODS)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_block_is_regenerated_from_seed_and_index_in_any_order(method, X):
+    spec = spec_of(method)
+    forward = [spec.block(t) for t in range(6)]
+    backward = [spec_of(method).block(t) for t in reversed(range(6))][::-1]
+    for a, b in zip(forward, backward):
+        assert all(np.array_equal(u, v) for u, v in zip(arrays(a), arrays(b)))
+    flat = [np.concatenate([a.ravel() for a in arrays(b)]) for b in forward]
+    other_seed = [np.concatenate([a.ravel() for a in arrays(spec_of(method, seed=4).block(t))]) for t in range(6)]
+    assert len({f.tobytes() for f in flat}) > 3  # blocks differ ("sample" has 10 possible blocks)
+    assert not all(np.array_equal(a, b) for a, b in zip(flat, other_seed))
+    # through the operator: with or without the cache, blocks asked for in any order
+    whole = FeatureOperator(spec, BIG).transform(X, range(6))
+    width = spec.n_features_out
+    cached = FeatureOperator(spec, BIG, cache_bytes=BIG)
+    for t in (4, 0, 5, 2, 2, 1, 3):
+        assert np.array_equal(cached.transform(X, [t]), whole[:, t * width : (t + 1) * width])
+    assert np.array_equal(FeatureOperator(spec, BIG).transform(X, [3, 1]),
+                          np.hstack([whole[:, 3 * width : 4 * width], whole[:, width : 2 * width]]))
+
+
+def test_draws_are_float64_rounded_to_the_dtype():
+    rng_draw = block_rng(9, 2).standard_normal((5, 16)) / 1.5  # the Gaussian frequencies of block 2
+    b64 = spec_of("cos", seed=9).block(2)
+    b32 = spec_of("cos", seed=9, dtype=np.float32).block(2)
+    assert np.array_equal(b64.weights, rng_draw)
+    assert b32.weights.dtype == np.float32 and np.array_equal(b32.weights, rng_draw.astype(np.float32))
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+@pytest.mark.parametrize("method", METHODS)
+def test_scores_equal_the_dense_product(method, dtype, rtol, X):
+    # blocks of GROUP_COLUMNS / 4 columns: groups of 4 blocks, so 10 blocks cross two group borders
+    block_size = GROUP_COLUMNS // 4 if method in ("cos", "cossin") else 24
+    spec = spec_of(method, block_size=block_size, dtype=dtype)
+    Xd = X.astype(dtype)
+    for blocks in (list(range(10)), [6, 2, 3, 9]):
+        coef = np.random.default_rng(1).normal(size=(len(blocks), spec.n_features_out, 3)).astype(dtype)
+        op = FeatureOperator(spec, BIG)
+        dense = op.transform(Xd, blocks).astype(np.float64) @ coef.reshape(-1, 3).astype(np.float64)
+        F = op.scores(Xd, coef, blocks)
+        assert F.dtype == dtype
+        np.testing.assert_allclose(F, dense, rtol=rtol, atol=rtol * np.abs(dense).max())
+
+
+def test_scores_do_not_depend_on_the_cache(X):
+    spec = spec_of("cossin", block_size=8)
+    coef = np.random.default_rng(2).normal(size=(700, 8, 2))  # 512 blocks per group: two groups
+    plain = FeatureOperator(spec, BIG).scores(X, coef, range(700))
+    cached = FeatureOperator(spec, BIG, cache_bytes=BIG)
+    cached.scores(X, coef[:300], range(300))  # fills the first group part way
+    assert np.array_equal(cached.scores(X, coef, range(700)), plain)
+
+
+def test_weighted_moments_equal_the_dense_formulas():
+    rng = np.random.default_rng(3)
+    A, B = rng.normal(size=(50, 4)) + 2.0, rng.normal(size=(50, 3))
+    w = rng.uniform(0.1, 1.0, 50)
+    w /= w.sum()
+    op = FeatureOperator(None, BIG)
+    mean = op.weighted_mean(A, w)
+    np.testing.assert_allclose(mean, w @ A, rtol=1e-13)
+    np.testing.assert_allclose(op.weighted_gram(A, w), (A * w[:, None]).T @ A, rtol=1e-13)
+    np.testing.assert_allclose(op.weighted_gram(A, w, B), (A * w[:, None]).T @ B, rtol=1e-13)
+    C = A - mean
+    np.testing.assert_allclose(op.weighted_gram(A, w, center=mean), (C * w[:, None]).T @ C, rtol=1e-12)
+    u = np.full(50, 1 / 50)
+    np.testing.assert_allclose(op.weighted_gram(A, u, B, uniform=True), A.T @ B / 50, rtol=1e-13)
+    # float32 rows, float64 sums
+    g32 = op.weighted_gram(A.astype(np.float32), w, center=mean)
+    assert g32.dtype == np.float64
+    np.testing.assert_allclose(g32, (C * w[:, None]).T @ C, rtol=1e-5)
+
+
+def _smallest_budget(verb, step=64):
+    """(result, budget) of ``verb(budget)`` at the smallest budget (in steps) it runs within."""
+    budget = step
+    while True:
+        try:
+            return verb(budget), budget
+        except ValueError:
+            budget += step
+
+
+@pytest.mark.parametrize("method", ["cos", "cossin", "tensorsketch", "sample"])
+def test_a_tiny_budget_takes_several_row_chunks_and_gives_the_same_result(method, monkeypatch, X):
+    from kernelscale.ops import features as ops_features
+
+    chunks = []
+    real = ops_features.plan_rows
+    monkeypatch.setattr(ops_features, "plan_rows", lambda *a, **k: chunks.append(real(*a, **k)) or chunks[-1])
+    spec = spec_of(method)
+    coef = np.random.default_rng(4).normal(size=(3, spec.n_features_out, 2))
+    w = np.random.default_rng(5).uniform(size=X.shape[0])
+    center = X.mean(axis=0)
+    verbs = {
+        "transform": lambda op: op.transform(X, range(3)),
+        "scores": lambda op: op.scores(X, coef, range(3)),
+        "weighted_mean": lambda op: op.weighted_mean(X, w),
+        "weighted_gram": lambda op: op.weighted_gram(X, w, center=center),
+    }
+    for name, verb in verbs.items():
+        expected = verb(FeatureOperator(spec, BIG))
+        chunks.clear()
+        got, budget = _smallest_budget(lambda b: verb(FeatureOperator(spec, b)))
+        assert 1 <= chunks[-1] < X.shape[0], (name, chunks)
+        # BLAS may take another kernel for a few rows: equal up to rounding
+        np.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-15)
+
+
+def test_a_budget_too_small_for_one_row_names_max_memory(X):
+    spec = spec_of("cos")
+    op = FeatureOperator(spec, 100)
+    with pytest.raises(ValueError, match="max_memory"):
+        op.transform(X, [0])
+    with pytest.raises(ValueError, match="max_memory"):
+        op.scores(X, np.zeros((1, 16, 1)), [0])
+    with pytest.raises(ValueError, match="max_memory"):
+        FeatureOperator(None, 10).weighted_gram(X, np.ones(X.shape[0]), center=np.zeros(5))
+
+
+def test_rows_must_match_the_map(X):
+    with pytest.raises(ValueError, match="5 features"):
+        FeatureOperator(spec_of("cos", d=5), BIG).transform(X[:, :3], [0])
