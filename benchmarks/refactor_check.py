@@ -31,6 +31,8 @@ RENAMES = {
     "SLKLRegressor": {"n_components": "n_columns", "sparsity": "nu", "alpha": "lam"},
     "RegularizedKernelClassifier": {"step_size": "alpha"},
     "RegularizedKernelRegressor": {"step_size": "alpha"},
+    "DoublyStochasticClassifier": {"alpha": "nu"},
+    "DoublyStochasticRegressor": {"alpha": "nu"},
 }
 
 

@@ -58,7 +58,7 @@ ESTIMATORS = [
     SLKLRegressor(n_components=20, columns="precompute", random_state=0),
     SLKLClassifier(GaussianKernel(sigma=1.0), n_components=20, random_state=0),
     DoublyStochasticRegressor("gaussian", n_iter=30, batch_size=256, block_size=32, step_size=2.0, random_state=0),
-    DoublyStochasticRegressor("gaussian", solver="preconditioned", nu=0.0, n_iter=5, batch_size=256, block_size=16,
+    DoublyStochasticRegressor("gaussian", solver="preconditioned", alpha=0.0, n_iter=5, batch_size=256, block_size=16,
                               random_state=0),
     DoublyStochasticClassifier("gaussian", loss="hinge", n_iter=20, batch_size=256, block_size=32, random_state=0),
     DoublyStochasticClassifier("gaussian", loss="logistic", n_iter=20, batch_size=256, block_size=32,

@@ -73,7 +73,7 @@ def naive_predict(X, spec, alphas):
 def test_algorithm_1_matches_naive_reference(kernel, method):
     X, y = sinc_data(n=40, d=2)
     est = DoublyStochasticRegressor(
-        kernel, nu=0.05, n_iter=12, batch_size=16, block_size=32, step_size=0.5, t0=5.0,
+        kernel, alpha=0.05, n_iter=12, batch_size=16, block_size=32, step_size=0.5, t0=5.0,
         feature_method=method, shuffle=False, random_state=3,
     ).fit(X, y)
     spec = FeatureBlockSpec(kernel, 2, 32, 3, np.float64, method)
@@ -112,12 +112,12 @@ def test_squared_loss_approaches_exact_kernel_ridge():
     X_test = np.linspace(-3, 3, 50)[:, None]
     ref = reference.predict(X_test)
     est = DoublyStochasticRegressor(
-        kernel, nu=nu, n_iter=15, batch_size=n, block_size=128, step_size=2.0, t0=100.0,
+        kernel, alpha=nu, n_iter=15, batch_size=n, block_size=128, step_size=2.0, t0=100.0,
         shuffle=False, warm_start=True, random_state=0,
     )
     gaps = []
-    for _ in range(8):  # checkpoints after 15, 30, ..., 120 iterations
-        est.fit(X, y)
+    for total in range(15, 121, 15):  # checkpoints after 15, 30, ..., 120 iterations
+        est.set_params(n_iter=total).fit(X, y)
         gaps.append(np.sqrt(np.mean((est.predict(X_test) - ref) ** 2)))
     assert est.n_iter_ == 120
     assert gaps[-1] < gaps[0] / 4, gaps  # measured: about 8x
@@ -143,12 +143,12 @@ def _mean_loss(est, X, y, loss):
 def test_classification_objective_decreases(loss, k):
     X, y = blobs(n=120, k=k, seed=1)
     est = DoublyStochasticClassifier(
-        GaussianKernel(sigma=1.0), loss=loss, n_iter=10, batch_size=20, block_size=64, nu=1e-4,
+        GaussianKernel(sigma=1.0), loss=loss, n_iter=10, batch_size=20, block_size=64, alpha=1e-4,
         step_size=1.0, t0=20.0, warm_start=True, random_state=0,
     )
     losses = []
-    for _ in range(4):
-        est.fit(X, y)
+    for total in (10, 20, 30, 40):  # n_iter is the total a warm start reaches
+        est.set_params(n_iter=total).fit(X, y)
         losses.append(_mean_loss(est, X, y, loss))
     assert losses[-1] < 0.8 * losses[0] and losses[-1] == min(losses), losses
     h = est.objective_history_
@@ -201,7 +201,7 @@ def test_save_load_then_partial_fit_continues_identically(tmp_path):
 def test_partial_fit_equals_fit_on_the_same_chunks_regression():
     X, y = sinc_data(n=50)
     Y = np.stack([y, 2 * y], axis=1)
-    params = dict(kernel=GaussianKernel(sigma=1.0), nu=1e-3, batch_size=16, block_size=24, step_size=0.5,
+    params = dict(kernel=GaussianKernel(sigma=1.0), alpha=1e-3, batch_size=16, block_size=24, step_size=0.5,
                   t0=10.0, random_state=7)
     fitted = DoublyStochasticRegressor(n_iter=8, shuffle=False, **params).fit(X, Y)  # 4 chunks/epoch
     stream = DoublyStochasticRegressor(**params)
@@ -242,7 +242,7 @@ def test_shuffled_fit_is_reproducible_and_uses_every_point():
 
 def test_preconditioned_first_step_is_the_ridge_fit_on_the_block():
     X, y = sinc_data(n=200)
-    est = DoublyStochasticRegressor(GaussianKernel(sigma=1.0), solver="preconditioned", nu=0.0, n_iter=1,
+    est = DoublyStochasticRegressor(GaussianKernel(sigma=1.0), solver="preconditioned", alpha=0.0, n_iter=1,
                                     batch_size=200, block_size=32, shuffle=False, random_state=0).fit(X, y)
     Phi = FeatureBlockSpec(GaussianKernel(sigma=1.0), 1, 32, 0).block(0).apply(X)
     C = Phi.T @ Phi / 200
@@ -255,7 +255,7 @@ def test_preconditioned_variant_fits_sinc_in_few_iterations():
     X, y = sinc_data(n=400, seed=1)
     X_test, y_test = sinc_data(n=200, seed=2)
     common = dict(kernel=GaussianKernel(sigma=1.0), n_iter=5, batch_size=400, block_size=64, random_state=0)
-    pre = DoublyStochasticRegressor(solver="preconditioned", nu=0.0, **common).fit(X, y)
+    pre = DoublyStochasticRegressor(solver="preconditioned", alpha=0.0, **common).fit(X, y)
     sgd = DoublyStochasticRegressor(solver="sgd", **common).fit(X, y)
     mse = lambda m: np.mean((m.predict(X_test) - y_test) ** 2)  # noqa: E731
     assert mse(pre) < 0.02  # noise variance 0.01
@@ -273,11 +273,11 @@ def test_preconditioned_error_does_not_grow_over_many_passes():
     kernel = GaussianKernel(sigma=0.5)
     ref = ExactKernelRidge(kernel, alpha=n * nu).fit(X, y).predict(X_test)
     # batch "auto" = 4 * 32 = 128: 3 mini-batches per pass, the last one of 44 points
-    est = DoublyStochasticRegressor(kernel, solver="preconditioned", nu=nu, block_size=32, n_iter=3,
+    est = DoublyStochasticRegressor(kernel, solver="preconditioned", alpha=nu, block_size=32, n_iter=3,
                                     warm_start=True, random_state=0)
     gaps = []
-    for _ in range(20):  # one pass per fit
-        est.fit(X, y)
+    for passes in range(1, 21):  # one pass per fit
+        est.set_params(n_iter=3 * passes).fit(X, y)
         gaps.append(np.sqrt(np.mean((est.predict(X_test) - ref) ** 2)))
     assert est.t0_ == 3.0 and est.n_iter_ == 60
     assert max(gaps[9:]) <= 1.05 * gaps[2], gaps
@@ -291,7 +291,7 @@ def test_auto_t0_is_one_pass_for_the_preconditioned_solver():
     est = DoublyStochasticRegressor(n_iter=10, **kw).fit(X, y)
     assert est.t0_ == 4.0  # ceil(100 / 30)
     gammas = []
-    est.set_params(warm_start=True, n_iter=1, callback=lambda info: gammas.append(info["step_size"]))
+    est.set_params(warm_start=True, n_iter=11, callback=lambda info: gammas.append(info["step_size"]))
     est.fit(X, y)
     assert gammas == [pytest.approx(1.0 / (1 + 10 / 4.0))]
     # partial_fit counts its first call as the pass; an explicit t0 wins
@@ -381,12 +381,12 @@ def test_one_class_is_refused():
 def test_divergence_is_detected_with_a_clear_message():
     X, y = sinc_data(n=60)
     est = DoublyStochasticRegressor(GaussianKernel(sigma=0.3), n_iter=200, batch_size=60, block_size=16,
-                                    step_size=50.0, t0=1e9, nu=0.0, random_state=0)
+                                    step_size=50.0, t0=1e9, alpha=0.0, random_state=0)
     with pytest.raises(ValueError, match="smaller step_size"):
         est.fit(X, y)
     assert not hasattr(est, "coef_") or np.all(np.isfinite(est.coef_))
-    with pytest.raises(ValueError, match="smaller step_size or nu"):
-        DoublyStochasticRegressor(nu=2.0, step_size=1.0, n_iter=2).fit(X, y)
+    with pytest.raises(ValueError, match="smaller step_size or alpha"):
+        DoublyStochasticRegressor(alpha=2.0, step_size=1.0, n_iter=2).fit(X, y)
 
 
 def test_partial_fit_refuses_new_classes_missing_classes_and_wrong_width():
@@ -462,7 +462,7 @@ def test_auto_squared_step_is_read_from_the_first_block_curvature():
     kernel = GaussianKernel(sigma=3.0)
     nu = 1e-3
     for shuffle in (True, False):
-        est = DoublyStochasticRegressor(kernel, nu=nu, n_iter=1, batch_size=100, shuffle=shuffle, random_state=0)
+        est = DoublyStochasticRegressor(kernel, alpha=nu, n_iter=1, batch_size=100, shuffle=shuffle, random_state=0)
         est.fit(X, y, sample_weight=w)
         # the first mini-batch of fit and the features iteration 0 uses
         first = np.random.default_rng([est.seed_, 0, 0]).permutation(y.size)[:100] if shuffle else np.arange(100)
@@ -474,12 +474,12 @@ def test_auto_squared_step_is_read_from_the_first_block_curvature():
         np.testing.assert_allclose(est.scale_ * est.coef_[0], -est.step_size_ * Phi.T @ (ws * -y[first])[:, None] / 100,
                                    rtol=1e-4, atol=1e-7)
     # partial_fit on the same first chunk resolves the same step; a warm start keeps it
-    part = DoublyStochasticRegressor(kernel, nu=nu, batch_size=100, random_state=0).partial_fit(X[:100], y[:100], ws)
+    part = DoublyStochasticRegressor(kernel, alpha=nu, batch_size=100, random_state=0).partial_fit(X[:100], y[:100], ws)
     assert part.step_size_ == pytest.approx(est.step_size_, rel=1e-9)
     part.partial_fit(X[100:300], y[100:300])
     assert part.step_size_ == pytest.approx(est.step_size_, rel=1e-9)
     # a strong nu: the step stays below 0.5 / nu instead of failing the 1 - gamma nu > 0 check
-    strong = DoublyStochasticRegressor(kernel, nu=0.5, n_iter=2, random_state=0).fit(X, y)
+    strong = DoublyStochasticRegressor(kernel, alpha=0.5, n_iter=2, random_state=0).fit(X, y)
     assert strong.step_size_ * 0.5 <= 0.5 + 1e-12
     # a failed first run leaves no resolved step; a refit with another solver drops it
     failed = DoublyStochasticRegressor(kernel, n_iter=2, max_memory="1KB", random_state=0)

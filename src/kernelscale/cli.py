@@ -79,12 +79,12 @@ def _demo_entries():
         DemoEntry("DoublyStochasticRegressor (SGD)", "sinc", lambda: DoublyStochasticRegressor(
             GaussianKernel(sigma=1.0), n_iter=60, batch_size=128, block_size=128, step_size=2.0, random_state=0)),
         DemoEntry("DoublyStochasticRegressor (preconditioned)", "sinc", lambda: DoublyStochasticRegressor(
-            GaussianKernel(sigma=1.0), solver="preconditioned", nu=0.0, n_iter=8, batch_size=1000, block_size=64,
+            GaussianKernel(sigma=1.0), solver="preconditioned", alpha=0.0, n_iter=8, batch_size=1000, block_size=64,
             random_state=0)),
         DemoEntry("DoublyStochasticClassifier (hinge)", "digits", lambda: DoublyStochasticClassifier(
             "gaussian", loss="hinge", n_iter=60, batch_size=128, block_size=128, random_state=0)),
         DemoEntry("DoublyStochasticClassifier (logistic, preconditioned)", "digits", lambda: DoublyStochasticClassifier(
-            "gaussian", loss="logistic", solver="preconditioned", nu=0.0, n_iter=6, batch_size=2000, block_size=512,
+            "gaussian", loss="logistic", solver="preconditioned", alpha=0.0, n_iter=6, batch_size=2000, block_size=512,
             random_state=0)),
         DemoEntry("RegularizedKernelClassifier (hinge, coordinate descent)", "digits",
                   lambda: RegularizedKernelClassifier(GaussianKernel(sigma=2.0), C=10.0, tol=1e-3, random_state=0)),

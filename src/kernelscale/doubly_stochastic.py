@@ -119,6 +119,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from ._classifier import require_two_classes
 from ._monitor import IterationMonitor
+from ._estimator import warm_start_iterations
 from ._glm import softmax
 from ._params import KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
 from .kernels import make_kernel
@@ -185,16 +186,18 @@ def _loss_and_grad(loss, F, Y):
 
 
 def dsg_memory(batch_size, spec, k, n_blocks, solver="sgd"):
-    """Bytes one iteration needs: the coefficient store (n_blocks, D, k), one block's random
-    weights, the batch's features and scores, and (preconditioned) the D x D covariance."""
+    """(held, need): bytes one iteration holds — the coefficient store (n_blocks, D, k), one
+    block's random weights, the batch's features and scores, (preconditioned) the D x D
+    covariance — and the least it needs, with room for one row of a group's projection twice
+    (FeatureOperator.scores cuts the batch into row chunks that fit what is left; the cache of
+    regenerated blocks gets the other half)."""
     D, item = spec.block_size, spec.dtype.itemsize
-    need = n_blocks * D * k * item + spec.block_bytes
-    need += batch_size * item * (D * (spec.workspace + 1) + 4 * k)
-    if spec.method in ("cos", "cossin"):  # the projection of a group of blocks (FeatureOperator.scores)
-        need += batch_size * item * 2 * max(GROUP_COLUMNS, D)
+    held = n_blocks * D * k * item + spec.block_bytes
+    held += batch_size * item * (D * (spec.workspace + 1) + 4 * k)
     if solver == "preconditioned":
-        need += 2 * D * D * 8 + 2 * D * k * 8
-    return need
+        held += 2 * D * D * 8 + 2 * D * k * 8
+    row = item * (2 * max(GROUP_COLUMNS, D) if spec.method in ("cos", "cossin") else D * (spec.workspace + 1))
+    return held, held + 2 * row
 
 
 def _precond_solve(C, G, ridge):
@@ -330,7 +333,7 @@ class _DoublyStochasticBase(BaseEstimator):
 
     _parameter_constraints: dict = {
         "kernel": KERNEL_CONSTRAINT,
-        "nu": [Interval(Real, 0, None, closed="left")],
+        "alpha": [Interval(Real, 0, None, closed="left")],
         "n_iter": [Interval(Integral, 1, None, closed="left")],
         "batch_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
         "block_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
@@ -383,11 +386,11 @@ class _DoublyStochasticBase(BaseEstimator):
             Phi *= np.sqrt(sw[batch])[:, None]
         b, D = Phi.shape
         G = Phi @ Phi.T if b < D else Phi.T @ Phi  # the same nonzero eigenvalues; the smaller one
-        curvature = max(linalg.eigvalsh(G, subset_by_index=[G.shape[0] - 1] * 2)[0] / b, 0.0) + self.nu
+        curvature = max(linalg.eigvalsh(G, subset_by_index=[G.shape[0] - 1] * 2)[0] / b, 0.0) + self.alpha
         if curvature <= np.finfo(np.float64).tiny:
             return 1.0
         step = _AUTO_STEP_CURVATURE / curvature
-        return float(min(step, 0.5 / self.nu)) if self.nu > 0 else float(step)
+        return float(min(step, 0.5 / self.alpha)) if self.alpha > 0 else float(step)
 
     def _t0(self):
         if self.t0 != "auto":
@@ -406,14 +409,14 @@ class _DoublyStochasticBase(BaseEstimator):
                                 self.feature_method_)
 
     def _check_first_step(self, gamma0):
-        if gamma0 * self.nu >= 1:
+        if gamma0 * self.alpha >= 1:
             step = f"step_size={self.step_size!r}"
             if self.step_size == "auto":
                 step += f" (resolved to {gamma0:g})"
             raise ValueError(
-                f"{step} times nu={self.nu:g} is {gamma0 * self.nu:g} >= 1, which would flip or zero "
+                f"{step} times alpha={self.alpha:g} is {gamma0 * self.alpha:g} >= 1, which would flip or zero "
                 f"every coefficient (the decay factor 1 - gamma_t nu must stay positive); pass a "
-                f"smaller step_size or nu."
+                f"smaller step_size or alpha."
             )
 
     def _start(self, X, sample_weight, rng):
@@ -450,8 +453,8 @@ class _DoublyStochasticBase(BaseEstimator):
         X = np.ascontiguousarray(X, dtype=dtype)
         Y = np.ascontiguousarray(Y, dtype=dtype)
         spec = self._spec(dtype)
-        need = dsg_memory(max(X[b].shape[0] for b in batches) if batches else 1, spec, Y.shape[1],
-                          self.n_iter_ + len(batches), self.solver)
+        held, need = dsg_memory(max(X[b].shape[0] for b in batches) if batches else 1, spec, Y.shape[1],
+                                self.n_iter_ + len(batches), self.solver)
         budget = parse_memory(self.max_memory)
         if need > budget:
             raise ValueError(
@@ -471,9 +474,9 @@ class _DoublyStochasticBase(BaseEstimator):
             coef, n_done, scale, history, _ = dsg_iterations(
                 X, Y, spec, loss=self._loss_name(Y.shape[1]), batches=batches,
                 coef=self._buffer_view() if self.n_iter_ else None, n_done=self.n_iter_,
-                scale=self.scale_, sample_weight=sw, nu=self.nu, step_size=step,
+                scale=self.scale_, sample_weight=sw, nu=self.alpha, step_size=step,
                 t0=self._t0(), solver=self.solver, precond_ridge=self.precond_ridge, monitor=mon,
-                cache_bytes=budget - need, max_memory=budget,
+                cache_bytes=(budget - held) // 2, max_memory=(budget - held) - (budget - held) // 2,
             )
         if not curvature:
             self.__dict__.pop("step_size_", None)
@@ -519,7 +522,8 @@ class _DoublyStochasticBase(BaseEstimator):
             self.coef_ = np.zeros((0, self._block_size(), Y.shape[1]), dtype=X.dtype)
         elif Y.shape[1] != self.coef_.shape[2]:
             raise ValueError("warm_start=True but the number of targets changed; set warm_start=False.")
-        return self._run(X, Y, sw, self._fit_batches(X.shape[0], self.n_iter, self.n_iter_))
+        n_new = self.n_iter if first else warm_start_iterations(self.n_iter, self.n_iter_)
+        return self._run(X, Y, sw, self._fit_batches(X.shape[0], n_new, self.n_iter_))
 
     def _partial_fit(self, X, y, sample_weight, **target_kw):
         first = not hasattr(self, "coef_")
@@ -549,10 +553,12 @@ _DOC_PARAMS = """
         Gaussian, Laplacian, Matern (random Fourier features), polynomial (TensorSketch or
         Maclaurin features) or linear; ``sigma="median"`` is resolved in ``fit`` (in the first
         ``partial_fit`` call: from its batch).
-    nu : float >= 0, default=1e-5
-        Regularisation (nu / 2) |f|_H^2; every step decays all earlier blocks by 1 - gamma_t nu.
+    alpha : float >= 0, default=1e-5
+        The ridge, the paper's nu: regularisation (nu / 2) |f|_H^2; every step decays all
+        earlier blocks by 1 - gamma_t nu.
     n_iter : int >= 1, default=200
-        Iterations of ``fit`` (with ``warm_start``: more iterations, continuing the counter).
+        Iterations of ``fit`` in total: with ``warm_start``, a refit runs the iterations missing
+        to reach ``n_iter`` (``partial_fit`` adds iterations regardless).
     batch_size : int >= 1 or "auto", default="auto"
         Points per iteration (``partial_fit``: one iteration per batch_size chunk of its data).
         "auto": 256 for solver="sgd"; 4 * block_size for "preconditioned" (the authors' ratio;
@@ -644,13 +650,13 @@ class DoublyStochasticRegressor(RegressorMixin, _DoublyStochasticBase):
     }
 
     def __init__(
-        self, kernel="gaussian", loss="squared", nu=1e-5, n_iter=200, batch_size="auto",
-        block_size="auto", step_size="auto", t0="auto", *, solver="sgd", feature_method=None, precond_ridge=1e-3,
+        self, kernel="gaussian", *, loss="squared", alpha=1e-5, n_iter=200, batch_size="auto",
+        block_size="auto", step_size="auto", t0="auto", solver="sgd", feature_method=None, precond_ridge=1e-3,
         shuffle=True, warm_start=False, random_state=None, max_memory=None, verbose=0, callback=None,
     ):
         self.kernel = kernel
         self.loss = loss
-        self.nu = nu
+        self.alpha = alpha
         self.n_iter = n_iter
         self.batch_size = batch_size
         self.block_size = block_size
@@ -742,14 +748,14 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
     }
 
     def __init__(
-        self, kernel="gaussian", loss="hinge", nu=1e-5, n_iter=200, batch_size="auto",
-        block_size="auto", step_size="auto", t0="auto", *, solver="sgd", feature_method=None, precond_ridge=1e-3,
+        self, kernel="gaussian", *, loss="hinge", alpha=1e-5, n_iter=200, batch_size="auto",
+        block_size="auto", step_size="auto", t0="auto", solver="sgd", feature_method=None, precond_ridge=1e-3,
         class_weight=None, shuffle=True, warm_start=False, random_state=None, max_memory=None,
         verbose=0, callback=None,
     ):
         self.kernel = kernel
         self.loss = loss
-        self.nu = nu
+        self.alpha = alpha
         self.n_iter = n_iter
         self.batch_size = batch_size
         self.block_size = block_size
