@@ -207,15 +207,15 @@ def test_float32_stays_float32(data):
         # the same draws, rounded: the float32 block is the float64 block to float32 accuracy
         assert np.allclose(b32, fm.block(X32.astype(np.float64), 1), atol=2e-4)
     for est in (
-        RandomFourierFeatures(GaussianKernel(SIGMA), 64, random_state=0),
-        RandomFourierFeatures(GaussianKernel(SIGMA), 64, method="cossin", random_state=0),
+        RandomFourierFeatures(GaussianKernel(SIGMA), n_components=64, random_state=0),
+        RandomFourierFeatures(GaussianKernel(SIGMA), n_components=64, method="cossin", random_state=0),
         PolynomialRandomFeatures(n_components=64, random_state=0),
         PolynomialRandomFeatures(n_components=64, method="maclaurin", random_state=0),
-        NystromFeatures(GaussianKernel(SIGMA), 16, random_state=0),
+        NystromFeatures(GaussianKernel(SIGMA), n_components=16, random_state=0),
     ):
         assert est.fit(X32).transform(Z.astype(np.float32)).dtype == np.float32
         assert est.transform(Z).dtype == np.float64
-    forced = RandomFourierFeatures(GaussianKernel(SIGMA), 64, random_state=0, dtype=np.float32).fit(X)
+    forced = RandomFourierFeatures(GaussianKernel(SIGMA), n_components=64, random_state=0, dtype=np.float32).fit(X)
     assert forced.random_weights_.dtype == np.float32 and forced.transform(Z).dtype == np.float32
 
 
@@ -280,9 +280,9 @@ def test_nystrom_matches_sklearn(data, kernel, sk_kernel, sk_params):
 
 def test_nystrom_blocks_under_tiny_memory_budget(data, monkeypatch):
     X, Z = data
-    expected = NystromFeatures(GaussianKernel(SIGMA), 16, random_state=0).fit(X).transform(Z)
+    expected = NystromFeatures(GaussianKernel(SIGMA), n_components=16, random_state=0).fit(X).transform(Z)
     # room for a few rows of the 30 x 16 kernel block beyond the fixed scratch
-    tiny = NystromFeatures(GaussianKernel(SIGMA), 16, random_state=0, max_memory=ufunc_workspace_bytes() + 4000)
+    tiny = NystromFeatures(GaussianKernel(SIGMA), n_components=16, random_state=0, max_memory=ufunc_workspace_bytes() + 4000)
     tiny.fit(X)
     n_blocks = []
 
@@ -295,7 +295,7 @@ def test_nystrom_blocks_under_tiny_memory_budget(data, monkeypatch):
     assert np.allclose(tiny.transform(Z), expected, rtol=1e-12, atol=1e-12)
     assert len(n_blocks) > 2 and sum(n_blocks) == Z.shape[0]
     with pytest.raises(ValueError, match="max_memory"):
-        NystromFeatures(GaussianKernel(SIGMA), 16, random_state=0, max_memory=100).fit(X)
+        NystromFeatures(GaussianKernel(SIGMA), n_components=16, random_state=0, max_memory=100).fit(X)
 
 
 def test_nystrom_rank_deficient_landmarks():
@@ -339,7 +339,7 @@ def test_clear_errors(data):
         RandomFourierFeatures(GaussianKernel(sigma=-1.0)).fit(X)
     with pytest.raises(ValueError, match="coef0"):
         PolynomialRandomFeatures(coef0=-1.0).fit(X)
-    rff = RandomFourierFeatures(GaussianKernel(1.0), 16).fit(X)
+    rff = RandomFourierFeatures(GaussianKernel(1.0), n_components=16).fit(X)
     with pytest.raises(ValueError, match="features"):
         rff.transform(X[:, :3])
     with pytest.raises(ValueError, match="NaN"):

@@ -540,7 +540,7 @@ def test_repeated_references_are_converted_once(tmp_path):
     ({"x_": {"__type__": []}}, "unsupported type"),
     ({"x_": {"__dtype__": "U" + "9" * 30}}, "unsupported dtype"),
     ({"x_": {"__object__": {"class": "kernelscale." + "x" * 10**6}}}, "refusing to load class"),
-    ({"x_": {"__object__": {"class": "kernelscale.features.FeatureBlockSpec",
+    ({"x_": {"__object__": {"class": "kernelscale.ops.feature_blocks.FeatureBlockSpec",
                             "params": {"kernel": "no-such-kernel", "n_features_in": 1,
                                        "block_size": 2, "seed": 0}}}}, "refused the stored"),
     ({"x_": {"__ndarray__": {"key": "a0", "dtype": "<f8", "shape": {"a": 1}}}}, "shape"),

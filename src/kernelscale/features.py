@@ -217,7 +217,7 @@ class RandomFourierFeatures(_SeededTransformer):
         "dtype": "no_validation",  # checked in fit by _float_dtype
     }
 
-    def __init__(self, kernel="gaussian", n_components=1024, *, method="cos", random_state=None, dtype=None):
+    def __init__(self, kernel="gaussian", *, n_components=1024, method="cos", random_state=None, dtype=None):
         self.kernel = kernel
         self.n_components = n_components
         self.method = method
@@ -281,7 +281,7 @@ class PolynomialRandomFeatures(_SeededTransformer):
         "random_state": ["random_state"],
     }
 
-    def __init__(self, degree=2, gamma=1.0, coef0=1.0, n_components=1024, *, method="tensorsketch", random_state=None):
+    def __init__(self, degree=2, *, gamma=1.0, coef0=1.0, n_components=1024, method="tensorsketch", random_state=None):
         self.degree = degree
         self.gamma = gamma
         self.coef0 = coef0
@@ -325,7 +325,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         "max_memory": MEMORY_CONSTRAINT,
     }
 
-    def __init__(self, kernel="gaussian", n_components=256, *, random_state=None, max_memory=None):
+    def __init__(self, kernel="gaussian", *, n_components=256, random_state=None, max_memory=None):
         self.kernel = kernel
         self.n_components = n_components
         self.random_state = random_state

@@ -638,7 +638,7 @@ class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
     }
 
     def __init__(
-        self, link="softmax", L=1.0, alpha="auto", max_iter=500, tol=1e-6, *, solver="accelerated",
+        self, link="softmax", *, L=1.0, alpha="auto", max_iter=500, tol=1e-6, solver="accelerated",
         class_weight=None, warm_start=False, max_memory=None, verbose=0, callback=None,
     ):
         self.link = link
@@ -742,7 +742,7 @@ class CalibratedLeastSquaresClassifier(_LeastSquaresClassifierBase):
     }
 
     def __init__(
-        self, basis=("y", "y2", "y3"), alpha="auto", max_iter=100, tol=1e-4, *, class_weight=None,
+        self, basis=("y", "y2", "y3"), *, alpha="auto", max_iter=100, tol=1e-4, class_weight=None,
         warm_start=False, max_memory=None, verbose=0, callback=None,
     ):
         self.basis = basis

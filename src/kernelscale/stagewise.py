@@ -519,8 +519,8 @@ class StagewiseClassifier(ClassifierMixin, _StagewiseBase):
     }
 
     def __init__(
-        self, generator="rff", block_size=1024, n_stages=8, update="linear", inner_iter=50,
-        pca_components=50, sigma="median", *, degree=2, alpha=1e-6, class_weight=None,
+        self, generator="rff", *, block_size=1024, n_stages=8, update="linear", inner_iter=50,
+        pca_components=50, sigma="median", degree=2, alpha=1e-6, class_weight=None,
         warm_start=False, max_memory=None, random_state=None, verbose=0, callback=None,
     ):
         self.generator = generator
@@ -598,8 +598,8 @@ class StagewiseRegressor(RegressorMixin, _StagewiseBase):
     }
 
     def __init__(
-        self, generator="rff", block_size=1024, n_stages=8, update="linear", pca_components=50,
-        sigma="median", *, degree=2, alpha=1e-6, warm_start=False, max_memory=None,
+        self, generator="rff", *, block_size=1024, n_stages=8, update="linear", pca_components=50,
+        sigma="median", degree=2, alpha=1e-6, warm_start=False, max_memory=None,
         random_state=None, verbose=0, callback=None,
     ):
         self.generator = generator
