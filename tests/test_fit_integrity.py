@@ -239,3 +239,20 @@ def test_many_classes_are_refused_before_allocating_per_class_arrays(estimator):
         tracemalloc.stop()
     assert peak < 20 * X.nbytes, f"allocated {peak} bytes before refusing (X is {X.nbytes})"
     _fit(est, X[:40], y[:40] % 3)  # three classes fit in the same budget
+
+
+# --------------------------------------------------------------------------------------------
+# the helpers
+
+
+def test_feature_names_change_only_with_a_completed_fit():
+    pd = pytest.importorskip("pandas")
+    X, y = _data(ExactKernelRidge())
+    est = ExactKernelRidge(alpha=1.0).fit(pd.DataFrame(X, columns=list("abcd")), y)
+    bad = pd.DataFrame(X, columns=list("wxyz"))
+    bad.iloc[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        est.fit(bad, y)
+    assert list(est.feature_names_in_) == list("abcd") and est.n_features_in_ == 4
+    est.fit(X[:, :3], y)  # a completed fit without names removes them
+    assert not hasattr(est, "feature_names_in_") and est.n_features_in_ == 3
