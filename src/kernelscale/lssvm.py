@@ -872,8 +872,8 @@ class LSSVMClassifier(ClassifierMixin, _LSSVMBase):
         classes, codes = encode_classes(y)
         sample_weight = fit_weights(sample_weight, self.class_weight, X, codes, classes)
         dtype = self._work_dtype(X)
-        check_class_memory(_class_bytes(X.shape[0], classes.size, np.dtype(dtype).itemsize, self.solver, self.n_averaged),
-                           self.max_memory, classes.size, "the one-hot targets and the LS-SVM state")
+        need = _class_bytes(X.shape[0], classes.size, np.dtype(dtype).itemsize, self.solver, self.n_averaged)
+        check_class_memory(need, self.max_memory, classes.size, "the one-hot targets and the LS-SVM state")
         Y = one_hot(codes, classes.size, dtype)
         fitted["classes_"] = classes
         return self._fit_system(X, Y, sample_weight, fitted)

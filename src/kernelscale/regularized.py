@@ -158,6 +158,7 @@ class _RegularizedBase(BaseEstimator):
             )
         hist = [r.objective_history for r in results]
         dual = [r.dual_history for r in results]
+        support = None if linear else np.flatnonzero(np.any(coef != 0, axis=1))
         coef = np.ascontiguousarray(coef, dtype=X.dtype)
         fitted.update(
             kernel_=kernel,
@@ -173,7 +174,6 @@ class _RegularizedBase(BaseEstimator):
             w = np.ascontiguousarray(w.reshape(m, -1), dtype=X.dtype)
             fitted["coef_"] = w[0] if squeeze else w
         else:
-            support = np.flatnonzero(np.any(coef != 0, axis=1))
             fitted.update(support_=support, support_vectors_=np.ascontiguousarray(X[support]))
         return commit_fit(self, fitted, stale=self._FITTED)
 
