@@ -172,7 +172,7 @@ def test_interrupted_fresh_fit_leaves_it_unfitted(estimator, monkeypatch):
 def test_interrupted_warm_start_keeps_the_previous_model(estimator, monkeypatch):
     X, y = _data(estimator)
     params = {"warm_start": True}
-    grow = {name: 2 * estimator.get_params()[name] for name in ("n_iter",) if name in estimator.get_params()}
+    grow = {name: 2 * estimator.get_params()[name] for name in ("n_iter", "n_stages") if name in estimator.get_params()}
     reference = _fit(_seeded(estimator, **params), X, y)
     est = _fit(_seeded(estimator, **params), X, y)
     before = _outputs(est, X)
