@@ -1,8 +1,11 @@
-"""Shared logic of the classifiers: class encoding, the two target codings (one-vs-rest +-1,
-one-hot), and one-vs-rest prediction from per-class scores."""
+"""Shared logic of the classifiers: class encoding, the memory check of the class-sized arrays,
+the two target codings (one-vs-rest +-1, one-hot), and one-vs-rest prediction from per-class
+scores."""
 
 import numpy as np
 from sklearn.utils.multiclass import check_classification_targets
+
+from .ops.memory import format_bytes, parse_memory
 
 
 def require_two_classes(classes, name="y"):
@@ -20,6 +23,18 @@ def encode_classes(y, name="y"):
     classes, codes = np.unique(y, return_inverse=True)
     require_two_classes(classes, name)
     return classes, codes
+
+
+def check_class_memory(need, max_memory, n_classes, what):
+    """Refuse a fit whose arrays with one column per class (``what``, ``need`` bytes) exceed
+    ``max_memory``: called before any of them is allocated."""
+    budget = parse_memory(max_memory)
+    if need > budget:
+        raise ValueError(
+            f"max_memory={format_bytes(budget)} is too small for {n_classes} classes: {what} take "
+            f"{format_bytes(need)} ({need} bytes) before any kernel is evaluated; increase max_memory to "
+            f"at least {need} bytes, or fit fewer classes (e.g. merge rare ones)."
+        )
 
 
 def one_vs_rest_targets(codes, n_classes, dtype=np.float64):

@@ -9,6 +9,10 @@ One implementation of each convention of the README's "Shared vocabulary":
   ("balanced" counts samples, not weights, as scikit-learn does), validated once.
 - :func:`warm_start_iterations`: ``n_iter`` (``n_stages``) is the TOTAL a warm-started model
   reaches, as for scikit-learn's ensembles: a refit runs the missing iterations only.
+- :func:`validate_fit_data` and :func:`commit_fit`: a fit never leaves a half-fitted model. It
+  validates without touching the estimator, computes into locals and commits every fitted
+  attribute in one step at the end; an exception or KeyboardInterrupt before the commit leaves
+  the previous model (or an unfitted estimator) exactly as it was.
 """
 
 from __future__ import annotations
@@ -18,11 +22,15 @@ import warnings
 import numpy as np
 from sklearn.base import clone
 from sklearn.utils.class_weight import compute_class_weight
-from sklearn.utils.validation import _check_sample_weight
+from sklearn.utils.validation import _check_sample_weight, validate_data
 
 from .kernels import make_kernel
 
-__all__ = ["resolve_kernel", "fit_weights", "warm_start_iterations"]
+__all__ = ["resolve_kernel", "fit_weights", "warm_start_iterations", "validate_fit_data", "commit_fit",
+           "INPUT_ATTRIBUTES"]
+
+#: what scikit-learn's ``validate_data(..., reset=True)`` sets on the estimator
+INPUT_ATTRIBUTES = ("n_features_in_", "feature_names_in_")
 
 
 def resolve_kernel(kernel, X, random_state, sample_weight=None):
@@ -71,3 +79,30 @@ def warm_start_iterations(n_iter, done, *, name="n_iter"):
             stacklevel=3,
         )
     return n_iter - done
+
+
+def validate_fit_data(estimator, X, y, **kwargs):
+    """``validate_data(estimator, X, y, reset=True, **kwargs)`` that leaves ``estimator`` as it was.
+
+    Returns X, y and a dict of the attributes it would have set (``n_features_in_`` and, for a
+    DataFrame, ``feature_names_in_``), to pass to :func:`commit_fit` with the fitted state.
+    """
+    state = vars(estimator)
+    before = {name: state[name] for name in INPUT_ATTRIBUTES if name in state}
+    try:
+        X, y = validate_data(estimator, X, y, **kwargs)
+        seen = {name: state[name] for name in INPUT_ATTRIBUTES if name in state}
+    finally:
+        for name in INPUT_ATTRIBUTES:
+            state.pop(name, None)
+        state.update(before)
+    return X, y, seen
+
+
+def commit_fit(estimator, fitted, stale=()):
+    """Set the attributes in the dict ``fitted`` and delete those named in ``stale`` that it does
+    not set, in one step: an interrupt sees the old state or the new one, never a mix."""
+    state = {name: value for name, value in vars(estimator).items() if name not in stale}
+    state.update(fitted)
+    estimator.__dict__ = state  # a single store
+    return estimator

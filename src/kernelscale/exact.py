@@ -27,7 +27,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from ._validation import as_float_array, check_positive
+from ._estimator import INPUT_ATTRIBUTES, commit_fit, validate_fit_data
+from ._validation import as_float_array, check_finite_result, check_positive
 from .ops.kernel import KernelOperator, kernel_matrix, kernel_matvec
 from .ops.memory import format_bytes, parse_memory
 from .kernels import KERNEL_NAMES, Kernel, make_kernel
@@ -322,7 +323,7 @@ class ExactKernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Fit the model on X (n, d) and y (n,) or (n, k), with optional sample weights."""
-        X, y = validate_data(
+        X, y, fitted = validate_fit_data(
             self, X, y, dtype=[np.float64, np.float32], multi_output=True, y_numeric=True
         )
         y = np.asarray(y, dtype=X.dtype)
@@ -330,13 +331,10 @@ class ExactKernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
             sample_weight = _check_sample_weight(
                 sample_weight, X, dtype=X.dtype, ensure_non_negative=True
             )
-        kernel = make_kernel(self.kernel)
-        self.kernel_ = self._resolve_kernel(kernel, X, sample_weight)
-        self.dual_coef_ = kernel_ridge_dual(
-            self.kernel_, X, y, self.alpha, sample_weight, max_memory=self.max_memory
-        )
-        self.X_fit_ = X
-        return self
+        kernel = self._resolve_kernel(make_kernel(self.kernel), X, sample_weight)
+        dual_coef = kernel_ridge_dual(kernel, X, y, self.alpha, sample_weight, max_memory=self.max_memory)
+        fitted.update(kernel_=kernel, dual_coef_=dual_coef, X_fit_=X)
+        return commit_fit(self, fitted, stale=INPUT_ATTRIBUTES)
 
     def _resolve_kernel(self, kernel, X, sample_weight):
         if kernel.is_resolved:
@@ -344,7 +342,9 @@ class ExactKernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
         return kernel.resolve(X, check_random_state(self.random_state), sample_weight)
 
     def predict(self, X):
-        """Predict K(X, X_fit_) @ dual_coef_, in blocks under ``max_memory``."""
+        """Predict K(X, X_fit_) @ dual_coef_, in blocks under ``max_memory``; a ValueError naming
+        X when they overflow (X far larger than the training data)."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
-        return kernel_predict(self.kernel_, X, self.X_fit_, self.dual_coef_, max_memory=self.max_memory)
+        pred = kernel_predict(self.kernel_, X, self.X_fit_, self.dual_coef_, max_memory=self.max_memory)
+        return check_finite_result(pred, "predictions")

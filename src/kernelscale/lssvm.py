@@ -78,12 +78,13 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from ._classifier import encode_classes, one_hot
+from ._classifier import check_class_memory, encode_classes, one_hot
 from ._monitor import IterationMonitor, check_callback
-from ._validation import as_float_array, check_positive
+from ._validation import as_float_array, check_finite_result, check_positive
 from .exact import exact_lssvm, kernel_predict, kernel_ridge_dual
 from .ops.feature_blocks import float_dtype
-from ._estimator import fit_weights, resolve_kernel, warm_start_iterations
+from ._estimator import (INPUT_ATTRIBUTES, commit_fit, fit_weights, resolve_kernel, validate_fit_data,
+                         warm_start_iterations)
 from .kernels import KERNEL_NAMES, Kernel, make_kernel
 from .ops.kernel import KernelOperator, kernel_rows
 from .ops.memory import format_bytes, parse_memory, ufunc_workspace_bytes
@@ -317,6 +318,13 @@ def _state_bytes(n, k, J, item, solver, n_averaged):
     of its factorisation, and the J x k right-hand sides."""
     n_vec = {"matching_pursuit": 4, "kaczmarz": 3, "kaczmarz_mp": 6, "nystrom": 3}[solver] + (n_averaged > 1)
     return n_vec * (n + 1) * k * item + 2 * J * J * 8 + J * J * item + 6 * J * k * 8
+
+
+def _class_bytes(n, k, item, solver, n_averaged):
+    """Bytes of the arrays with one column per class: the one-hot targets and the solver's
+    (n + 1) x k state (for "exact", the right-hand sides and solutions)."""
+    state = 3 * n * (k + 1) * item if solver == "exact" else _state_bytes(n, k, 1, item, solver, n_averaged)
+    return n * k * item + state
 
 
 def lssvm_fit_memory(n, d, k, batch_size, dtype, kernel, solver="matching_pursuit", n_averaged=1):
@@ -647,9 +655,14 @@ class _LSSVMBase(BaseEstimator):
     def _work_dtype(self, X):
         return X.dtype if self.dtype is None else float_dtype(self.dtype, "dtype")
 
-    def _fit_system(self, X, Y, sample_weight, squeeze=False):
-        """Validate weights, resolve the kernel, solve; set the fitted attributes (a 1-d
-        ``dual_coef_`` and a scalar ``intercept_`` with ``squeeze``)."""
+    #: every attribute a fit may set (a refit deletes those it does not set again)
+    _FITTED = ("kernel_", "X_fit_", "intercept_", "dual_coef_", "n_iter_", "batch_size_", "n_regularized_",
+               "n_updates_", "residual_history_", "update_history_", "objective_history_", "classes_",
+               *INPUT_ATTRIBUTES)
+
+    def _fit_system(self, X, Y, sample_weight, fitted, squeeze=False):
+        """Validate weights, resolve the kernel, solve; commit ``fitted`` plus the fitted state in
+        one step (a 1-d ``dual_coef_`` and a scalar ``intercept_`` with ``squeeze``)."""
         dtype = self._work_dtype(X)
         parse_memory(self.max_memory)
         if sample_weight is not None:
@@ -696,28 +709,28 @@ class _LSSVMBase(BaseEstimator):
             verbose=self.verbose,
             callback=self.callback,
         )
-        self.kernel_ = kernel
-        self.X_fit_ = X
-        self.intercept_ = sol.intercept
-        self.dual_coef_ = sol.dual_coef
+        intercept, dual_coef = sol.intercept, sol.dual_coef
         if squeeze:
-            self.dual_coef_, self.intercept_ = self.dual_coef_[:, 0], self.intercept_[0]
-        self.n_iter_ = done + sol.n_iter
-        self.batch_size_ = sol.batch_size
-        self.n_regularized_ = sol.n_regularized
-        self.n_updates_ = init_count + (0 if self.solver == "exact" else self.n_averaged * sol.n_iter)
-        for name in ("residual_history_", "update_history_", "objective_history_"):
-            if hasattr(self, name):
-                delattr(self, name)
+            dual_coef, intercept = dual_coef[:, 0], intercept[0]
+        fitted.update(
+            kernel_=kernel,
+            X_fit_=X,
+            intercept_=intercept,
+            dual_coef_=dual_coef,
+            n_iter_=done + sol.n_iter,
+            batch_size_=sol.batch_size,
+            n_regularized_=sol.n_regularized,
+            n_updates_=init_count + (0 if self.solver == "exact" else self.n_averaged * sol.n_iter),
+        )
         if sol.residual_history is not None:
-            self.residual_history_ = sol.residual_history
+            fitted["residual_history_"] = sol.residual_history
         if sol.update_history is not None:
-            self.update_history_ = sol.update_history
+            fitted["update_history_"] = sol.update_history
         runs = sol.residual_history if sol.residual_history is not None else sol.update_history
         if runs is not None:  # the library's convention: 1-d for one run, a list of 1-d for several
             runs = [h[~np.isnan(h)] for h in runs]
-            self.objective_history_ = runs[0] if len(runs) == 1 else runs
-        return self
+            fitted["objective_history_"] = runs[0] if len(runs) == 1 else runs
+        return commit_fit(self, fitted, stale=self._FITTED)
 
     def _scores(self, X):
         check_is_fitted(self)
@@ -731,7 +744,7 @@ class _LSSVMBase(BaseEstimator):
             self.intercept_,
             max_memory=self.max_memory,
         )
-        return scores.astype(X.dtype, copy=False)
+        return check_finite_result(scores.astype(X.dtype, copy=False), "decision values")
 
 
 _PARAMS_DOC = """
@@ -855,12 +868,15 @@ class LSSVMClassifier(ClassifierMixin, _LSSVMBase):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Fit on X (n, d) and class labels y (n,), with optional sample weights."""
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
+        X, y, fitted = validate_fit_data(self, X, y, dtype=[np.float64, np.float32])
         classes, codes = encode_classes(y)
         sample_weight = fit_weights(sample_weight, self.class_weight, X, codes, classes)
-        Y = one_hot(codes, classes.size, self._work_dtype(X))
-        self.classes_ = classes
-        return self._fit_system(X, Y, sample_weight)
+        dtype = self._work_dtype(X)
+        need = _class_bytes(X.shape[0], classes.size, np.dtype(dtype).itemsize, self.solver, self.n_averaged)
+        check_class_memory(need, self.max_memory, classes.size, "the one-hot targets and the LS-SVM state")
+        Y = one_hot(codes, classes.size, dtype)
+        fitted["classes_"] = classes
+        return self._fit_system(X, Y, sample_weight, fitted)
 
     def decision_function(self, X):
         """Scores (n, n_classes); for two classes the (n,) difference score_1 - score_0."""
@@ -936,9 +952,10 @@ class LSSVMRegressor(MultiOutputMixin, RegressorMixin, _LSSVMBase):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Fit on X (n, d) and y (n,) or (n, k), with optional sample weights."""
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], multi_output=True, y_numeric=True)
+        X, y, fitted = validate_fit_data(self, X, y, dtype=[np.float64, np.float32], multi_output=True,
+                                         y_numeric=True)
         Y = np.asarray(y, dtype=self._work_dtype(X)).reshape(X.shape[0], -1)
-        return self._fit_system(X, Y, sample_weight, squeeze=np.ndim(y) == 1)
+        return self._fit_system(X, Y, sample_weight, fitted, squeeze=np.ndim(y) == 1)
 
     def predict(self, X):
         """K(X, X_fit_) dual_coef_ + intercept_, in blocks under ``max_memory``."""

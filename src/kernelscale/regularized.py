@@ -28,8 +28,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._classifier import OneVsRestScoresMixin, encode_classes, one_vs_rest_targets
-from ._estimator import fit_weights, resolve_kernel
+from ._classifier import OneVsRestScoresMixin, check_class_memory, encode_classes, one_vs_rest_targets
+from ._estimator import INPUT_ATTRIBUTES, commit_fit, fit_weights, resolve_kernel, validate_fit_data
 from ._monitor import problem_callbacks
 from .coordinate_descent import RULES, kernel_coordinate_descent, linear_coordinate_descent, prefers_csr
 from .exact import kernel_predict
@@ -84,11 +84,17 @@ class _RegularizedBase(BaseEstimator):
         check_sparse(X)  # before scipy's conversions or the compiled sweeps read its indices
         if not fit:
             return validate_data(self, X, accept_sparse=sparse, dtype=[np.float64, np.float32], reset=reset)
-        return validate_data(self, X, y, accept_sparse=sparse, dtype=[np.float64, np.float32], reset=reset,
-                             **self._y_validation)
+        return validate_fit_data(self, X, y, accept_sparse=sparse, dtype=[np.float64, np.float32],
+                                 **self._y_validation)
 
-    def _solve(self, X, Y, sample_weight, loss):
-        """Fit the columns of Y (n, m) as m problems; set the fitted attributes."""
+    #: every attribute a fit may set (a refit deletes those it does not set again)
+    _FITTED = ("kernel_", "step_size_", "n_iter_", "objective_history_", "dual_objective_history_",
+               "duality_gap_", "dropped_", "coef_", "support_", "support_vectors_", "dual_coef_", "intercept_",
+               "classes_", *INPUT_ATTRIBUTES)
+
+    def _solve(self, X, Y, sample_weight, loss, fitted, warm_start=True, squeeze=False):
+        """Fit the columns of Y (n, m) as m problems and commit ``fitted`` plus the fitted state
+        in one step (1-d coefficients with ``squeeze``); ``warm_start=False`` starts from 0."""
         n, m = Y.shape
         rng = check_random_state(self.random_state)
         linear = self._is_linear()
@@ -99,18 +105,18 @@ class _RegularizedBase(BaseEstimator):
                     f"max_memory={format_bytes(budget)} is too small for the linear solver's state on "
                     f"{n} samples ({format_bytes(need)}); increase max_memory to at least {need} bytes."
                 )
-        self.kernel_ = resolve_kernel(self.kernel, X, rng, sample_weight)
+        kernel = resolve_kernel(self.kernel, X, rng, sample_weight)
         Cw = self.C * sample_weight
         s = self.intercept_scaling if self.fit_intercept else 0.0
         c0 = None
         previous = getattr(self, "dual_coef_", None)
-        if self.warm_start and previous is not None and previous.reshape(n, -1).shape == (n, m):
+        if self.warm_start and warm_start and previous is not None and previous.reshape(n, -1).shape == (n, m):
             c0 = previous.reshape(n, m)
         common = dict(loss=loss, tol=self.tol, max_iter=self.max_iter, intercept_scaling=s, random_state=rng,
                       verbose=self.verbose)
         cache = None
         if not linear:
-            cache = KernelOperator(self.kernel_, X, self.max_memory).row_cache(
+            cache = KernelOperator(kernel, X, self.max_memory).row_cache(
                 reserved_bytes=vector_bytes(n, m, X.dtype) + _ESTIMATOR_BYTES_PER_SAMPLE * n + ufunc_workspace_bytes(),
                 max_rows=self._cache_rows(n, X.dtype, int(np.count_nonzero(sample_weight)) or 1))
         if self.solver == "fixed_point":
@@ -118,12 +124,12 @@ class _RegularizedBase(BaseEstimator):
             if linear:
                 results = [linear_fixed_point(X, Y, C=Cw, **common)]
             else:
-                results = [kernel_fixed_point(self.kernel_, X, Y, C=Cw, max_memory=self.max_memory, cache=cache,
+                results = [kernel_fixed_point(kernel, X, Y, C=Cw, max_memory=self.max_memory, cache=cache,
                                               **common)]
             coef = results[0].coef
             intercept = np.broadcast_to(np.asarray(results[0].intercept, dtype=X.dtype), (m,)).copy()
             w = results[0].w
-            self.step_size_ = float(results[0].step_size) if results[0].step_size is not None else None
+            fitted["step_size_"] = float(results[0].step_size) if results[0].step_size is not None else None
         else:
             common["shrinking"] = self.shrinking
             common["rule"] = self.rule
@@ -134,7 +140,7 @@ class _RegularizedBase(BaseEstimator):
                 if linear:
                     results.append(linear_coordinate_descent(Xs, Y[:, j], C=Cw, c0=start, callback=cb, **common))
                 else:
-                    results.append(kernel_coordinate_descent(self.kernel_, X, Y[:, j], C=Cw, c0=start, callback=cb,
+                    results.append(kernel_coordinate_descent(kernel, X, Y[:, j], C=Cw, c0=start, callback=cb,
                                                              cache=cache, **common))
             coef = np.stack([r.coef for r in results], axis=1)
             intercept = np.array([r.intercept for r in results], dtype=X.dtype)
@@ -150,19 +156,26 @@ class _RegularizedBase(BaseEstimator):
                 ConvergenceWarning,
                 stacklevel=3,
             )
-        self.n_iter_ = int(max(r.n_iter for r in results))
         hist = [r.objective_history for r in results]
         dual = [r.dual_history for r in results]
-        self.objective_history_ = hist[0] if len(hist) == 1 else hist
-        self.dual_objective_history_ = dual[0] if len(dual) == 1 else dual
-        self.duality_gap_ = float(sum(r.duality_gap for r in results))
-        self.dropped_ = results[0].dropped
+        support = None if linear else np.flatnonzero(np.any(coef != 0, axis=1))
+        coef = np.ascontiguousarray(coef, dtype=X.dtype)
+        fitted.update(
+            kernel_=kernel,
+            n_iter_=int(max(r.n_iter for r in results)),
+            objective_history_=hist[0] if len(hist) == 1 else hist,
+            dual_objective_history_=dual[0] if len(dual) == 1 else dual,
+            duality_gap_=float(sum(r.duality_gap for r in results)),
+            dropped_=results[0].dropped,
+            dual_coef_=coef[:, 0] if squeeze else coef,
+            intercept_=intercept[0] if squeeze else intercept,
+        )
         if linear:
-            self.coef_ = np.ascontiguousarray(w.reshape(m, -1), dtype=X.dtype)
+            w = np.ascontiguousarray(w.reshape(m, -1), dtype=X.dtype)
+            fitted["coef_"] = w[0] if squeeze else w
         else:
-            self.support_ = np.flatnonzero(np.any(coef != 0, axis=1))
-            self.support_vectors_ = np.ascontiguousarray(X[self.support_])
-        return np.ascontiguousarray(coef, dtype=X.dtype), intercept
+            fitted.update(support_=support, support_vectors_=np.ascontiguousarray(X[support]))
+        return commit_fit(self, fitted, stale=self._FITTED)
 
     def _cache_rows(self, n, dtype, n_rows):
         """Kernel rows the cache may keep: ``n_rows`` (the rows a solve can ask for), at most
@@ -329,17 +342,16 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Fit on X (n, d) (scipy.sparse allowed for the linear kernel) and class labels y."""
-        X, y = self._validate_X(X, y, fit=True)
+        X, y, fitted = self._validate_X(X, y, fit=True)
         classes, codes = encode_classes(y)
         sample_weight = fit_weights(sample_weight, self.class_weight, X, codes, classes, ones=True)
-        if getattr(self, "classes_", None) is not None and not np.array_equal(self.classes_, classes):
-            self.__dict__.pop("dual_coef_", None)  # warm start only with the same classes
-        self.classes_ = classes
+        m = 1 if classes.size == 2 else classes.size
+        check_class_memory(vector_bytes(X.shape[0], m, X.dtype) + 8 * X.shape[0] * m, self.max_memory,
+                           classes.size, "the one-vs-rest targets and the per-class solver state")
+        same_classes = np.array_equal(getattr(self, "classes_", None), classes)  # warm start only then
         Y = one_vs_rest_targets(codes, classes.size)
-        for attr in ("coef_", "support_", "support_vectors_", "step_size_"):
-            self.__dict__.pop(attr, None)
-        self.dual_coef_, self.intercept_ = self._solve(X, Y, sample_weight, make_loss(self.loss))
-        return self
+        fitted["classes_"] = classes
+        return self._solve(X, Y, sample_weight, make_loss(self.loss), fitted, warm_start=same_classes)
 
 
     def _has_proba(self):
@@ -416,20 +428,11 @@ class RegularizedKernelRegressor(MultiOutputMixin, RegressorMixin, _RegularizedB
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Fit on X (n, d) (scipy.sparse allowed for the linear kernel) and y (n,) or (n, k)."""
-        X, y = self._validate_X(X, y, fit=True)
+        X, y, fitted = self._validate_X(X, y, fit=True)
         y = np.asarray(y, dtype=np.float64)
         sample_weight = fit_weights(sample_weight, None, X, ones=True)
         Y = y.reshape(y.shape[0], -1)
-        for attr in ("coef_", "support_", "support_vectors_", "step_size_"):
-            self.__dict__.pop(attr, None)
-        coef, intercept = self._solve(X, Y, sample_weight, make_loss(self.loss, self.epsilon))
-        if y.ndim == 1:
-            self.dual_coef_, self.intercept_ = coef[:, 0], intercept[0]
-            if hasattr(self, "coef_"):
-                self.coef_ = self.coef_[0]
-        else:
-            self.dual_coef_, self.intercept_ = coef, intercept
-        return self
+        return self._solve(X, Y, sample_weight, make_loss(self.loss, self.epsilon), fitted, squeeze=y.ndim == 1)
 
     def predict(self, X):
         """g(x) for each row of X: shape (n,), or (n, k) for a 2-d training y."""

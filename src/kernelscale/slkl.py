@@ -60,9 +60,10 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._classifier import OneVsRestScoresMixin, encode_classes, one_vs_rest_targets
+from ._classifier import OneVsRestScoresMixin, check_class_memory, encode_classes, one_vs_rest_targets
 from ._monitor import IterationMonitor, problem_callbacks
-from ._estimator import fit_weights, resolve_kernel
+from ._estimator import INPUT_ATTRIBUTES, commit_fit, fit_weights, resolve_kernel, validate_fit_data
+from ._validation import check_finite_result
 from .kernels import KERNEL_NAMES, Kernel
 from .ops.kernel import KernelOperator
 from .ops.memory import format_bytes, parse_memory
@@ -674,8 +675,15 @@ class _SLKLBase(BaseEstimator):
                 results.append(solve_one(j, mon))
         return results
 
-    def _solve(self, X, Y, sample_weight):
-        """Fit the columns of Y (n, k) as k problems over shared candidates; set fitted state."""
+    #: every attribute a fit may set (a refit deletes those it does not set again)
+    _FITTED = ("kernel_", "columns_used_", "_n_fit", "candidates_", "active_", "n_active_", "X_fit_",
+               "objective_history_", "n_iter_", "n_skipped_", "n_newton_fallbacks_", "mu_", "dual_coef_",
+               "classes_", *INPUT_ATTRIBUTES)
+
+    def _solve(self, X, Y, sample_weight, fitted, warm_start=True, squeeze=False):
+        """Fit the columns of Y (n, k) as k problems over shared candidates and commit ``fitted``
+        plus the fitted state in one step (``mu_`` and ``dual_coef_`` 1-d with ``squeeze``);
+        ``warm_start=False`` ignores the previous weights."""
         n_all, k = Y.shape
         keep = np.flatnonzero(sample_weight > 0)
         if keep.size == 0:
@@ -683,14 +691,14 @@ class _SLKLBase(BaseEstimator):
         Xk, Yk, wk = X[keep], Y[keep], sample_weight[keep]
         n = keep.size
         rng = check_random_state(self.random_state)
-        self.kernel_ = resolve_kernel(self.kernel, Xk, rng, wk)
+        kernel = resolve_kernel(self.kernel, Xk, rng, wk)
         M = self.n_components
         if M > n:
             warnings.warn(f"n_components={M} > n_samples={n} (with positive weight); using n_components={n}.",
                           UserWarning, stacklevel=3)
             M = n
         prev_mu = getattr(self, "mu_", None)
-        warm = (self.warm_start and prev_mu is not None and getattr(self, "_n_fit", None) == n_all
+        warm = (self.warm_start and warm_start and prev_mu is not None and getattr(self, "_n_fit", None) == n_all
                 and prev_mu.reshape(prev_mu.shape[0], -1).shape == (M, k)
                 and np.all(sample_weight[self.candidates_] > 0))
         if warm:
@@ -724,8 +732,7 @@ class _SLKLBase(BaseEstimator):
                 f"{n}, more than max_memory={format_bytes(budget)}; use columns='on_the_fly', lower "
                 f"n_components or increase max_memory."
             )
-        self.columns_used_ = mode
-        source = KernelColumns(KernelOperator(self.kernel_, Xk, budget), cand, sqrt_w)
+        source = KernelColumns(KernelOperator(kernel, Xk, budget), cand, sqrt_w)
         Yw = Yk if unit else Yk * sqrt_w[:, None]
         kw = dict(lam=self.alpha, nu=self.sparsity, update=self.update, tol=self.tol, max_iter=self.max_iter,
                   random_state=rng)
@@ -742,8 +749,10 @@ class _SLKLBase(BaseEstimator):
             reserved = source.nbytes + 4 * n * 8
 
             def solve_one(j, mon):
-                return slkl(source, Yw[:, j], mu0=None if mu0 is None else mu0[:, j], max_memory=budget,
-                            reserved_bytes=reserved, monitor=mon, **kw)
+                res = slkl(source, Yw[:, j], mu0=None if mu0 is None else mu0[:, j], max_memory=budget,
+                           reserved_bytes=reserved, monitor=mon, **kw)
+                res.u = None  # n floats per output that the estimator does not use
+                return res
         # each visit is a few small matrix-vector products, which a multithreaded BLAS slows down
         # (see _one_blas_thread): run the coordinate loops on one thread
         with _one_blas_thread():
@@ -756,21 +765,28 @@ class _SLKLBase(BaseEstimator):
         mu = np.stack([r.mu for r in results], axis=1)
         a = np.stack([r.a for r in results], axis=1)
         on = np.flatnonzero(np.any(mu > 0, axis=1))
-        scale = source.scale if isinstance(source, KernelColumns) else _candidate_scale(self.kernel_, Xk, cand)
+        scale = source.scale if isinstance(source, KernelColumns) else _candidate_scale(kernel, Xk, cand)
         coef = (mu[on] * a[on]) * scale[on, None]
         if not np.all(np.isfinite(coef)):
             raise ValueError("SLKL produced non-finite weights; rescale X or y, or increase alpha or sparsity.")
-        self._n_fit = n_all
-        self.candidates_ = keep[cand]
-        self.active_ = keep[cand[on]]
-        self.n_active_ = int(on.size)
-        self.X_fit_ = np.ascontiguousarray(Xk[cand[on]])
+        coef = np.ascontiguousarray(coef, dtype=X.dtype)
         hist = [r.objective_history for r in results]
-        self.objective_history_ = hist[0] if k == 1 else hist
-        self.n_iter_ = int(max(r.n_iter for r in results))
-        self.n_skipped_ = int(sum(r.n_skipped for r in results))
-        self.n_newton_fallbacks_ = int(sum(r.n_newton_fallbacks for r in results))
-        return mu, np.ascontiguousarray(coef, dtype=X.dtype)
+        fitted.update(
+            kernel_=kernel,
+            columns_used_=mode,
+            _n_fit=n_all,
+            candidates_=keep[cand],
+            active_=keep[cand[on]],
+            n_active_=int(on.size),
+            X_fit_=np.ascontiguousarray(Xk[cand[on]]),
+            objective_history_=hist[0] if k == 1 else hist,
+            n_iter_=int(max(r.n_iter for r in results)),
+            n_skipped_=int(sum(r.n_skipped for r in results)),
+            n_newton_fallbacks_=int(sum(r.n_newton_fallbacks for r in results)),
+            mu_=mu[:, 0] if squeeze else mu,
+            dual_coef_=coef[:, 0] if squeeze else coef,
+        )
+        return commit_fit(self, fitted, stale=self._FITTED)
 
     def _scores(self, X):
         check_is_fitted(self)
@@ -778,7 +794,8 @@ class _SLKLBase(BaseEstimator):
         coef = self.dual_coef_.reshape(self.dual_coef_.shape[0], -1)
         if self.n_active_ == 0:
             return np.zeros((X.shape[0], coef.shape[1]), dtype=np.result_type(X.dtype, coef.dtype))
-        return KernelOperator(self.kernel_, self.X_fit_, self.max_memory).predict(X, coef)
+        scores = KernelOperator(self.kernel_, self.X_fit_, self.max_memory).predict(X, coef)
+        return check_finite_result(scores, "decision values" if hasattr(self, "classes_") else "predictions")
 
 
 _BLAS_LIMIT = {"lock": threading.Lock(), "holders": 0, "limiter": None}
@@ -809,6 +826,12 @@ def _one_blas_thread():
                 state["limiter"].restore_original_limits()
                 state["limiter"] = None
             _let_go_of_blas()  # so that the last holder, whichever thread it is, can restore
+
+
+def _class_bytes(n, M, k):
+    """float64 bytes of the arrays with one column per output: the targets (with their weighted
+    copies), C^T Y of the Gram solver and the weights, steps and coefficients of the M candidates."""
+    return 8 * k * (3 * n + 6 * M)
 
 
 def _candidate_scale(kernel, X, cand):
@@ -863,13 +886,11 @@ class SLKLRegressor(MultiOutputMixin, RegressorMixin, _SLKLBase):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Fit on X (n, d) and y (n,) or (n, k)."""
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], multi_output=True, y_numeric=True)
+        X, y, fitted = validate_fit_data(self, X, y, dtype=[np.float64, np.float32], multi_output=True,
+                                         y_numeric=True)
         sample_weight = fit_weights(sample_weight, None, X, ones=True)
         y = np.asarray(y, dtype=np.float64)
-        mu, coef = self._solve(X, y.reshape(y.shape[0], -1), sample_weight)
-        self.mu_ = mu[:, 0] if y.ndim == 1 else mu
-        self.dual_coef_ = coef[:, 0] if y.ndim == 1 else coef
-        return self
+        return self._solve(X, y.reshape(y.shape[0], -1), sample_weight, fitted, squeeze=y.ndim == 1)
 
     def predict(self, X):
         """f(x) = sum_m mu_m a_m k(x_m, x) / sqrt(k(x_m, x_m)): shape (n,), or (n, k) for a 2-d y."""
@@ -910,17 +931,16 @@ class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Fit on X (n, d) and class labels y."""
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
+        X, y, fitted = validate_fit_data(self, X, y, dtype=[np.float64, np.float32])
         classes, codes = encode_classes(y)
         sample_weight = fit_weights(sample_weight, self.class_weight, X, codes, classes, ones=True)
-        if getattr(self, "classes_", None) is not None and not np.array_equal(self.classes_, classes):
-            self.__dict__.pop("mu_", None)  # warm start only with the same classes
-        self.classes_ = classes
+        k = 1 if classes.size == 2 else classes.size
+        check_class_memory(_class_bytes(X.shape[0], min(self.n_components, X.shape[0]), k), self.max_memory,
+                           classes.size, "the one-vs-rest targets and the per-class SLKL state")
+        same_classes = np.array_equal(getattr(self, "classes_", None), classes)  # warm start only then
         Y = one_vs_rest_targets(codes, classes.size)
-        mu, coef = self._solve(X, Y, sample_weight)
-        self.mu_ = mu[:, 0] if classes.size == 2 else mu
-        self.dual_coef_ = coef[:, 0] if classes.size == 2 else coef
-        return self
+        fitted["classes_"] = classes
+        return self._solve(X, Y, sample_weight, fitted, warm_start=same_classes, squeeze=classes.size == 2)
 
 
     def __sklearn_tags__(self):

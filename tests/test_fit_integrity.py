@@ -1,0 +1,260 @@
+"""A fit never corrupts a fitted model (issue 19, items 3, 7 and 8) for the kernel-expansion
+estimators: ExactKernelRidge, LS-SVM, SLKL and RegularizedKernel*.
+
+A refit that fails (bad input) or is interrupted (KeyboardInterrupt, from a callback or, for the
+exact solvers, from the dense solve) leaves every attribute of the previous model as it was, the
+same objects with the same values; an interrupted fresh fit leaves the estimator unfitted. A
+finite X whose predictions overflow is refused naming X. A classifier with many classes refuses
+a too small ``max_memory`` before it allocates any array with one column per class.
+"""
+
+import re
+import tracemalloc
+import warnings
+
+import numpy as np
+import pytest
+from estimator_list import ESTIMATORS
+from sklearn.base import clone, is_classifier
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.validation import check_is_fitted
+
+import kernelscale.exact
+from kernelscale.exact import ExactKernelRidge
+from kernelscale.kernels import PolynomialKernel
+from kernelscale.lssvm import LSSVMClassifier, LSSVMRegressor
+from kernelscale.regularized import RegularizedKernelClassifier, RegularizedKernelRegressor
+from kernelscale.slkl import SLKLClassifier, SLKLRegressor
+
+OWN = (ExactKernelRidge, LSSVMClassifier, LSSVMRegressor, SLKLClassifier, SLKLRegressor,
+       RegularizedKernelClassifier, RegularizedKernelRegressor)
+METHODS = ("predict", "decision_function", "predict_proba")
+
+
+def _id(est):
+    params = est.get_params(deep=False)
+    kernel = params.get("kernel")
+    tag = params.get("solver") or params.get("loss") or params.get("update") or ""
+    tag += "-linear" if kernel == "linear" else ""
+    return f"{type(est).__name__}-{tag}" if tag else type(est).__name__
+
+
+def _iterative(est):
+    return not (isinstance(est, ExactKernelRidge) or est.get_params(deep=False).get("solver") == "exact")
+
+
+CASES = [pytest.param(e, id=f"{i}-{_id(e)}") for i, e in enumerate(ESTIMATORS) if isinstance(e, OWN)]
+WARM = [p for p in CASES if _iterative(p.values[0]) and "warm_start" in p.values[0].get_params(deep=False)]
+
+
+def _data(est, n=90, d=4, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = np.digitize(X[:, 0] + 0.3 * X[:, 1], [-0.5, 0.5]) if is_classifier(est) else np.sin(X[:, 0]) + X[:, 1]
+    return X, y
+
+
+def _seeded(est, **params):
+    est = clone(est).set_params(**params)
+    if est.get_params(deep=False).get("random_state", 0) is None:
+        est.set_params(random_state=0)
+    return est
+
+
+def _fit(est, X, y, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return est.fit(X, y, **kw)
+
+
+def _outputs(est, X):
+    return {m: getattr(est, m)(X) for m in METHODS if hasattr(est, m)}
+
+
+def _snapshot(est):
+    """Every attribute, and a copy of the arrays among them (to catch changes in place)."""
+    state = dict(vars(est))
+    copies = {k: [np.array(a, copy=True) for a in (v if isinstance(v, list) else [v])]
+              for k, v in state.items() if isinstance(v, (np.ndarray, list))}
+    return state, copies
+
+
+def _assert_untouched(est, snapshot, what):
+    state, copies = snapshot
+    changed = sorted(set(vars(est)) ^ set(state))
+    assert not changed, f"{what}: attributes added or deleted: {changed}"
+    for name, value in state.items():
+        assert vars(est)[name] is value, f"{what}: {name} was replaced"
+    for name, arrays in copies.items():
+        now = vars(est)[name]
+        for a, b in zip(now if isinstance(now, list) else [now], arrays):
+            np.testing.assert_array_equal(a, b, err_msg=f"{what}: {name} was changed in place")
+
+
+def _assert_same_outputs(est, X, before):
+    for method, out in _outputs(est, X).items():
+        np.testing.assert_array_equal(out, before[method], err_msg=method)
+
+
+def _interrupt(est, monkeypatch):
+    """Make the next fit of ``est`` raise KeyboardInterrupt: from its callback at the first
+    iteration, or (the exact solvers, which have no iterations) from the dense solve."""
+    if _iterative(est):
+        def interrupt(info):
+            raise KeyboardInterrupt
+
+        est.set_params(callback=interrupt)
+    else:
+        def interrupted_solve(*args, **kwargs):
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(kernelscale.exact, "_solve_spd", interrupted_solve)
+    return est
+
+
+def _bad_refits(est, X, y):
+    """Refits that raise a ValueError, as (what, X, y, fit keywords, parameters to set); the last
+    three only after X and y passed scikit-learn's validation (new labels, two new features)."""
+    X_nan = X.copy()
+    X_nan[3, 1] = np.nan
+    X_new = np.hstack([X, X[:, :2]])
+    y_new = y + 10 if is_classifier(est) else y
+    yield "NaN in X", X_nan, y, {}, {}
+    yield "y too short", X, y[:-1], {}, {}
+    yield "max_memory too small", X, y_new, {}, {"max_memory": 2_000}
+    yield "negative sample_weight", X_new, y_new, {"sample_weight": -np.ones(y.size)}, {}
+    if is_classifier(est):
+        yield "a single class", X_new, np.zeros_like(y), {}, {}
+
+
+@pytest.mark.parametrize("estimator", CASES)
+def test_failed_refit_keeps_the_model(estimator):
+    X, y = _data(estimator)
+    est = _fit(_seeded(estimator), X, y)
+    before = _outputs(est, X)
+    for what, Xb, yb, kw, params in _bad_refits(est, *_data(estimator, seed=1)):
+        previous = est.get_params(deep=False)
+        snapshot = _snapshot(est.set_params(**params))
+        with pytest.raises(ValueError):
+            _fit(est, Xb, yb, **kw)
+        _assert_untouched(est, snapshot, what)
+        _assert_same_outputs(est.set_params(**previous), X, before)
+
+
+@pytest.mark.parametrize("estimator", CASES)
+def test_interrupted_refit_keeps_the_model(estimator, monkeypatch):
+    X, y = _data(estimator)
+    est = _fit(_seeded(estimator), X, y)
+    before = _outputs(est, X)
+    snapshot = _snapshot(_interrupt(est, monkeypatch))
+    X_new, y_new = _data(estimator, n=70, seed=2)
+    if is_classifier(est):
+        y_new = y_new + 10  # new labels
+    for what, Xb in (("other samples", X_new), ("two more features", np.hstack([X_new, X_new[:, :2]]))):
+        with pytest.raises(KeyboardInterrupt):
+            _fit(est, Xb, y_new)
+        _assert_untouched(est, snapshot, what)
+        _assert_same_outputs(est, X, before)
+
+
+@pytest.mark.parametrize("estimator", CASES)
+def test_interrupted_fresh_fit_leaves_it_unfitted(estimator, monkeypatch):
+    est = _interrupt(_seeded(estimator), monkeypatch)
+    params = dict(vars(est))
+    with pytest.raises(KeyboardInterrupt):
+        _fit(est, *_data(estimator))
+    assert vars(est) == params, f"an interrupted fit set {sorted(set(vars(est)) - set(params))}"
+    with pytest.raises(NotFittedError):
+        check_is_fitted(est)
+
+
+@pytest.mark.parametrize("estimator", WARM)
+def test_interrupted_warm_start_keeps_the_previous_model(estimator, monkeypatch):
+    X, y = _data(estimator)
+    params = {"warm_start": True}
+    grow = {name: 2 * estimator.get_params()[name] for name in ("n_iter", "n_stages") if name in estimator.get_params()}
+    reference = _fit(_seeded(estimator, **params), X, y)
+    est = _fit(_seeded(estimator, **params), X, y)
+    before = _outputs(est, X)
+    _interrupt(est.set_params(**grow), monkeypatch)
+    snapshot = _snapshot(est)
+    with pytest.raises(KeyboardInterrupt):
+        _fit(est, X, y)
+    _assert_untouched(est, snapshot, "warm start")
+    _assert_same_outputs(est, X, before)
+    # the continuation is the one the interrupted attempt would have been
+    _fit(est.set_params(callback=None), X, y)
+    _fit(reference.set_params(**grow), X, y)
+    _assert_same_outputs(est, X, _outputs(reference, X))
+    assert est.n_iter_ == reference.n_iter_
+
+
+# --------------------------------------------------------------------------------------------
+# item 7: finite input, finite output
+
+
+@pytest.mark.parametrize("estimator", [
+    ExactKernelRidge(PolynomialKernel(degree=3), alpha=1.0),
+    LSSVMRegressor(PolynomialKernel(degree=3), C=1.0, batch_size=16, n_iter=10, random_state=0),
+    LSSVMRegressor(PolynomialKernel(degree=3), C=1.0, solver="exact"),
+    LSSVMClassifier(PolynomialKernel(degree=3), C=1.0, batch_size=16, n_iter=10, random_state=0),
+    SLKLRegressor(PolynomialKernel(degree=3), n_components=20, max_iter=200, random_state=0),
+    SLKLClassifier(PolynomialKernel(degree=3), n_components=20, max_iter=200, random_state=0),
+], ids=_id)
+def test_overflowing_predictions_are_refused_naming_X(estimator):
+    X, y = _data(estimator)
+    est = _fit(clone(estimator), X, y)
+    for method in METHODS:
+        if hasattr(est, method):
+            assert np.all(np.isfinite(getattr(est, method)(X)))
+            with pytest.raises(ValueError, match=r"for X contain NaN or infinity .* rescale X"), \
+                    np.errstate(over="ignore", invalid="ignore"):
+                getattr(est, method)(X * 1e120)
+
+
+# --------------------------------------------------------------------------------------------
+# item 8: many classes are estimated before the class-sized arrays exist
+
+
+@pytest.mark.parametrize("estimator", [
+    LSSVMClassifier(C=1.0, batch_size=16, n_iter=1, random_state=0),
+    LSSVMClassifier(C=1.0, solver="exact"),
+    SLKLClassifier(n_components=20, max_iter=1, random_state=0),
+    RegularizedKernelClassifier(max_iter=1, random_state=0),
+    RegularizedKernelClassifier(kernel="linear", max_iter=1, random_state=0),
+    RegularizedKernelClassifier(solver="fixed_point", max_iter=1, random_state=0),
+], ids=_id)
+def test_many_classes_are_refused_before_allocating_per_class_arrays(estimator):
+    n, k = 1000, 500  # a float64 one-column-per-class coding alone is 4 MB
+    X = np.random.default_rng(3).normal(size=(n, 3))
+    y = np.arange(n) % k
+    est = clone(estimator).set_params(max_memory="1MB")
+    with pytest.raises(ValueError):
+        _fit(clone(est), X, y)  # imports and one-time set-up outside the trace
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError) as refusal:
+            _fit(est, X, y)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 * X.nbytes, f"allocated {peak} bytes before refusing (X is {X.nbytes})"
+    assert re.search(f"max_memory=.* too small for {k} classes", str(refusal.value)), str(refusal.value)
+    _fit(est, X[:40], y[:40] % 3)  # three classes fit in the same budget
+
+
+# --------------------------------------------------------------------------------------------
+# the helpers
+
+
+def test_feature_names_change_only_with_a_completed_fit():
+    pd = pytest.importorskip("pandas")
+    X, y = _data(ExactKernelRidge())
+    est = ExactKernelRidge(alpha=1.0).fit(pd.DataFrame(X, columns=list("abcd")), y)
+    bad = pd.DataFrame(X, columns=list("wxyz"))
+    bad.iloc[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        est.fit(bad, y)
+    assert list(est.feature_names_in_) == list("abcd") and est.n_features_in_ == 4
+    est.fit(X[:, :3], y)  # a completed fit without names removes them
+    assert not hasattr(est, "feature_names_in_") and est.n_features_in_ == 3
