@@ -8,8 +8,7 @@ from estimator_list import ESTIMATORS, expected_failed_checks
 
 @pytest.mark.filterwarnings("ignore:n_components=.* > n_samples")
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # tiny max_iter on purpose
-@pytest.mark.filterwarnings("ignore:block_size=")  # clipped to the tiny check datasets
-@pytest.mark.filterwarnings("ignore:n_columns=")
+@pytest.mark.filterwarnings("ignore:batch_size=")  # clipped to the tiny check datasets
 @parametrize_with_checks(ESTIMATORS, expected_failed_checks=expected_failed_checks)
 def test_sklearn_compatible(estimator, check):
     check(estimator)

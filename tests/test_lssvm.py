@@ -234,7 +234,7 @@ def test_monotone_even_when_blocks_are_singular():
     assert np.all(np.isfinite(sol.dual_coef))
 
 
-def test_nystrom_is_exact_with_all_rows_and_improves_with_block_size(small):
+def test_nystrom_is_exact_with_all_rows_and_improves_with_batch_size(small):
     X, Y, C, T, Z, W_star = small
     n = X.shape[0]
     full = solve_lssvm(GaussianKernel(sigma=SIGMA), X, Y, C, "nystrom", batch_size=n + 1, n_iter=2, random_state=0)
@@ -427,7 +427,7 @@ def test_regularised_singular_blocks_stay_within_the_memory_estimate(solver):
     assert peak <= budget
 
 
-def test_too_small_budget_fails_at_once_naming_block_size():
+def test_too_small_budget_fails_at_once_naming_batch_size():
     X, Y = problem(n=300, k=3, seed=16)
     kernel = GaussianKernel(sigma=SIGMA)
     budget = lssvm_fit_memory(300, 3, 3, 64, np.float64, kernel, "matching_pursuit")
@@ -445,7 +445,7 @@ def test_too_small_budget_fails_at_once_naming_block_size():
     clf.set_params(batch_size=suggested).fit(X, Y.argmax(1))  # the suggestion works
 
 
-def test_block_size_larger_than_system_is_clipped_with_warning_and_bad_values_refused():
+def test_batch_size_larger_than_system_is_clipped_with_warning_and_bad_values_refused():
     X, Y = problem(n=30, k=2, seed=17)
     clf = LSSVMClassifier(kernel=GaussianKernel(sigma=SIGMA), C=1.0, batch_size=500, n_iter=2, dtype=None)
     with pytest.warns(UserWarning, match="batch_size=500.*31 rows"):

@@ -56,20 +56,14 @@ the same mean-gradient steps on 2048 FIXED random features reached the same erro
 10-class, 20000 points, one pass, step 10: 14.2% fixed, 13.6% ours), i.e. batches of 256 are far
 above the critical batch size (about 1 / 0.39 points) and one pass of mini-batch functional
 gradient is slow on such problems: the preconditioned solver is the fast one there.
-The softmax step (30) was chosen on a validation split of MNIST's TRAINING set (50000 fit /
-10000 held out, one pass, 256 x 256: step 10 11.5%, 30 8.9% validation error; on 20000 / 5000,
-steps 10 / 30 / 100 / 300 gave 13.6 / 11.0 / 11.2 / 14.1%); the hinge step 10 was kept after the
-same check on adult (26061 / 6500: steps 3 / 10 / 30 / 100 gave 17.6 / 16.0 / 16.7 / 20.6% after
-one pass) and MNIST 8 vs 6 (9419 / 2350: steps 10 / 30 / 100 / 300 gave 1.28 / 1.79 / 1.96 / 2.04%).
+The steps were chosen on held-out parts of the training data (the study is recorded in
+benchmarks/README.md, "Doubly stochastic defaults").
 The squared loss has a curvature to read the step from: on a mini-batch, a step gamma multiplies
 the residual along the top eigenvector of Phi^T W Phi / b by 1 - gamma lambda_1, so a step above
 2 / lambda_1 diverges, and lambda_1 depends on the kernel (about 0.4 with the median bandwidth, up
 to 1 for wide ones, more for unnormalised kernels). Its "auto" step is 1.5 / (lambda_1 + nu), with
 lambda_1 from block 0's covariance on the first mini-batch, at most 0.5 / nu, resolved when a model
-starts (``step_size_``). Before (2026-11-22) it was 1; on held-out fifths of the training data
-after 3 passes of 256 x 256 (lambda_1 0.45 / 0.46 / 0.38): QM7 MAE 102 -> 66 kcal/mol, cadata
-51200 -> 46000, abalone 1.79 -> 1.81 (unchanged within its noise); 1.9 / lambda_1 was a little
-better still but nearer the edge.
+starts (``step_size_``).
 
 Storage. Only the coefficient blocks (n_iter_, block_size, k) and the integer seed are kept:
 memory O(t), independent of the input dimension d; every block's random weights are regenerated
@@ -186,18 +180,20 @@ def _loss_and_grad(loss, F, Y):
 
 
 def dsg_memory(batch_size, spec, k, n_blocks, solver="sgd"):
-    """(held, need): bytes one iteration holds — the coefficient store (n_blocks, D, k), one
-    block's random weights, the batch's features and scores, (preconditioned) the D x D
-    covariance — and the least it needs, with room for one row of a group's projection twice
-    (FeatureOperator.scores cuts the batch into row chunks that fit what is left; the cache of
-    regenerated blocks gets the other half)."""
+    """(held, need): bytes one iteration holds outside the feature operator — the coefficient
+    store (n_blocks, D, k), the batch's scores and gradients, (preconditioned) the D x D
+    covariance — and the least it needs in all, adding the operator's work: the parameters of a
+    group of Fourier blocks (one block otherwise), the batch's new block of features and one row
+    of a projection (FeatureOperator cuts the batch into row chunks that fit what it gets)."""
     D, item = spec.block_size, spec.dtype.itemsize
-    held = n_blocks * D * k * item + spec.block_bytes
-    held += batch_size * item * (D * (spec.workspace + 1) + 4 * k)
+    held = n_blocks * D * k * item + batch_size * item * 4 * k
     if solver == "preconditioned":
         held += 2 * D * D * 8 + 2 * D * k * 8
-    row = item * (2 * max(GROUP_COLUMNS, D) if spec.method in ("cos", "cossin") else D * (spec.workspace + 1))
-    return held, held + 2 * row
+    fourier = spec.method in ("cos", "cossin")
+    group = max(1, GROUP_COLUMNS // D) if fourier else 1
+    row = item * (2 * max(GROUP_COLUMNS, D) if fourier else D * (spec.workspace + 1))
+    work = group * spec.block_bytes + batch_size * item * D * (spec.workspace + 1) + row
+    return held, held + work
 
 
 def _precond_solve(C, G, ridge):
@@ -318,7 +314,7 @@ def dsg_iterations(
 def dsg_predict(X, spec, coef, scale, max_memory=None):
     """f(X) (n, k) in X's dtype: Algorithm 2, every block regenerated once from its seed and
     applied to row chunks that fit in ``max_memory``."""
-    op = FeatureOperator(spec.astype(X.dtype), parse_memory(max_memory))
+    op = FeatureOperator(spec.astype(X.dtype), parse_memory(max_memory), group=False)
     F = op.scores(X, coef, range(coef.shape[0]))
     F *= np.asarray(scale, dtype=X.dtype)
     return F
@@ -476,7 +472,7 @@ class _DoublyStochasticBase(BaseEstimator):
                 coef=self._buffer_view() if self.n_iter_ else None, n_done=self.n_iter_,
                 scale=self.scale_, sample_weight=sw, nu=self.alpha, step_size=step,
                 t0=self._t0(), solver=self.solver, precond_ridge=self.precond_ridge, monitor=mon,
-                cache_bytes=(budget - held) // 2, max_memory=(budget - held) - (budget - held) // 2,
+                cache_bytes=(budget - need) // 2, max_memory=(budget - held) - (budget - need) // 2,
             )
         if not curvature:
             self.__dict__.pop("step_size_", None)

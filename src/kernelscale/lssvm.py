@@ -679,7 +679,8 @@ class _LSSVMBase(BaseEstimator):
         rng = check_random_state(self.random_state)
         kernel = resolve_kernel(self.kernel, X, rng, sample_weight)
         init, init_count, done = None, 0, 0
-        if self.warm_start and hasattr(self, "dual_coef_") and self.solver != "exact":
+        same_classes = "classes_" not in fitted or np.array_equal(fitted["classes_"], getattr(self, "classes_", None))
+        if self.warm_start and hasattr(self, "dual_coef_") and self.solver != "exact" and same_classes:
             prev = self.dual_coef_.reshape(self.dual_coef_.shape[0], -1)
             if prev.shape == Y.shape:
                 init = (np.asarray(self.intercept_).reshape(-1), prev)
@@ -729,6 +730,11 @@ class _LSSVMBase(BaseEstimator):
         runs = sol.residual_history if sol.residual_history is not None else sol.update_history
         if runs is not None:  # the library's convention: 1-d for one run, a list of 1-d for several
             runs = [h[~np.isnan(h)] for h in runs]
+            previous = getattr(self, "objective_history_", None) if init is not None else None
+            if previous is not None:  # a warm start continues the history, as n_iter_ continues
+                before = previous if isinstance(previous, list) else [previous]
+                skip = int(sol.residual_history is not None)  # a new residual history repeats the last one
+                runs = [np.concatenate([a, b[skip:]]) for a, b in zip(before, runs)] if len(before) == len(runs) else runs
             fitted["objective_history_"] = runs[0] if len(runs) == 1 else runs
         return commit_fit(self, fitted, stale=self._FITTED)
 

@@ -6,6 +6,9 @@ minimising (eq. 14)
 
     F(mu) = y^T (I + K(mu) / lam)^-1 y + nu sum(mu),   mu >= 0,
 
+(the estimators' ``alpha`` is the paper's ridge lam, ``sparsity`` its nu; the functions below
+keep the paper's symbols)
+
 one randomly chosen coordinate at a time (Algorithms 1-2). The state at mu is the active set,
 C (n x m0), G = (D^-1 + C^T C / lam)^-1 (kernelscale.woodbury) and u = (lam I + K(mu))^-1 y.
 A visited coordinate costs O(n) for a = c_m^T u; if mu_m = 0 and lam a^2 <= nu it stays 0
@@ -207,8 +210,8 @@ class _State:
             if need > self.budget:
                 raise ValueError(
                     f"SLKL needs {format_bytes(need)} to hold {cap} active columns of length {self.n}, "
-                    f"more than max_memory={format_bytes(self.budget)}; increase max_memory, increase nu "
-                    f"(fewer active columns) or lower n_columns."
+                    f"more than max_memory={format_bytes(self.budget)}; increase max_memory, increase "
+                    f"sparsity (fewer active columns) or lower n_components."
                 )
         Ct = np.empty((cap, self.n))
         Ct[: self.m0] = self.Ct[: self.m0]
@@ -281,10 +284,6 @@ class _State:
 
     def objective(self, nu):
         return float(self.lam * (self.y @ self.u) + nu * self.mu.sum())
-
-    def active_a(self):
-        """a_m = c_m^T u for the active slots, in slot order."""
-        return self.Ct[: self.m0] @ self.u
 
 
 @dataclass
@@ -809,7 +808,7 @@ def _one_blas_thread():
     """Run the block on one BLAS thread, re-entrantly: the first of overlapping holders (threads)
     sets the limit, the last restores what the first found. threadpoolctl's limit is process-wide,
     so meanwhile other threads' BLAS calls run on one thread too. Measured (2 cores,
-    SLKLClassifier(n_columns=1000), medians): columns="precompute" 23.4 s with it, 65.5 s without
+    SLKLClassifier(n_components=1000), medians): columns="precompute" 23.4 s with it, 65.5 s without
     (20000 x 100); the Gram solver within noise on idle cores, up to 10x slower without on busy ones.
     """
     state = _BLAS_LIMIT

@@ -50,6 +50,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._classifier import encode_classes
 from ._monitor import IterationMonitor
 from ._validation import as_float_array, check_same_features
+from ._estimator import warm_start_iterations
 from ._glm import factor_spd, normalized_weights, one_hot, sample_weights, softmax, softmax_loss
 from ._params import MEMORY_CONSTRAINT
 from .kernels import GaussianKernel, LinearKernel, PolynomialKernel
@@ -357,11 +358,7 @@ class _StagewiseBase(BaseEstimator):
                     "warm_start=True continues the previous fit, but the features, targets or "
                     "update changed; set warm_start=False to fit from scratch."
                 )
-            if self.n_stages < self.n_iter_:
-                raise ValueError(
-                    f"n_stages={self.n_stages} must be >= n_iter_={self.n_iter_} (stages already "
-                    f"fitted) when warm_start=True."
-                )
+            warm_start_iterations(self.n_stages, self.n_iter_, name="n_stages")
             stages = (self.coef_, self.intercept_, self.calibration_)
             history = list(self.objective_history_[:-1])
             seed, kernel, init = self.seed_, self.kernel_, self.init_

@@ -62,9 +62,13 @@ class FeatureOperator:
     blocks : dict or None
         Parameters already drawn, by block index (a fitted transformer's), used as they are.
     backend : Backend, default NUMPY
+    group : bool, default=True
+        Fourier blocks of one group of ``GROUP_COLUMNS`` columns share one GEMM in ``scores``
+        (small mini-batches against many blocks); False takes them one block at a time over
+        all rows, which was faster for predictions on many rows (bench_refactor's adult predict).
     """
 
-    def __init__(self, spec, budget, *, cache_bytes=0, blocks=None, backend=NUMPY):
+    def __init__(self, spec, budget, *, cache_bytes=0, blocks=None, backend=NUMPY, group=True):
         self.spec = spec
         self.budget = int(budget)
         self.backend = backend
@@ -74,7 +78,7 @@ class FeatureOperator:
         self._cache = dict(blocks or {})
         fourier = spec is not None and spec.method in ("cos", "cossin")
         self._m = (spec.block_size // 2 if spec.method == "cossin" else spec.block_size) if fourier else 0
-        self._group = max(1, GROUP_COLUMNS // spec.block_size) if fourier else 0
+        self._group = (max(1, GROUP_COLUMNS // spec.block_size) if group else 1) if fourier else 0
 
     # -- block parameters ------------------------------------------------------------------------
 

@@ -64,11 +64,16 @@ def _blocks(kernel, A, prepared, budget, fixed_bytes=0):
         yield start, stop, kernel.block(A[start:stop], prepared, out=buffer[: stop - start])
 
 
+def _fill_step(kernel, n_rows, n_cols, n_features, dtype, budget, fixed_bytes):
+    """Rows per block of :func:`_fill_rows` (the result is not a temporary: only per-row work
+    counts); a ValueError naming max_memory when not even one row fits."""
+    per_row = max(kernel.bytes_per_row(n_cols, n_features, dtype) - n_cols * np.dtype(dtype).itemsize, 1)
+    return rows_per_block(max(n_rows, 1), per_row, budget, fixed_bytes=fixed_bytes + ufunc_workspace_bytes())
+
+
 def _fill_rows(kernel, A, prepared, out, budget, fixed_bytes=0):
-    """Write K(A, Z) into ``out`` (the result is not a temporary: only per-row work counts)."""
-    n_cols, item = prepared.n_points, prepared.dtype.itemsize
-    per_row = max(kernel.bytes_per_row(n_cols, A.shape[1], prepared.dtype) - n_cols * item, 1)
-    step = rows_per_block(max(A.shape[0], 1), per_row, budget, fixed_bytes=fixed_bytes + ufunc_workspace_bytes())
+    """Write K(A, Z) into ``out``, in row blocks of :func:`_fill_step`."""
+    step = _fill_step(kernel, A.shape[0], prepared.n_points, A.shape[1], prepared.dtype, budget, fixed_bytes)
     for start in range(0, A.shape[0], step):
         stop = min(start + step, A.shape[0])
         kernel.block(A[start:stop], prepared, out=out[start:stop])
@@ -155,10 +160,10 @@ class KernelOperator:
 
     def _budget(self, budget, uses_prepared=True):
         """The bytes a verb may use: ``budget`` when the caller gives it, else the operator's
-        budget less the prepared X when the verb uses it."""
+        budget less the prepared X when the verb uses it or it is already held."""
         if budget is not None:
             return int(budget)
-        return self.budget - (self.prepared_bytes if uses_prepared else 0)
+        return self.budget - (self.prepared_bytes if uses_prepared or self._prepared is not None else 0)
 
     def _check_points(self, Z, name):
         Z = as_float_array(Z, name)
@@ -186,6 +191,8 @@ class KernelOperator:
         held = idx.size * self.n_features * self.X.itemsize
         if out is None:
             held += _check_result_fits(idx.size, self.n, self.dtype, budget)
+        _fill_step(self.kernel, idx.size, self.n, self.n_features, self.dtype, budget, held)  # fail before allocating
+        if out is None:
             out = np.empty(shape, dtype=self.dtype)
         return _fill_rows(self.kernel, self.X[idx], self.prepared, out, budget, held)
 
@@ -250,7 +257,8 @@ class KernelOperator:
         candidates in ``dtype``, so C is never held whole and each column is computed once for
         every output."""
         cand = _as_indices(cand, self.n, "cand")
-        Y = np.asarray(Y, dtype=np.float64).reshape(self.n, -1)
+        Y_given, Y = Y, np.asarray(Y, dtype=np.float64).reshape(self.n, -1)
+        fixed_bytes += 0 if np.shares_memory(Y, Y_given) else Y.nbytes
         M, k = cand.size, Y.shape[1]
         Q, R = np.zeros((M, M)), np.zeros((M, k))
         Zc = self.X[cand]
@@ -339,6 +347,8 @@ def iter_kernel_blocks(kernel, X, Z=None, max_memory=None, *, dtype=None, prepar
     kernel, X, Z, pair_dtype = _prepare_pair(kernel, X, Z)
     dtype = np.dtype(pair_dtype if dtype is None else dtype)
     budget = parse_memory(max_memory)
+    if prepared is not None and prepared.dtype != dtype:
+        raise ValueError(f"dtype={dtype} differs from the prepared point set's {prepared.dtype}; prepare Z in {dtype}.")
     if prepared is None:
         fixed_bytes += _fixed_bytes(kernel, Z, dtype)
         _block_rows(kernel, X.shape[0], Z.shape[0], X.shape[1], dtype, budget, fixed_bytes)  # fail before preparing
@@ -404,9 +414,7 @@ def kernel_rows(kernel, X, rows, Z=None, max_memory=None, *, out=None):
     held = _fixed_bytes(kernel, Z, dtype) + rows.size * X.shape[1] * X.itemsize
     if out is None:
         held += _check_result_fits(rows.size, Z.shape[0], dtype, budget)
-    n_cols, item = Z.shape[0], np.dtype(dtype).itemsize
-    per_row = max(kernel.bytes_per_row(n_cols, X.shape[1], dtype) - n_cols * item, 1)
-    rows_per_block(max(rows.size, 1), per_row, budget, fixed_bytes=held + ufunc_workspace_bytes())
+    _fill_step(kernel, rows.size, Z.shape[0], X.shape[1], dtype, budget, held)  # fail before allocating
     if out is None:
         out = np.empty(shape, dtype=dtype)
     return _fill_rows(kernel, X[rows], kernel.prepare(Z, dtype), out, budget, held)
