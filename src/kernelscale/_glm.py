@@ -1,13 +1,12 @@
 """Small shared pieces of the least-squares family (least_squares, stagewise, doubly_stochastic):
-the softmax and its loss, one-hot targets, normalised sample weights, and the Cholesky factor
-with a conditioning check. Nothing here is a pass over feature blocks (that is :mod:`ops`)."""
+the softmax and its loss, normalised sample weights, and the Cholesky factor with a conditioning
+check (target codings and weight composition: :mod:`kernelscale._classifier`,
+:mod:`kernelscale._estimator`). Nothing here is a pass over feature blocks (that is :mod:`ops`)."""
 
 from __future__ import annotations
 
 import numpy as np
 from scipy import linalg
-from sklearn.utils.class_weight import compute_sample_weight
-from sklearn.utils.validation import _check_sample_weight
 
 from ._validation import as_float_array
 
@@ -23,22 +22,6 @@ def normalized_weights(sample_weight, n):
     if not total > 0:
         raise ValueError("sample_weight sums to zero; give at least one sample a positive weight.")
     return w / total
-
-
-def sample_weights(sample_weight, X, y, class_weight):
-    """Validated sample weights (float64) times the class weights, or None when both are unset."""
-    if sample_weight is None and class_weight is None:
-        return None
-    sw = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-    if class_weight is not None:
-        sw = sw * compute_sample_weight(class_weight, y)
-    return sw
-
-
-def one_hot(codes, k, dtype):
-    Y = np.zeros((codes.size, k), dtype=dtype)
-    Y[np.arange(codes.size), codes] = 1
-    return Y
 
 
 def softmax(S):

@@ -103,7 +103,7 @@ from numbers import Integral, Real
 import numpy as np
 from scipy import linalg
 from scipy.special import expit, log_expit
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context, clone
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -113,7 +113,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from ._classifier import require_two_classes
 from ._monitor import IterationMonitor
-from ._estimator import warm_start_iterations
+from ._estimator import resolve_kernel, warm_start_iterations
 from ._glm import softmax
 from ._params import KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
 from .kernels import make_kernel
@@ -425,7 +425,7 @@ class _DoublyStochasticBase(BaseEstimator):
                 f"sigma='median' needs at least 2 samples to pick a bandwidth, got n_samples="
                 f"{X.shape[0]}; pass more data or a number as sigma."
             )
-        self.kernel_ = clone(kernel).resolve(X, rng, sample_weight) if not kernel.is_resolved else clone(kernel)
+        self.kernel_ = resolve_kernel(kernel, X, rng, sample_weight)
         self.seed_ = seed_from(self.random_state if isinstance(self.random_state, Integral) else rng)
         # validates block_size / feature_method against the kernel now
         spec = FeatureBlockSpec(self.kernel_, X.shape[1], self._block_size(), self.seed_, X.dtype,

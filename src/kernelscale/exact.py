@@ -22,12 +22,12 @@ from numbers import Real
 
 import numpy as np
 from scipy import linalg
-from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, _fit_context, clone
+from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from ._estimator import INPUT_ATTRIBUTES, commit_fit, validate_fit_data
+from ._estimator import INPUT_ATTRIBUTES, commit_fit, resolve_kernel, validate_fit_data
 from ._validation import as_float_array, check_finite_result, check_positive
 from .ops.kernel import KernelOperator, kernel_matrix, kernel_matvec
 from .ops.memory import format_bytes, parse_memory
@@ -331,15 +331,10 @@ class ExactKernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
             sample_weight = _check_sample_weight(
                 sample_weight, X, dtype=X.dtype, ensure_non_negative=True
             )
-        kernel = self._resolve_kernel(make_kernel(self.kernel), X, sample_weight)
+        kernel = resolve_kernel(self.kernel, X, check_random_state(self.random_state), sample_weight)
         dual_coef = kernel_ridge_dual(kernel, X, y, self.alpha, sample_weight, max_memory=self.max_memory)
         fitted.update(kernel_=kernel, dual_coef_=dual_coef, X_fit_=X)
         return commit_fit(self, fitted, stale=INPUT_ATTRIBUTES)
-
-    def _resolve_kernel(self, kernel, X, sample_weight):
-        if kernel.is_resolved:
-            return clone(kernel)
-        return kernel.resolve(X, check_random_state(self.random_state), sample_weight)
 
     def predict(self, X):
         """Predict K(X, X_fit_) @ dual_coef_, in blocks under ``max_memory``; a ValueError naming

@@ -54,8 +54,9 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from ._classifier import encode_classes
-from ._glm import factor_spd, normalized_weights, one_hot, sample_weights, softmax, softmax_loss
+from ._classifier import encode_classes, one_hot
+from ._estimator import fit_weights
+from ._glm import factor_spd, normalized_weights, softmax, softmax_loss
 from ._monitor import IterationMonitor
 from ._params import MEMORY_CONSTRAINT
 from ._validation import as_float_array
@@ -548,10 +549,11 @@ class _LeastSquaresClassifierBase(ClassifierMixin, BaseEstimator):
                 )
             classes = np.arange(y.shape[1])
             Y = np.asarray(y, dtype=X.dtype)
+            sw = fit_weights(sample_weight, None, X)
         else:
             classes, codes = encode_classes(y)
             Y = one_hot(codes, classes.size, X.dtype)
-        sw = sample_weights(sample_weight, X, y if not multilabel else None, self.class_weight)
+            sw = fit_weights(sample_weight, self.class_weight, X, codes, classes)
         return X, y, Y, classes, sw, multilabel
 
     def _check_warm_start(self, X, classes):

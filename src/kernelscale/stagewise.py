@@ -47,11 +47,11 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._classifier import encode_classes
+from ._classifier import encode_classes, one_hot
 from ._monitor import IterationMonitor
 from ._validation import as_float_array, check_same_features
-from ._estimator import warm_start_iterations
-from ._glm import factor_spd, normalized_weights, one_hot, sample_weights, softmax, softmax_loss
+from ._estimator import fit_weights, warm_start_iterations
+from ._glm import factor_spd, normalized_weights, softmax, softmax_loss
 from ._params import MEMORY_CONSTRAINT
 from .kernels import GaussianKernel, LinearKernel, PolynomialKernel
 from .least_squares import generalized_least_squares, gls_fixed_bytes
@@ -545,7 +545,7 @@ class StagewiseClassifier(ClassifierMixin, _StagewiseBase):
         if self.warm_start and hasattr(self, "classes_") and not np.array_equal(classes, self.classes_):
             raise ValueError("warm_start=True but the classes changed; set warm_start=False.")
         Y = one_hot(codes, classes.size, X.dtype)
-        sw = sample_weights(sample_weight, X, y, self.class_weight)
+        sw = fit_weights(sample_weight, self.class_weight, X, codes, classes)
 
         def init(Y, w):
             prior = w @ Y.astype(np.float64)
@@ -623,7 +623,7 @@ class StagewiseRegressor(RegressorMixin, _StagewiseBase):
         """Fit on X (n, d) and targets y (n,) or (n, k), with optional sample weights."""
         previous_d = getattr(self, "n_features_in_", None)
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], multi_output=True, y_numeric=True)
-        sw = sample_weights(sample_weight, X, y, None)
+        sw = fit_weights(sample_weight, None, X)
         self.single_output_ = y.ndim == 1
         Y = np.asarray(y, dtype=X.dtype).reshape(X.shape[0], -1)
         return self._fit_stages(X, Y, sw, self.update, lambda Y, w: w @ Y.astype(np.float64), previous_d)
