@@ -287,7 +287,7 @@ def test_n_averaged_is_the_mean_of_the_seeded_runs(small):
 # estimators
 
 
-def test_classifier_matches_exact_lssvm_and_proba_is_softmax():
+def test_classifier_matches_exact_lssvm_and_proba_is_the_simplex_projection():
     X, Y = problem(n=150, k=3, seed=3)
     y = np.array(["a", "b", "c"])[Y.argmax(1)]
     clf = LSSVMClassifier(kernel=GaussianKernel(sigma=SIGMA), C=2.0, solver="matching_pursuit", batch_size=40,
@@ -297,11 +297,13 @@ def test_classifier_matches_exact_lssvm_and_proba_is_softmax():
     scores = gaussian_scores(Xt, X, A, b)
     np.testing.assert_allclose(clf.decision_function(Xt), scores, rtol=1e-6, atol=1e-7)
     proba = clf.predict_proba(Xt)
-    e = np.exp(scores - scores.max(1, keepdims=True))
-    np.testing.assert_allclose(proba, e / e.sum(1, keepdims=True), rtol=1e-6)
+    # the least-squares rule: the nearest point of the simplex, p = max(s - tau, 0), sum(p) = 1
+    assert np.all(proba >= 0) and np.allclose(proba.sum(1), 1.0)
+    tau = np.array([np.mean((s - p)[p > 0]) for s, p in zip(scores, proba)])
+    np.testing.assert_allclose(proba, np.maximum(scores - tau[:, None], 0.0), atol=1e-6)
     assert np.array_equal(clf.classes_[proba.argmax(1)], clf.predict(Xt))
     assert np.array_equal(clf.predict(Xt), clf.classes_[scores.argmax(1)])
-    np.testing.assert_allclose(np.exp(clf.predict_log_proba(Xt)), proba, rtol=1e-10)
+    np.testing.assert_allclose(np.exp(clf.predict_log_proba(Xt)), proba, rtol=1e-10, atol=0)
 
 
 def test_binary_decision_function_is_the_score_difference():

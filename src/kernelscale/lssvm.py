@@ -87,6 +87,7 @@ from ._estimator import (INPUT_ATTRIBUTES, commit_fit, fit_weights, resolve_kern
                          warm_start_iterations)
 from .kernels import KERNEL_NAMES, Kernel, make_kernel
 from .ops.kernel import KernelOperator, kernel_rows
+from .simplex import project_simplex
 from .ops.memory import format_bytes, parse_memory, ufunc_workspace_bytes
 
 __all__ = [
@@ -821,7 +822,8 @@ class LSSVMClassifier(ClassifierMixin, _LSSVMBase):
 
     ``decision_function`` gives the scores K(x, X) A + b (eq. 68 with the averaged W; for two
     classes, the difference of the two scores); ``predict`` their argmax (eq. 14);
-    ``predict_proba`` a softmax of the scores (eq. 15 as printed is not a normalised softmax).
+    ``predict_proba`` their projection onto the probability simplex, as for every least-squares
+    classifier of the library (eq. 15 as printed is not a normalised softmax).
 
     Parameters
     ----------"""
@@ -897,18 +899,14 @@ class LSSVMClassifier(ClassifierMixin, _LSSVMBase):
         return self.classes_[np.argmax(scores, axis=1)]
 
     def predict_proba(self, X):
-        """Softmax of the scores; its argmax is ``predict``."""
-        scores = self._scores(X)
-        scores -= scores.max(axis=1, keepdims=True)
-        np.exp(scores, out=scores)
-        scores /= scores.sum(axis=1, keepdims=True)
-        return scores
+        """The scores (least-squares fits of one-hot codes) projected onto the probability
+        simplex, the library's rule for least-squares scores (paper 5); its argmax is
+        ``predict``."""
+        return project_simplex(self._scores(X))
 
     def predict_log_proba(self, X):
-        scores = self._scores(X)
-        scores -= scores.max(axis=1, keepdims=True)
-        scores -= np.log(np.exp(scores).sum(axis=1, keepdims=True))
-        return scores
+        with np.errstate(divide="ignore"):  # a projection puts exact zeros: log 0 = -inf
+            return np.log(self.predict_proba(X))
 
 
 class LSSVMRegressor(MultiOutputMixin, RegressorMixin, _LSSVMBase):
