@@ -1,5 +1,6 @@
 """A fit never corrupts a fitted model (issue 19, items 3, 7 and 8) for the kernel-expansion
-estimators: ExactKernelRidge, LS-SVM, SLKL and RegularizedKernel*.
+estimators (ExactKernelRidge, LS-SVM, SLKL, RegularizedKernel*) and the doubly stochastic ones
+(``partial_fit`` too).
 
 A refit that fails (bad input) or is interrupted (KeyboardInterrupt, from a callback or, for the
 exact solvers, from the dense solve) leaves every attribute of the previous model as it was, the
@@ -20,6 +21,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 import kernelscale.exact
+from kernelscale.doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor
 from kernelscale.exact import ExactKernelRidge
 from kernelscale.kernels import PolynomialKernel
 from kernelscale.lssvm import LSSVMClassifier, LSSVMRegressor
@@ -27,7 +29,8 @@ from kernelscale.regularized import RegularizedKernelClassifier, RegularizedKern
 from kernelscale.slkl import SLKLClassifier, SLKLRegressor
 
 OWN = (ExactKernelRidge, LSSVMClassifier, LSSVMRegressor, SLKLClassifier, SLKLRegressor,
-       RegularizedKernelClassifier, RegularizedKernelRegressor)
+       RegularizedKernelClassifier, RegularizedKernelRegressor, DoublyStochasticClassifier,
+       DoublyStochasticRegressor)
 METHODS = ("predict", "decision_function", "predict_proba")
 
 
@@ -45,6 +48,7 @@ def _iterative(est):
 
 CASES = [pytest.param(e, id=f"{i}-{_id(e)}") for i, e in enumerate(ESTIMATORS) if isinstance(e, OWN)]
 WARM = [p for p in CASES if _iterative(p.values[0]) and "warm_start" in p.values[0].get_params(deep=False)]
+PARTIAL = [p for p in CASES if hasattr(p.values[0], "partial_fit")]
 
 
 def _data(est, n=90, d=4, seed=0):
@@ -65,6 +69,14 @@ def _fit(est, X, y, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return est.fit(X, y, **kw)
+
+
+def _partial_fit(est, X, y, **kw):
+    if is_classifier(est):
+        kw.setdefault("classes", np.unique(y))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return est.partial_fit(X, y, **kw)
 
 
 def _outputs(est, X):
@@ -189,6 +201,43 @@ def test_interrupted_warm_start_keeps_the_previous_model(estimator, monkeypatch)
     assert est.n_iter_ == reference.n_iter_
 
 
+@pytest.mark.parametrize("estimator", PARTIAL)
+def test_failed_or_interrupted_partial_fit_keeps_the_model(estimator, monkeypatch):
+    X, y = _data(estimator)
+    est = _partial_fit(_partial_fit(_seeded(estimator), X, y), X, y)  # a store with spare capacity
+    before = _outputs(est, X)
+    X1, y1 = _data(estimator, seed=1)
+    X_nan = X1.copy()
+    X_nan[3, 1] = np.nan
+    bad = [("NaN in X", X_nan, y1, {}), ("y too short", X1, y1[:-1], {}),
+           ("two more features", np.hstack([X1, X1[:, :2]]), y1, {}),
+           ("negative sample_weight", X1, y1, {"sample_weight": -np.ones(y1.size)})]
+    if is_classifier(est):
+        bad.append(("a new label", X1, y1 + 10, {"classes": None}))
+    for what, Xb, yb, kw in bad:
+        snapshot = _snapshot(est)
+        with pytest.raises(ValueError):
+            _partial_fit(est, Xb, yb, **kw)
+        _assert_untouched(est, snapshot, what)
+        _assert_same_outputs(est, X, before)
+    snapshot = _snapshot(_interrupt(est, monkeypatch))
+    with pytest.raises(KeyboardInterrupt):
+        _partial_fit(est, X1, y1)
+    _assert_untouched(est, snapshot, "interrupted")
+    _assert_same_outputs(est, X, before)
+
+
+@pytest.mark.parametrize("estimator", PARTIAL)
+def test_interrupted_first_partial_fit_leaves_it_unfitted(estimator, monkeypatch):
+    est = _interrupt(_seeded(estimator), monkeypatch)
+    params = dict(vars(est))
+    with pytest.raises(KeyboardInterrupt):
+        _partial_fit(est, *_data(estimator))
+    assert vars(est) == params, f"an interrupted partial_fit set {sorted(set(vars(est)) - set(params))}"
+    with pytest.raises(NotFittedError):
+        check_is_fitted(est)
+
+
 # --------------------------------------------------------------------------------------------
 # item 7: finite input, finite output
 
@@ -200,6 +249,9 @@ def test_interrupted_warm_start_keeps_the_previous_model(estimator, monkeypatch)
     LSSVMClassifier(PolynomialKernel(degree=3), C=1.0, batch_size=16, n_iter=10, random_state=0),
     SLKLRegressor(PolynomialKernel(degree=3), n_components=20, max_iter=200, random_state=0),
     SLKLClassifier(PolynomialKernel(degree=3), n_components=20, max_iter=200, random_state=0),
+    DoublyStochasticRegressor(PolynomialKernel(degree=3), n_iter=5, block_size=16, step_size=0.01, random_state=0),
+    DoublyStochasticClassifier(PolynomialKernel(degree=3), loss="logistic", n_iter=5, block_size=16, step_size=0.01,
+                               random_state=0),
 ], ids=_id)
 def test_overflowing_predictions_are_refused_naming_X(estimator):
     X, y = _data(estimator)
@@ -223,6 +275,8 @@ def test_overflowing_predictions_are_refused_naming_X(estimator):
     RegularizedKernelClassifier(max_iter=1, random_state=0),
     RegularizedKernelClassifier(kernel="linear", max_iter=1, random_state=0),
     RegularizedKernelClassifier(solver="fixed_point", max_iter=1, random_state=0),
+    DoublyStochasticClassifier(n_iter=1, block_size=16, random_state=0),
+    DoublyStochasticClassifier(loss="logistic", n_iter=1, block_size=16, random_state=0),
 ], ids=_id)
 def test_many_classes_are_refused_before_allocating_per_class_arrays(estimator):
     n, k = 1000, 500  # a float64 one-column-per-class coding alone is 4 MB
