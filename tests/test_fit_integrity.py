@@ -204,7 +204,9 @@ def test_interrupted_warm_start_keeps_the_previous_model(estimator, monkeypatch)
 @pytest.mark.parametrize("estimator", PARTIAL)
 def test_failed_or_interrupted_partial_fit_keeps_the_model(estimator, monkeypatch):
     X, y = _data(estimator)
-    est = _partial_fit(_partial_fit(_seeded(estimator), X, y), X, y)  # a store with spare capacity
+    est = _seeded(estimator)
+    for _ in range(3):  # a doubly stochastic store of 4 blocks, 3 fitted: spare capacity
+        _partial_fit(est, X, y)
     before = _outputs(est, X)
     X1, y1 = _data(estimator, seed=1)
     X_nan = X1.copy()
