@@ -1,6 +1,6 @@
 """A fit never corrupts a fitted model (issue 19, items 3, 7 and 8) for the kernel-expansion
-estimators (ExactKernelRidge, LS-SVM, SLKL, RegularizedKernel*) and the doubly stochastic ones
-(``partial_fit`` too).
+estimators (ExactKernelRidge, LS-SVM, SLKL, RegularizedKernel*), the doubly stochastic ones
+(``partial_fit`` too) and the feature transformers.
 
 A refit that fails (bad input) or is interrupted (KeyboardInterrupt, from a callback or, for the
 exact solvers, from the dense solve) leaves every attribute of the previous model as it was, the
@@ -21,8 +21,10 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 import kernelscale.exact
+import kernelscale.features
 from kernelscale.doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor
 from kernelscale.exact import ExactKernelRidge
+from kernelscale.features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures
 from kernelscale.kernels import PolynomialKernel
 from kernelscale.lssvm import LSSVMClassifier, LSSVMRegressor
 from kernelscale.regularized import RegularizedKernelClassifier, RegularizedKernelRegressor
@@ -30,8 +32,8 @@ from kernelscale.slkl import SLKLClassifier, SLKLRegressor
 
 OWN = (ExactKernelRidge, LSSVMClassifier, LSSVMRegressor, SLKLClassifier, SLKLRegressor,
        RegularizedKernelClassifier, RegularizedKernelRegressor, DoublyStochasticClassifier,
-       DoublyStochasticRegressor)
-METHODS = ("predict", "decision_function", "predict_proba")
+       DoublyStochasticRegressor, RandomFourierFeatures, PolynomialRandomFeatures, NystromFeatures)
+METHODS = ("predict", "decision_function", "predict_proba", "transform")
 
 
 def _id(est):
@@ -49,6 +51,8 @@ def _iterative(est):
 CASES = [pytest.param(e, id=f"{i}-{_id(e)}") for i, e in enumerate(ESTIMATORS) if isinstance(e, OWN)]
 WARM = [p for p in CASES if _iterative(p.values[0]) and "warm_start" in p.values[0].get_params(deep=False)]
 PARTIAL = [p for p in CASES if hasattr(p.values[0], "partial_fit")]
+# PolynomialRandomFeatures has no failure after validating X and its parameters
+FAILING = [p for p in CASES if not isinstance(p.values[0], PolynomialRandomFeatures)]
 
 
 def _data(est, n=90, d=4, seed=0):
@@ -110,8 +114,15 @@ def _assert_same_outputs(est, X, before):
 
 def _interrupt(est, monkeypatch):
     """Make the next fit of ``est`` raise KeyboardInterrupt: from its callback at the first
-    iteration, or (the exact solvers, which have no iterations) from the dense solve."""
-    if _iterative(est):
+    iteration, or (the exact solvers, which have no iterations) from the dense solve, or (the
+    transformers) from the construction of the feature block or the landmarks' kernel matrix."""
+    if hasattr(est, "transform"):
+        def interrupted_build(*args, **kwargs):
+            raise KeyboardInterrupt
+
+        name = "kernel_matrix" if isinstance(est, NystromFeatures) else "FeatureBlockSpec"
+        monkeypatch.setattr(kernelscale.features, name, interrupted_build)
+    elif _iterative(est):
         def interrupt(info):
             raise KeyboardInterrupt
 
@@ -132,6 +143,12 @@ def _bad_refits(est, X, y):
     X_new = np.hstack([X, X[:, :2]])
     y_new = y + 10 if is_classifier(est) else y
     yield "NaN in X", X_nan, y, {}, {}
+    if hasattr(est, "transform"):  # y is ignored
+        if isinstance(est, RandomFourierFeatures):
+            yield "a kernel without Fourier features", X_new, y, {}, {"kernel": "polynomial"}
+        if isinstance(est, NystromFeatures):
+            yield "max_memory too small", X_new, y, {}, {"max_memory": 2_000}
+        return
     yield "y too short", X, y[:-1], {}, {}
     yield "max_memory too small", X, y_new, {}, {"max_memory": 2_000}
     yield "negative sample_weight", X_new, y_new, {"sample_weight": -np.ones(y.size)}, {}
@@ -139,7 +156,7 @@ def _bad_refits(est, X, y):
         yield "a single class", X_new, np.zeros_like(y), {}, {}
 
 
-@pytest.mark.parametrize("estimator", CASES)
+@pytest.mark.parametrize("estimator", FAILING)
 def test_failed_refit_keeps_the_model(estimator):
     X, y = _data(estimator)
     est = _fit(_seeded(estimator), X, y)
@@ -158,15 +175,16 @@ def test_interrupted_refit_keeps_the_model(estimator, monkeypatch):
     X, y = _data(estimator)
     est = _fit(_seeded(estimator), X, y)
     before = _outputs(est, X)
-    snapshot = _snapshot(_interrupt(est, monkeypatch))
-    X_new, y_new = _data(estimator, n=70, seed=2)
-    if is_classifier(est):
-        y_new = y_new + 10  # new labels
-    for what, Xb in (("other samples", X_new), ("two more features", np.hstack([X_new, X_new[:, :2]]))):
-        with pytest.raises(KeyboardInterrupt):
-            _fit(est, Xb, y_new)
-        _assert_untouched(est, snapshot, what)
-        _assert_same_outputs(est, X, before)
+    with monkeypatch.context() as patch:
+        snapshot = _snapshot(_interrupt(est, patch))
+        X_new, y_new = _data(estimator, n=70, seed=2)
+        if is_classifier(est):
+            y_new = y_new + 10  # new labels
+        for what, Xb in (("other samples", X_new), ("two more features", np.hstack([X_new, X_new[:, :2]]))):
+            with pytest.raises(KeyboardInterrupt):
+                _fit(est, Xb, y_new)
+            _assert_untouched(est, snapshot, what)
+    _assert_same_outputs(est, X, before)
 
 
 @pytest.mark.parametrize("estimator", CASES)
@@ -254,6 +272,8 @@ def test_interrupted_first_partial_fit_leaves_it_unfitted(estimator, monkeypatch
     DoublyStochasticRegressor(PolynomialKernel(degree=3), n_iter=5, block_size=16, step_size=0.01, random_state=0),
     DoublyStochasticClassifier(PolynomialKernel(degree=3), loss="logistic", n_iter=5, block_size=16, step_size=0.01,
                                random_state=0),
+    PolynomialRandomFeatures(degree=3, n_components=32, random_state=0),
+    NystromFeatures(PolynomialKernel(degree=3), n_components=20, random_state=0),
 ], ids=_id)
 def test_overflowing_predictions_are_refused_naming_X(estimator):
     X, y = _data(estimator)
