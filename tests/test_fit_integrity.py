@@ -1,6 +1,6 @@
 """A fit never corrupts a fitted model (issue 19, items 3, 7 and 8) for the kernel-expansion
 estimators (ExactKernelRidge, LS-SVM, SLKL, RegularizedKernel*), the doubly stochastic ones
-(``partial_fit`` too) and the feature transformers.
+(``partial_fit`` too), the stagewise ones and the feature transformers.
 
 A refit that fails (bad input) or is interrupted (KeyboardInterrupt, from a callback or, for the
 exact solvers, from the dense solve) leaves every attribute of the previous model as it was, the
@@ -29,10 +29,12 @@ from kernelscale.kernels import PolynomialKernel
 from kernelscale.lssvm import LSSVMClassifier, LSSVMRegressor
 from kernelscale.regularized import RegularizedKernelClassifier, RegularizedKernelRegressor
 from kernelscale.slkl import SLKLClassifier, SLKLRegressor
+from kernelscale.stagewise import StagewiseClassifier, StagewiseRegressor
 
 OWN = (ExactKernelRidge, LSSVMClassifier, LSSVMRegressor, SLKLClassifier, SLKLRegressor,
        RegularizedKernelClassifier, RegularizedKernelRegressor, DoublyStochasticClassifier,
-       DoublyStochasticRegressor, RandomFourierFeatures, PolynomialRandomFeatures, NystromFeatures)
+       DoublyStochasticRegressor, StagewiseClassifier, StagewiseRegressor, RandomFourierFeatures,
+       PolynomialRandomFeatures, NystromFeatures)
 METHODS = ("predict", "decision_function", "predict_proba", "transform")
 
 
@@ -272,6 +274,8 @@ def test_interrupted_first_partial_fit_leaves_it_unfitted(estimator, monkeypatch
     DoublyStochasticRegressor(PolynomialKernel(degree=3), n_iter=5, block_size=16, step_size=0.01, random_state=0),
     DoublyStochasticClassifier(PolynomialKernel(degree=3), loss="logistic", n_iter=5, block_size=16, step_size=0.01,
                                random_state=0),
+    StagewiseRegressor("polynomial", degree=3, block_size=12, n_stages=2, pca_components=None, random_state=0),
+    StagewiseClassifier("polynomial", degree=3, block_size=12, n_stages=2, pca_components=None, random_state=0),
     PolynomialRandomFeatures(degree=3, n_components=32, random_state=0),
     NystromFeatures(PolynomialKernel(degree=3), n_components=20, random_state=0),
 ], ids=_id)
@@ -299,6 +303,7 @@ def test_overflowing_predictions_are_refused_naming_X(estimator):
     RegularizedKernelClassifier(solver="fixed_point", max_iter=1, random_state=0),
     DoublyStochasticClassifier(n_iter=1, block_size=16, random_state=0),
     DoublyStochasticClassifier(loss="logistic", n_iter=1, block_size=16, random_state=0),
+    StagewiseClassifier(block_size=8, n_stages=1, pca_components=None, random_state=0),
 ], ids=_id)
 def test_many_classes_are_refused_before_allocating_per_class_arrays(estimator):
     n, k = 1000, 500  # a float64 one-column-per-class coding alone is 4 MB
