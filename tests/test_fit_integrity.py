@@ -192,13 +192,14 @@ def test_interrupted_refit_keeps_the_model(estimator, monkeypatch):
     _assert_same_outputs(est, X, before)
 
 
-@pytest.mark.parametrize("estimator", CASES)
-def test_interrupted_fresh_fit_leaves_it_unfitted(estimator, monkeypatch):
+@pytest.mark.parametrize("estimator, fit", [pytest.param(p.values[0], _fit, id=p.id) for p in CASES]
+                         + [pytest.param(p.values[0], _partial_fit, id=f"partial_fit-{p.id}") for p in PARTIAL])
+def test_interrupted_fresh_fit_leaves_it_unfitted(estimator, fit, monkeypatch):
     est = _interrupt(_seeded(estimator), monkeypatch)
     params = dict(vars(est))
     with pytest.raises(KeyboardInterrupt):
-        _fit(est, *_data(estimator))
-    assert vars(est) == params, f"an interrupted fit set {sorted(set(vars(est)) - set(params))}"
+        fit(est, *_data(estimator))
+    assert vars(est) == params, f"an interrupted {fit.__name__[1:]} set {sorted(set(vars(est)) - set(params))}"
     with pytest.raises(NotFittedError):
         check_is_fitted(est)
 
@@ -250,17 +251,6 @@ def test_failed_or_interrupted_partial_fit_keeps_the_model(estimator, monkeypatc
         _partial_fit(est, X1, y1)
     _assert_untouched(est, snapshot, "interrupted")
     _assert_same_outputs(est, X, before)
-
-
-@pytest.mark.parametrize("estimator", PARTIAL)
-def test_interrupted_first_partial_fit_leaves_it_unfitted(estimator, monkeypatch):
-    est = _interrupt(_seeded(estimator), monkeypatch)
-    params = dict(vars(est))
-    with pytest.raises(KeyboardInterrupt):
-        _partial_fit(est, *_data(estimator))
-    assert vars(est) == params, f"an interrupted partial_fit set {sorted(set(vars(est)) - set(params))}"
-    with pytest.raises(NotFittedError):
-        check_is_fitted(est)
 
 
 # --------------------------------------------------------------------------------------------
