@@ -116,10 +116,10 @@ from ._monitor import IterationMonitor
 from ._estimator import commit_fit, resolve_kernel, warm_start_iterations
 from ._glm import softmax
 from ._params import KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
+from ._validation import check_finite_result
 from .kernels import make_kernel
 from .ops.feature_blocks import FeatureBlockSpec, kernel_family, seed_from
 from .ops.features import GROUP_COLUMNS, FeatureOperator
-from ._validation import check_finite_result
 from .ops.memory import format_bytes, parse_memory
 
 __all__ = [
