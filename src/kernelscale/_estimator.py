@@ -91,10 +91,8 @@ def validate_fit_data(estimator, X, y, **kwargs):
     state = vars(estimator)
     before = {name: state[name] for name in INPUT_ATTRIBUTES if name in state}
     try:
-        if y is None:
-            X = validate_data(estimator, X, **kwargs)
-        else:
-            X, y = validate_data(estimator, X, y, **kwargs)
+        out = validate_data(estimator, X, y, **kwargs)  # y=None: refused if the estimator needs y
+        X, y = (out, None) if y is None else out
         seen = {name: state[name] for name in INPUT_ATTRIBUTES if name in state}
     finally:
         for name in INPUT_ATTRIBUTES:
