@@ -328,7 +328,8 @@ def test_memory_budget_is_checked_before_allocating(cls):
             return str(err)
 
     peak, message = peak_bytes(fit)
-    assert "max_memory" in message and "needs at least" in message
+    # refused by the estimate of the class-sized arrays (before the one-hot targets) or of the rest
+    assert "max_memory" in message and ("needs at least" in message or "too small for 3 classes" in message)
     assert peak < 200_000  # far below Sigma (50 x 50) plus the n x k arrays it would need
 
 

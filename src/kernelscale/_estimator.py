@@ -84,13 +84,15 @@ def warm_start_iterations(n_iter, done, *, name="n_iter"):
 def validate_fit_data(estimator, X, y, **kwargs):
     """``validate_data(estimator, X, y, reset=True, **kwargs)`` that leaves ``estimator`` as it was.
 
-    Returns X, y and a dict of the attributes it would have set (``n_features_in_`` and, for a
-    DataFrame, ``feature_names_in_``), to pass to :func:`commit_fit` with the fitted state.
+    Returns X, y (None when y is None: an unsupervised fit) and a dict of the attributes it would
+    have set (``n_features_in_`` and, for a DataFrame, ``feature_names_in_``), to pass to
+    :func:`commit_fit` with the fitted state.
     """
     state = vars(estimator)
     before = {name: state[name] for name in INPUT_ATTRIBUTES if name in state}
     try:
-        X, y = validate_data(estimator, X, y, **kwargs)
+        out = validate_data(estimator, X, y, **kwargs)  # y=None: refused if the estimator needs y
+        X, y = (out, None) if y is None else out
         seen = {name: state[name] for name in INPUT_ATTRIBUTES if name in state}
     finally:
         for name in INPUT_ATTRIBUTES:

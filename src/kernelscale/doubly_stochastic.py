@@ -111,11 +111,12 @@ from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from ._classifier import require_two_classes
+from ._classifier import check_class_memory, one_hot, one_vs_rest_targets, require_two_classes
 from ._monitor import IterationMonitor
-from ._estimator import resolve_kernel, warm_start_iterations
+from ._estimator import commit_fit, resolve_kernel, warm_start_iterations
 from ._glm import softmax
 from ._params import KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
+from ._validation import check_finite_result
 from .kernels import make_kernel
 from .ops.feature_blocks import FeatureBlockSpec, kernel_family, seed_from
 from .ops.features import GROUP_COLUMNS, FeatureOperator
@@ -435,11 +436,14 @@ class _DoublyStochasticBase(BaseEstimator):
         self.t0_ = self._auto_t0(X.shape[0]) if self.t0 == "auto" else float(self.t0)
         self.n_iter_ = 0
         self.objective_history_ = np.zeros(0)
-        self._buffer = None
 
     def _buffer_view(self):
-        buf = getattr(self, "_buffer", None)
-        if buf is None or buf.shape[0] < self.n_iter_ or not np.shares_memory(buf, self.coef_):
+        """The coefficient store with its spare rows: ``coef_`` is its leading rows (a view), so
+        no other attribute holds it and a failed run's writes past ``n_iter_`` change no state."""
+        buf = self.coef_.base
+        if (not isinstance(buf, np.ndarray) or buf.shape[1:] != self.coef_.shape[1:] or buf.shape[0] < self.n_iter_
+                or buf.strides != self.coef_.strides or buf.ctypes.data != self.coef_.ctypes.data
+                or not buf.flags.writeable):
             return self.coef_  # e.g. after load: dsg_iterations grows it
         return buf
 
@@ -478,12 +482,21 @@ class _DoublyStochasticBase(BaseEstimator):
             self.__dict__.pop("step_size_", None)
         elif fresh:
             self.step_size_ = step
-        self._buffer = coef
         self.coef_ = coef[:n_done]
         self.scale_ = float(scale)
         self.n_iter_ = n_done
         self.objective_history_ = np.concatenate([self.objective_history_, history])
         return self
+
+    def _commit_run(self, run, *args, **kwargs):
+        """``run(estimator, *args, **kwargs)`` (``_fit`` or ``_partial_fit``) on a scratch copy of
+        this estimator, then its state committed here in one step: until the run completes, this
+        estimator keeps its previous model (or stays unfitted). The copy shares the fitted arrays,
+        which a run never changes in place (new blocks go past ``n_iter_`` of the store)."""
+        scratch = object.__new__(type(self))
+        scratch.__dict__ = dict(vars(self))
+        run(scratch, *args, **kwargs)
+        return commit_fit(self, vars(scratch), stale=tuple(vars(self)))
 
     def _fit_batches(self, n, n_iter, start):
         """Mini-batches of fit: consecutive chunks of batch_size of one epoch order, repeated;
@@ -539,7 +552,8 @@ class _DoublyStochasticBase(BaseEstimator):
     def _outputs(self, X):
         check_is_fitted(self)
         X = validate_data(self, X, dtype=_FLOAT_DTYPES, reset=False)
-        return dsg_predict(X, self._spec(X.dtype), self.coef_, self.scale_, self.max_memory)
+        F = dsg_predict(X, self._spec(X.dtype), self.coef_, self.scale_, self.max_memory)
+        return check_finite_result(F, "decision values" if hasattr(self, "classes_") else "predictions")
 
 
 _DOC_PARAMS = """
@@ -696,6 +710,9 @@ class DoublyStochasticRegressor(RegressorMixin, _DoublyStochasticBase):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Fit on X (n, d) and y (n,) or (n, k); n_iter iterations of batch_size points."""
+        return self._commit_run(type(self)._validated_fit, X, y, sample_weight)
+
+    def _validated_fit(self, X, y, sample_weight):
         warm = self.warm_start and hasattr(self, "coef_")
         X, y = validate_data(self, X, y, dtype=_FLOAT_DTYPES, multi_output=True, y_numeric=True,
                              reset=not warm)
@@ -711,7 +728,7 @@ class DoublyStochasticRegressor(RegressorMixin, _DoublyStochasticBase):
             raise ValueError(f"y must be numeric, got dtype {y.dtype}.")
         if not np.all(np.isfinite(y)):
             raise ValueError("y contains NaN or infinity; drop or impute those targets.")
-        return self._partial_fit(X, y, sample_weight)
+        return self._commit_run(type(self)._partial_fit, X, y, sample_weight)
 
     def predict(self, X):
         """f(X): (n,) or (n, k), in X's dtype (float32 stays float32)."""
@@ -804,15 +821,15 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
             )
         codes = np.searchsorted(self.classes_, y)
         k = self.classes_.size
-        dtype = X.dtype
-        if k == 2:
-            Y = np.where(codes == 1, 1.0, -1.0).astype(dtype)[:, None]
-        elif self.loss_ == "hinge":
-            Y = -np.ones((len(codes), k), dtype=dtype)
-            Y[np.arange(len(codes)), codes] = 1
+        # the coded targets, the batch's scores and gradients and the coefficient store per class
+        columns = 1 if k == 2 else k
+        check_class_memory(X.dtype.itemsize * columns * (codes.size + 4 * min(self._batch_size(), codes.size)
+                                                         + self._block_size()), self.max_memory, k,
+                           "the coded targets, one mini-batch's scores and one coefficient block")
+        if k == 2 or self.loss_ == "hinge":
+            Y = one_vs_rest_targets(codes, k, X.dtype)
         else:
-            Y = np.zeros((len(codes), k), dtype=dtype)
-            Y[np.arange(len(codes)), codes] = 1
+            Y = one_hot(codes, k, X.dtype)
         sw = None
         if sample_weight is not None or self.class_weight is not None:
             sw = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
@@ -828,6 +845,9 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Fit on X (n, d) and labels y (n,); n_iter iterations of batch_size points."""
+        return self._commit_run(type(self)._validated_fit, X, y, sample_weight)
+
+    def _validated_fit(self, X, y, sample_weight):
         warm = self.warm_start and hasattr(self, "coef_")
         X, y = validate_data(self, X, y, dtype=_FLOAT_DTYPES, reset=not warm)
         if warm:
@@ -840,7 +860,7 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
         counter and seeds. ``classes`` (every label of the stream) is required on the first call."""
         if not hasattr(self, "coef_"):
             self._validate_params()
-        return self._partial_fit(X, np.asarray(y), sample_weight, classes=classes)
+        return self._commit_run(type(self)._partial_fit, X, np.asarray(y), sample_weight, classes=classes)
 
     def decision_function(self, X):
         """Scores: (n,) for two classes (positive means classes_[1]), else (n, n_classes)."""

@@ -20,8 +20,9 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._estimator import INPUT_ATTRIBUTES, commit_fit, validate_fit_data
 from ._params import KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
-from ._validation import FLOAT_DTYPES, as_float_array, check_positive, check_same_features
+from ._validation import FLOAT_DTYPES, as_float_array, check_finite_result, check_positive, check_same_features
 from .ops.kernel import iter_kernel_blocks, kernel_matrix
 from .kernels import PolynomialKernel, make_kernel
 from .ops.feature_blocks import FeatureBlockSpec, seed_from
@@ -150,18 +151,27 @@ class _SeededTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     def _dtype(self, X):
         return X.dtype
 
-    def fit(self, X, y=None):
-        """Resolve the kernel and draw the random weights; ``y`` is ignored."""
-        self._validate_params()
-        X = validate_data(self, X, dtype=FLOAT_DTYPES)
-        rng = check_random_state(self.random_state)
-        self.kernel_ = self._kernel(X, rng)
-        self.seed_ = seed_from(self.random_state if isinstance(self.random_state, Integral) else rng)
-        self.block_ = self._spec(self._dtype(X)).block(0)
-        return self
+    def _block_attributes(self, block):
+        """Fitted attributes read from the block, besides ``block_``."""
+        return {}
 
-    def _spec(self, dtype):
-        return FeatureBlockSpec(self.kernel_, self.n_features_in_, self.n_components, self.seed_, dtype, self._method())
+    def fit(self, X, y=None):
+        """Resolve the kernel and draw the random weights; ``y`` is ignored. The fitted
+        attributes are set together at the end (a failed refit keeps the previous ones)."""
+        self._validate_params()
+        X, _, fitted = validate_fit_data(self, X, None, dtype=FLOAT_DTYPES)
+        rng = check_random_state(self.random_state)
+        kernel = self._kernel(X, rng)
+        seed = seed_from(self.random_state if isinstance(self.random_state, Integral) else rng)
+        block = self._spec(self._dtype(X), kernel, X.shape[1], seed).block(0)
+        fitted.update(kernel_=kernel, seed_=seed, block_=block, **self._block_attributes(block))
+        return commit_fit(self, fitted, stale=INPUT_ATTRIBUTES)
+
+    def _spec(self, dtype, kernel=None, n_features=None, seed=None):
+        """The spec of the fitted map, or of the one a fit builds from ``kernel``, ``n_features`` and ``seed``."""
+        if kernel is None:
+            kernel, n_features, seed = self.kernel_, self.n_features_in_, self.seed_
+        return FeatureBlockSpec(kernel, n_features, self.n_components, seed, dtype, self._method())
 
     def transform(self, X):
         """Return the (n_samples, n_components) random features of X."""
@@ -169,7 +179,8 @@ class _SeededTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         X = validate_data(self, X, dtype=FLOAT_DTYPES, reset=False)
         dtype = self._dtype(X)
         block = self.block_ if self.block_.dtype == dtype else self.block_.astype(dtype)
-        return FeatureOperator(self._spec(dtype), parse_memory(None), blocks={0: block}).transform(X, [0])
+        features = FeatureOperator(self._spec(dtype), parse_memory(None), blocks={0: block}).transform(X, [0])
+        return check_finite_result(features, "features")
 
     @property
     def _n_features_out(self):
@@ -242,11 +253,8 @@ class RandomFourierFeatures(_SeededTransformer):
     def _dtype(self, X):
         return X.dtype if self.dtype is None else _float_dtype(self.dtype, "dtype")
 
-    def fit(self, X, y=None):
-        super().fit(X, y)
-        self.random_weights_ = self.block_.weights
-        self.random_offset_ = self.block_.offset
-        return self
+    def _block_attributes(self, block):
+        return {"random_weights_": block.weights, "random_offset_": block.offset}
 
 
 class PolynomialRandomFeatures(_SeededTransformer):
@@ -334,7 +342,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     def fit(self, X, y=None):
         """Pick the landmarks and compute K_LL^{+1/2}; ``y`` is ignored."""
         self._validate_params()
-        X = validate_data(self, X, dtype=FLOAT_DTYPES)
+        X, _, fitted = validate_fit_data(self, X, None, dtype=FLOAT_DTYPES)
         parse_memory(self.max_memory)
         kernel = make_kernel(self.kernel, "kernel")
         rng = check_random_state(self.random_state)
@@ -347,19 +355,19 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
                 stacklevel=2,
             )
             m = n
-        self.component_indices_ = rng.permutation(n)[:m]
-        self.components_ = X[self.component_indices_]
-        self.kernel_ = _resolve_kernel(kernel, X, rng)
-        K = kernel_matrix(self.kernel_, self.components_.astype(np.float64), max_memory=self.max_memory)
+        indices = rng.permutation(n)[:m]
+        components = X[indices]
+        kernel = _resolve_kernel(kernel, X, rng)
+        K = kernel_matrix(kernel, components.astype(np.float64), max_memory=self.max_memory)
         eigvals, eigvecs = np.linalg.eigh(K)
         cutoff = m * np.finfo(X.dtype).eps * max(eigvals[-1], 0.0)
         keep = eigvals > cutoff
         if not keep.all():
             logger.debug("NystromFeatures: dropped %d of %d eigenvalues <= %g", m - keep.sum(), m, cutoff)
         U = eigvecs[:, keep]
-        self.normalization_ = (U / np.sqrt(eigvals[keep])) @ U.T
-        self.n_components_ = m
-        return self
+        fitted.update(component_indices_=indices, components_=components, kernel_=kernel,
+                      normalization_=(U / np.sqrt(eigvals[keep])) @ U.T, n_components_=m)
+        return commit_fit(self, fitted, stale=INPUT_ATTRIBUTES)
 
     def transform(self, X):
         """Return the (n_samples, n_components_) Nystrom features of X, in X's dtype."""
@@ -376,7 +384,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             if out is None:  # after the budget check of the first block
                 out = np.empty((X.shape[0], self.n_components_), dtype=dtype)
             np.matmul(block, normalization, out=out[start:stop])
-        return out
+        return check_finite_result(out, "features")
 
     @property
     def _n_features_out(self):

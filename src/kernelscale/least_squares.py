@@ -54,12 +54,12 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from ._classifier import encode_classes, one_hot
-from ._estimator import fit_weights
+from ._classifier import check_class_memory, encode_classes, one_hot
+from ._estimator import INPUT_ATTRIBUTES, commit_fit, fit_weights, validate_fit_data
 from ._glm import factor_spd, normalized_weights, softmax, softmax_loss
 from ._monitor import IterationMonitor
 from ._params import MEMORY_CONSTRAINT
-from ._validation import as_float_array
+from ._validation import as_float_array, check_finite_result
 from .ops.features import FeatureOperator
 from .ops.memory import parse_memory, plan_rows
 from .simplex import project_hypercube, project_simplex
@@ -373,7 +373,7 @@ def _calibrated_step(X, Yhat, coef, intercept, calibration, calibration_intercep
     Yt += intercept.astype(dtype)
     out = Yt + _expand(Yt, basis) @ calibration.astype(dtype)
     out += calibration_intercept.astype(dtype)
-    return _project(out, projection)
+    return _project(check_finite_result(out, "calibrated scores"), projection)
 
 
 def calibrated_predict(X, coef, intercept, calibration, calibration_intercept, basis, projection="simplex"):
@@ -526,7 +526,9 @@ class _LeastSquaresClassifierBase(ClassifierMixin, BaseEstimator):
         self.callback = callback
 
     def _validate_fit_data(self, X, y, sample_weight, allow_multilabel=False):
-        X, y = validate_data(
+        """X, y, the targets Y (n, k), classes, weights, whether y is multi-label, and the
+        attributes validation would set (for :func:`commit_fit`); the estimator is not touched."""
+        X, y, fitted = validate_fit_data(
             self, X, y, dtype=[np.float64, np.float32], multi_output=allow_multilabel,
         )
         multilabel = False
@@ -552,9 +554,12 @@ class _LeastSquaresClassifierBase(ClassifierMixin, BaseEstimator):
             sw = fit_weights(sample_weight, None, X)
         else:
             classes, codes = encode_classes(y)
+            # the n x k targets, scores and residuals that gls_fixed_bytes counts (with the rest, later)
+            check_class_memory(7 * X.dtype.itemsize * X.shape[0] * classes.size, self.max_memory, classes.size,
+                               "the one-hot targets, scores and residuals")
             Y = one_hot(codes, classes.size, X.dtype)
             sw = fit_weights(sample_weight, self.class_weight, X, codes, classes)
-        return X, y, Y, classes, sw, multilabel
+        return X, y, Y, classes, sw, multilabel, fitted
 
     def _check_warm_start(self, X, classes):
         if not (self.warm_start and hasattr(self, "classes_")):
@@ -651,7 +656,7 @@ class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Fit on X (n, d) and class labels y (n,), with optional sample weights."""
-        X, y, Y, classes, sw, _ = self._validate_fit_data(X, y, sample_weight)
+        X, y, Y, classes, sw, _, fitted = self._validate_fit_data(X, y, sample_weight)
         warm = self._check_warm_start(X, classes)
         with IterationMonitor(self.verbose, self.callback, total=self.max_iter, desc="GLS") as monitor:
             result = generalized_least_squares(
@@ -662,20 +667,16 @@ class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
             )
         if not result.converged and not monitor.stopped_by_callback:
             self._warn_not_converged()
-        self.classes_ = classes
-        self.coef_ = result.coef.astype(X.dtype)
-        self.intercept_ = result.intercept.astype(X.dtype)
-        self.n_iter_ = result.n_iter
-        self.objective_history_ = result.objective_history
-        self.alpha_ = result.alpha
-        return self
+        fitted.update(classes_=classes, coef_=result.coef.astype(X.dtype), intercept_=result.intercept.astype(X.dtype),
+                      n_iter_=result.n_iter, objective_history_=result.objective_history, alpha_=result.alpha)
+        return commit_fit(self, fitted, stale=INPUT_ATTRIBUTES)
 
     def _scores(self, X):
         check_is_fitted(self)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         S = X @ self.coef_.T.astype(X.dtype)
         S += self.intercept_.astype(X.dtype)
-        return S
+        return check_finite_result(S, "decision values")
 
     def decision_function(self, X):
         """Scores W x + b, (n, k); for two classes the 1-d difference s_1 - s_0."""
@@ -754,7 +755,7 @@ class CalibratedLeastSquaresClassifier(_LeastSquaresClassifierBase):
     def fit(self, X, y, sample_weight=None):
         """Fit on X (n, d) and class labels y (n,) or a multi-label indicator y (n, k)."""
         basis = _check_basis(self.basis)
-        X, y, Y, classes, sw, multilabel = self._validate_fit_data(X, y, sample_weight, allow_multilabel=True)
+        X, y, Y, classes, sw, multilabel, fitted = self._validate_fit_data(X, y, sample_weight, allow_multilabel=True)
         init, history = None, []
         if self._check_warm_start(X, classes):
             if self.multilabel_ != multilabel or tuple(self.basis_) != basis:
@@ -774,17 +775,13 @@ class CalibratedLeastSquaresClassifier(_LeastSquaresClassifierBase):
             )
         if not result.converged and not monitor.stopped_by_callback:
             self._warn_not_converged()
-        self.classes_ = classes
-        self.multilabel_ = multilabel
-        self.basis_ = basis
-        self.coef_ = result.coef.astype(X.dtype)
-        self.intercept_ = result.intercept.astype(X.dtype)
-        self.calibration_ = result.calibration.astype(X.dtype)
-        self.calibration_intercept_ = result.calibration_intercept.astype(X.dtype)
-        self.n_iter_ = result.n_iter
-        self.objective_history_ = np.asarray(history + list(result.objective_history))
-        self.alpha_ = result.alpha
-        return self
+        fitted.update(
+            classes_=classes, multilabel_=multilabel, basis_=basis, coef_=result.coef.astype(X.dtype),
+            intercept_=result.intercept.astype(X.dtype), calibration_=result.calibration.astype(X.dtype),
+            calibration_intercept_=result.calibration_intercept.astype(X.dtype), n_iter_=result.n_iter,
+            objective_history_=np.asarray(history + list(result.objective_history)), alpha_=result.alpha,
+        )
+        return commit_fit(self, fitted, stale=INPUT_ATTRIBUTES)
 
     def predict_proba(self, X):
         """The projected predictions: class probabilities on the simplex (n, k), or for

@@ -47,10 +47,10 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._classifier import encode_classes, one_hot
+from ._classifier import check_class_memory, encode_classes, one_hot
 from ._monitor import IterationMonitor
-from ._validation import as_float_array, check_same_features
-from ._estimator import fit_weights, warm_start_iterations
+from ._validation import as_float_array, check_finite_result, check_same_features
+from ._estimator import INPUT_ATTRIBUTES, commit_fit, fit_weights, validate_fit_data, warm_start_iterations
 from ._glm import factor_spd, normalized_weights, softmax, softmax_loss
 from ._params import MEMORY_CONSTRAINT
 from .kernels import GaussianKernel, LinearKernel, PolynomialKernel
@@ -347,9 +347,10 @@ class _StagewiseBase(BaseEstimator):
             return X
         return pca_transform(X, self.pca_mean_, self.pca_components_, self.max_memory)
 
-    def _fit_stages(self, X, Y, sw, update, init_fn, previous_d):
-        """Fit (or, with warm_start, continue) Algorithm 3; fitted attributes are set only once
-        the stages are fitted, so a failed fit leaves an earlier fit intact."""
+    def _fit_stages(self, X, Y, sw, update, init_fn, previous_d, fitted):
+        """Fit (or, with warm_start, continue) Algorithm 3 and commit ``fitted`` plus the fitted
+        state in one step, once the stages are fitted: a failed or interrupted fit leaves an
+        earlier fit (or an unfitted estimator) intact."""
         n, d = X.shape
         dtype = X.dtype
         if self.warm_start and hasattr(self, "coef_"):
@@ -393,15 +394,11 @@ class _StagewiseBase(BaseEstimator):
                 inner_iter=getattr(self, "inner_iter", 50), alpha=self.alpha, init=init,
                 sample_weight=sw, stages=stages, max_memory=self.max_memory, monitor=monitor,
             )
-        self.seed_, self.kernel_, self.init_ = seed, kernel, init
-        self.pca_mean_, self.pca_components_ = pca_mean, pca_components
-        self.update_ = update
-        self.coef_ = result.coef
-        self.intercept_ = result.intercept
-        self.calibration_ = result.calibration
-        self.n_iter_ = result.n_stages
-        self.objective_history_ = np.asarray(history + list(result.objective_history))
-        return self
+        fitted.update(seed_=seed, kernel_=kernel, init_=init, pca_mean_=pca_mean, pca_components_=pca_components,
+                      update_=update, coef_=result.coef, intercept_=result.intercept,
+                      calibration_=result.calibration, n_iter_=result.n_stages,
+                      objective_history_=np.asarray(history + list(result.objective_history)))
+        return commit_fit(self, fitted, stale=INPUT_ATTRIBUTES)
 
     def _staged_outputs(self, X):
         """Yield the raw outputs (n, k) after every stage, regenerating each block once and
@@ -417,7 +414,7 @@ class _StagewiseBase(BaseEstimator):
             coef, intercept = self.coef_[t].astype(dtype), self.intercept_[t].astype(dtype)
             cal = None if self.calibration_ is None else self.calibration_[t].astype(dtype)
             P = _replay_stage(op, Z, t, P, coef, intercept, cal)
-            yield P.copy()
+            yield check_finite_result(P.copy(), "predictions")
 
     def _outputs(self, X):
         check_is_fitted(self)
@@ -540,10 +537,13 @@ class StagewiseClassifier(ClassifierMixin, _StagewiseBase):
     def fit(self, X, y, sample_weight=None):
         """Fit on X (n, d) and class labels y (n,), with optional sample weights."""
         previous_d = getattr(self, "n_features_in_", None)
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
+        X, y, fitted = validate_fit_data(self, X, y, dtype=[np.float64, np.float32])
         classes, codes = encode_classes(y)
         if self.warm_start and hasattr(self, "classes_") and not np.array_equal(classes, self.classes_):
             raise ValueError("warm_start=True but the classes changed; set warm_start=False.")
+        # the n x k arrays of a stage (stagewise_fit_bytes, which stagewise_regression checks with the rest)
+        check_class_memory(7 * X.dtype.itemsize * X.shape[0] * classes.size, self.max_memory, classes.size,
+                           "the one-hot targets and a stage's other n x k arrays")
         Y = one_hot(codes, classes.size, X.dtype)
         sw = fit_weights(sample_weight, self.class_weight, X, codes, classes)
 
@@ -551,9 +551,8 @@ class StagewiseClassifier(ClassifierMixin, _StagewiseBase):
             prior = w @ Y.astype(np.float64)
             return np.log(np.maximum(prior, 1e-12)) if self.update == "logistic" else prior
 
-        self._fit_stages(X, Y, sw, self.update, init, previous_d)
-        self.classes_ = classes
-        return self
+        fitted["classes_"] = classes
+        return self._fit_stages(X, Y, sw, self.update, init, previous_d, fitted)
 
     def _format(self, S):
         return S[:, 1] - S[:, 0] if S.shape[1] == 2 else S
@@ -622,11 +621,12 @@ class StagewiseRegressor(RegressorMixin, _StagewiseBase):
     def fit(self, X, y, sample_weight=None):
         """Fit on X (n, d) and targets y (n,) or (n, k), with optional sample weights."""
         previous_d = getattr(self, "n_features_in_", None)
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], multi_output=True, y_numeric=True)
+        X, y, fitted = validate_fit_data(self, X, y, dtype=[np.float64, np.float32], multi_output=True,
+                                         y_numeric=True)
         sw = fit_weights(sample_weight, None, X)
-        self.single_output_ = y.ndim == 1
+        fitted["single_output_"] = y.ndim == 1
         Y = np.asarray(y, dtype=X.dtype).reshape(X.shape[0], -1)
-        return self._fit_stages(X, Y, sw, self.update, lambda Y, w: w @ Y.astype(np.float64), previous_d)
+        return self._fit_stages(X, Y, sw, self.update, lambda Y, w: w @ Y.astype(np.float64), previous_d, fitted)
 
     def _format(self, P):
         return P[:, 0] if self.single_output_ else P
