@@ -211,3 +211,14 @@ def test_papers_pipeline_classifies_digits():
         ),
     ).fit(X_train, y_train)
     assert np.mean(model.predict(X_test) != y_test) < 0.05
+
+
+@pytest.mark.parametrize("transform", [FFTFeatures(), GaussianCenterFilter()])
+def test_a_refused_refit_keeps_the_fitted_transform(transform):
+    rng = np.random.default_rng(0)
+    fitted = transform.fit(rng.random((5, 64)))
+    before = fitted.transform(rng.random((3, 64)))
+    with pytest.raises(ValueError, match="square"):
+        fitted.fit(rng.random((5, 63)))  # not an image: refused, the 64-pixel fit stays
+    assert fitted.n_features_in_ == 64
+    np.testing.assert_array_equal(fitted.transform(rng.random((3, 64))).shape, before.shape)

@@ -24,6 +24,8 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._estimator import INPUT_ATTRIBUTES, commit_fit, validate_fit_data
+
 __all__ = ["CenterNormalize", "FFTFeatures", "GaussianCenterFilter", "image_shape_of"]
 
 _FLOATS = [np.float64, np.float32]
@@ -78,10 +80,10 @@ class _ImageTransform(TransformerMixin, BaseEstimator):
     def fit(self, X, y=None):
         """Validate X (and image_shape); nothing is learned. ``y`` is ignored."""
         self._validate_params()
-        X = validate_data(self, X, dtype=_FLOATS)
+        X, _, fitted = validate_fit_data(self, X, None, dtype=_FLOATS)  # self untouched if X is refused
         if self._needs_image:
             image_shape_of(X.shape[1], self.image_shape)
-        return self
+        return commit_fit(self, fitted, stale=INPUT_ATTRIBUTES)
 
     def transform(self, X):
         """Transform each row (a flattened image); the dtype is kept."""
