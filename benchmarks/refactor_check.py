@@ -34,6 +34,8 @@ RENAMES = {
     "DoublyStochasticClassifier": {"alpha": "nu"},
     "DoublyStochasticRegressor": {"alpha": "nu"},
 }
+#: renamed values, (parameter, new value) -> old value: DSG's multinomial loss was "logistic"
+OLD_VALUES = {("loss", "softmax"): "logistic"}
 
 
 def _translate_renamed_parameters(kernelscale):
@@ -44,11 +46,12 @@ def _translate_renamed_parameters(kernelscale):
     for name, mapping in RENAMES.items():
         cls = getattr(kernelscale, name)
         if all(new in inspect.signature(cls.__init__).parameters for new in mapping):
-            continue
+            continue  # (an old tree lacks every renamed parameter of a class)
 
         @functools.wraps(cls.__init__)
         def init(self, *args, _init=cls.__init__, _map=mapping, **kwargs):
-            _init(self, *args, **{_map.get(k, k): v for k, v in kwargs.items()})
+            kwargs = {_map.get(k, k): OLD_VALUES.get((k, v), v) if isinstance(v, str) else v for k, v in kwargs.items()}
+            _init(self, *args, **kwargs)
 
         cls.__init__ = init
 

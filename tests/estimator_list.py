@@ -63,6 +63,8 @@ ESTIMATORS = [
     DoublyStochasticClassifier("gaussian", loss="hinge", n_iter=20, batch_size=256, block_size=32, random_state=0),
     DoublyStochasticClassifier("gaussian", loss="logistic", n_iter=20, batch_size=256, block_size=32,
                                random_state=0),
+    DoublyStochasticClassifier("gaussian", loss="softmax", n_iter=20, batch_size=256, block_size=32,
+                               random_state=0),
     # tight tol: the sample-weight checks compare predictions to 1e-7
     RegularizedKernelClassifier(tol=1e-10, random_state=0),
     RegularizedKernelClassifier(loss="logistic", solver="fixed_point", step_size="power", tol=1e-10, max_iter=20000),

@@ -83,8 +83,8 @@ def _demo_entries():
             random_state=0)),
         DemoEntry("DoublyStochasticClassifier (hinge)", "digits", lambda: DoublyStochasticClassifier(
             "gaussian", loss="hinge", n_iter=60, batch_size=128, block_size=128, random_state=0)),
-        DemoEntry("DoublyStochasticClassifier (logistic, preconditioned)", "digits", lambda: DoublyStochasticClassifier(
-            "gaussian", loss="logistic", solver="preconditioned", alpha=0.0, n_iter=6, batch_size=2000, block_size=512,
+        DemoEntry("DoublyStochasticClassifier (softmax, preconditioned)", "digits", lambda: DoublyStochasticClassifier(
+            "gaussian", loss="softmax", solver="preconditioned", alpha=0.0, n_iter=6, batch_size=2000, block_size=512,
             random_state=0)),
         DemoEntry("RegularizedKernelClassifier (hinge, coordinate descent)", "digits",
                   lambda: RegularizedKernelClassifier(GaussianKernel(sigma=2.0), C=10.0, tol=1e-3, random_state=0)),

@@ -583,11 +583,11 @@ _DOC_PARAMS = """
         nu) with the squared loss (lambda_1 the top eigenvalue of the first block's feature
         covariance on the first mini-batch; 2 / lambda_1 diverges; at most 0.5 / nu; kept in
         ``step_size_``; a warm start that switches from a number to "auto" continues with 1),
-        10 with the hinge or two-class logistic loss, whose derivative is bounded by 1
-        (with 1, one pass over adult stays at the trivial classifier), and 30 with the softmax
-        (logistic, more than two classes), whose derivative is only about 1/k per wrong class
-        (with 10, one pass over MNIST 10-class ended at 11.5% validation error, with 30 at
-        8.9%; module docstring).
+        10 with the hinge and logistic losses, whose derivative is bounded by 1 (with 1, one
+        pass over adult stays at the trivial classifier), and 30 with the softmax (more than
+        two classes), whose derivative is only about 1/k per wrong class (with 10, one pass
+        over MNIST 10-class ended at 11.5% validation error, with 30 at 8.9%;
+        benchmarks/README.md).
     t0 : "auto" or float > 0, default="auto"
         Iterations over which gamma_t halves. "auto" (resolved in ``t0_``): 100 for solver="sgd";
         for "preconditioned" the mini-batches of one pass, ceil(n / batch_size) (first
@@ -742,8 +742,11 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
 
     ``loss="hinge"``: kernel SVM, one-vs-rest for more than two classes (no ``predict_proba``:
     the hinge loss estimates no probabilities). ``loss="logistic"``: kernel logistic regression,
-    the sigmoid for two classes and the softmax for more; ``predict_proba`` agrees with
-    ``predict``. ``partial_fit`` needs ``classes=`` on its first call.
+    one-vs-rest for more than two classes (binary logistic losses on +-1 codes, as in
+    RegularizedKernelClassifier; ``predict_proba`` normalises the sigmoids). ``loss="softmax"``:
+    multinomial logistic regression (the paper's K-logistic; the same as "logistic" for two
+    classes; ``predict_proba`` is the softmax). ``predict_proba`` agrees with ``predict``.
+    ``partial_fit`` needs ``classes=`` on its first call.
 """
         + _DOC_PARAMS
         + """    class_weight : "balanced", dict or None
@@ -756,7 +759,7 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
 
     _parameter_constraints: dict = {
         **_DoublyStochasticBase._parameter_constraints,
-        "loss": [StrOptions({"hinge", "logistic"})],
+        "loss": [StrOptions({"hinge", "logistic", "softmax"})],
         "class_weight": [StrOptions({"balanced"}), dict, None],
     }
 
@@ -786,9 +789,9 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
         self.callback = callback
 
     def _loss_name(self, k):
-        if self.loss_ == "hinge":
-            return "hinge"
-        return "logistic" if k == 1 else "softmax"
+        if self.loss_ == "softmax":
+            return "logistic" if k == 1 else "softmax"
+        return self.loss_
 
     def _targets(self, X, y, sample_weight, *, first, partial, classes=None):
         check_classification_targets(y)
@@ -826,7 +829,7 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
         check_class_memory(X.dtype.itemsize * columns * (codes.size + 4 * min(self._batch_size(), codes.size)
                                                          + self._block_size()), self.max_memory, k,
                            "the coded targets, one mini-batch's scores and one coefficient block")
-        if k == 2 or self.loss_ == "hinge":
+        if k == 2 or self.loss_ != "softmax":
             Y = one_vs_rest_targets(codes, k, X.dtype)
         else:
             Y = one_hot(codes, k, X.dtype)
@@ -868,16 +871,21 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
         return F[:, 0] if F.shape[1] == 1 else F
 
     def _is_logistic(self):
-        return getattr(self, "loss_", self.loss) == "logistic"
+        return getattr(self, "loss_", self.loss) in ("logistic", "softmax")
 
     @available_if(_is_logistic)
     def predict_proba(self, X):
-        """Class probabilities (loss="logistic" only): sigmoid or softmax of the scores."""
+        """Class probabilities ("logistic" and "softmax" only): the sigmoid for two classes, the
+        softmax ("softmax") or the normalised one-vs-rest sigmoids ("logistic") for more."""
         F = self._outputs(X)
         if F.shape[1] == 1:
             p = expit(F[:, 0])
             return np.stack([1 - p, p], axis=1)
-        return softmax(F)
+        if self.loss_ == "softmax":
+            return softmax(F)
+        P = expit(F)
+        P /= P.sum(axis=1, keepdims=True)
+        return P
 
     @available_if(_is_logistic)
     def predict_log_proba(self, X):
