@@ -34,8 +34,9 @@ RENAMES = {
     "DoublyStochasticClassifier": {"alpha": "nu"},
     "DoublyStochasticRegressor": {"alpha": "nu"},
 }
-#: renamed values, (parameter, new value) -> old value: DSG's multinomial loss was "logistic"
-OLD_VALUES = {("loss", "softmax"): "logistic"}
+#: renamed values, (parameter, new value) -> old value: the multinomial loss of DSG and
+#: stagewise's softmax stages were called "logistic"
+OLD_VALUES = {("loss", "softmax"): "logistic", ("update", "softmax"): "logistic"}
 
 
 def _translate_renamed_parameters(kernelscale):

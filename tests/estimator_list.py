@@ -35,7 +35,7 @@ ESTIMATORS = [
     GeneralizedLeastSquaresClassifier(link="identity"),
     CalibratedLeastSquaresClassifier(max_iter=10),
     StagewiseClassifier(block_size=24, n_stages=3, pca_components=None, random_state=0),
-    StagewiseClassifier("logit", block_size=12, n_stages=2, update="logistic", inner_iter=5, pca_components=2,
+    StagewiseClassifier("logit", block_size=12, n_stages=2, update="softmax", inner_iter=5, pca_components=2,
                         random_state=0),
     StagewiseRegressor(block_size=24, n_stages=3, pca_components=None, random_state=0),
     StagewiseRegressor("polynomial", block_size=12, n_stages=2, update="calibrated", pca_components=None,

@@ -80,9 +80,9 @@ def test_classifier_training_residual_never_increases(update):
     assert est.score(X, y) > 0.7  # the majority class is 46%
 
 
-def test_logistic_update_never_increases_the_logistic_loss():
+def test_softmax_update_never_increases_the_softmax_loss():
     X, y = classification_data()
-    est = StagewiseClassifier("logit", block_size=16, n_stages=4, update="logistic", inner_iter=10,
+    est = StagewiseClassifier("logit", block_size=16, n_stages=4, update="softmax", inner_iter=10,
                               pca_components=None, random_state=2).fit(X, y)
     h = est.objective_history_
     assert np.all(np.diff(h) <= 1e-12)
@@ -210,7 +210,7 @@ def test_float32_end_to_end():
 
 def test_predict_proba_on_the_simplex_and_consistent_with_predict():
     X, y = classification_data(seed=10)
-    for update in ("linear", "logistic"):
+    for update in ("linear", "softmax"):
         est = StagewiseClassifier(block_size=16, n_stages=2, update=update, inner_iter=5, pca_components=None,
                                   random_state=0).fit(X, y)
         P = est.predict_proba(X)
@@ -288,7 +288,7 @@ def test_bad_input():
     with pytest.raises(ValueError, match="one class"):
         StagewiseClassifier(pca_components=None).fit(X, np.ones(40))
     with pytest.raises(ValueError, match="update"):
-        StagewiseRegressor(update="logistic").fit(X, y)
+        StagewiseRegressor(update="softmax").fit(X, y)
     with pytest.raises(ValueError, match="generator"):
         StagewiseRegressor(generator="wavelet").fit(X, y)
     with pytest.raises(ValueError, match="coincide"):  # median trick on identical points

@@ -108,7 +108,7 @@ def _demo_entries():
                   lambda: GeneralizedLeastSquaresClassifier(alpha=1e-3, max_iter=300)),
         DemoEntry("CalibratedLeastSquaresClassifier", "digits", lambda: CalibratedLeastSquaresClassifier()),
         DemoEntry("StagewiseClassifier", "digits", lambda: StagewiseClassifier(
-            block_size=256, n_stages=4, update="logistic", inner_iter=20, random_state=0)),
+            block_size=256, n_stages=4, update="softmax", inner_iter=20, random_state=0)),
         DemoEntry("LSSVMClassifier (matching pursuit)", "digits", lambda: make_pipeline(
             CenterNormalize(), LSSVMClassifier(solver="matching_pursuit", batch_size=400, n_iter=10, random_state=0))),
         DemoEntry("LSSVMClassifier (Kaczmarz)", "digits", lambda: make_pipeline(

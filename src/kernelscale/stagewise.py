@@ -24,14 +24,15 @@ Updates (``update``), each with an unpenalised intercept and a ridge ``alpha``:
 - ``"linear"``: ridge fit of the residual y - y_hat on the block (the paper's linear stages);
 - ``"calibrated"``: the same fit on the block AND the current predictions (the paper's "simplest"
   calibration: "we only use the previous predictions as features in our new batch");
-- ``"logistic"`` (classifier only): ``inner_iter`` steps of Algorithm 1 with the softmax link on
+- ``"softmax"`` (classifier only; the multinomial logistic loss, named as the loss is everywhere
+  in the library): ``inner_iter`` steps of Algorithm 1 with the softmax link on
   the block, the current scores as a fixed offset (accelerated steps, the default of
   :func:`kernelscale.least_squares.generalized_least_squares`; monotone like the plain ones).
 
 "No change" is always feasible and the ridge shrinks towards it, so the training residual
 sum_i w_i |y_i - y_hat_i|^2 never increases with "linear" and "calibrated", and the training
-logistic loss never increases with "logistic" (each stage starts at zero weights and Algorithm 1
-is monotone); the squared residual of "logistic" stages is not guaranteed.
+logistic loss never increases with "softmax" (each stage starts at zero weights and Algorithm 1
+is monotone); the squared residual of "softmax" stages is not guaranteed.
 """
 
 from __future__ import annotations
@@ -206,7 +207,7 @@ def _replay_stage(op, Z, t, P, coef, intercept, calibration):
 
 
 def _objective(P, Y, w, update):
-    if update == "logistic":
+    if update == "softmax":
         return softmax_loss(P, Y, w)[1]
     diff = Y - P
     return float(w @ np.einsum("ij,ij->i", diff, diff).astype(np.float64))
@@ -218,7 +219,7 @@ def stagewise_fit_bytes(n, k, spec, update, itemsize):
     p = spec.n_features_out
     q = p + (k if update == "calibrated" else 0)
     need = itemsize * n * p * (spec.workspace + 1) + 3 * 8 * q * q + itemsize * n * k * 7
-    if update == "logistic":
+    if update == "softmax":
         need += gls_fixed_bytes(n, p, k, itemsize, with_offset=True)
     return need
 
@@ -249,7 +250,7 @@ def stagewise_regression(
     -------
     StagewiseResult(coef (T, p, k), intercept (T, k), calibration (T, k, k) or None, in Z's
     dtype; objective_history (T + 1,): the weighted squared residual ("linear",
-    "calibrated") or logistic loss ("logistic") after every stage; n_stages = T).
+    "calibrated") or softmax loss ("softmax") after every stage; n_stages = T).
     """
     Z = as_float_array(Z, "Z")
     n = Z.shape[0]
@@ -280,7 +281,7 @@ def stagewise_regression(
     monitor = monitor if monitor is not None else IterationMonitor()
     for t in range(len(coefs), n_stages):
         F = op.transform(Z, [t])
-        if update == "logistic":
+        if update == "softmax":
             result = generalized_least_squares(
                 F, Y, link="softmax", alpha=alpha, max_iter=inner_iter, tol=0.0,
                 sample_weight=w, offset=P, max_memory=max_memory,
@@ -478,7 +479,7 @@ _DOC_ATTRIBUTES = """
         Number of stages fitted.
     objective_history_ : (n_iter_ + 1,)
         Training residual sum_i w_i |y_i - y_hat_i|^2 (weights summing to 1) after each stage
-        (logistic loss for update="logistic"); non-increasing.
+        (logistic loss for update="softmax"); non-increasing.
     update_ : str; n_features_in_ : int
 """
 
@@ -489,16 +490,16 @@ class StagewiseClassifier(ClassifierMixin, _StagewiseBase):
     Algorithm 3).
 
     Fits one-hot targets block by block (``update="linear"`` or ``"calibrated"``), or the
-    multinomial logistic loss (``update="logistic"``, ``inner_iter`` steps of Algorithm 1 per
-    block). ``predict_proba`` is softmax of the scores for "logistic" and the projection of the
+    multinomial logistic loss (``update="softmax"``, ``inner_iter`` steps of Algorithm 1 per
+    block). ``predict_proba`` is softmax of the scores for "softmax" and the projection of the
     predictions onto the probability simplex otherwise (it keeps the argmax, so ``predict``
     agrees with it). Multi-label targets are not supported (use
     CalibratedLeastSquaresClassifier).
 """
         + _DOC_COMMON
-        + """    update : {"linear", "calibrated", "logistic"}, default="linear"
+        + """    update : {"linear", "calibrated", "softmax"}, default="linear"
     inner_iter : int >= 1, default=50
-        Algorithm 1 steps per block for update="logistic".
+        Algorithm 1 steps per block for update="softmax".
     class_weight : "balanced", dict or None
 """
         + _DOC_ATTRIBUTES
@@ -507,7 +508,7 @@ class StagewiseClassifier(ClassifierMixin, _StagewiseBase):
 
     _parameter_constraints: dict = {
         **_StagewiseBase._parameter_constraints,
-        "update": [StrOptions({"linear", "calibrated", "logistic"})],
+        "update": [StrOptions({"linear", "calibrated", "softmax"})],
         "inner_iter": [Interval(Integral, 1, None, closed="left")],
         "class_weight": [StrOptions({"balanced"}), dict, None],
     }
@@ -549,7 +550,7 @@ class StagewiseClassifier(ClassifierMixin, _StagewiseBase):
 
         def init(Y, w):
             prior = w @ Y.astype(np.float64)
-            return np.log(np.maximum(prior, 1e-12)) if self.update == "logistic" else prior
+            return np.log(np.maximum(prior, 1e-12)) if self.update == "softmax" else prior
 
         fitted["classes_"] = classes
         return self._fit_stages(X, Y, sw, self.update, init, previous_d, fitted)
@@ -558,7 +559,7 @@ class StagewiseClassifier(ClassifierMixin, _StagewiseBase):
         return S[:, 1] - S[:, 0] if S.shape[1] == 2 else S
 
     def decision_function(self, X):
-        """Scores (n, k): predictions of the one-hot targets, or logits for update="logistic";
+        """Scores (n, k): predictions of the one-hot targets, or logits for update="softmax";
         for two classes the 1-d difference s_1 - s_0."""
         return self._format(self._outputs(X))
 
@@ -569,7 +570,7 @@ class StagewiseClassifier(ClassifierMixin, _StagewiseBase):
 
     def predict_proba(self, X):
         S = self._outputs(X)
-        return softmax(S) if self.update_ == "logistic" else project_simplex(S)
+        return softmax(S) if self.update_ == "softmax" else project_simplex(S)
 
     def predict(self, X):
         S = self._outputs(X)
