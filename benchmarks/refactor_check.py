@@ -40,17 +40,18 @@ OLD_VALUES = {("loss", "softmax"): "logistic", ("update", "softmax"): "logistic"
 
 
 def _translate_renamed_parameters(kernelscale):
-    """Let an old tree's classes accept today's parameter names (see RENAMES)."""
+    """Let an old tree's classes accept today's parameter names and values (RENAMES,
+    OLD_VALUES); a tree that already has them is left alone."""
     import functools
     import inspect
 
-    for name, mapping in RENAMES.items():
+    if "batch_size" in inspect.signature(kernelscale.LSSVMClassifier.__init__).parameters:
+        return  # today's vocabulary
+    for name in set(RENAMES) | {"StagewiseClassifier"}:
         cls = getattr(kernelscale, name)
-        if all(new in inspect.signature(cls.__init__).parameters for new in mapping):
-            continue  # (an old tree lacks every renamed parameter of a class)
 
         @functools.wraps(cls.__init__)
-        def init(self, *args, _init=cls.__init__, _map=mapping, **kwargs):
+        def init(self, *args, _init=cls.__init__, _map=RENAMES.get(name, {}), **kwargs):
             kwargs = {_map.get(k, k): OLD_VALUES.get((k, v), v) if isinstance(v, str) else v for k, v in kwargs.items()}
             _init(self, *args, **kwargs)
 
