@@ -30,6 +30,7 @@ from .._validation import as_float_array, check_same_features, result_dtype
 from ..kernels import make_kernel
 from .backend import get_backend
 from .memory import MAX_BLOCK_BYTES, format_bytes, parse_memory, rows_per_block, ufunc_workspace_bytes
+from .row_cache import KernelRowCache
 
 __all__ = [
     "KernelOperator",
@@ -204,12 +205,22 @@ class KernelOperator:
         against the budget); without, the operator's prepared X is used.
         """
         A = self.X if rows is None else self.X[_as_indices(rows, self.n)]
-        Z = self.X if cols is None else self.X[_as_indices(cols, self.n, "cols")]
+        cols = None if cols is None else _as_indices(cols, self.n, "cols")
+        return self._product(A, V, cols, budget, fixed_bytes + (0 if rows is None else A.nbytes))
+
+    def predict(self, Z, coef, *, budget=None):
+        """K(Z, X) @ coef for new points Z (validated here), coef of shape (n,) or (n, k)."""
+        return self._product(self._check_points(Z, "X"), np.asarray(coef), None, budget, 0)
+
+    def _product(self, A, V, cols, budget, fixed_bytes):
+        """K(A, X[cols]) @ V in blocks of rows of A, in the wider of A's, X's and V's dtypes;
+        the operator's prepared X serves when the columns are all of X in its dtype."""
+        Z = self.X if cols is None else self.X[cols]
         if V.shape[0] != Z.shape[0]:
             raise ValueError(f"V has {V.shape[0]} rows but the product has {Z.shape[0]} columns.")
-        fixed = fixed_bytes + (0 if rows is None else A.nbytes)
-        dtype = np.result_type(self.dtype, V.dtype)
+        dtype = np.result_type(self.dtype, A.dtype, V.dtype)
         reuse = cols is None and dtype == self.dtype
+        fixed = fixed_bytes
         if not reuse:
             fixed += (0 if cols is None else Z.nbytes) + self.kernel.aux_bytes(Z.shape[0], self.n_features, dtype, Z.dtype)
         V_given, V = V, np.ascontiguousarray(V, dtype=dtype)
@@ -220,26 +231,6 @@ class KernelOperator:
         out = np.empty((A.shape[0],) + V.shape[1:], dtype=dtype)
         for start, stop, block in _blocks(self.kernel, A, prepared, budget, fixed):
             self.backend.matmul(block, V, out=out[start:stop])
-        return out
-
-    def predict(self, Z, coef, *, budget=None):
-        """K(Z, X) @ coef for new points Z (validated here), coef of shape (n,) or (n, k)."""
-        Z = self._check_points(Z, "X")
-        coef = np.asarray(coef)
-        if coef.shape[0] != self.n:
-            raise ValueError(f"coef has {coef.shape[0]} rows but the operator has {self.n} points.")
-        dtype = np.result_type(result_dtype(Z, self.X), coef.dtype)
-        reuse = dtype == self.dtype
-        coef_c = np.ascontiguousarray(coef, dtype=dtype)
-        fixed = coef_c.nbytes if coef_c is not coef else 0
-        if not reuse:
-            fixed += self.kernel.aux_bytes(self.n, self.n_features, dtype, self.X.dtype)
-        budget = self._budget(budget, reuse)
-        _block_rows(self.kernel, Z.shape[0], self.n, self.n_features, dtype, budget, fixed)  # fail before preparing
-        prepared = self.prepared if reuse else self.kernel.prepare(self.X, dtype)
-        out = np.empty((Z.shape[0],) + coef.shape[1:], dtype=dtype)
-        for start, stop, block in _blocks(self.kernel, Z, prepared, budget, fixed):
-            self.backend.matmul(block, coef_c, out=out[start:stop])
         return out
 
     def row_block(self, idx, *, diag=None, out=None, budget=None):
@@ -275,8 +266,6 @@ class KernelOperator:
 
     def row_cache(self, *, reserved_bytes=0, max_rows=None, batch_rows=None):
         """An LRU cache of rows of K within the operator's budget (see :class:`KernelRowCache`)."""
-        from .row_cache import KernelRowCache
-
         return KernelRowCache(self, reserved_bytes=reserved_bytes, max_rows=max_rows, batch_rows=batch_rows)
 
 
