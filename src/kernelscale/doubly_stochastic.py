@@ -115,7 +115,8 @@ from ._classifier import check_class_memory, one_hot, one_vs_rest_targets, requi
 from ._monitor import IterationMonitor
 from ._estimator import commit_fit, resolve_kernel, warm_start_iterations
 from ._glm import softmax
-from ._params import KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
+from ._device import DeviceMixin
+from ._params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
 from ._validation import check_finite_result
 from .kernels import make_kernel
 from .ops.feature_blocks import FeatureBlockSpec, kernel_family, seed_from
@@ -242,6 +243,9 @@ def dsg_iterations(
         bytes; 0 regenerates every block at every use, as in the paper. Same result either way.
     max_memory : int, str or None
         Budget of a mini-batch's feature products (row chunks; see :mod:`kernelscale.ops.memory`).
+    device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
+        Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
+        (a torch tensor as input selects its device); the others need torch.
 
     Returns
     -------
@@ -325,7 +329,7 @@ def dsg_predict(X, spec, coef, scale, max_memory=None):
 # estimators
 
 
-class _DoublyStochasticBase(BaseEstimator):
+class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
     """Fit / partial_fit / predict logic shared by the regressor and the classifier."""
 
     _parameter_constraints: dict = {
@@ -342,6 +346,7 @@ class _DoublyStochasticBase(BaseEstimator):
         "shuffle": ["boolean"],
         "warm_start": ["boolean"],
         "max_memory": MEMORY_CONSTRAINT,
+        "device": DEVICE_CONSTRAINT,
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "callback": [callable, None],
@@ -611,6 +616,9 @@ _DOC_PARAMS = """
     max_memory : int, str or None
         Budget for the coefficient store and one iteration's batch x block_size features,
         checked before allocating; predictions run over row chunks within it.
+    device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
+        Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
+        (a torch tensor as input selects its device); the others need torch.
     random_state : int, RandomState or None
         An int is the seed of the feature blocks (``seed_``); otherwise one seed is drawn.
         Mini-batch order comes from (seed_, iteration count, epoch).
@@ -662,7 +670,7 @@ class DoublyStochasticRegressor(RegressorMixin, _DoublyStochasticBase):
     def __init__(
         self, kernel="gaussian", *, loss="squared", alpha=1e-5, n_iter=200, batch_size="auto",
         block_size="auto", step_size="auto", t0="auto", solver="sgd", feature_method=None, precond_ridge=1e-3,
-        shuffle=True, warm_start=False, random_state=None, max_memory=None, verbose=0, callback=None,
+        shuffle=True, warm_start=False, random_state=None, max_memory=None, device=None, verbose=0, callback=None,
     ):
         self.kernel = kernel
         self.loss = loss
@@ -679,6 +687,7 @@ class DoublyStochasticRegressor(RegressorMixin, _DoublyStochasticBase):
         self.warm_start = warm_start
         self.random_state = random_state
         self.max_memory = max_memory
+        self.device = device
         self.verbose = verbose
         self.callback = callback
 
@@ -766,7 +775,7 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
     def __init__(
         self, kernel="gaussian", *, loss="hinge", alpha=1e-5, n_iter=200, batch_size="auto",
         block_size="auto", step_size="auto", t0="auto", solver="sgd", feature_method=None, precond_ridge=1e-3,
-        class_weight=None, shuffle=True, warm_start=False, random_state=None, max_memory=None,
+        class_weight=None, shuffle=True, warm_start=False, random_state=None, max_memory=None, device=None,
         verbose=0, callback=None,
     ):
         self.kernel = kernel
@@ -785,6 +794,7 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
         self.warm_start = warm_start
         self.random_state = random_state
         self.max_memory = max_memory
+        self.device = device
         self.verbose = verbose
         self.callback = callback
 

@@ -27,6 +27,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from ._device import DeviceMixin
+from ._params import DEVICE_CONSTRAINT
 from ._estimator import INPUT_ATTRIBUTES, commit_fit, resolve_kernel, validate_fit_data
 from ._validation import as_float_array, check_finite_result, check_positive
 from .ops.kernel import KernelOperator, kernel_matrix, kernel_matvec
@@ -275,7 +277,7 @@ def kernel_ridge_objective(kernel, X, Y, dual_coef, alpha, sample_weight=None, m
 # estimator
 
 
-class ExactKernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
+class ExactKernelRidge(MultiOutputMixin, RegressorMixin, DeviceMixin, BaseEstimator):
     """Kernel ridge regression solved exactly by Cholesky (the ground truth for tests).
 
     Minimises sum_i w_i |y_i - f(x_i)|^2 + alpha |f|_H^2; the same model as scikit-learn's
@@ -295,6 +297,9 @@ class ExactKernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
         Ridge regularisation.
     max_memory : int, str or None, default=None
         Memory budget in bytes or as "2GB"; None means half of the available memory.
+    device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
+        Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
+        (a torch tensor as input selects its device); the others need torch.
     random_state : int, RandomState or None, default=None
         Seeds the subsample of the median heuristic (used when n > 1000).
 
@@ -311,13 +316,15 @@ class ExactKernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
         "kernel": [Kernel, StrOptions(set(KERNEL_NAMES))],
         "alpha": [Interval(Real, 0, None, closed="neither")],
         "max_memory": [Interval(Real, 0, None, closed="neither"), str, None],
+        "device": DEVICE_CONSTRAINT,
         "random_state": ["random_state"],
     }
 
-    def __init__(self, kernel="gaussian", *, alpha=1.0, max_memory=None, random_state=None):
+    def __init__(self, kernel="gaussian", *, alpha=1.0, max_memory=None, device=None, random_state=None):
         self.kernel = kernel
         self.alpha = alpha
         self.max_memory = max_memory
+        self.device = device
         self.random_state = random_state
 
     @_fit_context(prefer_skip_nested_validation=True)

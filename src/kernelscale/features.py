@@ -21,7 +21,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._estimator import INPUT_ATTRIBUTES, commit_fit, validate_fit_data
-from ._params import KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
+from ._device import DeviceMixin
+from ._params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
 from ._validation import FLOAT_DTYPES, as_float_array, check_finite_result, check_positive, check_same_features
 from .ops.kernel import iter_kernel_blocks, kernel_matrix
 from .kernels import PolynomialKernel, make_kernel
@@ -136,7 +137,7 @@ def _resolve_kernel(kernel, X, rng):
     return kernel.resolve(X, rng)
 
 
-class _SeededTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class _SeededTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, DeviceMixin, BaseEstimator):
     """Shared fit/transform of transformers that are block 0 of a seeded map.
 
     ``transform`` equals ``SeededFeatureMap(kernel_, n_components, seed_, method=...).block(X, 0)``.
@@ -213,6 +214,9 @@ class RandomFourierFeatures(_SeededTransformer):
         ``SeededFeatureMap(kernel_, n_components, seed_, method=method).block(X, 0)``.
     dtype : None, np.float32 or np.float64
         Computation dtype; None follows the input (float32 in, float32 out).
+    device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
+        Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
+        (a torch tensor as input selects its device); the others need torch.
 
     Attributes
     ----------
@@ -226,14 +230,17 @@ class RandomFourierFeatures(_SeededTransformer):
         "method": [StrOptions({"cos", "cossin"})],
         "random_state": ["random_state"],
         "dtype": "no_validation",  # checked in fit by _float_dtype
+        "device": DEVICE_CONSTRAINT,
     }
 
-    def __init__(self, kernel="gaussian", *, n_components=1024, method="cos", random_state=None, dtype=None):
+    def __init__(self, kernel="gaussian", *, n_components=1024, method="cos", random_state=None, dtype=None,
+                 device=None):
         self.kernel = kernel
         self.n_components = n_components
         self.method = method
         self.random_state = random_state
         self.dtype = dtype
+        self.device = device
 
     def _kernel(self, X, rng):
         kernel = make_kernel(self.kernel, "kernel")
@@ -273,6 +280,9 @@ class PolynomialRandomFeatures(_SeededTransformer):
         TensorSketch (Pham & Pagh 2013): O(n (d degree + degree D log D)); random Maclaurin
         (Kar & Karnick 2012): degree GEMMs, O(n d D degree), usually higher variance.
     random_state : int, RandomState or None
+    device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
+        Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
+        (a torch tensor as input selects its device); the others need torch.
 
     Attributes
     ----------
@@ -287,21 +297,24 @@ class PolynomialRandomFeatures(_SeededTransformer):
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "method": [StrOptions({"tensorsketch", "maclaurin"})],
         "random_state": ["random_state"],
+        "device": DEVICE_CONSTRAINT,
     }
 
-    def __init__(self, degree=2, *, gamma=1.0, coef0=1.0, n_components=1024, method="tensorsketch", random_state=None):
+    def __init__(self, degree=2, *, gamma=1.0, coef0=1.0, n_components=1024, method="tensorsketch", random_state=None,
+                 device=None):
         self.degree = degree
         self.gamma = gamma
         self.coef0 = coef0
         self.n_components = n_components
         self.method = method
         self.random_state = random_state
+        self.device = device
 
     def _kernel(self, X, rng):
         return PolynomialKernel(degree=self.degree, gamma=self.gamma, coef0=self.coef0)
 
 
-class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, DeviceMixin, BaseEstimator):
     """Nystrom features K(X, L) K_LL^{+1/2} on uniformly sampled landmarks L.
 
     Landmarks are ``check_random_state(random_state).permutation(n)[:n_components]`` — the
@@ -319,6 +332,9 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     random_state : int, RandomState or None
     max_memory : int, str or None
         Budget for kernel blocks (see kernelscale.ops.memory).
+    device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
+        Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
+        (a torch tensor as input selects its device); the others need torch.
 
     Attributes
     ----------
@@ -331,13 +347,15 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
         "max_memory": MEMORY_CONSTRAINT,
+        "device": DEVICE_CONSTRAINT,
     }
 
-    def __init__(self, kernel="gaussian", *, n_components=256, random_state=None, max_memory=None):
+    def __init__(self, kernel="gaussian", *, n_components=256, random_state=None, max_memory=None, device=None):
         self.kernel = kernel
         self.n_components = n_components
         self.random_state = random_state
         self.max_memory = max_memory
+        self.device = device
 
     def fit(self, X, y=None):
         """Pick the landmarks and compute K_LL^{+1/2}; ``y`` is ignored."""

@@ -9,6 +9,9 @@ Squared distances use the GEMM form |x|^2 + |z|^2 - 2 <x, z>, evaluated as ONE m
 augmented operands and clipped at zero, so the only elementwise passes left are the clip and the
 kernel's profile (e.g. ``exp``). float32 inputs are computed in float32.
 
+The formulas are written once, against numpy's names: on a torch device (kernelscale.ops.torch_backend)
+the same code runs on tensors through :func:`_namespace`.
+
 Finite input gives finite kernel values in range. Where a norm term of the GEMM form would
 overflow (|x|^2 beyond the dtype's range, e.g. values ~1e160 in float64 or ~1e20 in float32, or a
 tiny sigma), that block is computed on X / t and Z / t, t a power of two, and the bandwidth scaled
@@ -58,6 +61,9 @@ class PreparedSet:
     dtype: np.dtype
     center: np.ndarray | None = None
 
+    def __post_init__(self):
+        object.__setattr__(self, "dtype", _numpy_dtype(self.dtype))
+
     @property
     def n_points(self):
         return self.data.shape[0]
@@ -104,20 +110,23 @@ class Kernel(BaseEstimator):
         return True
 
     # -- blocked interface used by kernelscale.ops.kernel --------------------------------------
-    def prepare(self, Z, dtype=None):
-        """Precompute what every block against the point set Z needs (done once per Z)."""
+    def prepare(self, Z, dtype=None, backend=None):
+        """Precompute what every block against the point set Z needs (done once per Z), on
+        ``backend`` (an ops backend; default numpy)."""
         self._check_ready()
-        dtype = np.dtype(Z.dtype if dtype is None else dtype)
-        Z = np.ascontiguousarray(Z, dtype=dtype)
+        dtype = _numpy_dtype(Z.dtype if dtype is None else dtype)
+        Z = np.ascontiguousarray(Z, dtype=dtype) if backend is None else backend.asarray(Z, dtype)
         return self._prepare(Z)
 
     def block(self, X, prepared, out=None):
-        """Write K(X, Z) for the prepared Z into ``out`` (allocated if None) and return it."""
-        Xc = np.ascontiguousarray(X, dtype=prepared.dtype)
+        """Write K(X, Z) for the prepared Z into ``out`` (allocated if None) and return it; on
+        the prepared set's device."""
+        xp = _namespace(prepared.data)
+        Xc = xp.ascontiguousarray(X, dtype=prepared.dtype, like=prepared.data)
         shape = (Xc.shape[0], prepared.n_points)
         if out is None:
-            out = np.empty(shape, dtype=prepared.dtype)
-        elif out.shape != shape or out.dtype != prepared.dtype:
+            out = xp.empty(shape, dtype=prepared.dtype, like=prepared.data)
+        elif tuple(out.shape) != shape or _numpy_dtype(out.dtype) != prepared.dtype:
             raise ValueError(f"out must have shape {shape} and dtype {prepared.dtype}.")
         self._fill(Xc, prepared, out)
         return out
@@ -155,18 +164,45 @@ class Kernel(BaseEstimator):
 
 
 # ----------------------------------------------------------------------------------------------
+# the array namespace of a block
+
+
+def _namespace(a):
+    """numpy for host arrays, the torch adapter (numpy's names) for tensors."""
+    if isinstance(a, np.ndarray):
+        return np
+    from .ops.torch_backend import TORCH_XP  # only reached with a tensor, so torch is loaded
+
+    return TORCH_XP
+
+
+def _numpy_dtype(dtype):
+    if isinstance(dtype, np.dtype) or not type(dtype).__module__.startswith("torch"):
+        return np.dtype(dtype)
+    from .ops.torch_backend import numpy_dtype
+
+    return numpy_dtype(dtype)
+
+
+def _abs_max(a):
+    """max |a| (0 for an empty array), as a Python float."""
+    return float(abs(a).max()) if a.shape[0] else 0.0
+
+
+# ----------------------------------------------------------------------------------------------
 # squared distances in GEMM form
 
 
 def _sq_norms(A):
-    return np.einsum("ij,ij->i", A, A)
+    return _namespace(A).einsum("ij,ij->i", A, A)
 
 
 def _augmented_left(X, center, scale, shift):
     """[scale (x - c), shift |x - c|^2, 1], so that left @ right.T sums all three terms."""
-    out = np.empty((X.shape[0], X.shape[1] + 2), dtype=X.dtype)
+    xp = _namespace(X)
+    out = xp.empty((X.shape[0], X.shape[1] + 2), dtype=X.dtype, like=X)
     centered = out[:, :-2]
-    np.subtract(X, center, out=centered)
+    xp.subtract(X, center, out=centered)
     out[:, -2] = shift * _sq_norms(centered)
     centered *= scale
     out[:, -1] = 1.0
@@ -175,9 +211,10 @@ def _augmented_left(X, center, scale, shift):
 
 def _prepare_distances(Z, shift):
     """PreparedSet with aux = [z - c, 1, shift |z - c|^2], c the mean of Z."""
+    xp = _namespace(Z)
     center = Z.mean(axis=0)
-    aux = np.empty((Z.shape[0], Z.shape[1] + 2), dtype=Z.dtype)
-    np.subtract(Z, center, out=aux[:, :-2])
+    aux = xp.empty((Z.shape[0], Z.shape[1] + 2), dtype=Z.dtype, like=Z)
+    xp.subtract(Z, center, out=aux[:, :-2])
     aux[:, -2] = 1.0
     aux[:, -1] = shift * _sq_norms(aux[:, :-2])
     return PreparedSet(Z, aux, Z.dtype, center)
@@ -186,25 +223,25 @@ def _prepare_distances(Z, shift):
 def _squared_distances(Xc, prep, out, left=None):
     """out = max(|x - c|^2 + |z - c|^2 - 2 <x - c, z - c>, 0), prepared with shift 1 (``left``:
     the left operand when already built)."""
+    xp = _namespace(out)
     if left is None:
         left = _augmented_left(Xc, prep.center, -2.0, 1.0)
-    np.matmul(left, prep.aux.T, out=out)
-    np.maximum(out, 0.0, out=out)
+    xp.matmul(left, prep.aux.T, out=out)
+    xp.maximum(out, 0.0, out=out)
     return out
 
 
 def _overflows(left, prep, scale):
     """True unless left @ prep.aux.T is safe: the norm columns finite and at most max/8 in size
     (then |cross term| <= their sum and no partial sum exceeds max/2), ``scale`` within range."""
-    limit = float(np.finfo(left.dtype).max) / 8
-    return not (abs(scale) <= 8 * limit and np.abs(left[:, -2]).max(initial=0.0) <= limit
-                and np.abs(prep.aux[:, -1]).max(initial=0.0) <= limit)
+    limit = float(_namespace(left).finfo(left.dtype).max) / 8
+    return not (abs(scale) <= 8 * limit and _abs_max(left[:, -2]) <= limit and _abs_max(prep.aux[:, -1]) <= limit)
 
 
 def _scaled_squared_distances(Xc, Z, out):
     """out = |x - z|^2 / t^2 (GEMM form on X / t and Z / t, t a power of two that keeps every
     coordinate below 2 in size, so nothing overflows); returns t."""
-    big = float(max(np.abs(Xc).max(initial=0.0), np.abs(Z).max(initial=0.0)))
+    big = max(_abs_max(Xc), _abs_max(Z))
     t = math.ldexp(1.0, math.frexp(big)[1] - 1) if big > 0 else 1.0
     _squared_distances(Xc / t, _prepare_distances(Z / t, 1.0), out)
     return t
@@ -212,9 +249,10 @@ def _scaled_squared_distances(Xc, Z, out):
 
 def _scale_nonnegative(out, factor):
     """out *= factor for out >= 0, where factor may be beyond the dtype's range (0 * inf = 0)."""
-    if abs(factor) <= float(np.finfo(out.dtype).max):
+    xp = _namespace(out)
+    if abs(factor) <= float(xp.finfo(out.dtype).max):
         with np.errstate(over="ignore"):  # products beyond the range: inf, so k = 0
-            np.multiply(out, factor, out=out)
+            xp.multiply(out, factor, out=out)
     else:
         out[out > 0] = math.copysign(math.inf, factor)
 
@@ -347,13 +385,14 @@ class GaussianKernel(_BandwidthKernel):
         # [x / s^2, -|x|^2 / 2s^2, 1] . [z, 1, -|z|^2 / 2s^2] = -|x - z|^2 / 2s^2 (x, z centred)
         with np.errstate(over="ignore", invalid="ignore"):
             left = _augmented_left(Xc, prep.center, inv, -0.5 * inv)
+        xp = _namespace(out)
         if _overflows(left, prep, inv):
             ratio = _scaled_squared_distances(Xc, prep.data, out) / self.sigma  # t / s, maybe inf
             _scale_nonnegative(out, -0.5 * ratio * ratio)
         else:
-            np.matmul(left, prep.aux.T, out=out)
-            np.minimum(out, 0.0, out=out)
-        np.exp(out, out=out)
+            xp.matmul(left, prep.aux.T, out=out)
+            xp.minimum(out, 0.0, out=out)
+        xp.exp(out, out=out)
 
 
 class LaplacianKernel(_BandwidthKernel):
@@ -380,16 +419,20 @@ class LaplacianKernel(_BandwidthKernel):
         return cast + n_points * n_features * 8
 
     def _prepare(self, Z):
-        return PreparedSet(Z, np.ascontiguousarray(Z, dtype=np.float64), Z.dtype)
+        xp = _namespace(Z)
+        return PreparedSet(Z, xp.ascontiguousarray(Z, dtype=np.float64, like=Z), Z.dtype)
 
     def _fill(self, Xc, prep, out):
-        if out.dtype == np.float64:
+        xp = _namespace(out)
+        if xp is not np:
+            out[...] = xp.cdist_l1(Xc, prep.aux)
+        elif out.dtype == np.float64:
             cdist(Xc, prep.aux, metric="cityblock", out=out)
         else:
             with np.errstate(over="ignore"):  # distances beyond float32: inf, so k = 0
                 out[...] = cdist(Xc.astype(np.float64), prep.aux, metric="cityblock")
         _scale_nonnegative(out, -1.0 / self.sigma)  # -1 / sigma may be -inf: k(x, x) stays 1
-        np.exp(out, out=out)
+        xp.exp(out, out=out)
 
 
 class MaternKernel(_BandwidthKernel):
@@ -425,24 +468,25 @@ class MaternKernel(_BandwidthKernel):
             return _prepare_distances(Z, 1.0)
 
     def _fill(self, Xc, prep, out):
+        xp = _namespace(out)
         factor = math.sqrt(2.0 * self.nu) / self.sigma  # s = sqrt(2 nu) r; may be inf
         with np.errstate(over="ignore", invalid="ignore"):
             left = _augmented_left(Xc, prep.center, -2.0, 1.0)
         if _overflows(left, prep, 2.0):
             t = _scaled_squared_distances(Xc, prep.data, out)
-            np.sqrt(out, out=out)
+            xp.sqrt(out, out=out)
             _scale_nonnegative(out, factor * t)
             s_max = math.inf
         else:
-            np.sqrt(_squared_distances(Xc, prep, out, left), out=out)
+            xp.sqrt(_squared_distances(Xc, prep, out, left), out=out)
             _scale_nonnegative(out, factor)
-            # an upper bound of s, from |x - z| <= |x - c| + |z - c|
-            s_max = factor * (math.sqrt(left[:, -2].max(initial=0.0)) + math.sqrt(prep.aux[:, -1].max(initial=0.0)))
+            # an upper bound of s, from |x - z| <= |x - c| + |z - c| (the norm columns are >= 0)
+            s_max = factor * (math.sqrt(_abs_max(left[:, -2])) + math.sqrt(_abs_max(prep.aux[:, -1])))
         if s_max > self.S_MAX:  # else inf * exp(-inf) would give NaN
-            np.minimum(out, self.S_MAX, out=out)
+            xp.minimum(out, self.S_MAX, out=out)
         if self.nu == 0.5:
-            np.negative(out, out=out)
-            np.exp(out, out=out)
+            xp.negative(out, out=out)
+            xp.exp(out, out=out)
             return
         if self.nu == 1.5:
             poly = out + 1.0
@@ -451,8 +495,8 @@ class MaternKernel(_BandwidthKernel):
             poly += 1.0
             poly *= out
             poly += 1.0
-        np.negative(out, out=out)
-        np.exp(out, out=out)
+        xp.negative(out, out=out)
+        xp.exp(out, out=out)
         out *= poly
 
 
@@ -480,17 +524,18 @@ class PolynomialKernel(Kernel):
             raise ValueError(f"coef0 must be finite, got {self.coef0!r}.")
 
     def _fill(self, Xc, prep, out):
-        left = Xc if self.gamma == 1 else Xc * np.asarray(self.gamma, Xc.dtype)
-        np.matmul(left, prep.data.T, out=out)
+        xp = _namespace(out)
+        left = Xc if self.gamma == 1 else Xc * float(self.gamma)
+        xp.matmul(left, prep.data.T, out=out)
         if self.coef0 != 0:
             out += self.coef0
         degree = int(self.degree)
         if degree & (degree - 1) == 0:  # 2, 4, 8, ...: in-place squarings, about 3x faster than power
             while degree > 1:
-                np.multiply(out, out, out=out)
+                xp.multiply(out, out, out=out)
                 degree //= 2
         else:
-            np.power(out, degree, out=out)
+            xp.power(out, degree, out=out)
 
     def diag(self, X):
         self._check_params()
@@ -502,7 +547,7 @@ class LinearKernel(Kernel):
     """Linear kernel k(x, z) = <x, z>."""
 
     def _fill(self, Xc, prep, out):
-        np.matmul(Xc, prep.data.T, out=out)
+        _namespace(out).matmul(Xc, prep.data.T, out=out)
 
     def diag(self, X):
         return _sq_norms(as_float_array(X, "X"))

@@ -58,7 +58,8 @@ from ._classifier import check_class_memory, encode_classes, one_hot
 from ._estimator import INPUT_ATTRIBUTES, commit_fit, fit_weights, validate_fit_data
 from ._glm import factor_spd, normalized_weights, softmax, softmax_loss
 from ._monitor import IterationMonitor
-from ._params import MEMORY_CONSTRAINT
+from ._device import DeviceMixin
+from ._params import DEVICE_CONSTRAINT, MEMORY_CONSTRAINT
 from ._validation import as_float_array, check_finite_result
 from .ops.features import FeatureOperator
 from .ops.memory import parse_memory, plan_rows
@@ -501,7 +502,7 @@ def calibrated_least_squares(
 # estimators
 
 
-class _LeastSquaresClassifierBase(ClassifierMixin, BaseEstimator):
+class _LeastSquaresClassifierBase(ClassifierMixin, DeviceMixin, BaseEstimator):
     """Parameters and validation shared by the two classifiers."""
 
     _parameter_constraints: dict = {
@@ -511,17 +512,19 @@ class _LeastSquaresClassifierBase(ClassifierMixin, BaseEstimator):
         "class_weight": [StrOptions({"balanced"}), dict, None],
         "warm_start": ["boolean"],
         "max_memory": MEMORY_CONSTRAINT,
+        "device": DEVICE_CONSTRAINT,
         "verbose": ["verbose"],
         "callback": [callable, None],
     }
 
-    def _set_common_params(self, alpha, max_iter, tol, class_weight, warm_start, max_memory, verbose, callback):
+    def _set_common_params(self, alpha, max_iter, tol, class_weight, warm_start, max_memory, device, verbose, callback):
         self.alpha = alpha
         self.max_iter = max_iter
         self.tol = tol
         self.class_weight = class_weight
         self.warm_start = warm_start
         self.max_memory = max_memory
+        self.device = device
         self.verbose = verbose
         self.callback = callback
 
@@ -625,6 +628,9 @@ class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
         momentum of "accelerated" starts afresh.
     max_memory : int, str or None
         Budget for Sigma, its factor and the n x k work arrays; checked before allocating.
+    device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
+        Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
+        (a torch tensor as input selects its device); the others need torch.
     verbose : int, default=0
     callback : callable or None
         Receives {"iteration", "objective", "decrement"} after every iteration; returning True
@@ -646,12 +652,12 @@ class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
 
     def __init__(
         self, link="softmax", *, L=1.0, alpha="auto", max_iter=500, tol=1e-6, solver="accelerated",
-        class_weight=None, warm_start=False, max_memory=None, verbose=0, callback=None,
+        class_weight=None, warm_start=False, max_memory=None, device=None, verbose=0, callback=None,
     ):
         self.link = link
         self.L = L
         self.solver = solver
-        self._set_common_params(alpha, max_iter, tol, class_weight, warm_start, max_memory, verbose, callback)
+        self._set_common_params(alpha, max_iter, tol, class_weight, warm_start, max_memory, device, verbose, callback)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -746,10 +752,10 @@ class CalibratedLeastSquaresClassifier(_LeastSquaresClassifierBase):
 
     def __init__(
         self, basis=("y", "y2", "y3"), *, alpha="auto", max_iter=100, tol=1e-4, class_weight=None,
-        warm_start=False, max_memory=None, verbose=0, callback=None,
+        warm_start=False, max_memory=None, device=None, verbose=0, callback=None,
     ):
         self.basis = basis
-        self._set_common_params(alpha, max_iter, tol, class_weight, warm_start, max_memory, verbose, callback)
+        self._set_common_params(alpha, max_iter, tol, class_weight, warm_start, max_memory, device, verbose, callback)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):

@@ -78,6 +78,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from ._device import DeviceMixin
+from ._params import DEVICE_CONSTRAINT
 from ._classifier import check_class_memory, encode_classes, one_hot
 from ._monitor import IterationMonitor, check_callback
 from ._validation import as_float_array, check_finite_result, check_positive
@@ -469,6 +471,9 @@ def solve_lssvm(
     random_state : int, RandomState or None.
     max_memory : int, str or None. The fit fails at once, naming batch_size, when it cannot
         run within this budget (see :func:`lssvm_fit_memory`).
+    device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
+        Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
+        (a torch tensor as input selects its device); the others need torch.
     verbose, callback : see :class:`kernelscale._monitor.IterationMonitor`. The callback's dict
         has "run", "step", "residual" / "update" and "coef", the live (n + 1, k) array W.
 
@@ -637,7 +642,7 @@ def _nystrom(system, Z, blocks, T, small, monitor, run):
 # estimators
 
 
-class _LSSVMBase(BaseEstimator):
+class _LSSVMBase(DeviceMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "kernel": [Kernel, StrOptions(set(KERNEL_NAMES))],
         "C": [Interval(Real, 0, None, closed="neither")],
@@ -647,6 +652,7 @@ class _LSSVMBase(BaseEstimator):
         "n_averaged": [Interval(Integral, 1, None, closed="left")],
         "dtype": "no_validation",  # checked in fit (np.float32, np.float64 or None)
         "max_memory": [Interval(Real, 0, None, closed="neither"), str, None],
+        "device": DEVICE_CONSTRAINT,
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "callback": [callable, None],
@@ -778,6 +784,9 @@ _PARAMS_DOC = """
         Memory budget ("2GB", bytes; None is half the available memory). ``fit`` estimates its
         memory (:func:`lssvm_fit_memory`) before allocating and fails naming batch_size / dtype;
         predictions run in row blocks within it.
+    device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
+        Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
+        (a torch tensor as input selects its device); the others need torch.
     random_state : int, RandomState or None
         Seeds the block draws (and the median heuristic).
     verbose : int, default=0
@@ -852,7 +861,7 @@ class LSSVMClassifier(ClassifierMixin, _LSSVMBase):
         n_iter=100,
         n_averaged=1,
         dtype=None,
-        max_memory=None,
+        max_memory=None, device=None,
         random_state=None,
         verbose=0,
         callback=None,
@@ -867,6 +876,7 @@ class LSSVMClassifier(ClassifierMixin, _LSSVMBase):
         self.n_averaged = n_averaged
         self.dtype = dtype
         self.max_memory = max_memory
+        self.device = device
         self.random_state = random_state
         self.verbose = verbose
         self.callback = callback
@@ -934,7 +944,7 @@ class LSSVMRegressor(MultiOutputMixin, RegressorMixin, _LSSVMBase):
         n_iter=100,
         n_averaged=1,
         dtype=None,
-        max_memory=None,
+        max_memory=None, device=None,
         random_state=None,
         verbose=0,
         callback=None,
@@ -948,6 +958,7 @@ class LSSVMRegressor(MultiOutputMixin, RegressorMixin, _LSSVMBase):
         self.n_averaged = n_averaged
         self.dtype = dtype
         self.max_memory = max_memory
+        self.device = device
         self.random_state = random_state
         self.verbose = verbose
         self.callback = callback

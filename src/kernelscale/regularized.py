@@ -28,6 +28,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._device import DeviceMixin
+from ._params import DEVICE_CONSTRAINT
 from ._classifier import OneVsRestScoresMixin, check_class_memory, encode_classes, one_vs_rest_targets
 from ._estimator import INPUT_ATTRIBUTES, commit_fit, fit_weights, resolve_kernel, validate_fit_data
 from ._monitor import problem_callbacks
@@ -51,7 +53,7 @@ SOLVERS = ("coordinate_descent", "fixed_point")
 _ESTIMATOR_BYTES_PER_SAMPLE = 128
 
 
-class _RegularizedBase(BaseEstimator):
+class _RegularizedBase(DeviceMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "kernel": [Kernel, StrOptions(set(KERNEL_NAMES))],
         "C": [Interval(Real, 0, None, closed="neither")],
@@ -65,6 +67,7 @@ class _RegularizedBase(BaseEstimator):
         "intercept_scaling": [Interval(Real, 0, None, closed="neither")],
         "warm_start": ["boolean"],
         "max_memory": [Interval(Real, 0, None, closed="neither"), str, None],
+        "device": DEVICE_CONSTRAINT,
         "cache_size": [Interval(Real, 0, None, closed="neither"), str, None],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -235,6 +238,9 @@ _COMMON_DOC = """
     max_memory : int, str or None, default=None
         Budget for cached kernel rows and blocked kernel products (half the available memory if
         None); fit fails at once, naming it, when one kernel row does not fit.
+    device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
+        Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
+        (a torch tensor as input selects its device); the others need torch.
     cache_size : int, str or None, default="1GB"
         At most this many bytes of kernel rows are kept between sweeps (within ``max_memory``),
         like LIBSVM's cache; rows that do not fit are recomputed when needed. None keeps as many
@@ -319,7 +325,7 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
 
     def __init__(self, kernel="gaussian", *, loss="hinge", C=1.0, solver="coordinate_descent", rule="random",
                  step_size="trace", tol=1e-3, max_iter=1000, shrinking=True, fit_intercept=False, intercept_scaling=1.0,
-                 class_weight=None, warm_start=False, max_memory=None, cache_size="1GB", random_state=None, verbose=0, callback=None):
+                 class_weight=None, warm_start=False, max_memory=None, device=None, cache_size="1GB", random_state=None, verbose=0, callback=None):
         self.kernel = kernel
         self.loss = loss
         self.C = C
@@ -334,6 +340,7 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
         self.class_weight = class_weight
         self.warm_start = warm_start
         self.max_memory = max_memory
+        self.device = device
         self.cache_size = cache_size
         self.random_state = random_state
         self.verbose = verbose
@@ -404,7 +411,7 @@ class RegularizedKernelRegressor(MultiOutputMixin, RegressorMixin, _RegularizedB
 
     def __init__(self, kernel="gaussian", *, loss="squared", C=1.0, epsilon=0.1, solver="coordinate_descent",
                  rule="random", step_size="trace", tol=1e-3, max_iter=1000, shrinking=True, fit_intercept=False,
-                 intercept_scaling=1.0, warm_start=False, max_memory=None, cache_size="1GB", random_state=None, verbose=0,
+                 intercept_scaling=1.0, warm_start=False, max_memory=None, device=None, cache_size="1GB", random_state=None, verbose=0,
                  callback=None):
         self.kernel = kernel
         self.loss = loss
@@ -420,6 +427,7 @@ class RegularizedKernelRegressor(MultiOutputMixin, RegressorMixin, _RegularizedB
         self.intercept_scaling = intercept_scaling
         self.warm_start = warm_start
         self.max_memory = max_memory
+        self.device = device
         self.cache_size = cache_size
         self.random_state = random_state
         self.verbose = verbose

@@ -63,6 +63,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._device import DeviceMixin
+from ._params import DEVICE_CONSTRAINT
 from ._classifier import OneVsRestScoresMixin, check_class_memory, encode_classes, one_vs_rest_targets
 from ._monitor import IterationMonitor, problem_callbacks
 from ._estimator import INPUT_ATTRIBUTES, commit_fit, fit_weights, resolve_kernel, validate_fit_data
@@ -610,6 +612,9 @@ _PARAMS_DOC = """
     max_memory : int, str or None, default=None
         Budget for the columns, the active set and kernel blocks (half the available memory
         if None); fit fails at once, naming what to change, when it cannot fit.
+    device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
+        Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
+        (a torch tensor as input selects its device); the others need torch.
     warm_start : bool, default=False
         Reuse the previous candidates and weights ``mu_`` when the training set has the same
         size, n_components and number of outputs.
@@ -649,7 +654,7 @@ _ATTR_DOC = """
         step (0 for update="exact")."""
 
 
-class _SLKLBase(BaseEstimator):
+class _SLKLBase(DeviceMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "kernel": [Kernel, StrOptions(set(KERNEL_NAMES))],
         "n_components": [Interval(Integral, 1, None, closed="left")],
@@ -660,6 +665,7 @@ class _SLKLBase(BaseEstimator):
         "max_iter": [Interval(Integral, 1, None, closed="left"), None],
         "columns": [StrOptions(set(COLUMN_MODES))],
         "max_memory": [Interval(Real, 0, None, closed="neither"), str, None],
+        "device": DEVICE_CONSTRAINT,
         "warm_start": ["boolean"],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -838,7 +844,7 @@ def _candidate_scale(kernel, X, cand):
     return np.where(diag > 0, 1.0 / np.sqrt(np.where(diag > 0, diag, 1.0)), 0.0)
 
 
-def _init_params(self, kernel, n_components, sparsity, alpha, update, tol, max_iter, columns, max_memory, warm_start,
+def _init_params(self, kernel, n_components, sparsity, alpha, update, tol, max_iter, columns, max_memory, device, warm_start,
                  random_state, verbose, callback):
     self.kernel = kernel
     self.n_components = n_components
@@ -849,6 +855,7 @@ def _init_params(self, kernel, n_components, sparsity, alpha, update, tol, max_i
     self.max_iter = max_iter
     self.columns = columns
     self.max_memory = max_memory
+    self.device = device
     self.warm_start = warm_start
     self.random_state = random_state
     self.verbose = verbose
@@ -877,9 +884,9 @@ class SLKLRegressor(MultiOutputMixin, RegressorMixin, _SLKLBase):
     _parameter_constraints: dict = {**_SLKLBase._parameter_constraints}
 
     def __init__(self, kernel="gaussian", *, n_components=256, sparsity=0.01, alpha=1.0, update="exact", tol=1e-4,
-                 max_iter=None, columns="auto", max_memory=None, warm_start=False, random_state=None, verbose=0,
+                 max_iter=None, columns="auto", max_memory=None, device=None, warm_start=False, random_state=None, verbose=0,
                  callback=None):
-        _init_params(self, kernel, n_components, sparsity, alpha, update, tol, max_iter, columns, max_memory, warm_start,
+        _init_params(self, kernel, n_components, sparsity, alpha, update, tol, max_iter, columns, max_memory, device, warm_start,
                      random_state, verbose, callback)
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -921,9 +928,9 @@ class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
     }
 
     def __init__(self, kernel="gaussian", *, n_components=256, sparsity=0.01, alpha=1.0, update="exact", tol=1e-4,
-                 max_iter=None, columns="auto", class_weight=None, max_memory=None, warm_start=False,
+                 max_iter=None, columns="auto", class_weight=None, max_memory=None, device=None, warm_start=False,
                  random_state=None, verbose=0, callback=None):
-        _init_params(self, kernel, n_components, sparsity, alpha, update, tol, max_iter, columns, max_memory, warm_start,
+        _init_params(self, kernel, n_components, sparsity, alpha, update, tol, max_iter, columns, max_memory, device, warm_start,
                      random_state, verbose, callback)
         self.class_weight = class_weight
 

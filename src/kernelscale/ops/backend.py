@@ -1,19 +1,31 @@
-"""The array namespace the ops are written against.
+"""The array backends the ops are written against, and the one in use.
 
 An ops function never calls numpy for n-sized work directly: it asks its backend for the
-namespace (``xp``), for products with an output buffer (``matmul``), for in-place elementwise
-work (done with ``xp``'s ufuncs and ``out=``), for the memory it may use (``available_memory``)
-and for a host copy of a result (``to_numpy``). numpy is the backend today; a second one (torch,
-CPU or GPU) is an addition of this interface, not a rewrite of the ops.
+namespace (``xp``, numpy's names), for arrays on the backend (``empty``, ``zeros``,
+``asarray``), for products with an output buffer (``matmul``), for the memory it may use
+(``available_memory``) and for a host copy of a result (``to_numpy``). Two backends exist:
+
+- numpy (:data:`NUMPY`): host arrays and the host BLAS; the default;
+- torch (:class:`~kernelscale.ops.torch_backend.TorchBackend`): blocks on a torch device,
+  a CUDA GPU or torch's CPU kernels; imported only when asked for.
+
+Estimators take ``device=`` (see :func:`get_backend`) and run their fit and predictions inside
+:func:`using`, so the operators they create pick the backend up from :func:`current_backend`;
+solvers never name a backend.
 """
 
 from __future__ import annotations
+
+import contextlib
+import contextvars
 
 import numpy as np
 
 from .memory import available_memory
 
-__all__ = ["Backend", "NUMPY", "get_backend"]
+__all__ = ["Backend", "NUMPY", "get_backend", "current_backend", "using", "DEVICES"]
+
+DEVICES = "None (numpy), 'auto', 'cpu', 'cuda' or 'cuda:N'"
 
 
 class Backend:
@@ -21,9 +33,13 @@ class Backend:
 
     name = "numpy"
     xp = np
+    device = None
 
     def empty(self, shape, dtype):
         return np.empty(shape, dtype=dtype)
+
+    def zeros(self, shape, dtype):
+        return np.zeros(shape, dtype=dtype)
 
     def asarray(self, a, dtype=None):
         """``a`` as a C-ordered array of ``dtype`` (no copy when it already is one)."""
@@ -40,15 +56,58 @@ class Backend:
         """Bytes this backend's arrays may still take (host memory available now)."""
         return available_memory()
 
+    def synchronize(self):
+        """Wait for queued device work (nothing to wait for on the host)."""
+
     def __repr__(self):
         return f"Backend({self.name!r})"
 
 
 NUMPY = Backend()
+_CURRENT = contextvars.ContextVar("kernelscale_backend", default=NUMPY)
 
 
-def get_backend(name=None):
-    """The backend called ``name`` (None and "numpy" give numpy, the only one so far)."""
-    if name is None or name == "numpy":
-        return NUMPY
-    raise ValueError(f"backend={name!r} is not available; the available backend is 'numpy'.")
+def current_backend():
+    """The backend the estimator being run asked for (numpy outside any :func:`using`)."""
+    return _CURRENT.get()
+
+
+@contextlib.contextmanager
+def using(backend):
+    """Run the block with ``backend`` as :func:`current_backend` (this thread only)."""
+    token = _CURRENT.set(backend)
+    try:
+        yield backend
+    finally:
+        _CURRENT.reset(token)
+
+
+def get_backend(device=None, name="device"):
+    """The backend of a ``device`` argument, the same meaning for every estimator.
+
+    - None or "numpy": numpy on the host (the default);
+    - "cpu": torch's CPU kernels; "cuda", "cuda:N" or a ``torch.device``: that torch device;
+    - "auto": the first CUDA GPU when torch sees one, else numpy;
+    - a backend object: itself.
+    Torch devices need torch (``pip install "kernelscale[torch]"``).
+    """
+    if device is None or isinstance(device, Backend) or (isinstance(device, str) and device == "numpy"):
+        return NUMPY if not isinstance(device, Backend) else device
+    if type(device).__name__ == "TorchBackend":
+        return device
+    if not isinstance(device, str) and type(device).__module__ != "torch":
+        raise TypeError(f"{name} must be {DEVICES}; got {device!r}.")
+    try:
+        from .torch_backend import TorchBackend, resolve_device
+    except ImportError as err:
+        if device == "auto":
+            return NUMPY
+        raise ValueError(
+            f"{name}={device!r} needs torch, which is not installed: pip install 'kernelscale[torch]', "
+            f"or use {name}=None for numpy."
+        ) from err
+    try:
+        dev = resolve_device(device)
+    except ValueError as err:
+        raise ValueError(str(err).replace("device=", f"{name}=", 1)) from None
+    return NUMPY if dev is None else TorchBackend(dev)

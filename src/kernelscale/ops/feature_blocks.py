@@ -180,7 +180,7 @@ class FourierBlock(FeatureBlock):
         m = self.weights.shape[1]
         if self.offset is not None:
             proj = backend.matmul(X, self.weights, out=out)
-            proj += self.offset
+            proj += backend.asarray(self.offset)
             xp.cos(proj, out=proj)
             proj *= math.sqrt(2.0 / m)
             return proj
@@ -199,8 +199,8 @@ class LogitBlock(FourierBlock):
 
     def apply(self, X, backend=NUMPY, out=None):
         F = backend.matmul(X, self.weights, out=out)
-        F += self.offset - np.asarray(np.pi, dtype=F.dtype)
-        return expit(F, out=F)
+        F += backend.asarray(self.offset - np.asarray(np.pi, dtype=self.offset.dtype))
+        return expit(F, out=F) if backend is NUMPY else backend.xp.expit(F, out=F)
 
 
 def _sample_frequencies(kernel, d, m, rng):
@@ -233,7 +233,7 @@ class TensorSketchBlock(FeatureBlock):
     ``indices`` and ``signs`` (degree, d + 1) are the hash functions h_j: [d+1] -> [D] and
     s_j: [d+1] -> {-1, +1} of the degree independent count sketches of x'. The features are
     IFFT(prod_j FFT(CS_j(x'))), whose inner product is an unbiased estimate of <x', z'>^degree.
-    The count sketches and FFTs run on the host (scipy).
+    The count sketches and FFTs run on the host (scipy), whatever the backend.
     """
 
     indices: np.ndarray
@@ -254,6 +254,12 @@ class TensorSketchBlock(FeatureBlock):
         return self.indices.shape[1] - 1, self.n_components
 
     def apply(self, X, backend=NUMPY, out=None):
+        if backend is not NUMPY:  # on the host, then back to the device
+            F = backend.asarray(self.apply(backend.to_numpy(X)))
+            if out is None:
+                return F
+            out[...] = F
+            return out
         Xa = _append_constant(X, self.gamma, self.coef0, backend)
         rows = np.arange(Xa.shape[1])
         D = self.n_components
@@ -338,7 +344,9 @@ class ColumnBlock(FeatureBlock):
         return self.n_features, self.indices.size
 
     def apply(self, X, backend=NUMPY, out=None):
-        return backend.xp.take(X, self.indices, axis=1, out=out)
+        if backend is not NUMPY:
+            return backend.xp.take_columns(X, self.indices, out=out)
+        return np.take(X, self.indices, axis=1, out=out)
 
 
 # ----------------------------------------------------------------------------------------------

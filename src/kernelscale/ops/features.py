@@ -19,6 +19,9 @@ the block indices only and a group's buffer always has the same layout, so resul
 bit the same whether the regenerated parameters were cached or not (they are cached for the
 operator's life, e.g. one ``fit`` call, while they fit in ``cache_bytes``); a budget that cuts
 the rows into smaller chunks changes them by rounding only.
+
+On a torch backend the row chunks, projections and products run on the device; block parameters
+are drawn on the host (the same on every device) and copied over; verbs return host arrays.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import math
 
 import numpy as np
 
-from .backend import NUMPY
+from .backend import NUMPY, current_backend
 from .feature_blocks import FourierBlock
 from .memory import MAX_CHUNK_ROWS, plan_rows
 
@@ -61,17 +64,18 @@ class FeatureOperator:
         every block at every use (same results either way).
     blocks : dict or None
         Parameters already drawn, by block index (a fitted transformer's), used as they are.
-    backend : Backend, default NUMPY
+    backend : Backend or None
+        Where the products run; None is :func:`~kernelscale.ops.backend.current_backend`.
     group : bool, default=True
         Fourier blocks of one group of ``GROUP_COLUMNS`` columns share one GEMM in ``scores``
         (small mini-batches against many blocks); False takes them one block at a time over
         all rows, which was faster for predictions on many rows (bench_refactor's adult predict).
     """
 
-    def __init__(self, spec, budget, *, cache_bytes=0, blocks=None, backend=NUMPY, group=True):
+    def __init__(self, spec, budget, *, cache_bytes=0, blocks=None, backend=None, group=True):
         self.spec = spec
         self.budget = int(budget)
-        self.backend = backend
+        self.backend = current_backend() if backend is None else backend
         self.cache_bytes = max(int(cache_bytes), 0)
         self._used = 0
         # block index -> block, or ("group", g) -> _Group of Fourier blocks
@@ -160,7 +164,7 @@ class FeatureOperator:
             block = self.block(t)
             for s in range(0, n, chunk):
                 block.apply(X[s : s + chunk], self.backend, out=out[s : s + chunk, j * width : (j + 1) * width])
-        return out
+        return self.backend.to_numpy(out)
 
     def scores(self, X, coef, blocks):
         """f(X) = sum_j phi_{blocks[j]}(X) coef[j]: (n, k) in the map's dtype.
@@ -179,7 +183,7 @@ class FeatureOperator:
             count: self._chunk(n, count * width, k, count * params, max(1, PROJECTION_BYTES // (count * width * item)))
             for count in counts
         }
-        F = self.backend.xp.zeros((n, k), dtype=X.dtype)
+        F = self.backend.zeros((n, k), X.dtype)
         for j, start, stop in runs:
             chunk, c = chunks[stop - start], coef[j : j + stop - start]
             if self._group:
@@ -188,7 +192,7 @@ class FeatureOperator:
                 part, params = self._block_scores, self.block(start)
             for s in range(0, n, chunk):
                 F[s : s + chunk] += part(X[s : s + chunk], params, c)
-        return F
+        return self.backend.to_numpy(F)
 
     def _block_scores(self, X, block, c):
         return self.backend.matmul(block.apply(X, self.backend), c[0])
@@ -201,13 +205,13 @@ class FeatureOperator:
         rows = c.shape[0] * m
         proj = mm(X, weights_t.T)
         if offset is not None:
-            proj += offset
+            proj += self.backend.asarray(offset)
             xp.cos(proj, out=proj)
-            return mm(proj, c.reshape(rows, -1)) * xp.asarray(math.sqrt(2.0 / m), dtype=X.dtype)
+            return mm(proj, c.reshape(rows, -1)) * math.sqrt(2.0 / m)
         part = mm(xp.cos(proj), c[:, :m].reshape(rows, -1))
         xp.sin(proj, out=proj)
         part += mm(proj, c[:, m:].reshape(rows, -1))
-        return part * xp.asarray(math.sqrt(1.0 / m), dtype=X.dtype)
+        return part * math.sqrt(1.0 / m)
 
     def _sum_chunk(self, A, per_row, max_rows=SUM_ROWS):
         what = "a weighted sum over rows"
@@ -215,11 +219,12 @@ class FeatureOperator:
 
     def weighted_mean(self, A, w):
         """sum_i w_i a_i (float64) of the rows of A (n, p), without a float64 copy of A."""
+        be = self.backend
         mean = np.zeros(A.shape[1])
-        wd = w.astype(A.dtype)
+        wd = be.asarray(w.astype(A.dtype))
         chunk = self._sum_chunk(A, A.dtype.itemsize)
         for s in range(0, A.shape[0], chunk):
-            mean += self.backend.to_numpy(self.backend.matmul(wd[s : s + chunk], A[s : s + chunk]))
+            mean += be.to_numpy(be.matmul(wd[s : s + chunk], be.asarray(A[s : s + chunk])))
         return mean
 
     def weighted_gram(self, A, w, B=None, *, center=None, uniform=False):
@@ -230,25 +235,26 @@ class FeatureOperator:
         - otherwise sum_i w_i a_i b_i^T with B (n, q) (default A); ``uniform``: all weights are
           equal, so the rows are not scaled and w_0 multiplies the sum.
         """
-        xp = self.backend.xp
+        be = self.backend
+        dot = np.dot if be is NUMPY else be.matmul  # np.dot runs C^T C as a symmetric rank-k update
         other = A if B is None else B
         out = np.zeros((A.shape[1], other.shape[1]))
         per_row = A.shape[1] * A.dtype.itemsize
         if center is not None:
             chunk = self._sum_chunk(A, per_row, MAX_CHUNK_ROWS)  # a centred copy of the chunk
-            center = xp.asarray(center, dtype=A.dtype)
-            root = xp.sqrt(w).astype(A.dtype)
+            center = be.asarray(np.asarray(center, dtype=A.dtype))
+            root = be.asarray(np.sqrt(w).astype(A.dtype))
             for s in range(0, A.shape[0], chunk):
-                C = A[s : s + chunk] - center
+                C = be.asarray(A[s : s + chunk]) - center
                 C *= root[s : s + chunk, None]
-                out += self.backend.to_numpy(xp.dot(C.T, C))  # C^T C as a symmetric rank-k update
+                out += be.to_numpy(dot(C.T, C))
             return out
-        wd = w.astype(A.dtype)
+        wd = be.asarray(w.astype(A.dtype))
         chunk = self._sum_chunk(A, per_row)
         for s in range(0, A.shape[0], chunk):
-            a = A[s : s + chunk]
-            b = a if B is None else B[s : s + chunk]
-            out += self.backend.to_numpy(xp.dot(a.T, b) if uniform else xp.dot((a * wd[s : s + chunk, None]).T, b))
+            a = be.asarray(A[s : s + chunk])
+            b = a if B is None else be.asarray(B[s : s + chunk])
+            out += be.to_numpy(dot(a.T, b) if uniform else dot((a * wd[s : s + chunk, None]).T, b))
         if uniform:
             out *= w[0]
         return out

@@ -20,6 +20,11 @@ requested rows) are checked separately where they are kernel blocks themselves. 
 small for one row raises a ValueError saying how much one row needs. The point set X is
 prepared (cast, centred, augmented: :meth:`Kernel.prepare`) once per operator; the verbs' default
 budget is the operator's budget less that prepared copy.
+
+Backends: the prepared point set, the blocks and their products live on the operator's backend
+(:func:`~kernelscale.ops.backend.current_backend` when it is made, e.g. a GPU); arguments and
+results are numpy arrays on the host, except a :class:`RowBlock`, which keeps its rows on the
+device and hands back only its small products.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import numpy as np
 
 from .._validation import as_float_array, check_same_features, result_dtype
 from ..kernels import make_kernel
-from .backend import get_backend
+from .backend import NUMPY, current_backend, get_backend
 from .memory import MAX_BLOCK_BYTES, format_bytes, parse_memory, rows_per_block, ufunc_workspace_bytes
 from .row_cache import KernelRowCache
 
@@ -55,11 +60,11 @@ def _block_rows(kernel, n_rows, n_cols, n_features, dtype, budget, fixed_bytes):
     return max(1, min(step, MAX_BLOCK_BYTES // per_row))
 
 
-def _blocks(kernel, A, prepared, budget, fixed_bytes=0):
-    """Yield ``(start, stop, K(A[start:stop], Z))`` for the prepared Z; the block buffer is
-    reused between iterations."""
+def _blocks(kernel, A, prepared, budget, fixed_bytes=0, backend=NUMPY):
+    """Yield ``(start, stop, K(A[start:stop], Z))`` for the prepared Z, on ``backend``; the block
+    buffer is reused between iterations."""
     step = _block_rows(kernel, A.shape[0], prepared.n_points, A.shape[1], prepared.dtype, budget, fixed_bytes)
-    buffer = np.empty((step, prepared.n_points), dtype=prepared.dtype)
+    buffer = backend.empty((step, prepared.n_points), prepared.dtype)
     for start in range(0, A.shape[0], step):
         stop = min(start + step, A.shape[0])
         yield start, stop, kernel.block(A[start:stop], prepared, out=buffer[: stop - start])
@@ -72,12 +77,17 @@ def _fill_step(kernel, n_rows, n_cols, n_features, dtype, budget, fixed_bytes):
     return rows_per_block(max(n_rows, 1), per_row, budget, fixed_bytes=fixed_bytes + ufunc_workspace_bytes())
 
 
-def _fill_rows(kernel, A, prepared, out, budget, fixed_bytes=0):
-    """Write K(A, Z) into ``out``, in row blocks of :func:`_fill_step`."""
-    step = _fill_step(kernel, A.shape[0], prepared.n_points, A.shape[1], prepared.dtype, budget, fixed_bytes)
-    for start in range(0, A.shape[0], step):
-        stop = min(start + step, A.shape[0])
-        kernel.block(A[start:stop], prepared, out=out[start:stop])
+def _fill_rows(kernel, A, prepared, out, budget, fixed_bytes=0, backend=NUMPY):
+    """Write K(A, Z) into ``out``, in row blocks of :func:`_fill_step` (straight into ``out``
+    when it is on the backend; through a device block per step when it is a host array)."""
+    if backend is NUMPY or not isinstance(out, np.ndarray):
+        step = _fill_step(kernel, A.shape[0], prepared.n_points, A.shape[1], prepared.dtype, budget, fixed_bytes)
+        for start in range(0, A.shape[0], step):
+            stop = min(start + step, A.shape[0])
+            kernel.block(A[start:stop], prepared, out=out[start:stop])
+        return out
+    for start, stop, block in _blocks(kernel, A, prepared, budget, fixed_bytes, backend):
+        out[start:stop] = backend.to_numpy(block)
     return out
 
 
@@ -121,16 +131,17 @@ class KernelOperator:
         The budget of every verb (bytes; parsed once).
     dtype : float dtype or None
         The computation dtype (default: X's, float32 or float64).
-    backend : str or None
-        The array backend (only "numpy" so far).
+    backend : backend, device string or None
+        Where the blocks are computed (:func:`~kernelscale.ops.backend.get_backend`); None is
+        the backend in use (:func:`~kernelscale.ops.backend.current_backend`).
     """
 
     def __init__(self, kernel, X, max_memory=None, *, dtype=None, backend=None, name="X"):
         self.kernel = make_kernel(kernel)
         self.X = as_float_array(X, name)
         self.dtype = np.dtype(self.X.dtype if dtype is None else dtype)
+        self.backend = current_backend() if backend is None else get_backend(backend)
         self.budget = parse_memory(max_memory)
-        self.backend = get_backend(backend)
         self._prepared = None
 
     @property
@@ -145,7 +156,7 @@ class KernelOperator:
     def prepared(self):
         """X prepared for kernel blocks (computed on first use and kept)."""
         if self._prepared is None:
-            self._prepared = self.kernel.prepare(self.X, self.dtype)
+            self._prepared = self.kernel.prepare(self.X, self.dtype, self.backend)
         return self._prepared
 
     @property
@@ -180,7 +191,9 @@ class KernelOperator:
         """Yield ``(start, stop, K(X[rows][start:stop], X))``; the buffer is reused."""
         A = self.X if rows is None else self.X[_as_indices(rows, self.n)]
         gathered = 0 if rows is None else A.nbytes
-        yield from _blocks(self.kernel, A, self.prepared, self._budget(budget), fixed_bytes + gathered)
+        for start, stop, block in _blocks(self.kernel, A, self.prepared, self._budget(budget), fixed_bytes + gathered,
+                                          self.backend):
+            yield start, stop, self.backend.to_numpy(block)
 
     def rows(self, idx, *, out=None, budget=None):
         """K[idx, :] as a C-ordered (len(idx), n) array, written into ``out`` when given (the
@@ -195,7 +208,7 @@ class KernelOperator:
         _fill_step(self.kernel, idx.size, self.n, self.n_features, self.dtype, budget, held)  # fail before allocating
         if out is None:
             out = np.empty(shape, dtype=self.dtype)
-        return _fill_rows(self.kernel, self.X[idx], self.prepared, out, budget, held)
+        return _fill_rows(self.kernel, self.X[idx], self.prepared, out, budget, held, self.backend)
 
     def matvec(self, V, *, rows=None, cols=None, budget=None, fixed_bytes=0):
         """K[rows, cols] @ V (all rows / columns when None), V of shape (len(cols),) or
@@ -227,20 +240,38 @@ class KernelOperator:
         fixed += V.nbytes if V is not V_given else 0
         budget = self._budget(budget, reuse)
         _block_rows(self.kernel, A.shape[0], Z.shape[0], self.n_features, dtype, budget, fixed)  # fail before preparing
-        prepared = self.prepared if reuse else self.kernel.prepare(Z, dtype)
-        out = np.empty((A.shape[0],) + V.shape[1:], dtype=dtype)
-        for start, stop, block in _blocks(self.kernel, A, prepared, budget, fixed):
-            self.backend.matmul(block, V, out=out[start:stop])
-        return out
+        be = self.backend
+        prepared = self.prepared if reuse else self.kernel.prepare(Z, dtype, be)
+        V, out = be.asarray(V), be.empty((A.shape[0],) + V.shape[1:], dtype)
+        for start, stop, block in _blocks(self.kernel, A, prepared, budget, fixed, be):
+            be.matmul(block, V, out=out[start:stop])
+        return be.to_numpy(out)
 
     def row_block(self, idx, *, diag=None, out=None, budget=None):
         """The rows K[idx, :] (plus ``diag[idx]`` on their diagonal entries when given), held in
-        a :class:`RowBlock` whose products are the only way to use them."""
+        a :class:`RowBlock` whose products are the only way to use them. ``out`` (host) holds
+        them on numpy; on another backend they stay on the device (a buffer kept for the next
+        call of the same size)."""
         idx = _as_indices(idx, self.n)
-        M = self.rows(idx, out=out, budget=budget)
+        if self.backend is NUMPY:
+            M = self.rows(idx, out=out, budget=budget)
+            if diag is not None:
+                M[np.arange(idx.size), idx] += diag[idx]
+            return RowBlock(M, self.backend)
+        be, shape = self.backend, (idx.size, self.n)
+        buffer = getattr(self, "_row_buffer", None)
+        if buffer is None or tuple(buffer.shape) != shape:
+            self._row_buffer = buffer = None
+            held = idx.size * self.n_features * self.X.itemsize
+            budget = self._budget(budget)
+            held += _check_result_fits(idx.size, self.n, self.dtype, budget)
+            _fill_step(self.kernel, idx.size, self.n, self.n_features, self.dtype, budget, held)
+            self._row_buffer = buffer = be.empty(shape, self.dtype)
+        M = _fill_rows(self.kernel, self.X[idx], self.prepared, buffer, self._budget(budget), 0, be)
         if diag is not None:
-            M[np.arange(idx.size), idx] += diag[idx]
-        return RowBlock(M, self.backend)
+            positions = be.asarray(np.arange(idx.size)), be.asarray(idx)
+            M[positions] += be.asarray(diag[idx], self.dtype)
+        return RowBlock(M, be)
 
     def column_gram(self, cand, Y, *, scale=None, weights=None, dtype=np.float64, budget=None, fixed_bytes=0):
         """Q = C^T C (M, M) and R = C^T Y (M, k) for the columns C[:, m] = w * K[:, cand[m]] *
@@ -251,18 +282,22 @@ class KernelOperator:
         Y_given, Y = Y, np.asarray(Y, dtype=np.float64).reshape(self.n, -1)
         fixed_bytes += 0 if np.shares_memory(Y, Y_given) else Y.nbytes
         M, k = cand.size, Y.shape[1]
-        Q, R = np.zeros((M, M)), np.zeros((M, k))
+        be = self.backend
+        Q, R = be.zeros((M, M), np.float64), be.zeros((M, k), np.float64)
         Zc = self.X[cand]
-        prepared = self.kernel.prepare(Zc, dtype)
+        prepared = self.kernel.prepare(Zc, dtype, be)
         fixed = fixed_bytes + 2 * Q.nbytes + R.nbytes + Zc.nbytes + prepared.nbytes  # + the product added to Q
-        for start, stop, B in _blocks(self.kernel, self.X, prepared, self._budget(budget, False), fixed):
+        Y = be.asarray(Y)
+        scale = None if scale is None else be.asarray(scale)[None, :]
+        weights = None if weights is None else be.asarray(weights)
+        for start, stop, B in _blocks(self.kernel, self.X, prepared, self._budget(budget, False), fixed, be):
             if scale is not None:
-                B *= scale[None, :]
+                B *= scale
             if weights is not None:
                 B *= weights[start:stop, None]
-            Q += B.T @ B
-            R += B.T @ Y[start:stop]
-        return Q, R
+            Q += be.matmul(B.T, B)
+            R += be.matmul(B.T, Y[start:stop])
+        return be.to_numpy(Q), be.to_numpy(R)
 
     def row_cache(self, *, reserved_bytes=0, max_rows=None, batch_rows=None):
         """An LRU cache of rows of K within the operator's budget (see :class:`KernelRowCache`)."""
@@ -270,7 +305,8 @@ class KernelOperator:
 
 
 class RowBlock:
-    """Rows M = K[idx, :] (J x n) held for a block solver, used only through its products."""
+    """Rows M = K[idx, :] (J x n) held for a block solver (on the operator's backend), used only
+    through its products, which take and return host arrays (``out``: a host array to fill)."""
 
     def __init__(self, M, backend):
         self._M = M
@@ -278,7 +314,7 @@ class RowBlock:
 
     @property
     def shape(self):
-        return self._M.shape
+        return tuple(self._M.shape)
 
     @property
     def nbytes(self):
@@ -286,26 +322,41 @@ class RowBlock:
 
     @property
     def dtype(self):
-        return self._M.dtype
+        return np.dtype(self.backend.to_numpy(self._M[:0]).dtype)
+
+    def _host(self, result, out):
+        if out is None:
+            return self.backend.to_numpy(result)
+        if result is not out:
+            out[...] = self.backend.to_numpy(result)
+        return out
 
     def gram(self, out=None):
         """M M^T (J x J); numpy runs it as a symmetric rank-k update."""
-        return self.backend.matmul(self._M, self._M.T, out=out)
+        if self.backend is NUMPY:
+            return np.matmul(self._M, self._M.T, out=out)
+        return self._host(self.backend.matmul(self._M, self._M.T), out)
 
     def row_sums(self):
-        return self._M.sum(axis=1)
+        return self.backend.to_numpy(self._M.sum(axis=1))
 
     def columns(self, cols):
         """M[:, cols] (J x len(cols)): the square part K[idx, idx] when cols = idx."""
-        return self._M[:, cols]
+        if self.backend is NUMPY:
+            return self._M[:, cols]
+        return self.backend.to_numpy(self._M[:, self.backend.asarray(np.asarray(cols, dtype=np.intp))])
 
     def dot(self, W, out=None):
         """M W for W of shape (n, k)."""
-        return self.backend.matmul(self._M, W, out=out)
+        if self.backend is NUMPY:
+            return np.matmul(self._M, W, out=out)
+        return self._host(self.backend.matmul(self._M, self.backend.asarray(W)), out)
 
     def tdot(self, V, out=None):
         """M^T V for V of shape (J, k)."""
-        return self.backend.matmul(self._M.T, V, out=out)
+        if self.backend is NUMPY:
+            return np.matmul(self._M.T, V, out=out)
+        return self._host(self.backend.matmul(self._M.T, self.backend.asarray(V)), out)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -338,11 +389,17 @@ def iter_kernel_blocks(kernel, X, Z=None, max_memory=None, *, dtype=None, prepar
     budget = parse_memory(max_memory)
     if prepared is not None and prepared.dtype != dtype:
         raise ValueError(f"dtype={dtype} differs from the prepared point set's {prepared.dtype}; prepare Z in {dtype}.")
+    backend = current_backend()
+    for start, stop, block in _device_blocks(kernel, X, Z, dtype, budget, prepared, fixed_bytes, backend):
+        yield start, stop, backend.to_numpy(block)
+
+
+def _device_blocks(kernel, X, Z, dtype, budget, prepared, fixed_bytes, backend):
     if prepared is None:
         fixed_bytes += _fixed_bytes(kernel, Z, dtype)
         _block_rows(kernel, X.shape[0], Z.shape[0], X.shape[1], dtype, budget, fixed_bytes)  # fail before preparing
-        prepared = kernel.prepare(Z, dtype)
-    yield from _blocks(kernel, X, prepared, budget, fixed_bytes)
+        prepared = kernel.prepare(Z, dtype, backend)
+    yield from _blocks(kernel, X, prepared, budget, fixed_bytes, backend)
 
 
 def matvec_memory(kernel, n_rows, n_cols, n_features, dtype=np.float64, max_memory=None):
@@ -382,10 +439,11 @@ def kernel_matvec(kernel, X, Z, V, max_memory=None):
     dtype = np.result_type(dtype, V.dtype)
     V_given, V = V, np.ascontiguousarray(V, dtype=dtype)
     copied = V.nbytes if V is not V_given else 0
-    out = np.empty((X.shape[0],) + V.shape[1:], dtype=dtype)
-    for start, stop, block in iter_kernel_blocks(kernel, X, Z, max_memory, dtype=dtype, fixed_bytes=copied):
-        np.matmul(block, V, out=out[start:stop])
-    return out
+    be = current_backend()
+    V, out = be.asarray(V), be.empty((X.shape[0],) + V.shape[1:], dtype)
+    for start, stop, block in _device_blocks(kernel, X, Z, dtype, parse_memory(max_memory), None, copied, be):
+        be.matmul(block, V, out=out[start:stop])
+    return be.to_numpy(out)
 
 
 def kernel_rows(kernel, X, rows, Z=None, max_memory=None, *, out=None):
@@ -406,7 +464,8 @@ def kernel_rows(kernel, X, rows, Z=None, max_memory=None, *, out=None):
     _fill_step(kernel, rows.size, Z.shape[0], X.shape[1], dtype, budget, held)  # fail before allocating
     if out is None:
         out = np.empty(shape, dtype=dtype)
-    return _fill_rows(kernel, X[rows], kernel.prepare(Z, dtype), out, budget, held)
+    be = current_backend()
+    return _fill_rows(kernel, X[rows], kernel.prepare(Z, dtype, be), out, budget, held, be)
 
 
 def kernel_diag(kernel, X):

@@ -57,8 +57,11 @@ def available_memory():
 
 
 def default_memory_budget():
-    """The budget used when ``max_memory=None``: half of the memory available now."""
-    return int(DEFAULT_MEMORY_FRACTION * available_memory())
+    """The budget used when ``max_memory=None``: half of the memory available now to the
+    backend in use (host memory, or a GPU's free memory)."""
+    from .backend import current_backend  # backend imports this module
+
+    return int(DEFAULT_MEMORY_FRACTION * current_backend().available_memory())
 
 
 def parse_memory(max_memory, name="max_memory"):

@@ -1,0 +1,200 @@
+"""The torch backend: kernel and feature blocks on a torch device (a GPU, or torch's CPU kernels).
+
+Imported only when a torch device is asked for (``device="cuda"``, ``"cpu"``, a torch tensor as
+input), so ``import kernelscale`` never imports torch. What runs where:
+
+- on the device: the prepared point set of a :class:`~kernelscale.ops.kernel.KernelOperator`,
+  every kernel block and its products (matvec, predict, the LS-SVM row block and its Gram, SLKL's
+  column Gram), the projections and trigonometric passes of random-feature blocks, and the
+  weighted moments of feature rows;
+- on the host, in numpy: random draws (float64, then cast: a seeded block is the same on every
+  device), the TensorSketch count sketches and FFTs, the small factorisations of the solvers
+  (J x J, M x M, p x p, with scipy: faster there at these sizes, and in float64), and every
+  solver's own state. Operators take and return numpy arrays; only blocks stay on the device.
+
+:class:`TorchNamespace` gives the kernel formulas of :mod:`kernelscale.kernels` numpy's names for
+the few functions they call, with numpy's ``out=`` semantics, so each formula is written once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .memory import available_memory
+
+__all__ = ["TorchBackend", "TorchNamespace", "TORCH_XP", "torch_dtype", "numpy_dtype", "resolve_device"]
+
+_TO_TORCH = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
+             np.dtype(np.float16): torch.float16, np.dtype(np.int64): torch.int64,
+             np.dtype(np.int32): torch.int32, np.dtype(np.bool_): torch.bool}
+_TO_NUMPY = {v: k for k, v in _TO_TORCH.items()}
+
+
+def torch_dtype(dtype):
+    """The torch dtype of a numpy dtype (a torch dtype is returned as it is)."""
+    return dtype if isinstance(dtype, torch.dtype) else _TO_TORCH[np.dtype(dtype)]
+
+
+def numpy_dtype(dtype):
+    """The numpy dtype of a torch dtype (a numpy dtype is returned as it is)."""
+    return _TO_NUMPY[dtype] if isinstance(dtype, torch.dtype) else np.dtype(dtype)
+
+
+def resolve_device(device):
+    """A torch.device for "cpu", "cuda", "cuda:N", "auto" (CUDA when visible, else None: numpy)
+    or a torch.device; a ValueError naming ``device`` when that device is not available."""
+    if device == "auto":
+        return torch.device("cuda") if torch.cuda.is_available() else None
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device={device!r} is not a device; use None, 'auto', 'cpu', 'cuda' or 'cuda:N'.") from err
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device={device!r} but torch sees no CUDA GPU; use device=None or 'cpu'.")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"device={device!r} but torch sees {torch.cuda.device_count()} CUDA GPU(s).")
+    elif dev.type != "cpu":
+        raise ValueError(f"device={device!r}: only 'cpu' and CUDA devices are supported.")
+    return dev
+
+
+def _unary(fn):
+    def apply(a, out=None):
+        return fn(a, out=out) if out is not None else fn(a)
+    return apply
+
+
+class TorchNamespace:
+    """numpy-named functions on torch tensors (numpy operands are moved to the tensor's device)."""
+
+    finfo = staticmethod(torch.finfo)
+    exp = staticmethod(_unary(torch.exp))
+    sqrt = staticmethod(_unary(torch.sqrt))
+    cos = staticmethod(_unary(torch.cos))
+    sin = staticmethod(_unary(torch.sin))
+    negative = staticmethod(_unary(torch.neg))
+    abs = staticmethod(_unary(torch.abs))
+
+    @staticmethod
+    def _like(b, a):
+        if isinstance(b, np.ndarray):
+            return torch.as_tensor(b, dtype=a.dtype, device=a.device)
+        return b
+
+    def _binary(self, fn, a, b, out):
+        b = self._like(b, a)
+        return fn(a, b, out=out) if out is not None else fn(a, b)
+
+    def multiply(self, a, b, out=None):
+        return self._binary(torch.mul, a, b, out)
+
+    def add(self, a, b, out=None):
+        return self._binary(torch.add, a, b, out)
+
+    def subtract(self, a, b, out=None):
+        return self._binary(torch.sub, a, b, out)
+
+    def power(self, a, p, out=None):
+        return self._binary(torch.pow, a, p, out)
+
+    def matmul(self, a, b, out=None):
+        return self._binary(torch.matmul, a, b, out)
+
+    def maximum(self, a, b, out=None):
+        if isinstance(b, (int, float)):
+            return torch.clamp(a, min=b, out=out) if out is not None else torch.clamp(a, min=b)
+        return self._binary(torch.maximum, a, b, out)
+
+    def minimum(self, a, b, out=None):
+        if isinstance(b, (int, float)):
+            return torch.clamp(a, max=b, out=out) if out is not None else torch.clamp(a, max=b)
+        return self._binary(torch.minimum, a, b, out)
+
+    @staticmethod
+    def einsum(spec, *operands):
+        return torch.einsum(spec, *operands)
+
+    @staticmethod
+    def empty(shape, dtype=None, like=None):
+        return torch.empty(shape, dtype=torch_dtype(dtype if dtype is not None else like.dtype), device=like.device)
+
+    @staticmethod
+    def zeros(shape, dtype=None, like=None):
+        return torch.zeros(shape, dtype=torch_dtype(dtype if dtype is not None else like.dtype), device=like.device)
+
+    @staticmethod
+    def ascontiguousarray(a, dtype=None, like=None):
+        dtype = torch_dtype(dtype) if dtype is not None else None
+        return torch.as_tensor(a, dtype=dtype, device=like.device).contiguous()
+
+    @staticmethod
+    def cdist_l1(X, Z):
+        return torch.cdist(X.to(torch.float64), Z, p=1.0)
+
+    @staticmethod
+    def expit(a, out=None):
+        return torch.sigmoid(a, out=out) if out is not None else torch.sigmoid(a)
+
+    @staticmethod
+    def take_columns(a, idx, out=None):
+        idx = torch.as_tensor(idx, device=a.device)
+        if out is None:
+            return a[:, idx]
+        out.copy_(a[:, idx])
+        return out
+
+
+TORCH_XP = TorchNamespace()
+
+
+class TorchBackend:
+    """Arrays on a torch device; operators hand numpy arrays in and get numpy arrays back."""
+
+    name = "torch"
+    xp = TORCH_XP
+
+    def __init__(self, device):
+        self.device = torch.device(device)
+
+    def empty(self, shape, dtype):
+        return torch.empty(shape, dtype=torch_dtype(dtype), device=self.device)
+
+    def zeros(self, shape, dtype):
+        return torch.zeros(shape, dtype=torch_dtype(dtype), device=self.device)
+
+    def asarray(self, a, dtype=None):
+        """``a`` (numpy or torch) as a contiguous tensor on the device, of ``dtype`` if given."""
+        dtype = None if dtype is None else torch_dtype(dtype)
+        return torch.as_tensor(a, dtype=dtype, device=self.device).contiguous()
+
+    def matmul(self, a, b, out=None):
+        a, b = self.asarray(a), self.asarray(b)
+        if b.dtype != a.dtype:
+            b = b.to(a.dtype)
+        return torch.matmul(a, b, out=out) if out is not None else torch.matmul(a, b)
+
+    def to_numpy(self, a):
+        if isinstance(a, torch.Tensor):
+            return a.detach().cpu().numpy()
+        return np.asarray(a)
+
+    def available_memory(self):
+        """Free GPU memory on a CUDA device (torch.cuda.mem_get_info), else host memory."""
+        if self.device.type == "cuda":
+            return int(torch.cuda.mem_get_info(self.device)[0])
+        return available_memory()
+
+    def synchronize(self):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def __eq__(self, other):
+        return isinstance(other, TorchBackend) and other.device == self.device
+
+    def __hash__(self):
+        return hash(("torch", str(self.device)))
+
+    def __repr__(self):
+        return f"TorchBackend({str(self.device)!r})"
