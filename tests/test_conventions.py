@@ -5,7 +5,8 @@ float32 in gives float32 out; ``class_weight="balanced"`` equals the matching sa
 ``warm_start`` continues to ``n_iter`` (``n_stages``) in total; a callback returning True stops
 the fit after the first iteration; ``verbose=1`` shows progress; a ``max_memory`` too small
 fails before allocating and names the parameter; a fit stays within a small ``max_memory``.
-Save/load round trips are in test_persistence.py, scikit-learn's checks in
+Each check runs on numpy and on torch's CPU kernels (``device="cpu"``), the memory checks on
+numpy only. Save/load round trips are in test_persistence.py, scikit-learn's checks in
 test_estimator_checks.py.
 """
 
@@ -14,6 +15,7 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import BACKENDS
 from estimator_list import ESTIMATORS
 from sklearn.base import clone, is_classifier, is_regressor
 from sklearn.utils.class_weight import compute_sample_weight
@@ -63,12 +65,29 @@ def _outputs(est, X):
     return {m: np.asarray(getattr(est, m)(X)) for m in METHODS if hasattr(est, m)}
 
 
-def _with(param, iterative=False):
-    return [pytest.param(e, id=_id(e)) for e in ESTIMATORS
-            if param in e.get_params(deep=False) and (_iterative(e) or not iterative)]
+def _on_devices(estimators, devices):
+    """Each estimator on each device of ``devices`` that it takes (None: numpy; "cpu": torch)."""
+    out = []
+    for e in estimators:
+        for device in devices:
+            if device is None:
+                out.append(pytest.param(e, id=_id(e)))
+            elif "device" in e.get_params(deep=False):
+                out.append(pytest.param(clone(e).set_params(device=device), id=f"{_id(e)}-torch"))
+    return out
 
 
-ALL = [pytest.param(e, id=_id(e)) for e in ESTIMATORS]
+#: the backends of the conventions battery; the memory checks run on numpy only (tracemalloc
+#: does not see torch's allocator; the GPU budget is checked in test_torch_backend.py)
+DEVICES = [None] + [d for d in BACKENDS if d != "numpy"]
+
+
+def _with(param, iterative=False, devices=DEVICES):
+    chosen = [e for e in ESTIMATORS if param in e.get_params(deep=False) and (_iterative(e) or not iterative)]
+    return _on_devices(chosen, devices)
+
+
+ALL = _on_devices(ESTIMATORS, DEVICES)
 
 
 @pytest.mark.parametrize("estimator", ALL)
@@ -135,7 +154,7 @@ def test_verbose_shows_progress(estimator, capsys):
     assert not captured.err and not captured.out, "verbose=0 printed something"
 
 
-@pytest.mark.parametrize("estimator", _with("max_memory"))
+@pytest.mark.parametrize("estimator", _with("max_memory", devices=[None]))
 def test_too_small_max_memory_fails_before_allocating(estimator):
     X, y = _data(estimator, n=6000, d=5)
     est = clone(estimator).set_params(max_memory=2_000)
@@ -152,7 +171,7 @@ def test_too_small_max_memory_fails_before_allocating(estimator):
     assert peak < 4 * X.nbytes + 40 * 2**20, f"allocated {peak} bytes before refusing (X is {X.nbytes})"
 
 
-@pytest.mark.parametrize("estimator", _with("max_memory"))
+@pytest.mark.parametrize("estimator", _with("max_memory", devices=[None]))
 def test_fit_stays_within_max_memory(estimator):
     n = 2000 if _iterative(estimator) else 600  # the exact solvers need n^2 (2.9 MB) by design
     X, y = _data(estimator, n=n, d=5)

@@ -8,6 +8,9 @@ from kernelscale.kernels import GaussianKernel, LaplacianKernel, LinearKernel, M
 from kernelscale.ops.feature_blocks import METHODS, FeatureBlockSpec, block_rng
 from kernelscale.ops.features import GROUP_COLUMNS, FeatureOperator
 
+# every test runs on each backend of conftest.BACKENDS (numpy, torch CPU)
+pytestmark = pytest.mark.usefixtures("ops_backend")
+
 BIG = 2**30
 KERNELS = {
     "cos": GaussianKernel(1.5),

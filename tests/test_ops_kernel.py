@@ -162,6 +162,9 @@ def test_blocks_are_capped_even_under_a_large_budget(data, monkeypatch):
 
 from kernelscale.ops.kernel import KernelOperator  # noqa: E402
 
+# every test runs on each backend of conftest.BACKENDS (numpy, torch CPU)
+pytestmark = pytest.mark.usefixtures("ops_backend")
+
 
 @pytest.fixture
 def op_data():

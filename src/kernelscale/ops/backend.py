@@ -91,9 +91,9 @@ def get_backend(device=None, name="device"):
     - a backend object: itself.
     Torch devices need torch (``pip install "kernelscale[torch]"``).
     """
-    if device is None or isinstance(device, Backend) or (isinstance(device, str) and device == "numpy"):
-        return NUMPY if not isinstance(device, Backend) else device
-    if type(device).__name__ == "TorchBackend":
+    if device is None or (isinstance(device, str) and device == "numpy"):
+        return NUMPY
+    if isinstance(device, Backend) or (hasattr(device, "xp") and hasattr(device, "matmul")):
         return device
     if not isinstance(device, str) and type(device).__module__ != "torch":
         raise TypeError(f"{name} must be {DEVICES}; got {device!r}.")

@@ -1,0 +1,199 @@
+"""The torch backend (kernelscale.ops.torch_backend) against numpy, on torch's CPU kernels.
+
+Every estimator of the shared list gives the same predictions with ``device="cpu"`` as with
+numpy: to 1e-10 relative in float64. In float32 the goal is 1e-6 relative; iterative solvers
+carry float32 rounding (summation order differs between the two BLAS) through many steps, so
+there the two backends must agree at least as well as float32 agrees with float64 on the same
+problem (within 4 times their float32-float64 difference). Tensors in give tensors out, on the input's device. Tests marked ``gpu`` run where
+torch sees a CUDA GPU.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+from estimator_list import ESTIMATORS
+from sklearn.base import clone, is_classifier, is_regressor
+
+torch = pytest.importorskip("torch")
+
+from kernelscale import GaussianKernel, SLKLRegressor  # noqa: E402
+from kernelscale._device import DeviceMixin  # noqa: E402
+from kernelscale.ops import KernelOperator, kernel_matvec  # noqa: E402
+from kernelscale.ops.backend import NUMPY, current_backend, get_backend, using  # noqa: E402
+from kernelscale.ops.torch_backend import TorchBackend  # noqa: E402
+
+METHODS = ("predict", "decision_function", "predict_proba", "transform")
+CUDA = torch.cuda.is_available()
+
+
+def gpu(test):
+    """Marked ``gpu`` (pyproject.toml) and run only where torch sees a CUDA GPU."""
+    return pytest.mark.gpu(pytest.mark.skipif(not CUDA, reason="no CUDA GPU visible to torch")(test))
+
+
+def _id(est):
+    params = est.get_params(deep=False)
+    tag = params.get("solver") or params.get("loss") or params.get("update") or ""
+    return f"{type(est).__name__}-{tag}" if tag else type(est).__name__
+
+
+WITH_DEVICE = [pytest.param(e, id=_id(e)) for e in ESTIMATORS if "device" in e.get_params(deep=False)]
+
+
+def _data(est, dtype, n=120, d=4):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, d)).astype(dtype)
+    if is_classifier(est):
+        return X, np.digitize(X[:, 0] + 0.3 * X[:, 1], [-0.5, 0.5])
+    if is_regressor(est):
+        return X, np.sin(X[:, 0]) + 0.1 * X[:, 1]
+    return X, None
+
+
+def _outputs(est, X, y, device):
+    est = clone(est).set_params(device=device)
+    if est.get_params(deep=False).get("random_state", 0) is None:
+        est.set_params(random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X, y) if y is not None else est.fit(X)
+    return {m: np.asarray(getattr(est, m)(X), dtype=np.float64) for m in METHODS if hasattr(est, m)}
+
+
+def _relative(a, b):
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(a)), 1e-30))
+
+
+def test_every_estimator_but_the_data_transforms_takes_device():
+    from kernelscale.registry import ESTIMATORS as REGISTRY
+
+    missing = [e.name for e in REGISTRY if "device" not in e.cls().get_params()]
+    assert not missing, f"estimators without device=: {missing}"
+
+
+@pytest.mark.parametrize("estimator", WITH_DEVICE)
+def test_float64_predictions_equal_numpy(estimator):
+    X, y = _data(estimator, np.float64)
+    ref, got = _outputs(estimator, X, y, None), _outputs(estimator, X, y, "cpu")
+    for method in ref:
+        # an estimator that computes in float32 whatever the input is held to the float32 goal
+        tol = 1e-6 if estimator.get_params(deep=False).get("dtype") == np.float32 else 1e-10
+        assert _relative(ref[method], got[method]) <= tol, method
+
+
+@pytest.mark.parametrize("estimator", WITH_DEVICE)
+def test_float32_predictions_equal_numpy_to_float32_rounding(estimator):
+    X, y = _data(estimator, np.float32)
+    ref, got = _outputs(estimator, X, y, None), _outputs(estimator, X, y, "cpu")
+    ref64 = _outputs(estimator, X.astype(np.float64), y, None)
+    for method in ref:
+        spread = _relative(ref64[method], ref[method])  # what float32 rounding does to this fit
+        assert _relative(ref[method], got[method]) <= max(1e-6, 4 * spread), method
+
+
+def test_a_tensor_selects_its_device_and_comes_back_as_a_tensor():
+    rng = np.random.default_rng(1)
+    X, y = rng.normal(size=(80, 3)), rng.normal(size=80)
+    est = SLKLRegressor(GaussianKernel(1.0), n_components=20, random_state=0)
+    expected = clone(est).fit(X, y).predict(X)
+    seen = []
+    Xt, yt = torch.as_tensor(X), torch.as_tensor(y)
+
+    class Spy(TorchBackend):
+        def matmul(self, a, b, out=None):
+            seen.append(True)
+            return super().matmul(a, b, out=out)
+
+    got = clone(est).set_params(device=Spy("cpu")).fit(Xt, yt).predict(Xt)
+    assert isinstance(got, torch.Tensor) and got.device.type == "cpu"
+    assert seen, "the tensor's fit did not run on the torch backend"
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-10, atol=1e-12)
+    # device=None and a tensor: the tensor's device (torch), numpy arrays back only for numpy input
+    fitted = clone(est).fit(Xt, yt)
+    assert isinstance(fitted.predict(Xt), torch.Tensor)
+    assert isinstance(fitted.predict(X), np.ndarray)
+
+
+def test_the_backend_in_use_is_restored_after_a_call():
+    rng = np.random.default_rng(2)
+    X, y = rng.normal(size=(50, 3)), rng.normal(size=50)
+    SLKLRegressor(n_components=10, device="cpu", random_state=0).fit(X, y)
+    assert current_backend() is NUMPY
+
+
+@pytest.mark.parametrize(
+    "device, error, match",
+    [
+        ("tpu", ValueError, "device='tpu'"),
+        ("cuda:7" if CUDA else "cuda", ValueError, "device='cuda"),
+        (3, TypeError, "device must be"),
+    ],
+)
+def test_bad_devices_are_named(device, error, match):
+    rng = np.random.default_rng(3)
+    X, y = rng.normal(size=(30, 2)), rng.normal(size=30)
+    with pytest.raises(error, match=match):
+        SLKLRegressor(n_components=5, device=device).fit(X, y)
+
+
+def test_auto_is_numpy_without_a_gpu():
+    assert (get_backend("auto") is NUMPY) == (not CUDA)
+
+
+class _Recorder(DeviceMixin):
+    device = None
+
+    def fit(self, X, y=None):
+        self.dtype_seen_, self.backend_seen_ = X.dtype, current_backend()
+        return self
+
+
+def test_float64_input_is_computed_in_float32_on_a_cuda_device(monkeypatch):
+    """The GPU default (README, "GPUs"): float64 numpy input runs in float32 on CUDA."""
+    import types
+
+    cuda_like = TorchBackend("cpu")
+    cuda_like.device = types.SimpleNamespace(type="cuda")  # only the device type is read
+    monkeypatch.setattr("kernelscale._device.get_backend", lambda device: cuda_like if device == "cuda" else NUMPY)
+    est = _Recorder()
+    est.device = "cuda"
+    assert est.fit(np.ones((4, 2))).dtype_seen_ == np.float32
+    assert est.backend_seen_ is cuda_like
+    est.device = None
+    assert est.fit(np.ones((4, 2))).dtype_seen_ == np.float64
+
+
+def test_default_budget_follows_the_backend_memory(monkeypatch):
+    from kernelscale.ops import memory
+
+    small = TorchBackend("cpu")
+    monkeypatch.setattr(TorchBackend, "available_memory", lambda self: 10 * 2**20)
+    with using(small):
+        assert memory.parse_memory(None) == int(memory.DEFAULT_MEMORY_FRACTION * 10 * 2**20)
+
+
+@gpu
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-10), (np.float32, 1e-5)])
+def test_gpu_matvec_equals_numpy(dtype, rtol):
+    rng = np.random.default_rng(4)
+    X, V = rng.normal(size=(3000, 20)).astype(dtype), rng.normal(size=(3000, 3)).astype(dtype)
+    ref = kernel_matvec(GaussianKernel(3.0), X, None, V)
+    with using(get_backend("cuda")):
+        got = kernel_matvec(GaussianKernel(3.0), X, None, V)
+    np.testing.assert_allclose(got, ref, rtol=rtol, atol=rtol * np.abs(ref).max())
+
+
+@gpu
+def test_gpu_blocks_stay_within_max_memory():
+    backend = get_backend("cuda")
+    rng = np.random.default_rng(5)
+    X, V = rng.normal(size=(20000, 10)).astype(np.float32), rng.normal(size=(20000, 1)).astype(np.float32)
+    budget = 64 * 2**20  # a 20000 x 20000 float32 block would be 1.6 GB
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    start = torch.cuda.memory_allocated()
+    with using(backend):
+        KernelOperator(GaussianKernel(3.0), X, budget).matvec(V)
+    torch.cuda.synchronize()
+    assert torch.cuda.max_memory_allocated() - start <= budget
