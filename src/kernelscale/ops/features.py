@@ -133,8 +133,9 @@ class FeatureOperator:
     # -- verbs over rows ---------------------------------------------------------------------------
 
     def _rows(self, X):
-        """X as a C-ordered array of the map's dtype, checked against its input dimension."""
-        X = self.backend.asarray(X, dtype=self.spec.dtype)
+        """X as a C-ordered host array of the map's dtype, checked against its input dimension
+        (row chunks go to the backend's device one at a time)."""
+        X = np.ascontiguousarray(X, dtype=self.spec.dtype)
         if X.ndim != 2 or X.shape[1] != self.spec.n_features_in:
             raise ValueError(
                 f"X has shape {X.shape}, but the feature map takes {self.spec.n_features_in} "
@@ -163,7 +164,8 @@ class FeatureOperator:
         for j, t in enumerate(blocks):
             block = self.block(t)
             for s in range(0, n, chunk):
-                block.apply(X[s : s + chunk], self.backend, out=out[s : s + chunk, j * width : (j + 1) * width])
+                rows = self.backend.asarray(X[s : s + chunk])
+                block.apply(rows, self.backend, out=out[s : s + chunk, j * width : (j + 1) * width])
         return self.backend.to_numpy(out)
 
     def scores(self, X, coef, blocks):
@@ -191,7 +193,7 @@ class FeatureOperator:
             else:
                 part, params = self._block_scores, self.block(start)
             for s in range(0, n, chunk):
-                F[s : s + chunk] += part(X[s : s + chunk], params, c)
+                F[s : s + chunk] += part(self.backend.asarray(X[s : s + chunk]), params, c)
         return self.backend.to_numpy(F)
 
     def _block_scores(self, X, block, c):
