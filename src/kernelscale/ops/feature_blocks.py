@@ -176,18 +176,17 @@ class FourierBlock(FeatureBlock):
 
     def apply(self, X, backend=NUMPY, out=None):
         # one GEMM, then the trigonometric pass in place
-        xp = backend.xp
         m = self.weights.shape[1]
         if self.offset is not None:
             proj = backend.matmul(X, self.weights, out=out)
             proj += backend.asarray(self.offset)
-            xp.cos(proj, out=proj)
+            backend.cos(proj, out=proj)
             proj *= math.sqrt(2.0 / m)
             return proj
         proj = backend.matmul(X, self.weights)
         out = backend.empty((X.shape[0], 2 * m), dtype=proj.dtype) if out is None else out
-        xp.cos(proj, out=out[:, :m])
-        xp.sin(proj, out=out[:, m:])
+        backend.cos(proj, out=out[:, :m])
+        backend.sin(proj, out=out[:, m:])
         out *= math.sqrt(1.0 / m)
         return out
 

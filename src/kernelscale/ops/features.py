@@ -202,16 +202,16 @@ class FeatureOperator:
     def _group_scores(self, X, params, c):
         """cos(X W + b) C sqrt(2/m), or (cos(X W) C_cos + sin(X W) C_sin) sqrt(1/m), for the
         concatenated frequencies W, phases b and coefficients C of consecutive Fourier blocks."""
-        xp, mm, m = self.backend.xp, self.backend.matmul, self._m
+        be, mm, m = self.backend, self.backend.matmul, self._m
         weights_t, offset = params
         rows = c.shape[0] * m
         proj = mm(X, weights_t.T)
         if offset is not None:
-            proj += self.backend.asarray(offset)
-            xp.cos(proj, out=proj)
+            proj += be.asarray(offset)
+            be.cos(proj, out=proj)
             return mm(proj, c.reshape(rows, -1)) * math.sqrt(2.0 / m)
-        part = mm(xp.cos(proj), c[:, :m].reshape(rows, -1))
-        xp.sin(proj, out=proj)
+        part = mm(be.cos(proj), c[:, :m].reshape(rows, -1))
+        be.sin(proj, out=proj)
         part += mm(proj, c[:, m:].reshape(rows, -1))
         return part * math.sqrt(1.0 / m)
 

@@ -175,6 +175,12 @@ class TorchBackend:
             b = b.to(a.dtype)
         return torch.matmul(a, b, out=out) if out is not None else torch.matmul(a, b)
 
+    def cos(self, a, out=None):
+        return torch.cos(a, out=out) if out is not None else torch.cos(a)
+
+    def sin(self, a, out=None):
+        return torch.sin(a, out=out) if out is not None else torch.sin(a)
+
     def to_numpy(self, a):
         if isinstance(a, torch.Tensor):
             return a.detach().cpu().numpy()
