@@ -5,9 +5,13 @@ this package for anything that touches n rows: kernel blocks and their products
 (:mod:`~kernelscale.ops.kernel`), seeded random-feature blocks
 (:mod:`~kernelscale.ops.feature_blocks`) and their products with rows
 (:mod:`~kernelscale.ops.features`), under a memory budget planned by
-:mod:`~kernelscale.ops.memory`. The operators are written against the array namespace of
-:mod:`~kernelscale.ops.backend`, so a second backend (torch, a Dask map over row chunks) adds
-to this package without a change to the solvers. ``tests/test_ops_boundary.py`` enforces the
+:mod:`~kernelscale.ops.memory`. The operators are written against the backends of
+:mod:`~kernelscale.ops.backend`: numpy, and torch (:mod:`~kernelscale.ops.torch_backend`, a GPU
+or torch's CPU kernels), picked by each estimator's ``device``. On a torch device the blocks and
+their products run there; random draws, the TensorSketch FFTs and the solvers' small
+factorisations (J x J, M x M, p x p, scipy in float64) stay on the host, and the operators take
+and return host arrays. A further backend (a Dask map over row chunks) adds to this package
+without a change to the solvers. ``tests/test_ops_boundary.py`` enforces the
 rule: no module outside ``ops/`` evaluates a kernel block or a feature block over rows of X.
 """
 

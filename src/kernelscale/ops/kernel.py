@@ -271,7 +271,7 @@ class KernelOperator:
         if diag is not None:
             positions = be.asarray(np.arange(idx.size)), be.asarray(idx)
             M[positions] += be.asarray(diag[idx], self.dtype)
-        return RowBlock(M, be)
+        return RowBlock(M, be, self.dtype)
 
     def column_gram(self, cand, Y, *, scale=None, weights=None, dtype=np.float64, budget=None, fixed_bytes=0):
         """Q = C^T C (M, M) and R = C^T Y (M, k) for the columns C[:, m] = w * K[:, cand[m]] *
@@ -308,9 +308,10 @@ class RowBlock:
     """Rows M = K[idx, :] (J x n) held for a block solver (on the operator's backend), used only
     through its products, which take and return host arrays (``out``: a host array to fill)."""
 
-    def __init__(self, M, backend):
+    def __init__(self, M, backend, dtype=None):
         self._M = M
         self.backend = backend
+        self.dtype = np.dtype(M.dtype if dtype is None else dtype)
 
     @property
     def shape(self):
@@ -319,10 +320,6 @@ class RowBlock:
     @property
     def nbytes(self):
         return self._M.nbytes
-
-    @property
-    def dtype(self):
-        return np.dtype(self.backend.to_numpy(self._M[:0]).dtype)
 
     def _host(self, result, out):
         if out is None:
