@@ -51,6 +51,9 @@ __all__ = [
     "coulomb_features",
 ]
 
+from .virtual_digits import VirtualDigits  # noqa: E402  (MNIST8M-style virtual examples)
+__all__ += ["VirtualDigits"]
+
 logger = logging.getLogger(__name__)
 
 ENV_VAR = "KERNELSCALE_DATA"
