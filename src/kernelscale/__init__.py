@@ -2,6 +2,7 @@
 
 from . import ops, preprocessing
 from .datasets import DATASETS, DatasetNotFoundError, coulomb_features, load_dataset, load_file, make_sinc, split_dataset, verify_dataset
+from .virtual_digits import VirtualDigits
 from .doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor
 from .exact import ExactKernelRidge, exact_lssvm, kernel_predict, kernel_ridge_dual, kernel_ridge_objective
 from .features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures, SeededFeatureMap
@@ -73,6 +74,7 @@ __all__ = [
     "DatasetNotFoundError",
     "coulomb_features",
     "load_dataset",
+    "VirtualDigits",
     "load_file",
     "make_sinc",
     "split_dataset",
