@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -28,22 +26,6 @@ from .memory import available_memory
 __all__ = ["Backend", "NUMPY", "get_backend", "current_backend", "using", "DEVICES"]
 
 DEVICES = "None (numpy), 'auto', 'cpu', 'cuda' or 'cuda:N'"
-#: trigonometric passes over at least this many entries are split by rows over the cores
-#: (numpy's float64 cos and sin run on one core at about 15 ns an entry: the cost of a
-#: random-feature prediction on this kind of machine, before the GEMM)
-PARALLEL_ENTRIES = 1 << 16
-_POOL = None
-
-
-def _cores():
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def _pool():
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=_cores(), thread_name_prefix="kernelscale-ufunc")
-    return _POOL
 
 
 class Backend:
@@ -71,26 +53,10 @@ class Backend:
         return np.asarray(a)
 
     def cos(self, a, out=None):
-        """cos(a) into ``out`` (a new array if None), on every core for large arrays."""
-        return self._rowwise(np.cos, a, out)
+        return np.cos(a, out=out)
 
     def sin(self, a, out=None):
-        """sin(a) into ``out`` (a new array if None), on every core for large arrays."""
-        return self._rowwise(np.sin, a, out)
-
-    @staticmethod
-    def _rowwise(ufunc, a, out):
-        """``ufunc(a, out=out)`` with the rows split over the cores (numpy releases the GIL in
-        ufunc loops); elementwise, so the result does not depend on the split."""
-        threads = min(_cores(), a.shape[0]) if a.ndim else 1
-        if a.size < PARALLEL_ENTRIES or threads < 2:
-            return ufunc(a, out=out)
-        out = np.empty_like(a) if out is None else out
-        bounds = np.linspace(0, a.shape[0], threads + 1).astype(int)
-        parts = [slice(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
-        for _ in _pool().map(lambda s: ufunc(a[s], out=out[s]), parts):
-            pass
-        return out
+        return np.sin(a, out=out)
 
     def available_memory(self):
         """Bytes this backend's arrays may still take (host memory available now)."""
