@@ -5,7 +5,7 @@ Settings (ALGORITHMS.md section 5, paper Section 5.1 and appendix A.2.1):
 
 - MNIST 60000 train / 10000 test, pixels / 255, float32.
 - Table 1 rows: raw pixels (784); random Fourier features of dimension 4000 and 8000, computed
-  from the data reduced by PCA to 50 dimensions (``stagewise.pca_fit`` on the training set),
+  from the data reduced by PCA to 50 dimensions (``preprocessing.pca_fit`` on the training set),
   Gaussian kernel with the paper's bandwidth (``paper_sigma``): the paper's k = exp(-|x - x'|^2 / s)
   with s the median pairwise distance, read as the median SQUARED distance m^2 (the reading with
   consistent units), i.e. sigma = m / sqrt(2); ``RandomFourierFeatures(GaussianKernel(sigma), D,
@@ -47,9 +47,10 @@ Settings (ALGORITHMS.md section 5, paper Section 5.1 and appendix A.2.1):
   The calibrated column overfits as it runs on (full run, RFF 4000, absolute ridge 1e-6: 1.97 /
   1.68 / 1.63 / 1.79% after 1 / 3 / 7 / 100 iterations; its relative-decrease rule does not fire
   before 100); the curve is recorded, nothing is chosen from it.
-- Stagewise: ``StagewiseClassifier(generator="rff", block_size=p, pca_components=50,
-  sigma=<the paper's bandwidth above>)``, the paper's two block sizes (Section 5.1, "blocks of
-  512 and 1024"): update "calibrated" (the paper's "previous predictions as features") with
+- Stagewise: ``StagewiseClassifier(GaussianKernel(sigma=<the paper's bandwidth above>),
+  block_size=p, pca_components=50)`` (random Fourier features, the default ``feature_method``
+  "cos"; ``generator="rff", sigma=...`` before 2026-11-23), the paper's two block sizes (Section
+  5.1, "blocks of 512 and 1024"): update "calibrated" (the paper's "previous predictions as features") with
   p = 512 (cap 330 s: 620 stages, 317440 features, with random_state=0), repeated by the part
   ``stagewise-seeds`` with random_state 1 and 2 for the same 620 stages; a "median over seeds"
   record summarises the three. After 620 stages: 1.13 / 1.32 / 1.18% (median 1.18%); lowest over
@@ -112,7 +113,8 @@ from kernelscale.least_squares import (  # noqa: E402
     GeneralizedLeastSquaresClassifier,
     _calibrated_step,
 )
-from kernelscale.stagewise import StagewiseClassifier, pca_fit, pca_transform  # noqa: E402
+from kernelscale.preprocessing import pca_fit, pca_transform  # noqa: E402
+from kernelscale.stagewise import StagewiseClassifier  # noqa: E402
 from peers import make_peer  # noqa: E402
 
 SUITE = "least-squares"
@@ -317,8 +319,8 @@ def stagewise(suite, update, X, y, Xte, yte, block, max_stages, cap_s, base, sig
         stamps.append(time.perf_counter() - state["t0"])
         return stamps[-1] > cap_s
 
-    est = StagewiseClassifier(generator="rff", block_size=block, n_stages=max_stages, update=update,
-                              pca_components=50, sigma=sigma, random_state=seed, callback=callback)
+    est = StagewiseClassifier(GaussianKernel(sigma=sigma), block_size=block, n_stages=max_stages, update=update,
+                              pca_components=50, random_state=seed, callback=callback)
 
     def fit():
         stamps.clear()
@@ -335,7 +337,7 @@ def stagewise(suite, update, X, y, Xte, yte, block, max_stages, cap_s, base, sig
         "mnist stagewise", label, role="ours", measurement=m,
         params=dict(base, update=update, block_size=block, max_stages=max_stages, time_cap_s=cap_s, part=part,
                     random_state=seed,
-                    generator="rff", pca_components=50, sigma=float(sigma),
+                    kernel="gaussian", feature_method="cos", pca_components=50, sigma=float(sigma),
                     sigma_rule="paper: median pairwise distance after PCA-50 / sqrt(2) (s = median squared distance)",
                     alpha=est.alpha, inner_iter=est.inner_iter if update == "softmax" else None),
         metrics={"test_error": errors[-1] if errors else None, "n_stages": int(est.n_iter_),

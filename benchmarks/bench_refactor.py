@@ -81,7 +81,7 @@ def prepare(data_dir, quick):
     import bench_least_squares
     import bench_lssvm
     import bench_slkl
-    from kernelscale.stagewise import pca_fit, pca_transform
+    from kernelscale.preprocessing import pca_fit, pca_transform
 
     size = SIZES[quick]
     data_dir = Path(data_dir)
@@ -133,8 +133,8 @@ def work(name, data_dir):
     out = {}
     if name == "stagewise":
         X, y = d["X"], d["y"]
-        params = dict(generator="rff", block_size=1024, n_stages=s["steps"], update="calibrated",
-                      pca_components=50, sigma=s["stagewise_sigma"], random_state=SEED)
+        params = dict(kernel=GaussianKernel(sigma=s["stagewise_sigma"]), block_size=1024, n_stages=s["steps"],
+                      update="calibrated", pca_components=50, random_state=SEED)
         out["seconds_per_stage"], m = _seconds_per_step(kernelscale.StagewiseClassifier, params, dict(n_stages=1), X, y)
     elif name == "lssvm":
         X, y = d["X"], d["y"]

@@ -7,8 +7,9 @@
 ``save`` imports kernelscale from ``--src`` and fits every estimator of this checkout's
 ``tests/estimator_list.py`` on small float64 and float32 problems, storing predict /
 decision_function / predict_proba / transform outputs. Parameters renamed since the old tree are
-translated back through ``RENAMES`` (new name -> old name, per class), so the list is written in
-today's vocabulary.
+translated back through ``RENAMES`` (new name -> old name, per class), and the stagewise
+estimators' ``kernel`` / ``feature_method`` back to ``generator`` / ``sigma`` / ``degree`` for a
+tree before them (:func:`_old_stagewise_params`), so the list is written in today's vocabulary.
 ``compare`` prints the largest relative difference of each output, worst first, and exits 1 when
 one exceeds ``--rtol``.
 """
@@ -37,6 +38,52 @@ RENAMES = {
 #: renamed values, (parameter, new value) -> old value: the multinomial loss of DSG and
 #: stagewise's softmax stages were called "logistic"
 OLD_VALUES = {("loss", "softmax"): "logistic", ("update", "softmax"): "logistic"}
+#: stagewise before kernel= / feature_method=: (kernel class, feature method) -> generator
+OLD_GENERATORS = {
+    ("GaussianKernel", "cos"): "rff",
+    ("GaussianKernel", "logit"): "logit",
+    ("LinearKernel", "sample"): "sample",
+    ("PolynomialKernel", "tensorsketch"): "polynomial",
+}
+_DEFAULT_METHODS = {"GaussianKernel": "cos", "LinearKernel": "sample", "PolynomialKernel": "tensorsketch"}
+_KERNEL_NAMES = {"gaussian": "GaussianKernel", "rbf": "GaussianKernel", "linear": "LinearKernel",
+                 "polynomial": "PolynomialKernel", "poly": "PolynomialKernel"}
+
+
+def _old_stagewise_params(kwargs):
+    """Today's stagewise parameters as the former generator / sigma / degree (one kernel and
+    feature method per former generator; anything else raises a ValueError)."""
+    import math
+
+    kwargs = dict(kwargs)
+    kernel = kwargs.pop("kernel", "gaussian")
+    method = kwargs.pop("feature_method", None)
+    if kwargs.get("pca_components", "auto") == "auto":
+        raise ValueError(
+            "the stagewise estimators before kernel= had no pca_components='auto' (their default "
+            "was 50): pass pca_components (an int or None) explicitly in the translated list."
+        )
+    if isinstance(kernel, str):
+        name, params = _KERNEL_NAMES.get(kernel.lower(), kernel), {}
+    else:
+        name, params = type(kernel).__name__, kernel.get_params()
+    method = _DEFAULT_METHODS.get(name) if method is None else method
+    generator = OLD_GENERATORS.get((name, method))
+    if generator is None:
+        raise ValueError(f"kernel={kernel!r} with feature_method={method!r} has no former generator.")
+    kwargs["generator"] = generator
+    if name == "GaussianKernel":
+        kwargs["sigma"] = params.get("sigma", "median")
+    elif name == "PolynomialKernel":  # the former (z.z' / sigma^2 + 1)^degree
+        degree, gamma, coef0 = params.get("degree", 3), params.get("gamma", 1.0), params.get("coef0", 1.0)
+        sigma = 1.0 / math.sqrt(gamma)
+        if coef0 != 1 or 1.0 / sigma**2 != gamma:
+            raise ValueError(
+                f"kernel={kernel!r} has no exact former equivalent: the former polynomial generator "
+                f"had coef0=1 and gamma=1/sigma^2 (pick a gamma such as 0.25 that round-trips)."
+            )
+        kwargs.update(sigma=sigma, degree=degree)
+    return kwargs
 
 
 def _translate_renamed_parameters(kernelscale):
@@ -45,14 +92,29 @@ def _translate_renamed_parameters(kernelscale):
     import functools
     import inspect
 
-    if "batch_size" in inspect.signature(kernelscale.LSSVMClassifier.__init__).parameters:
-        return  # today's vocabulary
-    for name in set(RENAMES) | {"StagewiseClassifier"}:
+    old_stagewise = "kernel" not in inspect.signature(kernelscale.StagewiseClassifier.__init__).parameters
+    if "batch_size" not in inspect.signature(kernelscale.LSSVMClassifier.__init__).parameters:
+        for name in set(RENAMES) | {"StagewiseClassifier"}:
+            cls = getattr(kernelscale, name)
+
+            @functools.wraps(cls.__init__)
+            def init(self, *args, _init=cls.__init__, _map=RENAMES.get(name, {}), **kwargs):
+                kwargs = {_map.get(k, k): OLD_VALUES.get((k, v), v) if isinstance(v, str) else v
+                          for k, v in kwargs.items()}
+                _init(self, *args, **kwargs)
+
+            cls.__init__ = init
+    if not old_stagewise:
+        return
+    for name in ("StagewiseClassifier", "StagewiseRegressor"):
         cls = getattr(kernelscale, name)
 
         @functools.wraps(cls.__init__)
-        def init(self, *args, _init=cls.__init__, _map=RENAMES.get(name, {}), **kwargs):
-            kwargs = {_map.get(k, k): OLD_VALUES.get((k, v), v) if isinstance(v, str) else v for k, v in kwargs.items()}
+        def init(self, *args, _init=cls.__init__, **kwargs):
+            if "generator" not in kwargs:  # today's vocabulary (clone passes the old names, generator included)
+                if args:  # the kernel, today's one positional parameter
+                    kwargs["kernel"], args = args[0], args[1:]
+                kwargs = _old_stagewise_params(kwargs)
             _init(self, *args, **kwargs)
 
         cls.__init__ = init

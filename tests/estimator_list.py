@@ -11,7 +11,7 @@ import numpy as np
 from kernelscale.doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor
 from kernelscale.exact import ExactKernelRidge
 from kernelscale.features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures
-from kernelscale.kernels import GaussianKernel
+from kernelscale.kernels import GaussianKernel, PolynomialKernel
 from kernelscale.lssvm import LSSVMClassifier, LSSVMRegressor
 from kernelscale.preprocessing import CenterNormalize
 from kernelscale.regularized import RegularizedKernelClassifier, RegularizedKernelRegressor
@@ -35,11 +35,11 @@ ESTIMATORS = [
     GeneralizedLeastSquaresClassifier(link="identity"),
     CalibratedLeastSquaresClassifier(max_iter=10),
     StagewiseClassifier(block_size=24, n_stages=3, pca_components=None, random_state=0),
-    StagewiseClassifier("logit", block_size=12, n_stages=2, update="softmax", inner_iter=5, pca_components=2,
-                        random_state=0),
+    StagewiseClassifier(feature_method="logit", block_size=12, n_stages=2, update="softmax", inner_iter=5,
+                        pca_components=2, random_state=0),
     StagewiseRegressor(block_size=24, n_stages=3, pca_components=None, random_state=0),
-    StagewiseRegressor("polynomial", block_size=12, n_stages=2, update="calibrated", pca_components=None,
-                       random_state=0),
+    StagewiseRegressor(PolynomialKernel(degree=2, gamma=0.25), block_size=12, n_stages=2, update="calibrated",
+                       pca_components=None, random_state=0),
     LSSVMClassifier(kernel=GaussianKernel(sigma=1.0), C=10.0, solver="matching_pursuit", batch_size=16, n_iter=50,
                     dtype=None, random_state=0),
     LSSVMClassifier(kernel="gaussian", C=10.0, solver="kaczmarz", batch_size=16, n_iter=50, dtype=None,

@@ -30,7 +30,7 @@ ALLOWED = {
     ("least_squares.py", "calibrated_least_squares"): "linear model on the given design matrix",
     ("least_squares.py", "_calibrated_step"): "linear model on the given design matrix",
     ("least_squares.py", "_scores"): "linear model on the given design matrix",
-    ("stagewise.py", "pca_transform"): "the fitted PCA projection (d x p) of the inputs, before any feature block",
+    ("preprocessing.py", "pca_transform"): "the fitted PCA projection (d x p) of the inputs, before any feature block",
 }
 
 _KERNEL_CALL = re.compile(r"^(kernel|kernel_)$")

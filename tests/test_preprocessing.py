@@ -1,9 +1,11 @@
-"""Tests of kernelscale.preprocessing: the image transforms of paper 4 against per-image loops."""
+"""Tests of kernelscale.preprocessing: the image transforms of paper 4 against per-image loops,
+and the weighted PCA (paper 5's input reduction) against scikit-learn's PCA."""
 
 import numpy as np
 import pytest
 from sklearn.base import clone
 from sklearn.datasets import load_digits
+from sklearn.decomposition import PCA
 from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.utils.estimator_checks import parametrize_with_checks
@@ -11,7 +13,14 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from kernelscale import load, save
 from kernelscale.kernels import PolynomialKernel
 from kernelscale.lssvm import LSSVMClassifier
-from kernelscale.preprocessing import CenterNormalize, FFTFeatures, GaussianCenterFilter, image_shape_of
+from kernelscale.preprocessing import (
+    CenterNormalize,
+    FFTFeatures,
+    GaussianCenterFilter,
+    image_shape_of,
+    pca_fit,
+    pca_transform,
+)
 
 
 def images(n=7, shape=(5, 5), seed=0, dtype=np.float64):
@@ -222,3 +231,41 @@ def test_a_refused_refit_keeps_the_fitted_transform(transform):
         fitted.fit(rng.random((5, 63)))  # not an image: refused, the 64-pixel fit stays
     assert fitted.n_features_in_ == 64
     np.testing.assert_array_equal(fitted.transform(rng.random((3, 64))).shape, before.shape)
+
+
+# ----------------------------------------------------------------------------------------------
+# weighted PCA
+
+
+def test_pca_matches_scikit_learn():
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(200, 6)) @ rng.normal(size=(6, 6)) + 5.0
+    mean, components = pca_fit(X, 3)
+    ref = PCA(n_components=3).fit(X)
+    np.testing.assert_allclose(mean, ref.mean_, atol=1e-12)
+    np.testing.assert_allclose(np.abs(components.T @ ref.components_.T), np.eye(3), atol=1e-8)
+    np.testing.assert_allclose(np.abs(pca_transform(X, mean, components)), np.abs(ref.transform(X)), atol=1e-8)
+    # weights act as repetitions
+    reps = rng.integers(0, 3, size=200)
+    m_w, c_w = pca_fit(X, 3, sample_weight=reps)
+    m_r, c_r = pca_fit(np.repeat(X, reps, axis=0), 3)
+    np.testing.assert_allclose(m_w, m_r, atol=1e-10)
+    np.testing.assert_allclose(c_w, c_r, atol=1e-8)
+
+
+def test_pca_signs_dtype_row_blocks_and_errors():
+    rng = np.random.default_rng(10)
+    X = rng.normal(size=(300, 5)) * [5.0, 4.0, 3.0, 2.0, 1.0]
+    mean, components = pca_fit(X, 2)
+    assert mean.dtype == components.dtype == np.float64 and components.shape == (5, 2)
+    top = np.abs(components).argmax(axis=0)
+    assert np.all(components[top, [0, 1]] > 0)  # deterministic signs
+    full = pca_transform(X, mean, components)
+    np.testing.assert_allclose(pca_transform(X, mean, components, max_memory=6_000), full, rtol=1e-12, atol=1e-12)
+    Z32 = pca_transform(X.astype(np.float32), mean, components)
+    assert Z32.dtype == np.float32
+    np.testing.assert_allclose(Z32, full, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match=r"pca_components=6 is larger than the number of features d=5"):
+        pca_fit(X, 6)
+    with pytest.raises(ValueError, match="pca_components must be an integer"):
+        pca_fit(X, 0)

@@ -1,6 +1,8 @@
 """Tests of kernelscale.stagewise (paper 5, Algorithm 3): monotone training residual, blocks
 regenerated from seeds (checked against kernelscale.features directly), stage fits against
-scikit-learn's Ridge / LinearRegression / PCA, conventions, persistence."""
+scikit-learn's Ridge / LinearRegression, the kernel= / feature_method= parameters against
+stagewise_regression and the former generator= results, pca_components="auto", conventions.
+The weighted PCA is tested in test_preprocessing.py."""
 
 
 import numpy as np
@@ -8,22 +10,16 @@ import pytest
 from memcheck import peak_bytes
 from scipy.special import expit
 from sklearn.base import clone
-from sklearn.decomposition import PCA
 from sklearn.linear_model import LinearRegression, Ridge
 from sklearn.metrics import log_loss
 from sklearn.utils.class_weight import compute_sample_weight
 from threadpoolctl import threadpool_limits
 
-from kernelscale.kernels import GaussianKernel
+from kernelscale.kernels import GaussianKernel, LaplacianKernel, LinearKernel, PolynomialKernel
 from kernelscale.ops.feature_blocks import FeatureBlockSpec, block_rng
 from kernelscale.ops.features import FeatureOperator
-from kernelscale.stagewise import (
-    StagewiseClassifier,
-    StagewiseRegressor,
-    generator_spec,
-    pca_fit,
-    pca_transform,
-)
+from kernelscale.preprocessing import pca_fit, pca_transform
+from kernelscale.stagewise import StagewiseClassifier, StagewiseRegressor, feature_spec, stagewise_regression
 
 
 @pytest.fixture(autouse=True)
@@ -54,12 +50,21 @@ def squared_residual(Y, P):
 # Algorithm 3: the residual never increases, each stage is a ridge fit on a regenerated block
 
 
-@pytest.mark.parametrize("generator", ["rff", "sample", "logit", "polynomial"])
+#: the former generators "rff", "sample", "logit", "polynomial" (sigma 2, degree 3)
+GENS = {
+    "rff": dict(),
+    "sample": dict(kernel="linear"),
+    "logit": dict(feature_method="logit"),
+    "polynomial": dict(kernel=PolynomialKernel(degree=3, gamma=0.25, coef0=1.0)),
+}
+
+
+@pytest.mark.parametrize("generator", list(GENS))
 @pytest.mark.parametrize("update", ["linear", "calibrated"])
 def test_regressor_training_residual_never_increases(generator, update):
     X, y = regression_data()
-    est = StagewiseRegressor(generator, block_size=16, n_stages=6, update=update, pca_components=4,
-                             random_state=0).fit(X, y)
+    est = StagewiseRegressor(block_size=16, n_stages=6, update=update, pca_components=4, random_state=0,
+                             **GENS[generator]).fit(X, y)
     h = est.objective_history_
     assert len(h) == 7 and est.n_iter_ == 6
     assert np.all(np.diff(h) <= 1e-12 * h[0])
@@ -82,7 +87,7 @@ def test_classifier_training_residual_never_increases(update):
 
 def test_softmax_update_never_increases_the_softmax_loss():
     X, y = classification_data()
-    est = StagewiseClassifier("logit", block_size=16, n_stages=4, update="softmax", inner_iter=10,
+    est = StagewiseClassifier(feature_method="logit", block_size=16, n_stages=4, update="softmax", inner_iter=10,
                               pca_components=None, random_state=2).fit(X, y)
     h = est.objective_history_
     assert np.all(np.diff(h) <= 1e-12)
@@ -106,7 +111,7 @@ def test_each_linear_stage_is_a_ridge_fit_of_the_residual_on_its_regenerated_blo
 
 def test_a_block_holding_every_feature_gives_least_squares_and_then_nothing_changes():
     X, y = regression_data(n=100, d=4, seed=4)
-    est = StagewiseRegressor("sample", block_size=10, n_stages=3, pca_components=None, alpha=0.0, random_state=0).fit(X, y)
+    est = StagewiseRegressor("linear", block_size=10, n_stages=3, pca_components=None, alpha=0.0, random_state=0).fit(X, y)
     np.testing.assert_allclose(est.predict(X), LinearRegression().fit(X, y).predict(X), atol=1e-10)
     h = est.objective_history_
     np.testing.assert_allclose(h[1:], h[1], rtol=1e-10)
@@ -122,16 +127,16 @@ def manual_predict(est, X):
     P = np.tile(est.init_, (len(X), 1))
     d = Z.shape[1]
     for t in range(est.n_iter_):
-        if est.generator == "sample":
+        if est.feature_method_ == "sample":
             idx = np.sort(block_rng(est.seed_, t).choice(d, size=min(est.block_size, d), replace=False))
             F = Z[:, idx]
-        elif est.generator == "polynomial":
+        elif est.feature_method_ == "tensorsketch":
             spec = FeatureBlockSpec(est.kernel_, d, est.block_size, est.seed_, Z.dtype, "tensorsketch")
             F = spec.block(t).apply(Z)
         else:
             spec = FeatureBlockSpec(est.kernel_, d, est.block_size, est.seed_, Z.dtype, "cos")
             block = spec.block(t)
-            if est.generator == "rff":
+            if est.feature_method_ == "cos":
                 F = np.sqrt(2.0 / est.block_size) * np.cos(Z @ block.weights + block.offset)
             else:
                 F = expit(Z @ block.weights + block.offset - np.pi)
@@ -148,10 +153,11 @@ def manual_predict(est, X):
 def test_fitted_state_is_seed_pca_map_and_block_weights(generator, update):
     X, y = regression_data(n=120, d=8, seed=6)
     p, T, dp = 12, 3, 5
-    est = StagewiseRegressor(generator, block_size=p, n_stages=T, update=update, pca_components=dp, random_state=7).fit(X, y)
+    est = StagewiseRegressor(block_size=p, n_stages=T, update=update, pca_components=dp, random_state=7,
+                             **GENS[generator]).fit(X, y)
     fitted = {k for k in vars(est) if k.endswith("_") and not k.startswith("_")}
     assert fitted == {
-        "seed_", "kernel_", "pca_mean_", "pca_components_", "init_", "coef_", "intercept_",
+        "seed_", "kernel_", "feature_method_", "pca_mean_", "pca_components_", "init_", "coef_", "intercept_",
         "calibration_", "n_iter_", "objective_history_", "update_", "single_output_", "n_features_in_",
     }
     assert est.seed_ == 7
@@ -167,29 +173,14 @@ def test_fitted_state_is_seed_pca_map_and_block_weights(generator, update):
 
 def test_blocks_are_regenerated_bit_for_bit_and_differ_between_stages():
     Z = np.random.default_rng(8).normal(size=(30, 5))
-    gen = FeatureOperator(generator_spec("rff", 5, 8, 11, GaussianKernel(sigma=1.5)), 2**30)
-    again = FeatureOperator(generator_spec("rff", 5, 8, 11, GaussianKernel(sigma=1.5)), 2**30)
+    gen = FeatureOperator(feature_spec(GaussianKernel(sigma=1.5), 5, 8, 11), 2**30)
+    again = FeatureOperator(feature_spec(GaussianKernel(sigma=1.5), 5, 8, 11), 2**30)
     np.testing.assert_array_equal(gen.transform(Z, [3]), again.transform(Z, [3]))
     assert not np.allclose(gen.transform(Z, [3]), gen.transform(Z, [4]))
-    s = generator_spec("sample", 5, 3, 2)
-    np.testing.assert_array_equal(s.block(1).indices, generator_spec("sample", 5, 3, 2).block(1).indices)
+    s = feature_spec("linear", 5, 3, 2)
+    assert s.method == "sample"
+    np.testing.assert_array_equal(s.block(1).indices, feature_spec(LinearKernel(), 5, 3, 2).block(1).indices)
     assert len(set(s.block(1).indices)) == 3
-
-
-def test_pca_matches_scikit_learn():
-    rng = np.random.default_rng(9)
-    X = rng.normal(size=(200, 6)) @ rng.normal(size=(6, 6)) + 5.0
-    mean, components = pca_fit(X, 3)
-    ref = PCA(n_components=3).fit(X)
-    np.testing.assert_allclose(mean, ref.mean_, atol=1e-12)
-    np.testing.assert_allclose(np.abs(components.T @ ref.components_.T), np.eye(3), atol=1e-8)
-    np.testing.assert_allclose(np.abs(pca_transform(X, mean, components)), np.abs(ref.transform(X)), atol=1e-8)
-    # weights act as repetitions
-    reps = rng.integers(0, 3, size=200)
-    m_w, c_w = pca_fit(X, 3, sample_weight=reps)
-    m_r, c_r = pca_fit(np.repeat(X, reps, axis=0), 3)
-    np.testing.assert_allclose(m_w, m_r, atol=1e-10)
-    np.testing.assert_allclose(c_w, c_r, atol=1e-8)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -259,7 +250,7 @@ def test_memory_budget_is_checked_before_allocating():
 
     def fit():
         try:
-            StagewiseRegressor(block_size=512, pca_components=None, sigma=1.0, max_memory="2MB").fit(X, y)
+            StagewiseRegressor(GaussianKernel(sigma=1.0), block_size=512, pca_components=None, max_memory="2MB").fit(X, y)
         except ValueError as err:
             return str(err)
 
@@ -289,11 +280,163 @@ def test_bad_input():
         StagewiseClassifier(pca_components=None).fit(X, np.ones(40))
     with pytest.raises(ValueError, match="update"):
         StagewiseRegressor(update="softmax").fit(X, y)
-    with pytest.raises(ValueError, match="generator"):
-        StagewiseRegressor(generator="wavelet").fit(X, y)
+    with pytest.raises(ValueError, match="feature_method"):
+        StagewiseRegressor(feature_method="wavelet").fit(X, y)
+    with pytest.raises(ValueError, match="kernel"):
+        StagewiseRegressor("wavelet").fit(X, y)
+    with pytest.raises(TypeError, match="generator"):  # replaced by kernel= and feature_method=
+        StagewiseRegressor(generator="rff")
     with pytest.raises(ValueError, match="coincide"):  # median trick on identical points
         StagewiseRegressor(pca_components=None).fit(np.ones((10, 3)), np.arange(10.0))
     # zero-variance features: the ridge keeps every block fit well posed
     Xc = np.hstack([X, np.zeros((40, 2))])
-    est = StagewiseRegressor("sample", block_size=5, n_stages=2, pca_components=None).fit(Xc, y.astype(float))
+    est = StagewiseRegressor("linear", block_size=5, n_stages=2, pca_components=None).fit(Xc, y.astype(float))
     assert np.all(np.isfinite(est.predict(Xc)))
+
+
+# ----------------------------------------------------------------------------------------------
+# kernel= and feature_method= (formerly generator=, sigma=, degree=)
+
+
+@pytest.mark.parametrize(
+    "params, kernel, method",
+    [
+        (dict(), GaussianKernel(), "cos"),
+        (dict(feature_method="logit"), GaussianKernel(), "logit"),
+        (dict(kernel="linear"), LinearKernel(), "sample"),
+        (dict(kernel=PolynomialKernel(degree=3, gamma=0.25)), PolynomialKernel(degree=3, gamma=0.25), "tensorsketch"),
+        (dict(kernel=LaplacianKernel(sigma=2.0), feature_method="cossin"), LaplacianKernel(sigma=2.0), "cossin"),
+    ],
+)
+@pytest.mark.parametrize("update", ["linear", "calibrated"])
+def test_estimator_equals_stagewise_regression_on_the_same_spec(params, kernel, method, update):
+    X, y = regression_data(n=150, d=8, seed=13)
+    est = StagewiseRegressor(block_size=10, n_stages=3, update=update, pca_components=5, random_state=9, **params)
+    est.fit(X, y)
+    mean, components = pca_fit(X, 5)
+    Z = pca_transform(X, mean, components)
+    resolved = kernel.resolve(Z) if not kernel.is_resolved else kernel
+    spec = FeatureBlockSpec(resolved, 5, 10, 9, np.float64, method)
+    ref = stagewise_regression(Z, y[:, None], spec, update=update, n_stages=3, init=[y.mean()])
+    assert est.feature_method_ == method
+    assert type(est.kernel_) is type(kernel) and est.kernel_.get_params() == resolved.get_params()
+    np.testing.assert_array_equal(est.pca_components_, components)
+    np.testing.assert_array_equal(est.coef_, ref.coef)
+    np.testing.assert_array_equal(est.intercept_, ref.intercept)
+    if update == "calibrated":
+        np.testing.assert_array_equal(est.calibration_, ref.calibration)
+    np.testing.assert_array_equal(est.objective_history_, ref.objective_history)
+
+
+#: predict(X[:3]) of the former StagewiseRegressor(generator, block_size=12, n_stages=3,
+#: update="calibrated", pca_components=5, random_state=7), "polynomial" with sigma=2, degree=3
+#: (taken from the tree before kernel= at commit f327fdc)
+FORMER_PREDICTIONS = {
+    "rff": [-1.662223607015111, 0.2932774635617392, 1.0513307426684528],
+    "logit": [-1.719410755323525, -0.3052471377502878, 1.6212574675019402],
+    "sample": [0.09650919918231841, 0.1792534006496375, 0.16869386700511796],
+    "polynomial": [-0.989283834225174, -0.4264793116542871, 1.1680370882225835],
+}
+
+
+@pytest.mark.parametrize("generator", list(GENS))
+def test_kernel_and_feature_method_reproduce_the_former_generators(generator):
+    X, y = regression_data(n=120, d=8, seed=6)
+    est = StagewiseRegressor(block_size=12, n_stages=3, update="calibrated", pca_components=5, random_state=7,
+                             **GENS[generator]).fit(X, y)
+    np.testing.assert_allclose(est.predict(X[:3]), FORMER_PREDICTIONS[generator], rtol=1e-10, atol=1e-12)
+
+
+def test_classifier_takes_kernel_first_and_the_linear_kernel_samples_columns():
+    X, y = classification_data(n=120, d=6, seed=14)
+    a = StagewiseClassifier("linear", block_size=3, n_stages=2, pca_components=None, random_state=0).fit(X, y)
+    b = StagewiseClassifier(kernel=LinearKernel(), feature_method="sample", block_size=3, n_stages=2,
+                            pca_components=None, random_state=0).fit(X, y)
+    assert isinstance(a.kernel_, LinearKernel) and a.feature_method_ == "sample"
+    np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
+    assert a.coef_.shape == (2, 3, 3)  # 3 of the 6 columns per stage, 3 classes
+    assert a.get_params()["kernel"] == "linear" and list(a.get_params()).count("kernel") == 1
+
+
+@pytest.mark.parametrize(
+    "kernel, feature_method",
+    [
+        (PolynomialKernel(degree=2), "logit"),
+        (PolynomialKernel(degree=2), "cos"),
+        ("gaussian", "tensorsketch"),
+        ("gaussian", "sample"),
+        ("linear", "logit"),
+        ("linear", "cos"),
+    ],
+)
+def test_feature_method_of_another_kernel_family_is_refused(kernel, feature_method):
+    X, y = classification_data(n=60, d=4)
+    for est in (StagewiseRegressor(kernel, feature_method=feature_method, pca_components=None),
+                StagewiseClassifier(kernel, feature_method=feature_method, pca_components=None)):
+        with pytest.raises(ValueError, match=f"feature_method='{feature_method}' is not available") as err:
+            est.fit(X, y)
+        assert "feature_method=None" in str(err.value)  # names the fix
+        assert not hasattr(est, "coef_")
+
+
+def test_warm_start_keeps_the_fitted_kernel_and_feature_method():
+    X, y = regression_data(n=100, seed=15)
+    est = StagewiseRegressor(feature_method="logit", block_size=8, n_stages=2, pca_components=None,
+                             warm_start=True, random_state=1).fit(X, y)
+    sigma = est.kernel_.sigma
+    est.set_params(n_stages=4).fit(X, y)
+    full = StagewiseRegressor(feature_method="logit", block_size=8, n_stages=4, pca_components=None,
+                              random_state=1).fit(X, y)
+    assert est.kernel_.sigma == sigma and est.feature_method_ == "logit"
+    np.testing.assert_allclose(est.predict(X), full.predict(X), rtol=1e-12, atol=1e-12)
+    for change in (dict(feature_method=None), dict(kernel="laplacian"), dict(kernel=GaussianKernel(sigma=2 * sigma))):
+        with pytest.raises(ValueError, match="kernel or feature_method changed"):
+            _warm(est, change).fit(X, y)
+    # the resolved bandwidth itself continues
+    _warm(est, dict(kernel=GaussianKernel(sigma=sigma), n_stages=5)).fit(X, y)
+
+
+def _warm(est, change):
+    """A copy of the fitted ``est`` (still warm-startable) with ``change`` set."""
+    import copy
+
+    return copy.deepcopy(est).set_params(**change)
+
+
+# ----------------------------------------------------------------------------------------------
+# pca_components="auto"
+
+
+@pytest.mark.parametrize("Estimator", [StagewiseRegressor, StagewiseClassifier])
+def test_defaults_fit_and_predict_on_few_features(Estimator):
+    # pca_components=50 by default used to refuse any X with fewer than 50 features
+    X, y = classification_data(n=150, d=8, seed=16)
+    y = y if Estimator is StagewiseClassifier else X[:, 0] * X[:, 1]
+    est = Estimator(n_stages=2, block_size=32, random_state=0).fit(X, y)
+    assert est.get_params()["pca_components"] == "auto" and est.pca_components_ is None
+    out = est.predict(X)
+    assert out.shape == (150,) and np.all(np.isfinite(out))
+    if Estimator is StagewiseClassifier:
+        P = est.predict_proba(X)
+        assert np.all(np.isfinite(P)) and est.score(X, y) > 0.5  # the majority class is 46%
+    else:
+        assert est.objective_history_[-1] < est.objective_history_[0]
+
+
+def test_auto_pca_is_50_components_above_50_features():
+    X, y = regression_data(n=120, d=60, seed=17)
+    auto = StagewiseRegressor(block_size=8, n_stages=2, random_state=0).fit(X, y)
+    fifty = StagewiseRegressor(block_size=8, n_stages=2, pca_components=50, random_state=0).fit(X, y)
+    assert auto.pca_components_.shape == (60, 50)
+    np.testing.assert_array_equal(auto.pca_components_, fifty.pca_components_)
+    np.testing.assert_array_equal(auto.predict(X), fifty.predict(X))
+    X50 = X[:, :50]  # exactly 50 features: no PCA
+    assert StagewiseRegressor(block_size=8, n_stages=1, random_state=0).fit(X50, y).pca_components_ is None
+
+
+def test_explicit_pca_components_above_the_features_still_fails_clearly():
+    X, y = regression_data(n=60, d=8)
+    with pytest.raises(ValueError, match=r"pca_components=50 is larger than the number of features.*'auto'"):
+        StagewiseRegressor(pca_components=50).fit(X, y)
+    with pytest.raises(ValueError, match="pca_components"):
+        StagewiseRegressor(pca_components="all").fit(X, y)

@@ -122,7 +122,7 @@ def _demo_entries():
         DemoEntry("LSSVMRegressor (matching pursuit)", "sinc", lambda: LSSVMRegressor(
             GaussianKernel(sigma=1.0), C=10.0, solver="matching_pursuit", batch_size=250, n_iter=40, random_state=0)),
         DemoEntry("StagewiseRegressor", "sinc", lambda: StagewiseRegressor(
-            block_size=100, n_stages=4, pca_components=None, random_state=0)),
+            "gaussian", block_size=100, n_stages=4, random_state=0)),
     ]
 
 

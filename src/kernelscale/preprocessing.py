@@ -1,4 +1,6 @@
-"""Image transforms of paper 4 (randomized LS-SVM, ALGORITHMS.md section 4) as transformers.
+"""Data transforms: the image transforms of paper 4 and the weighted PCA of paper 5.
+
+Image transforms of paper 4 (randomized LS-SVM, ALGORITHMS.md section 4) as transformers.
 
 Inputs are flattened images, one per row, stored row-major (numpy's and MNIST's layout), with
 an optional leading channel axis: ``image_shape`` is (L, L) or (channels, L, L); None infers a
@@ -12,6 +14,10 @@ float32 as float32, and is stateless (``fit`` only validates and records n_featu
   (j - L/2)^2]), i, j = 1..L, with c = 4 / L^2 by default.
 
 A vector of zero norm (a constant image) is left at zero instead of dividing by zero.
+
+Weighted PCA (paper 5, appendix A.2.1; the stagewise method's input reduction) as plain arrays,
+so that a fitted map persists without pickling an sklearn object: :func:`pca_fit` gives the
+mean and components, :func:`pca_transform` applies them, both within ``max_memory``.
 """
 
 from __future__ import annotations
@@ -20,13 +26,18 @@ import math
 from numbers import Integral, Real
 
 import numpy as np
+from scipy import linalg
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._estimator import INPUT_ATTRIBUTES, commit_fit, validate_fit_data
+from ._glm import normalized_weights
+from ._validation import as_float_array, check_same_features
+from .ops.features import FeatureOperator
+from .ops.memory import parse_memory, plan_rows
 
-__all__ = ["CenterNormalize", "FFTFeatures", "GaussianCenterFilter", "image_shape_of"]
+__all__ = ["CenterNormalize", "FFTFeatures", "GaussianCenterFilter", "image_shape_of", "pca_fit", "pca_transform"]
 
 _FLOATS = [np.float64, np.float32]
 
@@ -199,3 +210,54 @@ class GaussianCenterFilter(_ImageTransform):
         channels, L, _ = image_shape_of(X.shape[1], self.image_shape)
         G = np.tile(self.gaussian_filter(L).ravel(), channels).astype(X.dtype)
         return X * G
+
+
+# ----------------------------------------------------------------------------------------------
+# weighted PCA (arrays only)
+
+
+def pca_fit(X, n_components, sample_weight=None, max_memory=None):
+    """Weighted PCA: the mean (d,) and the top ``n_components`` eigenvectors (d, n_components) of
+    the weighted covariance, both float64, from row blocks under ``max_memory``.
+
+    Components are ordered by decreasing variance; each is signed so that its entry of largest
+    magnitude is positive (deterministic output).
+    """
+    X = as_float_array(X, "X")
+    n, d = X.shape
+    if isinstance(n_components, bool) or not isinstance(n_components, Integral) or n_components < 1:
+        raise ValueError(f"pca_components must be an integer >= 1, got {n_components!r}.")
+    if n_components > d:
+        raise ValueError(
+            f"pca_components={n_components} is larger than the number of features d={d}; pass "
+            f"pca_components <= {d}, or pca_components=None to use the features as they are."
+        )
+    w = normalized_weights(sample_weight, n)
+    budget, fixed = parse_memory(max_memory), 4 * 8 * d * d
+    plan_rows(
+        n, d * X.dtype.itemsize, fixed, budget, f"the PCA ({d} x {d} covariance)",
+        "increase max_memory, or pass pca_components=None",
+    )
+    op = FeatureOperator(None, budget - fixed)
+    mean = op.weighted_mean(X, w)
+    values, vectors = linalg.eigh(op.weighted_gram(X, w, center=mean), check_finite=False)
+    components = vectors[:, np.argsort(values)[::-1][:n_components]]
+    top = np.argmax(np.abs(components), axis=0)
+    components *= np.where(components[top, np.arange(n_components)] < 0, -1.0, 1.0)
+    return mean, np.ascontiguousarray(components)
+
+
+def pca_transform(X, mean, components, max_memory=None):
+    """(X - mean) @ components in X's dtype, centring one row block at a time."""
+    X = as_float_array(X, "X")
+    check_same_features(X, mean.shape[0])
+    dtype = X.dtype
+    mean, components = mean.astype(dtype, copy=False), components.astype(dtype, copy=False)
+    out = np.empty((X.shape[0], components.shape[1]), dtype=dtype)
+    chunk = plan_rows(
+        X.shape[0], X.shape[1] * dtype.itemsize, out.nbytes, parse_memory(max_memory), "the PCA projection",
+        "increase max_memory",
+    )
+    for s in range(0, X.shape[0], chunk):
+        np.matmul(X[s : s + chunk] - mean, components, out=out[s : s + chunk])
+    return out

@@ -6,18 +6,27 @@ on that block, update the predictions. Blocks are never stored: block t is regen
 :class:`kernelscale.ops.features.FeatureOperator`, so a fitted model holds the seed, the PCA map
 and the block weights only, and prediction regenerates every block.
 
-Generators (``generator``), on the data after PCA to ``pca_components`` dimensions (appendix
-A.2.1; the PCA mean and components are plain arrays):
+GEN (``kernel`` and ``feature_method``), on the data after PCA to ``pca_components`` dimensions
+(appendix A.2.1, :func:`kernelscale.preprocessing.pca_fit`; by default to 50 dimensions when X
+has more than 50 features, none otherwise). ``kernel`` is a kernelscale kernel or its name
+(``sigma="median"`` is resolved on the reduced data); ``feature_method`` picks the feature form
+(:mod:`kernelscale.ops.feature_blocks`), None the kernel's default:
 
-- ``"rff"``: Gaussian random Fourier features sqrt(2/p) cos(z w + b) of the Gaussian kernel
-  exp(-|z - z'|^2 / (2 sigma^2)), sigma by the median trick on the reduced data;
-- ``"sample"``: p of the (reduced) features, drawn without replacement from ``block_rng(seed,
-  t)`` (all of them when p >= d);
-- ``"logit"``: random logits sigmoid(z w + b - pi) with the frequencies w ~ N(0, I / sigma^2)
-  and phases b ~ U[0, 2 pi] of the same Gaussian Fourier block, i.e. thresholds uniform in
-  [-pi, pi] on random directions scaled by the median distance;
-- ``"polynomial"``: TensorSketch features of (gamma <z, z'> + 1)^degree with gamma = 1 / sigma^2
-  (:class:`kernelscale.features.PolynomialRandomFeatures` blocks).
+- Gaussian (default ``"cos"``): random Fourier features sqrt(2/p) cos(z w + b) of
+  exp(-|z - z'|^2 / (2 sigma^2)), sigma by the median trick on the reduced data by default;
+  ``"logit"``: random logits sigmoid(z w + b - pi) with the frequencies w ~ N(0, I / sigma^2) and
+  phases b ~ U[0, 2 pi] of the same Fourier block, i.e. thresholds uniform in [-pi, pi] on random
+  directions scaled by sigma; ``"cossin"`` also works (as for Laplacian and Matern kernels);
+- Polynomial (default ``"tensorsketch"``): TensorSketch features of (gamma <z, z'> + coef0)^degree
+  (``"maclaurin"`` also works);
+- Linear (default ``"sample"``): p of the (reduced) features, drawn without replacement from
+  ``block_rng(seed, t)`` (all of them when p >= d); ``"gaussian"`` projections also work.
+
+These replace the former ``generator``/``sigma``/``degree``: "rff" with ``sigma`` is
+``kernel=GaussianKernel(sigma)`` (the default ``kernel="gaussian"`` is sigma="median"), "logit"
+is ``feature_method="logit"``, "sample" is ``kernel="linear"``. The former "polynomial" used
+PolynomialKernel(degree, gamma=1 / sigma^2, coef0=1) with sigma from the median trick; now the
+PolynomialKernel is given as it is (its gamma is not taken from the data).
 
 Updates (``update``), each with an unpenalised intercept and a ridge ``alpha``:
 
@@ -50,102 +59,71 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._classifier import check_class_memory, encode_classes, one_hot
 from ._monitor import IterationMonitor
-from ._validation import as_float_array, check_finite_result, check_same_features
-from ._estimator import INPUT_ATTRIBUTES, commit_fit, fit_weights, validate_fit_data, warm_start_iterations
+from ._validation import as_float_array, check_finite_result
+from ._estimator import (
+    INPUT_ATTRIBUTES, commit_fit, fit_weights, resolve_kernel, validate_fit_data, warm_start_iterations,
+)
 from ._glm import factor_spd, normalized_weights, softmax, softmax_loss
-from ._params import MEMORY_CONSTRAINT
-from .kernels import GaussianKernel, LinearKernel, PolynomialKernel
+from ._params import KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
+from .kernels import make_kernel
 from .least_squares import generalized_least_squares, gls_fixed_bytes
-from .ops.feature_blocks import FeatureBlockSpec, seed_from
+from .ops.feature_blocks import METHODS, FeatureBlockSpec, kernel_family, seed_from
 from .ops.features import FeatureOperator
 from .ops.memory import parse_memory, plan_rows
+from .preprocessing import pca_fit, pca_transform
 from .simplex import project_simplex
 
 __all__ = [
     "StagewiseClassifier",
     "StagewiseRegressor",
-    "generator_spec",
+    "feature_spec",
     "stagewise_regression",
-    "pca_fit",
-    "pca_transform",
-    "GENERATORS",
 ]
 
 logger = logging.getLogger(__name__)
 
-GENERATORS = ("rff", "sample", "logit", "polynomial")
-#: the feature method (kernelscale.ops.feature_blocks) of every generator
-_METHODS = {"rff": "cos", "sample": "sample", "logit": "logit", "polynomial": "tensorsketch"}
+#: the feature method of each kernel family for feature_method=None (the linear kernel's column
+#: subsets are the paper's "sample" generator)
+DEFAULT_METHOD = {"fourier": "cos", "polynomial": "tensorsketch", "linear": "sample"}
+#: pca_components="auto": PCA to this many components when X has more features, none otherwise
+AUTO_PCA_COMPONENTS = 50
 
 StagewiseResult = namedtuple("StagewiseResult", "coef intercept calibration objective_history n_stages")
-
-
-# ----------------------------------------------------------------------------------------------
-# PCA (arrays only, so that the fitted map persists without pickling an sklearn object)
-
-
-def pca_fit(X, n_components, sample_weight=None, max_memory=None):
-    """Weighted PCA: the mean (d,) and the top ``n_components`` eigenvectors (d, n_components) of
-    the weighted covariance, both float64, from row blocks under ``max_memory``.
-
-    Components are ordered by decreasing variance; each is signed so that its entry of largest
-    magnitude is positive (deterministic output).
-    """
-    X = as_float_array(X, "X")
-    n, d = X.shape
-    if isinstance(n_components, bool) or not isinstance(n_components, Integral) or n_components < 1:
-        raise ValueError(f"pca_components must be an integer >= 1, got {n_components!r}.")
-    if n_components > d:
-        raise ValueError(
-            f"pca_components={n_components} is larger than the number of features d={d}; pass "
-            f"pca_components <= {d}, or pca_components=None to use the features as they are."
-        )
-    w = normalized_weights(sample_weight, n)
-    budget, fixed = parse_memory(max_memory), 4 * 8 * d * d
-    plan_rows(
-        n, d * X.dtype.itemsize, fixed, budget, f"the PCA ({d} x {d} covariance)",
-        "increase max_memory, or pass pca_components=None",
-    )
-    op = FeatureOperator(None, budget - fixed)
-    mean = op.weighted_mean(X, w)
-    values, vectors = linalg.eigh(op.weighted_gram(X, w, center=mean), check_finite=False)
-    components = vectors[:, np.argsort(values)[::-1][:n_components]]
-    top = np.argmax(np.abs(components), axis=0)
-    components *= np.where(components[top, np.arange(n_components)] < 0, -1.0, 1.0)
-    return mean, np.ascontiguousarray(components)
-
-
-def pca_transform(X, mean, components, max_memory=None):
-    """(X - mean) @ components in X's dtype, centring one row block at a time."""
-    X = as_float_array(X, "X")
-    check_same_features(X, mean.shape[0])
-    dtype = X.dtype
-    mean, components = mean.astype(dtype, copy=False), components.astype(dtype, copy=False)
-    out = np.empty((X.shape[0], components.shape[1]), dtype=dtype)
-    chunk = plan_rows(
-        X.shape[0], X.shape[1] * dtype.itemsize, out.nbytes, parse_memory(max_memory), "the PCA projection",
-        "increase max_memory",
-    )
-    for s in range(0, X.shape[0], chunk):
-        np.matmul(X[s : s + chunk] - mean, components, out=out[s : s + chunk])
-    return out
 
 
 # ----------------------------------------------------------------------------------------------
 # GEN
 
 
-def generator_spec(generator, n_features, block_size, seed, kernel=None, dtype=np.float64):
+def feature_method_of(kernel, feature_method=None):
+    """The feature method of ``kernel`` (an object or a name): ``feature_method``, or the kernel
+    family's default (:data:`DEFAULT_METHOD`) when None; a ValueError naming the argument when the
+    kernel has no random features or the method is not one of its family."""
+    kernel = make_kernel(kernel, "kernel")
+    try:
+        family = kernel_family(kernel)
+    except ValueError as err:
+        raise ValueError(f"kernel={kernel!r} cannot be used by the stagewise method: {err}") from None
+    if feature_method is None:
+        return DEFAULT_METHOD[family]
+    if METHODS.get(feature_method, (None,))[0] != family:
+        available = tuple(k for k, v in METHODS.items() if v[0] == family)
+        raise ValueError(
+            f"feature_method={feature_method!r} is not available for {type(kernel).__name__}; pass "
+            f"one of {available}, or feature_method=None for its default {DEFAULT_METHOD[family]!r}."
+        )
+    return feature_method
+
+
+def feature_spec(kernel, n_features, block_size, seed, feature_method=None, dtype=np.float64):
     """GEN of Algorithm 3 as a seeded feature map: block t of features of data with
     ``n_features`` columns is regenerated from ``(seed, t)`` only.
 
-    ``generator``: "rff", "sample", "logit" or "polynomial" (module docstring); ``kernel``: the
-    resolved GaussianKernel (rff, logit) or PolynomialKernel (polynomial); unused for "sample".
+    ``kernel``: a resolved kernel (no sigma="median") or a name; ``feature_method``: see the
+    module docstring (None: the kernel's default, e.g. "sample" for the linear kernel).
     """
-    if generator not in GENERATORS:
-        raise ValueError(f"generator must be one of {GENERATORS}, got {generator!r}.")
-    kernel = LinearKernel() if generator == "sample" else kernel
-    return FeatureBlockSpec(kernel, n_features, block_size, seed, dtype, _METHODS[generator])
+    method = feature_method_of(kernel, feature_method)
+    return FeatureBlockSpec(make_kernel(kernel, "kernel"), n_features, block_size, seed, dtype, method)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -240,7 +218,7 @@ def stagewise_regression(
     monitor=None,
 ):
     """Algorithm 3 on data Z (n, d) (already PCA-reduced) and targets Y (n, k), GEN the
-    feature map ``spec`` (a FeatureBlockSpec, e.g. :func:`generator_spec`).
+    feature map ``spec`` (a FeatureBlockSpec, e.g. :func:`feature_spec`).
 
     ``init`` (k,) is the stage-0 prediction (logistic: scores); ``stages`` = (coef, intercept,
     calibration) of an earlier fit on the same data, replayed before continuing (warm start).
@@ -317,12 +295,11 @@ class _StagewiseBase(BaseEstimator):
     """Fit / replay logic shared by StagewiseClassifier and StagewiseRegressor."""
 
     _parameter_constraints: dict = {
-        "generator": [StrOptions(set(GENERATORS))],
+        "kernel": KERNEL_CONSTRAINT,
+        "feature_method": [StrOptions(set(METHODS)), None],
         "block_size": [Interval(Integral, 1, None, closed="left")],
         "n_stages": [Interval(Integral, 1, None, closed="left")],
-        "pca_components": [Interval(Integral, 1, None, closed="left"), None],
-        "sigma": [StrOptions({"median"}), Interval(Real, 0, None, closed="neither")],
-        "degree": [Interval(Integral, 1, None, closed="left")],
+        "pca_components": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
         "alpha": [Interval(Real, 0, None, closed="left")],
         "warm_start": ["boolean"],
         "max_memory": MEMORY_CONSTRAINT,
@@ -331,17 +308,31 @@ class _StagewiseBase(BaseEstimator):
         "callback": [callable, None],
     }
 
-    def _resolve_generator(self, Z, sample_weight, rng):
-        if self.generator == "sample":
-            return None
-        sigma = GaussianKernel(self.sigma).resolve(Z, rng, sample_weight).sigma
-        if self.generator == "polynomial":
-            return PolynomialKernel(degree=self.degree, gamma=1.0 / sigma**2, coef0=1.0)
-        return GaussianKernel(sigma=float(sigma))
+    def _n_pca(self, d):
+        """Components of the PCA for d input features (None: no PCA)."""
+        if self.pca_components == "auto":
+            return AUTO_PCA_COMPONENTS if d > AUTO_PCA_COMPONENTS else None
+        if self.pca_components is not None and self.pca_components > d:
+            raise ValueError(
+                f"pca_components={self.pca_components} is larger than the number of features "
+                f"of X (n_features={d}); pass pca_components <= {d}, pca_components=None to skip "
+                f"the PCA, or pca_components='auto'."
+            )
+        return self.pca_components
+
+    def _same_features(self):
+        """Whether kernel and feature_method still give the fitted kernel_ and feature_method_ (a
+        sigma="median" matches any resolved bandwidth)."""
+        kernel = make_kernel(self.kernel, "kernel")
+        method = feature_method_of(kernel, self.feature_method)
+        if type(kernel) is not type(self.kernel_) or method != self.feature_method_:
+            return False
+        given = {k: v for k, v in kernel.get_params().items() if not (k == "sigma" and v == "median")}
+        return all(self.kernel_.get_params()[k] == v for k, v in given.items())
 
     def _spec(self, dtype):
         d = self.n_features_in_ if self.pca_components_ is None else self.pca_components_.shape[1]
-        return generator_spec(self.generator, d, self.block_size, self.seed_, self.kernel_, dtype)
+        return FeatureBlockSpec(self.kernel_, d, self.block_size, self.seed_, dtype, self.feature_method_)
 
     def _reduce(self, X):
         if self.pca_components_ is None:
@@ -360,33 +351,35 @@ class _StagewiseBase(BaseEstimator):
                     "warm_start=True continues the previous fit, but the features, targets or "
                     "update changed; set warm_start=False to fit from scratch."
                 )
+            if not self._same_features():
+                raise ValueError(
+                    f"warm_start=True continues the previous fit with kernel_={self.kernel_!r} and "
+                    f"feature_method_={self.feature_method_!r}, but kernel or feature_method changed; "
+                    f"set warm_start=False to fit from scratch."
+                )
             warm_start_iterations(self.n_stages, self.n_iter_, name="n_stages")
             stages = (self.coef_, self.intercept_, self.calibration_)
             history = list(self.objective_history_[:-1])
-            seed, kernel, init = self.seed_, self.kernel_, self.init_
+            seed, kernel, method, init = self.seed_, self.kernel_, self.feature_method_, self.init_
             pca_mean, pca_components = self.pca_mean_, self.pca_components_
         else:
-            if self.pca_components is not None and self.pca_components > d:
-                raise ValueError(
-                    f"pca_components={self.pca_components} is larger than the number of features "
-                    f"of X (n_features={d}); pass pca_components <= {d}, or pca_components=None "
-                    f"to skip the PCA."
-                )
+            method = feature_method_of(self.kernel, self.feature_method)  # a bad pair fails before the PCA
+            n_pca = self._n_pca(d)
             stages, history = None, []
             rng = check_random_state(self.random_state)
             seed = seed_from(self.random_state if isinstance(self.random_state, Integral) else rng)
             pca_mean = pca_components = None
-            if self.pca_components is not None:
-                mean, components = pca_fit(X, self.pca_components, sw, self.max_memory)
+            if n_pca is not None:
+                mean, components = pca_fit(X, n_pca, sw, self.max_memory)
                 pca_mean, pca_components = mean.astype(dtype), components.astype(dtype)
         Z = X if pca_components is None else pca_transform(X, pca_mean, pca_components, self.max_memory)
         if stages is None:
-            kernel = self._resolve_generator(Z, sw, rng)
+            kernel = resolve_kernel(self.kernel, Z, rng, sw)
             init = np.asarray(init_fn(Y, normalized_weights(sw, n)), dtype=dtype)
-        spec = generator_spec(self.generator, Z.shape[1], self.block_size, seed, kernel, dtype)
-        if self.generator == "sample" and self.block_size >= Z.shape[1]:
+        spec = FeatureBlockSpec(kernel, Z.shape[1], self.block_size, seed, dtype, method)
+        if method == "sample" and self.block_size >= Z.shape[1]:
             logger.info(
-                "generator='sample' with block_size=%d >= %d features: every stage refits all "
+                "feature_method='sample' with block_size=%d >= %d features: every stage refits all "
                 "features, so stages after the first change (almost) nothing", self.block_size, Z.shape[1],
             )
         with IterationMonitor(self.verbose, self.callback, total=self.n_stages, desc="stagewise") as monitor:
@@ -395,7 +388,8 @@ class _StagewiseBase(BaseEstimator):
                 inner_iter=getattr(self, "inner_iter", 50), alpha=self.alpha, init=init,
                 sample_weight=sw, stages=stages, max_memory=self.max_memory, monitor=monitor,
             )
-        fitted.update(seed_=seed, kernel_=kernel, init_=init, pca_mean_=pca_mean, pca_components_=pca_components,
+        fitted.update(seed_=seed, kernel_=kernel, feature_method_=method, init_=init,
+                      pca_mean_=pca_mean, pca_components_=pca_components,
                       update_=update, coef_=result.coef, intercept_=result.intercept,
                       calibration_=result.calibration, n_iter_=result.n_stages,
                       objective_history_=np.asarray(history + list(result.objective_history)))
@@ -431,24 +425,28 @@ class _StagewiseBase(BaseEstimator):
 _DOC_COMMON = """
     Parameters
     ----------
-    generator : {"rff", "sample", "logit", "polynomial"}, default="rff"
-        GEN of Algorithm 3 (see :mod:`kernelscale.stagewise`).
+    kernel : Kernel or str, default="gaussian"
+        The kernel whose random features GEN draws (Gaussian, Laplacian, Matern, polynomial or
+        linear; see :mod:`kernelscale.stagewise`); ``sigma="median"`` is resolved on the
+        PCA-reduced data into ``kernel_``. GaussianKernel(sigma) is the former generator="rff",
+        "linear" the former "sample"; for the former "polynomial" pass the PolynomialKernel.
     block_size : int >= 1, default=1024
         p, the features per block ("sample" uses min(p, d)).
     n_stages : int >= 1, default=8
         T, the number of blocks (with ``warm_start``, in total).
-    pca_components : int or None, default=50
-        Reduce X to this many principal components first (appendix A.2.1); must be <= the
-        number of features; None uses X as it is (no centring).
-    sigma : "median" or float > 0, default="median"
-        Bandwidth of "rff" and "logit" (Gaussian exp(-|z - z'|^2 / (2 sigma^2)); "median": median
-        pairwise distance of the reduced data) and gamma = 1 / sigma^2 of "polynomial".
-    degree : int >= 1, default=2
-        Degree of the "polynomial" features.
+    feature_method : str or None, default=None
+        The feature form (:mod:`kernelscale.ops.feature_blocks`); None is the kernel's default:
+        "cos" (Gaussian and other shift-invariant kernels), "tensorsketch" (polynomial), "sample"
+        (linear: column subsets). "logit" gives random logits from a shift-invariant kernel's
+        Fourier draws (the former generator="logit").
+    pca_components : int, "auto" or None, default="auto"
+        Reduce X to this many principal components first (appendix A.2.1); an int must be <= the
+        number of features; "auto" is 50 when X has more than 50 features and no PCA otherwise;
+        None uses X as it is (no centring).
     alpha : float >= 0, default=1e-6
         Ridge of every block fit, added to the block's second-moment matrix. Absolute, unlike
         the relative ``alpha="auto"`` of the least-squares classifiers: the generated blocks
-        have a fixed scale (e.g. sqrt(2/p) cos for "rff", mean variance about 1 / p), so for
+        have a fixed scale (e.g. sqrt(2/p) cos for "cos", mean variance about 1 / p), so for
         them 1e-6 is a fixed fraction of the feature variance; for "sample" it is relative to
         X's scale.
     warm_start : bool, default=False
@@ -468,8 +466,10 @@ _DOC_ATTRIBUTES = """
     ----------
     seed_ : int
         Block t is regenerated from (seed_, t).
-    kernel_ : GaussianKernel, PolynomialKernel or None
-        The resolved generator kernel (None for "sample").
+    kernel_ : Kernel
+        The resolved kernel (a copy; ``sigma="median"`` replaced by its value).
+    feature_method_ : str
+        The feature method used (``feature_method`` or the kernel's default).
     pca_mean_ : (d,), pca_components_ : (d, pca_components), or None
     init_ : (k,)
         Stage-0 prediction.
@@ -514,18 +514,17 @@ class StagewiseClassifier(ClassifierMixin, _StagewiseBase):
     }
 
     def __init__(
-        self, generator="rff", *, block_size=1024, n_stages=8, update="linear", inner_iter=50,
-        pca_components=50, sigma="median", degree=2, alpha=1e-6, class_weight=None,
+        self, kernel="gaussian", *, block_size=1024, n_stages=8, update="linear", inner_iter=50,
+        feature_method=None, pca_components="auto", alpha=1e-6, class_weight=None,
         warm_start=False, max_memory=None, random_state=None, verbose=0, callback=None,
     ):
-        self.generator = generator
+        self.kernel = kernel
         self.block_size = block_size
         self.n_stages = n_stages
         self.update = update
         self.inner_iter = inner_iter
+        self.feature_method = feature_method
         self.pca_components = pca_components
-        self.sigma = sigma
-        self.degree = degree
         self.alpha = alpha
         self.class_weight = class_weight
         self.warm_start = warm_start
@@ -595,17 +594,16 @@ class StagewiseRegressor(RegressorMixin, _StagewiseBase):
     }
 
     def __init__(
-        self, generator="rff", *, block_size=1024, n_stages=8, update="linear", pca_components=50,
-        sigma="median", degree=2, alpha=1e-6, warm_start=False, max_memory=None,
+        self, kernel="gaussian", *, block_size=1024, n_stages=8, update="linear", feature_method=None,
+        pca_components="auto", alpha=1e-6, warm_start=False, max_memory=None,
         random_state=None, verbose=0, callback=None,
     ):
-        self.generator = generator
+        self.kernel = kernel
         self.block_size = block_size
         self.n_stages = n_stages
         self.update = update
+        self.feature_method = feature_method
         self.pca_components = pca_components
-        self.sigma = sigma
-        self.degree = degree
         self.alpha = alpha
         self.warm_start = warm_start
         self.max_memory = max_memory
