@@ -64,7 +64,8 @@ from ._estimator import (
     INPUT_ATTRIBUTES, commit_fit, fit_weights, resolve_kernel, validate_fit_data, warm_start_iterations,
 )
 from ._glm import factor_spd, normalized_weights, softmax, softmax_loss
-from ._params import KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
+from ._device import DeviceMixin
+from ._params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
 from .kernels import make_kernel
 from .least_squares import generalized_least_squares, gls_fixed_bytes
 from .ops.feature_blocks import METHODS, FeatureBlockSpec, kernel_family, seed_from
@@ -291,7 +292,7 @@ def stagewise_regression(
 # estimators
 
 
-class _StagewiseBase(BaseEstimator):
+class _StagewiseBase(DeviceMixin, BaseEstimator):
     """Fit / replay logic shared by StagewiseClassifier and StagewiseRegressor."""
 
     _parameter_constraints: dict = {
@@ -303,6 +304,7 @@ class _StagewiseBase(BaseEstimator):
         "alpha": [Interval(Real, 0, None, closed="left")],
         "warm_start": ["boolean"],
         "max_memory": MEMORY_CONSTRAINT,
+        "device": DEVICE_CONSTRAINT,
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "callback": [callable, None],
@@ -454,6 +456,9 @@ _DOC_COMMON = """
     max_memory : int, str or None
         Budget for one block of features (n x p), its Gram matrix and the n x k work arrays,
         checked before a fit allocates; predictions apply blocks to row chunks within it.
+    device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
+        Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
+        (a torch tensor as input selects its device); the others need torch.
     random_state : int, RandomState or None
         An int is the seed of the feature blocks (``seed_``); otherwise one seed is drawn.
     verbose : int; callback : callable or None
@@ -516,7 +521,7 @@ class StagewiseClassifier(ClassifierMixin, _StagewiseBase):
     def __init__(
         self, kernel="gaussian", *, block_size=1024, n_stages=8, update="linear", inner_iter=50,
         feature_method=None, pca_components="auto", alpha=1e-6, class_weight=None,
-        warm_start=False, max_memory=None, random_state=None, verbose=0, callback=None,
+        warm_start=False, max_memory=None, device=None, random_state=None, verbose=0, callback=None,
     ):
         self.kernel = kernel
         self.block_size = block_size
@@ -529,6 +534,7 @@ class StagewiseClassifier(ClassifierMixin, _StagewiseBase):
         self.class_weight = class_weight
         self.warm_start = warm_start
         self.max_memory = max_memory
+        self.device = device
         self.random_state = random_state
         self.verbose = verbose
         self.callback = callback
@@ -595,7 +601,7 @@ class StagewiseRegressor(RegressorMixin, _StagewiseBase):
 
     def __init__(
         self, kernel="gaussian", *, block_size=1024, n_stages=8, update="linear", feature_method=None,
-        pca_components="auto", alpha=1e-6, warm_start=False, max_memory=None,
+        pca_components="auto", alpha=1e-6, warm_start=False, max_memory=None, device=None,
         random_state=None, verbose=0, callback=None,
     ):
         self.kernel = kernel
@@ -607,6 +613,7 @@ class StagewiseRegressor(RegressorMixin, _StagewiseBase):
         self.alpha = alpha
         self.warm_start = warm_start
         self.max_memory = max_memory
+        self.device = device
         self.random_state = random_state
         self.verbose = verbose
         self.callback = callback
