@@ -505,28 +505,33 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
         order_buf = np.empty(n, dtype=np.intp)
     else:  # the Python sweeps run on lists
         c_l, y_l, C_l, inv_d = c.tolist(), y.tolist(), C.tolist(), inv_d_arr.tolist()
-        # z_i = x_i . w + s wb, seen at the visit (z_visit); a move adds h (x_i, s) to (w, wb)
+        # z_i = x_i . w + s wb, seen at the visit (z_visit); a move adds h (x_i, s) to (w, wb).
+        # _python_sweep moves coordinate i right after scoring it: score keeps row i for move
+        xi = ind = val = None
         if sparse:
             indptr = X.indptr.tolist()
 
             def score(i):
+                nonlocal ind, val
                 lo, hi = indptr[i], indptr[i + 1]
-                z_visit[i] = zi = float(data[lo:hi] @ w[indices[lo:hi]]) + s * wb
+                ind, val = indices[lo:hi], data[lo:hi]
+                z_visit[i] = zi = float(val @ w[ind]) + s * wb
                 return zi
 
             def move(pos, i, h):
                 nonlocal wb
-                lo, hi = indptr[i], indptr[i + 1]
-                w[indices[lo:hi]] += h * data[lo:hi]
+                w[ind] += h * val
                 wb += s * h
         else:
             def score(i):
-                z_visit[i] = zi = dot(X[i], w) + s * wb
+                nonlocal xi
+                xi = X[i]
+                z_visit[i] = zi = dot(xi, w) + s * wb
                 return zi
 
             def move(pos, i, h):
                 nonlocal wb
-                axpy(X[i], w, a=h)
+                axpy(xi, w, a=h)
                 wb += s * h
 
     def coef_now():
