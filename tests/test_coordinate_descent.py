@@ -335,3 +335,50 @@ def test_linear_callback_sees_every_sweep_of_the_same_run(sparse):
     stop_at = a.n_iter // 2
     c = linear_coordinate_descent(X, y, "hinge", 1.0, callback=lambda info: info["iteration"] >= stop_at, **args)
     assert c.stopped_by_callback and c.n_iter == stop_at
+
+
+def test_import_does_not_import_numba():
+    """numba is imported (and the loops compiled) only when a compiled sweep first runs."""
+    import subprocess
+    import sys
+
+    code = "import sys, kernelscale, kernelscale.coordinate_descent, kernelscale.regularized; " \
+           "print('numba' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+_ORDER_SCRIPT = """
+import sys
+import numpy as np
+import kernelscale.coordinate_descent as cd
+from kernelscale.kernels import GaussianKernel
+rng = np.random.default_rng(0)
+X = rng.normal(size=(40, 3))
+y = X @ np.array([1.0, -2.0, 0.5]) + 0.3 * rng.normal(size=40)
+def kern():
+    return cd.kernel_coordinate_descent(GaussianKernel(1.0), X, y, "squared", 1.0, rule="cyclic", max_iter=8).coef
+def lin():
+    return cd.linear_coordinate_descent(X, y, "squared", 1.0, rule="cyclic", max_iter=8).coef
+first, second = (kern, lin) if sys.argv[1] == "kernel" else (lin, kern)
+a = first()
+b = second()
+k, l = (a, b) if sys.argv[1] == "kernel" else (b, a)
+print(np.concatenate([k, l]).tobytes().hex())
+"""
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba is not installed")
+def test_compiled_iterates_do_not_depend_on_which_path_compiles_first(tmp_path):
+    """Every compiled loop names its fastmath flags, so none inherits a caller's (numba's default),
+    and a fresh cache gives the same bits whichever solver runs first."""
+    import os
+    import subprocess
+    import sys
+
+    out = {}
+    for first in ("kernel", "linear"):
+        env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / first))
+        out[first] = subprocess.run([sys.executable, "-c", _ORDER_SCRIPT, first], capture_output=True, text=True,
+                                    check=True, env=env).stdout
+    assert out["kernel"] == out["linear"]

@@ -58,52 +58,7 @@ def _nb_step(code, v, y, alpha, C, eps):
     return y * C * _nb_sigmoid(-s)
 
 
-def _nb_kernel_sweep(order, pos, c, z, y, C, inv_d, rows, slot_of, last_used, lru, code, eps, s2, state, hbuf,
-                     changed, steps, counts):
-    """Algorithm 1 over order[pos:] until a coordinate that moves has no cached row.
-
-    state = [b, max |h|]; counts = [entries of changed/steps so far, LRU clock]. Returns the
-    position reached (len(order) when the sweep is done).
-    """
-    n = z.shape[0]
-    m = order.shape[0]
-    b = state[0]
-    max_h = state[1]
-    k = counts[0]
-    clock = counts[1]
-    while pos < m:
-        i = order[pos]
-        ci = c[i]
-        new = _nb_step(code, (z[i] + b) * inv_d[i] - ci, y[i], inv_d[i], C[i], eps)
-        h = new - ci
-        if h != 0.0:
-            slot = slot_of[i]
-            if slot < 0:
-                break
-            hbuf[0] = h  # h in the dtype of z and the rows
-            hz = hbuf[0]
-            row = rows[slot]
-            for j in range(n):
-                z[j] += hz * row[j]
-            if lru:
-                clock += 1
-                last_used[slot] = clock
-            b += s2 * h
-            c[i] = new
-            changed[k] = i
-            steps[k] = h
-            k += 1
-            if abs(h) > max_h:
-                max_h = abs(h)
-        pos += 1
-    state[0] = b
-    state[1] = max_h
-    counts[0] = k
-    counts[1] = clock
-    return pos
-
-
-# columns of the coordinate table Q of the compiled linear path: a visit in random order reads one
+# columns of the coordinate table Q of the compiled sweeps: a visit in random order reads one
 # 32-byte row of it instead of four arrays
 Q_COEF, Q_Y, Q_C, Q_INV_D = range(4)
 
@@ -118,22 +73,78 @@ def coordinate_table(c, y, C, inv_d):
     return Q
 
 
+def _nb_update(i, zi, Q, code, eps):
+    """The coordinate update of Algorithm 1 / 2, seen with z_i = zi: v_i = z_i / k_ii - c_i and the
+    new coefficient S_i(v_i) (:func:`_nb_step`). Returns (new c_i, its change h, v_i); Q is left
+    alone (the caller stores the new c_i once the step is applied)."""
+    ci, ai = Q[i, Q_COEF], Q[i, Q_INV_D]
+    v = zi * ai - ci
+    new = _nb_step(code, v, Q[i, Q_Y], ai, Q[i, Q_C], eps)
+    return new, new - ci, v
+
+
+def _nb_note(i, h, changed, steps, k, max_h):
+    """Book a moved coordinate: entry k of changed / steps; returns (k + 1, the new max |h|)."""
+    changed[k] = i
+    steps[k] = h
+    if abs(h) > max_h:
+        max_h = abs(h)
+    return k + 1, max_h
+
+
+def _nb_kernel_sweep(order, pos, Q, z, rows, slot_of, last_used, lru, code, eps, s2, state, hbuf, changed, steps,
+                     counts):
+    """Algorithm 1 over order[pos:] until a coordinate that moves has no cached row.
+
+    Q is the coordinate table (:func:`coordinate_table`); state = [b, max |h|]; counts = [entries
+    of changed/steps so far, LRU clock]. Returns the position reached (len(order) when the sweep
+    is done).
+    """
+    m = order.shape[0]
+    b = state[0]
+    max_h = state[1]
+    k = counts[0]
+    clock = counts[1]
+    while pos < m:
+        i = order[pos]
+        new, h, _ = _nb_update(i, z[i] + b, Q, code, eps)
+        if h != 0.0:
+            slot = slot_of[i]
+            if slot < 0:
+                break
+            hbuf[0] = h  # h in the dtype of z and the rows
+            hz = hbuf[0]
+            row = rows[slot]
+            for j in range(z.shape[0]):
+                z[j] += hz * row[j]
+            if lru:
+                clock += 1
+                last_used[slot] = clock
+            b += s2 * h
+            Q[i, Q_COEF] = new
+            k, max_h = _nb_note(i, h, changed, steps, k, max_h)
+        pos += 1
+    state[0] = b
+    state[1] = max_h
+    counts[0] = k
+    counts[1] = clock
+    return pos
+
+
 def _nb_linear_visit(i, zi, Q, code, eps, up_limit, down_limit, drop):
     """The update of coordinate i seen with z_i = zi (the new coefficient goes to Q): returns h
     and, when h = 0, marks drop[i] if shrinking removes it (pushed past its kink by more than the
     limit on its side; the side is sign(y_i - z_i) times the sign of y_i for classification)."""
-    ci, yi, ai, Ci = Q[i, Q_COEF], Q[i, Q_Y], Q[i, Q_INV_D], Q[i, Q_C]
-    v = zi * ai - ci
-    new = _nb_step(code, v, yi, ai, Ci, eps)
-    h = new - ci
+    new, h, v = _nb_update(i, zi, Q, code, eps)
     if h != 0.0:
         Q[i, Q_COEF] = new
     else:
+        ci, yi = Q[i, Q_COEF], Q[i, Q_Y]
         side = yi - zi
         if code == 1 or code == 2 or code == 5:
             side *= yi
         limit = up_limit if side > 0 else down_limit
-        if _nb_kink_push(code, ci, v, yi, ai, Ci, eps) > limit:
+        if _nb_kink_push(code, ci, v, yi, Q[i, Q_INV_D], Q[i, Q_C], eps) > limit:
             drop[i] = True
     return h
 
@@ -175,11 +186,7 @@ def _nb_linear_sweep(order, sparse, indptr, indices, data, X, w, Q, code, eps, s
                 for j in range(d):
                     w[j] += hw * xi[j]
             wb += s * h
-            changed[k] = i
-            steps[k] = h
-            k += 1
-            if abs(h) > max_h:
-                max_h = abs(h)
+            k, max_h = _nb_note(i, h, changed, steps, k, max_h)
     state[0] = wb
     state[1] = max_h
     state[2] = z_max
@@ -321,23 +328,34 @@ def _nb_linear_run(work, active, order, rand, ist, fst, sparse, indptr, indices,
 
 def compile_loops():
     """Replace the loops of this module by their numba versions (once; needs numba). The
-    compiled loops call each other through these module globals."""
-    global _compiled, _nb_sigmoid, _nb_logistic_margin, _nb_step, _nb_kernel_sweep, _nb_linear_sweep
-    global _nb_linear_visit, _nb_kink_push, shuffle, _nb_linear_run
+    compiled loops call each other through these module globals.
+
+    Every build names its fastmath flags: a numba function that names none takes those of the
+    caller it is first compiled for, and its disk cache keeps them (unnamed, the iterates depended
+    on which solver ran first on a fresh cache). The linear sweep and what it calls are built with
+    reassociation and contraction (vectorised dot products, fused multiply-adds), the rest
+    without. The helpers that both sweeps share (:func:`_nb_update`, :func:`_nb_note`) are
+    inlined into their callers by numba: they cost no call and take the caller's flags.
+    """
+    global _compiled, _nb_sigmoid, _nb_logistic_margin, _nb_step, _nb_update, _nb_note, _nb_kernel_sweep
+    global _nb_linear_visit, _nb_linear_sweep, _nb_kink_push, shuffle, _nb_linear_run
     if _compiled:
         return
     import numba
 
-    _jit = numba.njit(cache=True, nogil=True)
+    _jit = numba.njit(cache=True, nogil=True, fastmath=False)
+    _fast = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+    _inline = numba.njit(cache=True, nogil=True, inline="always")
     numba.extending.register_jitable(_sigmoid)  # called by _logistic_margin_scalar
     _nb_sigmoid = _jit(_sigmoid)
     _nb_logistic_margin = _jit(_logistic_margin_scalar)
     _nb_step = _jit(_nb_step)
+    _nb_update = _inline(_nb_update)
+    _nb_note = _inline(_nb_note)
     _nb_kernel_sweep = _jit(_nb_kernel_sweep)
-    # the dot products may be reassociated (vectorised); the order of the updates is not touched
-    _nb_linear_sweep = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})(_nb_linear_sweep)
-    _nb_linear_visit = _jit(_nb_linear_visit)
-    _nb_kink_push = _jit(_nb_kink_push)
+    _nb_linear_visit = _fast(_nb_linear_visit)
+    _nb_kink_push = _fast(_nb_kink_push)
+    _nb_linear_sweep = _fast(_nb_linear_sweep)
     shuffle = _jit(shuffle)
     _nb_linear_run = _jit(_nb_linear_run)
     _compiled = True

@@ -145,6 +145,13 @@ class _Sweeps:
             self.rand = np.concatenate((self.rand[self.rpos:], fresh))
             self.rpos = 0
 
+    def start(self, c, z, diag, inv_d):
+        """Take k_ii and 1 / k_ii (0 where inactive), record the objectives at the start."""
+        self.inv_d, self.diag, self.inv_kmin = inv_d, diag, float(np.max(inv_d, initial=0.0))
+        self.record(c, z)
+        if not self.active.any():
+            self.converged = True
+
     def record(self, c, z):
         p = primal_objective(self.loss, self.y, z, c, self.C)
         d = dual_objective(self.loss, self.y, z, c, self.C)
@@ -243,6 +250,30 @@ class _Sweeps:
         return False
 
 
+def _python_sweep(order, c, y, C, inv_d, step, score, move):
+    """One sweep of Algorithm 1 or 2 in Python over ``order`` (a list), on lists c, y, C, inv_d.
+
+    The update of each coordinate is ``loss.step`` (``step``) at v_i = z_i / k_ii - c_i, with
+    ``score(i)`` giving z_i (intercept included); ``move(pos, i, h)`` adds h times row i (of K, or
+    of X) to the maintained z (or w) and its intercept, and c_i takes the new value. Returns the
+    coordinates that moved, their changes and the largest |change|.
+    """
+    changed, steps = [], []
+    max_h = 0.0
+    for pos, i in enumerate(order):
+        ci = c[i]
+        new = step(score(i) * inv_d[i] - ci, y[i], inv_d[i], C[i])
+        h = new - ci
+        if h != 0.0:
+            move(pos, i, h)
+            c[i] = new
+            changed.append(i)
+            steps.append(h)
+            if abs(h) > max_h:
+                max_h = abs(h)
+    return changed, steps, max_h
+
+
 def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random", tol=1e-4, max_iter=1000,
                               shrinking=True, c0=None, intercept_scaling=0.0, epsilon=0.1, max_memory=None,
                               random_state=None, verbose=0, callback=None, cache=None):
@@ -306,12 +337,7 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
         z[:] = cache.matvec(c.astype(dtype))
     b = s2 * float(c.sum())
 
-    c_l = c.tolist()
-    y_l = y.tolist()
-    C_l = C.tolist()
     inv_d_arr = np.divide(1.0, diag, out=np.zeros(n), where=active)
-    inv_d = inv_d_arr.tolist()
-    step = loss.step
     rows, slot_of, last_used = cache.rows, cache.slot_of, cache.last_used
     lru = cache.capacity < int(active.sum())
     # prefetch candidates: coordinates that changed when last visited (from a warm start: those
@@ -322,15 +348,41 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
     def z_eff():
         return z + b if s2 else z
 
+    def prefetch(order, pos):
+        """Compute the row of order[pos], and in the same batch those of the next coordinates
+        of the sweep likely to move."""
+        i = order[pos]
+        seg = order[pos : pos + LOOKAHEAD * batch]
+        want = seg[likely[seg] & (slot_of[seg] < 0)]
+        cache.fetch(np.concatenate(([i], want[want != i]))[:batch])
+
     code = _loss_code(loss)
     if code >= 0:  # compiled sweeps: state in arrays
-        c_arr, y_arr, C_arr = c.copy(), np.ascontiguousarray(y), np.ascontiguousarray(C)
+        Q = loops.coordinate_table(c, y, C, inv_d_arr)
+        c_arr = Q[:, loops.Q_COEF]
         eps_loss = float(getattr(loss, "epsilon", 0.0))
         state = np.array([b, 0.0])
         counts = np.zeros(2, dtype=np.int64)
         hbuf = np.zeros(1, dtype=dtype)
         changed_buf = np.empty(n, dtype=np.intp)
         steps_buf = np.empty(n, dtype=np.float64)
+    else:  # the Python sweeps run on lists
+        c_l, y_l, C_l, inv_d = c.tolist(), y.tolist(), C.tolist(), inv_d_arr.tolist()
+
+        def score(i):
+            return float(z[i]) + b
+
+        def move(pos, i, h):
+            nonlocal b
+            slot = slot_of[i]
+            if slot < 0:
+                prefetch(order_arr, pos)
+                slot = slot_of[i]
+            axpy(rows[slot], z, a=h)
+            if lru:
+                cache.clock += 1
+                last_used[slot] = cache.clock
+            b += s2 * h
 
     def coef_now():
         return c_arr if code >= 0 else np.asarray(c_l)
@@ -349,10 +401,7 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
     with IterationMonitor(verbose, callback, total=max_iter, desc="coordinate descent") as monitor:
         sweeps = _Sweeps(active, loss, y, C, rule=rule, tol=tol, max_iter=max_iter, shrinking=shrinking,
                          random_state=random_state, monitor=monitor, dtype=dtype)
-        sweeps.inv_d, sweeps.diag, sweeps.inv_kmin = inv_d_arr, diag, float(np.max(inv_d_arr, initial=0.0))
-        sweeps.record(c, z_eff())
-        if not active.any():
-            sweeps.converged = True
+        sweeps.start(c, z_eff(), diag, inv_d_arr)
         while not sweeps.converged and sweeps.sweep < max_iter:
             order_arr = sweeps.order()
             if code >= 0:
@@ -362,57 +411,21 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
                 pos = 0
                 while True:
                     counts[1] = cache.clock
-                    pos = loops._nb_kernel_sweep(order_arr, pos, c_arr, z, y_arr, C_arr, inv_d_arr, rows, slot_of,
-                                                 last_used, lru, code, eps_loss, s2, state, hbuf, changed_buf,
-                                                 steps_buf, counts)
+                    pos = loops._nb_kernel_sweep(order_arr, pos, Q, z, rows, slot_of, last_used, lru, code, eps_loss,
+                                                 s2, state, hbuf, changed_buf, steps_buf, counts)
                     cache.clock = int(counts[1])
                     if pos >= order_arr.size:
                         break
-                    i = order_arr[pos]
-                    seg = order_arr[pos : pos + LOOKAHEAD * batch]
-                    want = seg[likely[seg] & (slot_of[seg] < 0)]
-                    want = np.concatenate(([i], want[want != i]))[:batch]
-                    cache.fetch(want)
+                    prefetch(order_arr, pos)
                 b = float(state[0])
                 k = int(counts[0])
-                changed, steps = changed_buf[:k], steps_buf[:k]
-                likely[order_arr] = False
-                likely[changed] = True
-                if sweeps.after_sweep(c_arr, z_eff(), changed, steps, float(state[1]), refresh):
-                    break
-                continue
-            order = order_arr.tolist()
-            clock = cache.clock
-            changed, steps = [], []
-            max_h = 0.0
-            for pos, i in enumerate(order):
-                ci = c_l[i]
-                new = step((float(z[i]) + b) * inv_d[i] - ci, y_l[i], inv_d[i], C_l[i])
-                h = new - ci
-                if h != 0.0:
-                    slot = slot_of[i]
-                    if slot < 0:
-                        cache.clock = clock
-                        seg = order_arr[pos : pos + LOOKAHEAD * batch]
-                        want = seg[likely[seg] & (slot_of[seg] < 0)]
-                        want = np.concatenate(([i], want[want != i]))[:batch]
-                        cache.fetch(want)
-                        clock = cache.clock
-                        slot = slot_of[i]
-                    axpy(rows[slot], z, a=h)
-                    if lru:
-                        clock += 1
-                        last_used[slot] = clock
-                    b += s2 * h
-                    c_l[i] = new
-                    changed.append(i)
-                    steps.append(h)
-                    if abs(h) > max_h:
-                        max_h = abs(h)
-            cache.clock = clock
+                changed, steps, max_h, c = changed_buf[:k], steps_buf[:k], float(state[1]), c_arr
+            else:
+                changed, steps, max_h = _python_sweep(order_arr.tolist(), c_l, y_l, C_l, inv_d, loss.step, score,
+                                                      move)
+                c = np.asarray(c_l)
             likely[order_arr] = False
             likely[changed] = True
-            c = np.asarray(c_l)
             if sweeps.after_sweep(c, z_eff(), changed, steps, max_h, refresh):
                 break
         stopped = monitor.stopped_by_callback
@@ -458,12 +471,7 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
     wb = s * float(c.sum())  # weight of the constant feature s
     inv_d_arr = np.divide(1.0, diag, out=np.zeros(n), where=active)
     code = _loss_code(loss)
-    if code < 0:  # the Python sweeps run on lists
-        c_l, y_l, C_l, inv_d = c.tolist(), y.tolist(), C.tolist(), inv_d_arr.tolist()
-        if sparse:
-            indptr = X.indptr.tolist()
-    step = loss.step
-    z_visit = np.zeros(n)  # z_i when coordinate i was last visited
+    z_visit = np.zeros(n)  # z_i when coordinate i was last visited (the Python sweeps)
 
     def scores():
         A = X if csr is None else csr  # CSR products: O(nnz), and no BLAS threads to wake
@@ -495,6 +503,36 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
                     np.empty(n, dtype=np.intp), np.empty(n), np.zeros(n, dtype=bool), np.empty(RUN_SWEEPS),
                     np.empty(RUN_SWEEPS, dtype=np.int64))
         order_buf = np.empty(n, dtype=np.intp)
+    else:  # the Python sweeps run on lists
+        c_l, y_l, C_l, inv_d = c.tolist(), y.tolist(), C.tolist(), inv_d_arr.tolist()
+        # z_i = x_i . w + s wb, seen at the visit (z_visit); a move adds h (x_i, s) to (w, wb).
+        # _python_sweep moves coordinate i right after scoring it: score keeps row i for move
+        xi = ind = val = None
+        if sparse:
+            indptr = X.indptr.tolist()
+
+            def score(i):
+                nonlocal ind, val
+                lo, hi = indptr[i], indptr[i + 1]
+                ind, val = indices[lo:hi], data[lo:hi]
+                z_visit[i] = zi = float(val @ w[ind]) + s * wb
+                return zi
+
+            def move(pos, i, h):
+                nonlocal wb
+                w[ind] += h * val
+                wb += s * h
+        else:
+            def score(i):
+                nonlocal xi
+                xi = X[i]
+                z_visit[i] = zi = dot(xi, w) + s * wb
+                return zi
+
+            def move(pos, i, h):
+                nonlocal wb
+                axpy(xi, w, a=h)
+                wb += s * h
 
     def coef_now():
         return c_arr if code >= 0 else np.asarray(c_l)
@@ -514,14 +552,11 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
     with IterationMonitor(verbose, callback, total=max_iter, desc="coordinate descent (linear)") as monitor:
         sweeps = _Sweeps(active, loss, y, C, rule=rule, tol=tol, max_iter=max_iter, shrinking=shrinking,
                          random_state=random_state, monitor=monitor, dtype=dtype)
-        sweeps.inv_d, sweeps.diag, sweeps.inv_kmin = inv_d_arr, diag, float(np.max(inv_d_arr, initial=0.0))
         sweeps.one_sided = True
         if code >= 0:
             ist[4] = RULES.index(rule)  # validated by _Sweeps
         sweeps.sign = np.sign(y) if loss.classification else np.ones(n)
-        sweeps.record(c, scores())
-        if not active.any():
-            sweeps.converged = True
+        sweeps.start(c, scores(), diag, inv_d_arr)
         while not sweeps.converged and sweeps.sweep < max_iter:
             if code >= 0:
                 # one sweep per run when a callback must see every sweep, else until a full sweep
@@ -534,42 +569,8 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
                 if sweeps.account(outcome, done, run_args[-2], run_args[-1], c_arr, scores_at, refresh, float(fst[5])):
                     break
                 continue
-            order = sweeps.order().tolist()
-            changed, steps = [], []
-            max_h = 0.0
-            if sparse:
-                for i in order:
-                    lo, hi = indptr[i], indptr[i + 1]
-                    ind, val = indices[lo:hi], data[lo:hi]
-                    ci = c_l[i]
-                    zi = float(val @ w[ind]) + s * wb
-                    z_visit[i] = zi
-                    new = step(zi * inv_d[i] - ci, y_l[i], inv_d[i], C_l[i])
-                    h = new - ci
-                    if h != 0.0:
-                        w[ind] += h * val
-                        wb += s * h
-                        c_l[i] = new
-                        changed.append(i)
-                        steps.append(h)
-                        if abs(h) > max_h:
-                            max_h = abs(h)
-            else:
-                for i in order:
-                    xi = X[i]
-                    ci = c_l[i]
-                    zi = dot(xi, w) + s * wb
-                    z_visit[i] = zi
-                    new = step(zi * inv_d[i] - ci, y_l[i], inv_d[i], C_l[i])
-                    h = new - ci
-                    if h != 0.0:
-                        axpy(xi, w, a=h)
-                        wb += s * h
-                        c_l[i] = new
-                        changed.append(i)
-                        steps.append(h)
-                        if abs(h) > max_h:
-                            max_h = abs(h)
+            changed, steps, max_h = _python_sweep(sweeps.order().tolist(), c_l, y_l, C_l, inv_d, loss.step, score,
+                                                  move)
             c = np.asarray(c_l)
             if sweeps.after_sweep(c, scores_at, changed, steps, max_h, refresh, z_visit):
                 break
