@@ -325,7 +325,8 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
 
     def __init__(self, kernel="gaussian", *, loss="hinge", C=1.0, solver="coordinate_descent", rule="random",
                  step_size="trace", tol=1e-3, max_iter=1000, shrinking=True, fit_intercept=False, intercept_scaling=1.0,
-                 class_weight=None, warm_start=False, max_memory=None, device=None, cache_size="1GB", random_state=None, verbose=0, callback=None):
+                 class_weight=None, warm_start=False, max_memory=None, device=None, cache_size="1GB",
+                 random_state=None, verbose=0, callback=None):
         self.kernel = kernel
         self.loss = loss
         self.C = C
@@ -411,8 +412,8 @@ class RegularizedKernelRegressor(MultiOutputMixin, RegressorMixin, _RegularizedB
 
     def __init__(self, kernel="gaussian", *, loss="squared", C=1.0, epsilon=0.1, solver="coordinate_descent",
                  rule="random", step_size="trace", tol=1e-3, max_iter=1000, shrinking=True, fit_intercept=False,
-                 intercept_scaling=1.0, warm_start=False, max_memory=None, device=None, cache_size="1GB", random_state=None, verbose=0,
-                 callback=None):
+                 intercept_scaling=1.0, warm_start=False, max_memory=None, device=None, cache_size="1GB",
+                 random_state=None, verbose=0, callback=None):
         self.kernel = kernel
         self.loss = loss
         self.C = C

@@ -844,8 +844,8 @@ def _candidate_scale(kernel, X, cand):
     return np.where(diag > 0, 1.0 / np.sqrt(np.where(diag > 0, diag, 1.0)), 0.0)
 
 
-def _init_params(self, kernel, n_components, sparsity, alpha, update, tol, max_iter, columns, max_memory, device, warm_start,
-                 random_state, verbose, callback):
+def _init_params(self, kernel, n_components, sparsity, alpha, update, tol, max_iter, columns, max_memory, device,
+                 warm_start, random_state, verbose, callback):
     self.kernel = kernel
     self.n_components = n_components
     self.sparsity = sparsity
@@ -884,10 +884,10 @@ class SLKLRegressor(MultiOutputMixin, RegressorMixin, _SLKLBase):
     _parameter_constraints: dict = {**_SLKLBase._parameter_constraints}
 
     def __init__(self, kernel="gaussian", *, n_components=256, sparsity=0.01, alpha=1.0, update="exact", tol=1e-4,
-                 max_iter=None, columns="auto", max_memory=None, device=None, warm_start=False, random_state=None, verbose=0,
-                 callback=None):
-        _init_params(self, kernel, n_components, sparsity, alpha, update, tol, max_iter, columns, max_memory, device, warm_start,
-                     random_state, verbose, callback)
+                 max_iter=None, columns="auto", max_memory=None, device=None, warm_start=False, random_state=None,
+                 verbose=0, callback=None):
+        _init_params(self, kernel, n_components, sparsity, alpha, update, tol, max_iter, columns, max_memory, device,
+                     warm_start, random_state, verbose, callback)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -930,8 +930,8 @@ class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
     def __init__(self, kernel="gaussian", *, n_components=256, sparsity=0.01, alpha=1.0, update="exact", tol=1e-4,
                  max_iter=None, columns="auto", class_weight=None, max_memory=None, device=None, warm_start=False,
                  random_state=None, verbose=0, callback=None):
-        _init_params(self, kernel, n_components, sparsity, alpha, update, tol, max_iter, columns, max_memory, device, warm_start,
-                     random_state, verbose, callback)
+        _init_params(self, kernel, n_components, sparsity, alpha, update, tol, max_iter, columns, max_memory, device,
+                     warm_start, random_state, verbose, callback)
         self.class_weight = class_weight
 
     @_fit_context(prefer_skip_nested_validation=True)
