@@ -143,6 +143,7 @@ class KernelOperator:
         self.backend = current_backend() if backend is None else get_backend(backend)
         self.budget = parse_memory(max_memory)
         self._prepared = None
+        self._row_buffer = None  # the device buffer of row_block on a non-numpy backend
 
     @property
     def n(self):
@@ -258,16 +259,13 @@ class KernelOperator:
             if diag is not None:
                 M[np.arange(idx.size), idx] += diag[idx]
             return RowBlock(M, self.backend)
-        be, shape = self.backend, (idx.size, self.n)
-        buffer = getattr(self, "_row_buffer", None)
-        if buffer is None or tuple(buffer.shape) != shape:
-            self._row_buffer = buffer = None
-            held = idx.size * self.n_features * self.X.itemsize
-            budget = self._budget(budget)
-            held += _check_result_fits(idx.size, self.n, self.dtype, budget)
-            _fill_step(self.kernel, idx.size, self.n, self.n_features, self.dtype, budget, held)
-            self._row_buffer = buffer = be.empty(shape, self.dtype)
-        M = _fill_rows(self.kernel, self.X[idx], self.prepared, buffer, self._budget(budget), 0, be)
+        be, shape, budget = self.backend, (idx.size, self.n), self._budget(budget)
+        held = idx.size * self.n_features * self.X.itemsize + _check_result_fits(idx.size, self.n, self.dtype, budget)
+        if self._row_buffer is None or tuple(self._row_buffer.shape) != shape:
+            self._row_buffer = None
+            _fill_step(self.kernel, idx.size, self.n, self.n_features, self.dtype, budget, held)  # fail before allocating
+            self._row_buffer = be.empty(shape, self.dtype)
+        M = _fill_rows(self.kernel, self.X[idx], self.prepared, self._row_buffer, budget, held, be)
         if diag is not None:
             positions = be.asarray(np.arange(idx.size)), be.asarray(idx)
             M[positions] += be.asarray(diag[idx], self.dtype)
