@@ -71,6 +71,7 @@ class Backend:
 
 NUMPY = Backend()
 _CURRENT = contextvars.ContextVar("kernelscale_backend", default=NUMPY)
+_TORCH_BACKENDS = {}
 
 
 def current_backend():
@@ -116,4 +117,6 @@ def get_backend(device=None, name="device"):
         dev = resolve_device(device)
     except ValueError as err:
         raise ValueError(str(err).replace("device=", f"{name}=", 1)) from None
-    return NUMPY if dev is None else TorchBackend(dev)
+    if dev is None:
+        return NUMPY
+    return _TORCH_BACKENDS.setdefault(str(dev), TorchBackend(dev))  # one per device: nested calls see the same
