@@ -14,7 +14,8 @@ the outcome:
     a *clear* refusal (see :func:`is_clear`) before or during ``fit``, or of ``X_test``;
 ``valid``
     every call returned outputs of the right shape that are finite, with probability rows on the
-    simplex and predictions among ``classes_``;
+    simplex and predictions among ``classes_`` (two allowances: predict_log_proba may be -inf
+    where a probability is 0, and the R^2 ``score`` of a single sample is NaN, as scikit-learn's);
 ``deep``
     any other exception: the wrong type, or a ValueError/TypeError raised from inside the
     arithmetic whose message does not name the argument (a LinAlgError, a ZeroDivisionError, a
@@ -22,13 +23,18 @@ the outcome:
 ``silent``
     a result that is wrong without an error: NaN/inf or wrongly-shaped outputs, probability rows
     that are not probabilities, or an invalid input (NaN in y, a negative sample weight, a
-    one-class y, a nonsense hyperparameter...) that was accepted.
+    one-class y, a nonsense hyperparameter...) that was accepted;
+``timeout``
+    (benchmarks only, with a ``time_limit``) a case that ran too long.
 
 The rule for "clear" (:func:`is_clear`): the exception is a ValueError or TypeError (scikit-learn's
 InvalidParameterError and NotFittedError are both) AND either the innermost frame of its
 traceback (where it was raised) is in one of the validation modules of :data:`VALIDATION_FILES`,
-or its message names the offending argument: ``X``, ``y``, ``sample_weight``, ``classes`` or a
-hyperparameter of the estimator (nested ``kernel__sigma`` counts as ``sigma``), as a whole word.
+or its message names an argument of the call (not necessarily the one the case mutated, which the
+checker cannot always single out): ``X``, ``y``, ``sample_weight``, ``classes`` or a
+hyperparameter of the estimator (nested ``kernel__sigma`` counts as ``sigma``; kernel parameter
+names count for a kernel given by name), as a whole word (a one-letter hyperparameter such as C only
+as ``C=`` or ``'C'``).
 """
 
 from __future__ import annotations
@@ -433,7 +439,15 @@ def is_clear(err, names):
     if any(filename.endswith(f) for f in VALIDATION_FILES):
         return True
     message = str(err)
-    return any(re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", message) for name in names)
+    return any(re.search(_name_pattern(name), message) for name in names)
+
+
+def _name_pattern(name):
+    """A whole-word match of ``name``; a one-letter hyperparameter (C, L) only as ``C=`` or ``'C'``
+    (a bare "C" is too common: "C-contiguous")."""
+    if len(name) == 1 and name not in ("X", "y"):
+        return rf"(?<![\w.]){name}=|'{name}'"
+    return rf"(?<![\w.]){re.escape(name)}(?![\w-])"
 
 
 def describe_error(err):

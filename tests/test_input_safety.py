@@ -6,6 +6,7 @@ killing the test run.
 """
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -423,10 +424,11 @@ def test_slkl_model_without_active_columns_predicts_zeros():
         np.testing.assert_array_equal(model.predict(X[:3]), np.zeros((3,) + y.shape[1:]))
 
 
-def test_slkl_refuses_an_alpha_whose_square_underflows_and_names_overflow():
+def test_slkl_refuses_an_alpha_whose_square_underflows_or_overflows_and_names_overflow():
     X, y = _data()
-    with pytest.raises(ValueError, match=r"alpha=1e-300 is too small .* pass alpha >= 1e-150"):
-        SLKLRegressor(n_components=10, alpha=1e-300, random_state=0).fit(X, y)
+    for alpha in (1e-300, 1e300):
+        with pytest.raises(ValueError, match=rf"alpha={re.escape(repr(alpha))} is outside .* pass 1e-150 <= alpha <= 1e150"):
+            SLKLRegressor(n_components=10, alpha=alpha, random_state=0).fit(X, y)
     with pytest.raises(ValueError, match=r"SLKL produced non-finite weights.*rescale X or y"), \
             warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -453,9 +455,12 @@ def test_random_maps_larger_than_memory_are_refused_naming_the_hyperparameter():
         PolynomialRandomFeatures(n_components=8, degree=10**15).fit(X)
 
 
-def test_nystrom_accepts_the_integer_true_as_one_component():
-    X, _ = _data()
+def test_the_integer_true_is_one_component():
+    """True passes scikit-learn's Integral constraint; shapes and numpy's choice() need an int."""
+    X, y = _data()
     assert NystromFeatures(n_components=True, random_state=0).fit(X).transform(X).shape == (20, 1)
+    model = SLKLRegressor(n_components=True, random_state=0).fit(X, y)
+    assert model.candidates_.shape == (1,) and model.predict(X).shape == (20,)
 
 
 def test_center_normalize_of_rows_at_the_ends_of_the_float_range_are_unit_rows():

@@ -691,9 +691,9 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
         plus the fitted state in one step (``mu_`` and ``dual_coef_`` 1-d with ``squeeze``);
         ``warm_start=False`` ignores the previous weights."""
         n_all, k = Y.shape
-        if float(self.alpha) ** 2 < np.finfo(np.float64).tiny:  # the coordinate steps divide by alpha**2
-            raise ValueError(f"alpha={self.alpha!r} is too small for SLKL's arithmetic (alpha**2 underflows to zero); "
-                             f"pass alpha >= 1e-150.")
+        if not 1e-150 <= float(self.alpha) <= 1e150:  # the coordinate steps divide by alpha**2
+            raise ValueError(f"alpha={self.alpha!r} is outside the range of SLKL's arithmetic (alpha**2 must be a "
+                             f"finite, normal float); pass 1e-150 <= alpha <= 1e150.")
         keep = np.flatnonzero(sample_weight > 0)
         if keep.size == 0:
             raise ValueError("sample_weight has no positive entry; pass at least one positive weight.")
@@ -701,7 +701,7 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
         n = keep.size
         rng = check_random_state(self.random_state)
         kernel = resolve_kernel(self.kernel, Xk, rng, wk)
-        M = self.n_components
+        M = int(self.n_components)  # True passes the Integral constraint; numpy's choice() refuses it
         if M > n:
             warnings.warn(f"n_components={M} > n_samples={n} (with positive weight); using n_components={n}.",
                           UserWarning, stacklevel=3)
