@@ -6,6 +6,7 @@ killing the test run.
 """
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
-from sklearn.base import clone
+from sklearn.base import clone, is_classifier
 from sklearn.datasets import load_iris
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import OpenBLASController, threadpool_info, threadpool_limits
@@ -339,3 +340,178 @@ def test_projected_probabilities_of_huge_scores_lie_on_the_simplex(model, scale)
     proba = model.predict_proba(X * scale)
     assert np.all(np.isfinite(proba)) and proba.min() >= 0 and proba.max() <= 1
     np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------------------------
+# issue 18: one validation boundary (the classes of deep and silent failures that
+# benchmarks/fuzz_estimators.py found; tests/test_estimator_fuzz.py fuzzes them all)
+
+from kernelscale import (  # noqa: E402
+    DoublyStochasticClassifier,
+    DoublyStochasticRegressor,
+    ExactKernelRidge,
+    LSSVMRegressor,
+    NystromFeatures,
+    PolynomialRandomFeatures,
+    RandomFourierFeatures,
+    RegularizedKernelClassifier,
+    SLKLRegressor,
+)
+from kernelscale._estimator import finite_r2_score  # noqa: E402
+from kernelscale.preprocessing import CenterNormalize  # noqa: E402
+
+_SUPERVISED = [ExactKernelRidge(alpha=1.0), GeneralizedLeastSquaresClassifier(max_iter=5),
+               LSSVMRegressor(solver="exact", dtype=None), SLKLRegressor(n_components=10, random_state=0),
+               DoublyStochasticRegressor(n_iter=5, random_state=0), RegularizedKernelRegressor(),
+               RegularizedKernelClassifier(kernel="linear")]
+
+
+def _data(n=20, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    return X, (X[:, 0] > 0).astype(float)
+
+
+@pytest.mark.parametrize("model", _SUPERVISED + [CenterNormalize(), NystromFeatures(n_components=5, random_state=0)],
+                         ids=lambda m: type(m).__name__)
+def test_non_numeric_strings_in_X_are_a_type_error_naming_X(model):
+    X, y = _data()
+    Xs = X.astype(object)
+    Xs[0, 0] = "abc"
+    args = () if isinstance(model, (CenterNormalize, NystromFeatures)) else (y,)
+    with pytest.raises(TypeError, match=r"^X must hold numbers only \(could not convert"):
+        clone(model).fit(Xs, *args)
+    fitted = clone(model).fit(X, *args)
+    method = getattr(fitted, "predict", None) or fitted.transform
+    with pytest.raises(TypeError, match=r"^X must hold numbers only"):
+        method(Xs)
+
+
+@pytest.mark.parametrize("model", [m for m in _SUPERVISED if not is_classifier(m)],
+                         ids=lambda m: type(m).__name__)
+def test_string_targets_of_a_regressor_are_a_type_error_naming_y(model):
+    X, _ = _data()
+    with pytest.raises(TypeError, match=r"^y (has dtype <U1|must hold numbers)"):
+        clone(model).fit(X, np.array(["a", "b"])[np.arange(20) % 2])
+
+
+def test_string_sample_weights_are_a_type_error_naming_sample_weight():
+    X, y = _data()
+    with pytest.raises(TypeError, match=r"^sample_weight must hold numbers only"):
+        ExactKernelRidge().fit(X, y, sample_weight=np.array(["x"] * 20, dtype=object))
+
+
+@pytest.mark.parametrize("model", [ExactKernelRidge(), RandomFourierFeatures(n_components=8, random_state=0),
+                                   DoublyStochasticClassifier(n_iter=3, random_state=0)], ids=repr)
+def test_median_bandwidth_at_the_end_of_the_float_range_is_finite_or_refused_naming_X(model):
+    X, y = _data()
+    X = np.clip(X * 1e308, -1.7e308, 1.7e308)  # pairwise distances beyond the float range
+    args = () if isinstance(model, RandomFourierFeatures) else (y,)
+    with pytest.raises(ValueError, match=r"median distance between points of X is inf.*rescale X"):
+        clone(model).fit(X, *args)
+    X[:, 1:] = 0.0
+    X[:, 0] = np.linspace(-1.7e308, -1e308, 20)  # distances < 1e308: the median exists
+    assert np.isfinite(kernelscale.kernels.median_heuristic(X))
+    assert np.isfinite(median_heuristic(X, sample_weight=np.full(20, 1e300)))
+    assert median_heuristic(X, sample_weight=np.full(20, 1e-300)) == median_heuristic(X)
+
+
+def test_slkl_model_without_active_columns_predicts_zeros():
+    X, _ = _data()
+    for y in (np.zeros(20), np.zeros((20, 2))):
+        model = SLKLRegressor(n_components=20, random_state=0).fit(X, y)
+        assert model.n_active_ == 0
+        np.testing.assert_array_equal(model.predict(X[:3]), np.zeros((3,) + y.shape[1:]))
+
+
+def test_slkl_refuses_an_alpha_whose_square_underflows_or_overflows_and_names_overflow():
+    X, y = _data()
+    for alpha in (1e-300, 1e300):
+        with pytest.raises(ValueError, match=rf"alpha={re.escape(repr(alpha))} is outside .* pass 1e-150 <= alpha <= 1e150"):
+            SLKLRegressor(n_components=10, alpha=alpha, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match=r"SLKL produced non-finite weights.*rescale X or y"), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        SLKLRegressor(n_components=10, random_state=0).fit(X, y * 1e300 - 0.5e300)
+
+
+def test_exact_solves_of_overflowing_systems_are_refused_naming_the_inputs():
+    """sqrt(sample_weight) overflows float32: the solve (once a LinAlgError from lstsq) is refused."""
+    X, y = _data()
+    model = LSSVMRegressor(kernel=GaussianKernel(1.0), solver="exact", dtype=None)
+    with pytest.raises(ValueError, match=r"kernel system could not be solved.*rescale X and y.*sample_weight"), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(X.astype(np.float32), np.c_[y, -y], sample_weight=np.full(20, 1e300))
+    with pytest.raises(ValueError, match=r"sample_weight contains infinity"):  # refused by the validation
+        ExactKernelRidge(kernel=GaussianKernel(1.0)).fit(X.astype(np.float32), y, sample_weight=np.full(20, 1e300))
+
+
+def test_random_maps_larger_than_memory_are_refused_naming_the_hyperparameter():
+    X, _ = _data()
+    with pytest.raises(ValueError, match=r"^n_components=10\*\*15|^n_components=1000000000000000 need"):
+        RandomFourierFeatures(n_components=10**15).fit(X)
+    with pytest.raises(ValueError, match=r"and degree=1000000000000000 need .* lower n_components or degree"):
+        PolynomialRandomFeatures(n_components=8, degree=10**15).fit(X)
+
+
+def test_the_integer_true_is_one_component():
+    """True passes scikit-learn's Integral constraint; shapes and numpy's choice() need an int."""
+    X, y = _data()
+    assert NystromFeatures(n_components=True, random_state=0).fit(X).transform(X).shape == (20, 1)
+    model = SLKLRegressor(n_components=True, random_state=0).fit(X, y)
+    assert model.candidates_.shape == (1,) and model.predict(X).shape == (20,)
+
+
+def test_center_normalize_of_rows_at_the_ends_of_the_float_range_are_unit_rows():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(6, 5))
+    ordinary = CenterNormalize().fit(X).transform(X)
+    scaled = np.vstack([X[:2] * 1e300, X[2:4] * 1e-300, X[4:]])
+    out = CenterNormalize().fit(X).transform(scaled)
+    assert np.all(np.isfinite(out))
+    np.testing.assert_allclose(out, ordinary, rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(out[4:], ordinary[4:])  # ordinary rows are untouched
+    out32 = CenterNormalize().fit(X).transform((X * 1e30).astype(np.float32))
+    assert out32.dtype == np.float32 and np.all(np.isfinite(out32))
+
+
+def test_two_class_decision_values_that_overflow_are_refused_naming_X():
+    X, y = _data()
+    model = GeneralizedLeastSquaresClassifier(link="identity").fit(X, y)
+    big = np.full((2, 3), 1.7e308) * np.sign(model.coef_[1] - model.coef_[0])
+    with pytest.raises(ValueError, match=r"decision values for X contain NaN or infinity.*rescale X"), \
+            np.errstate(over="ignore"):
+        model.decision_function(big)
+
+
+def test_partial_fit_of_a_column_of_labels_is_the_partial_fit_of_the_labels():
+    X, y = _data()
+    a = DoublyStochasticClassifier(n_iter=3, random_state=0).partial_fit(X, y, classes=[0.0, 1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # DataConversionWarning, as for fit
+        b = DoublyStochasticClassifier(n_iter=3, random_state=0).partial_fit(X, y[:, None], classes=[0.0, 1.0])
+    np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
+    with pytest.raises(ValueError, match="y should be a 1d array"):
+        DoublyStochasticClassifier(n_iter=3).partial_fit(X, np.c_[y, y], classes=[0.0, 1.0])
+
+
+@pytest.mark.parametrize("name", ["cache_size", "max_memory"])
+def test_memory_strings_are_checked_on_the_linear_path_too(name):
+    X, y = _data()
+    with pytest.raises(ValueError, match=rf"^{name}='abc' is not a memory size"):
+        RegularizedKernelClassifier(kernel="linear", **{name: "abc"}).fit(X, y)
+
+
+def test_r2_score_is_scikit_learns_on_ordinary_data_and_finite_at_the_ends_of_the_float_range():
+    from sklearn.metrics import r2_score
+
+    rng = np.random.default_rng(2)
+    y, p, w = rng.normal(size=30), rng.normal(size=30), rng.uniform(0.5, 2, size=30)
+    assert finite_r2_score(y, p, w) == r2_score(y, p, sample_weight=w)
+    assert finite_r2_score(y * 1e300, p * 1e300) == pytest.approx(r2_score(y, p), rel=1e-12)
+    assert finite_r2_score(y, y * 1e300) == -np.finfo(np.float64).max  # below the float range
+    assert finite_r2_score(np.full(5, 1e300), np.full(5, 1e300)) == 1.0
+    assert np.isnan(finite_r2_score([1.0], [2.0]))  # one sample: undefined, as scikit-learn's
+    model = RegularizedKernelRegressor().fit(*_data())
+    assert np.isfinite(model.score(_data()[0], _data()[1] * 1e300))

@@ -56,3 +56,27 @@ def test_check_positive_types():
 def test_check_same_features():
     with pytest.raises(ValueError, match="3 features, but 4 were expected"):
         check_same_features(np.ones((2, 3)), 4)
+
+
+def test_conversion_errors_of_scikit_learns_validation_name_the_argument():
+    from sklearn.linear_model import Ridge
+
+    from kernelscale._validation import check_sample_weight, validate_data
+
+    X = np.array([[1.0, "abc"], [2.0, 3.0]], dtype=object)
+    with pytest.raises(TypeError, match=r"^X must hold numbers only \(could not convert string to float: 'abc'\)"):
+        validate_data(Ridge(), X)
+    with pytest.raises(TypeError, match=r"^y must hold numbers only"):
+        validate_data(Ridge(), np.ones((2, 2)), np.array(["1", {}], dtype=object), y_numeric=True)
+    with pytest.raises(TypeError, match=r"^y has dtype <U1, but a regressor needs numeric targets"):
+        validate_data(Ridge(), np.ones((2, 2)), np.array(["a", "b"]), y_numeric=True)
+    X_dict = np.ones((2, 2), dtype=object)
+    X_dict[0, 0] = {"foo": "bar"}  # scikit-learn's check_dtype_object matches this message
+    with pytest.raises(TypeError, match=r"argument must be a string.* number"):
+        validate_data(Ridge(), X_dict)
+    with pytest.raises(TypeError, match=r"^sample_weight must hold numbers only"):
+        check_sample_weight(np.array(["x", "y"], dtype=object), np.ones((2, 2)))
+    with pytest.raises(ValueError, match="Found input variables with inconsistent"):  # other errors unchanged
+        validate_data(Ridge(), np.ones((2, 2)), np.ones(3))
+    out = validate_data(Ridge(), np.ones((2, 2)), np.array(["1.5", "2"], dtype=object), y_numeric=True)
+    assert out[1].dtype == np.float64  # numeric strings in an object y convert, as in scikit-learn

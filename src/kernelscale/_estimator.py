@@ -21,13 +21,14 @@ import warnings
 
 import numpy as np
 from sklearn.base import clone
+from sklearn.metrics import r2_score
 from sklearn.utils.class_weight import compute_class_weight
-from sklearn.utils.validation import _check_sample_weight, validate_data
 
+from ._validation import check_sample_weight, validate_data
 from .kernels import make_kernel
 
 __all__ = ["resolve_kernel", "fit_weights", "warm_start_iterations", "validate_fit_data", "commit_fit",
-           "INPUT_ATTRIBUTES"]
+           "INPUT_ATTRIBUTES", "FiniteR2Mixin", "finite_r2_score"]
 
 #: what scikit-learn's ``validate_data(..., reset=True)`` sets on the estimator
 INPUT_ATTRIBUTES = ("n_features_in_", "feature_names_in_")
@@ -52,7 +53,7 @@ def fit_weights(sample_weight, class_weight, X, codes=None, classes=None, *, one
     by the labels in ``classes``). When both are None: None, or ones with ``ones=True``."""
     if sample_weight is None and class_weight is None and not ones:
         return None
-    w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+    w = check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
     if class_weight is not None:
         y = classes[codes]
         w = w * compute_class_weight(class_weight, classes=classes, y=y)[codes]
@@ -108,3 +109,54 @@ def commit_fit(estimator, fitted, stale=()):
     state.update(fitted)
     estimator.__dict__ = state  # a single store
     return estimator
+
+
+def finite_r2_score(y_true, y_pred, sample_weight=None):
+    """scikit-learn's ``r2_score`` (uniform average over outputs), finite for every finite input.
+
+    The ordinary result is scikit-learn's, unchanged. When that is NaN or infinite (the sums of
+    squares overflowed: targets or predictions beyond ~1e154), each output's R^2 is recomputed
+    from scaled residuals, R^2 = 1 - (s_res / s_tot)^2 ss_res / ss_tot with s the largest
+    residual and ss the weighted sum of squared residuals divided by it (R^2 does not change when
+    y, the predictions or the weights are scaled); a score below the float range is returned as
+    the most negative float. With fewer than two samples it is NaN, as scikit-learn's.
+    """
+    with np.errstate(over="ignore", invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        score = r2_score(y_true, y_pred, sample_weight=sample_weight)
+    if np.isfinite(score) or len(y_true) < 2:  # one sample: undefined, NaN as in scikit-learn
+        return score
+    y = np.asarray(y_true, dtype=np.float64).reshape(len(y_true), -1)
+    p = np.asarray(y_pred, dtype=np.float64).reshape(y.shape[0], -1)
+    w = np.ones(y.shape[0]) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    w = w / w.max()
+    scores = [_scaled_r2(y[:, j], p[:, j], w) for j in range(y.shape[1])]
+    return float(np.sum(np.divide(scores, len(scores))))  # a mean that cannot overflow
+
+
+def _scaled_r2(y, p, w):
+    t = max(np.abs(y).max(), np.abs(p).max())
+    if t > 0:  # |y|, |p| <= 1 after dividing by the power of two above t: differences stay finite
+        t = np.ldexp(1.0, np.frexp(t)[1])
+        y, p = y / t, p / t
+    res = y - p
+    tot = y - np.average(y, weights=w)
+    s_res, s_tot = np.abs(res).max(), np.abs(tot).max()
+    if s_tot == 0:  # constant y, as r2_score(force_finite=True): 1 for a perfect fit, else 0
+        return 1.0 if s_res == 0 else 0.0
+    if s_res == 0:
+        return 1.0
+    ss_res, ss_tot = np.sum(w * (res / s_res) ** 2), np.sum(w * (tot / s_tot) ** 2)
+    log_ratio = 2 * (np.log(s_res) - np.log(s_tot)) + np.log(ss_res) - np.log(ss_tot)
+    if log_ratio > np.log(np.finfo(np.float64).max):
+        return -np.finfo(np.float64).max
+    return float(1.0 - np.exp(log_ratio))
+
+
+class FiniteR2Mixin:
+    """``score``: the R^2 of ``RegressorMixin``, finite for every finite input (see
+    :func:`finite_r2_score`). Listed before ``RegressorMixin`` in the bases of a regressor."""
+
+    def score(self, X, y, sample_weight=None):
+        """R^2 of ``self.predict(X)`` against y (scikit-learn's, finite for extreme values)."""
+        return finite_r2_score(y, self.predict(X), sample_weight=sample_weight)

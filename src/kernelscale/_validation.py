@@ -8,10 +8,13 @@ float64; NaN/inf, empty arrays, wrong shapes and non-positive hyperparameters ra
 from __future__ import annotations
 
 import numbers
+import traceback
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_array
+from sklearn.utils.validation import _check_sample_weight
+from sklearn.utils.validation import validate_data as _sklearn_validate_data
 
 FLOAT_DTYPES = (np.float64, np.float32)
 
@@ -62,6 +65,60 @@ def _non_finite(name):
         f"{name} contains NaN or infinity; drop or impute those entries "
         f"(e.g. sklearn.impute.SimpleImputer) before passing {name}."
     )
+
+
+def _conversion_error(err, default="X"):
+    """The TypeError naming the argument for a failed float conversion inside scikit-learn's
+    validation (numpy's "could not convert string to float" or "float() argument must be a string
+    or a real number"), or None when `err` is something else. The argument is read from the
+    validation frames the error went through (``_check_y``: y, ``_check_sample_weight``:
+    sample_weight, else `default`); the original message is kept (scikit-learn's estimator checks
+    match it)."""
+    msg = str(err)
+    if not ("could not convert" in msg or "argument must be" in msg or "invalid literal" in msg):
+        return None
+    frames = {frame.name for frame in traceback.extract_tb(err.__traceback__)}
+    name = "sample_weight" if "_check_sample_weight" in frames else "y" if "_check_y" in frames else default
+    return TypeError(f"{name} must hold numbers only ({msg}); encode non-numeric values as numbers first "
+                     f"(e.g. np.asarray({name}, dtype=np.float64) for numeric strings).")
+
+
+def validate_data(estimator, X="no_validation", y="no_validation", **kwargs):
+    """scikit-learn's ``validate_data`` whose conversion errors name the argument (a TypeError
+    naming X, y or sample_weight rather than numpy's bare "could not convert string to float"),
+    and that refuses a non-numeric y when ``y_numeric=True`` (scikit-learn converts only object
+    arrays: a string array would reach the arithmetic)."""
+    try:
+        out = _sklearn_validate_data(estimator, X, y, **kwargs)
+    except (ValueError, TypeError) as err:
+        better = _conversion_error(err, "X")
+        if better is None:
+            raise
+        raise better from err
+    if kwargs.get("y_numeric") and not (isinstance(y, str) and y == "no_validation") and y is not None:
+        check_numeric_target(out[1], "y")
+    return out
+
+
+def check_numeric_target(y, name="y"):
+    """Raise a TypeError naming `name` unless the (validated) array `y` holds numbers."""
+    kind = np.asarray(y).dtype.kind
+    if kind not in "biuf":
+        raise TypeError(f"{name} has dtype {np.asarray(y).dtype}, but a regressor needs numeric targets; "
+                        f"convert {name} to numbers first (e.g. np.asarray({name}, dtype=np.float64)).")
+    return y
+
+
+def check_sample_weight(sample_weight, X, dtype=None, ensure_non_negative=True):
+    """scikit-learn's ``_check_sample_weight`` (non-negative, one finite weight per sample, at least
+    one positive) whose conversion errors name sample_weight."""
+    try:
+        return _check_sample_weight(sample_weight, X, dtype=dtype, ensure_non_negative=ensure_non_negative)
+    except (ValueError, TypeError) as err:
+        better = _conversion_error(err, "sample_weight")
+        if better is None:
+            raise
+        raise better from err
 
 
 def result_dtype(*arrays):

@@ -109,15 +109,15 @@ from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ._classifier import check_class_memory, one_hot, one_vs_rest_targets, require_two_classes
 from ._monitor import IterationMonitor
-from ._estimator import commit_fit, resolve_kernel, warm_start_iterations
+from ._estimator import FiniteR2Mixin, commit_fit, resolve_kernel, warm_start_iterations
 from ._glm import softmax
 from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
-from ._validation import check_finite_result
+from ._validation import check_finite_result, check_sample_weight, validate_data
 from .kernels import make_kernel
 from .ops.feature_blocks import FeatureBlockSpec, kernel_family, seed_from
 from .ops.features import GROUP_COLUMNS, FeatureOperator
@@ -650,7 +650,7 @@ _DOC_ATTRS = """
 """
 
 
-class DoublyStochasticRegressor(RegressorMixin, _DoublyStochasticBase):
+class DoublyStochasticRegressor(FiniteR2Mixin, RegressorMixin, _DoublyStochasticBase):
     __doc__ = (
         """Kernel ridge regression by doubly stochastic functional gradients (paper 2).
 
@@ -713,7 +713,7 @@ class DoublyStochasticRegressor(RegressorMixin, _DoublyStochasticBase):
             )
         sw = None
         if sample_weight is not None:
-            sw = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+            sw = check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
         return Y, sw
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -845,7 +845,7 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
             Y = one_hot(codes, k, X.dtype)
         sw = None
         if sample_weight is not None or self.class_weight is not None:
-            sw = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+            sw = check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
             if self.class_weight is not None:
                 if partial and self.class_weight == "balanced":
                     raise ValueError(
@@ -873,7 +873,8 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
         counter and seeds. ``classes`` (every label of the stream) is required on the first call."""
         if not hasattr(self, "coef_"):
             self._validate_params()
-        return self._commit_run(type(self)._partial_fit, X, np.asarray(y), sample_weight, classes=classes)
+        y = column_or_1d(np.asarray(y), warn=True)  # as fit's validate_data: (n, 1) -> (n,), (n, 2) refused
+        return self._commit_run(type(self)._partial_fit, X, y, sample_weight, classes=classes)
 
     def decision_function(self, X):
         """Scores: (n,) for two classes (positive means classes_[1]), else (n, n_classes)."""

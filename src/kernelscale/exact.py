@@ -25,12 +25,13 @@ from scipy import linalg
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT
-from ._estimator import INPUT_ATTRIBUTES, commit_fit, resolve_kernel, validate_fit_data
-from ._validation import as_float_array, check_finite_result, check_positive
+from ._estimator import FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit, resolve_kernel, validate_fit_data
+from ._validation import (as_float_array, check_finite_result, check_positive, check_sample_weight,
+                          validate_data)
 from .ops.kernel import KernelOperator, kernel_matrix, kernel_matvec
 from .ops.memory import format_bytes, parse_memory
 from .kernels import KERNEL_NAMES, Kernel, make_kernel
@@ -85,6 +86,8 @@ def _solve_spd(build, B):
     """
     H = build()
     B = np.asfortranarray(B, dtype=H.dtype)
+    if not (np.all(np.isfinite(H)) and np.all(np.isfinite(B))):
+        raise ValueError(_UNSOLVABLE.format(why="the regularised kernel matrix or the targets overflowed"))
     eps = np.finfo(H.dtype).eps
     anorm = _one_norm(H)
     indefinite = False
@@ -120,7 +123,15 @@ def _solve_spd(build, B):
         stacklevel=3,
     )
     H = build()
-    return linalg.lstsq(H.T, B, overwrite_a=True, check_finite=False)[0]
+    try:
+        return linalg.lstsq(H.T, B, overwrite_a=True, check_finite=False)[0]
+    except np.linalg.LinAlgError as err:  # "SVD did not converge": values at the ends of the float range
+        raise ValueError(_UNSOLVABLE.format(why=f"the least-squares solve failed ({err})")) from err
+
+
+_UNSOLVABLE = ("The kernel system could not be solved: {why}. X, y or sample_weight hold values too large or too "
+               "small for the arithmetic in this dtype; rescale X and y (e.g. sklearn.preprocessing.StandardScaler), "
+               "scale sample_weight towards 1, use float64 data, or increase alpha (1/C).")
 
 
 def _check_finite_result(X, what):
@@ -277,7 +288,7 @@ def kernel_ridge_objective(kernel, X, Y, dual_coef, alpha, sample_weight=None, m
 # estimator
 
 
-class ExactKernelRidge(MultiOutputMixin, RegressorMixin, DeviceMixin, BaseEstimator):
+class ExactKernelRidge(MultiOutputMixin, FiniteR2Mixin, RegressorMixin, DeviceMixin, BaseEstimator):
     """Kernel ridge regression solved exactly by Cholesky (the ground truth for tests).
 
     Minimises sum_i w_i |y_i - f(x_i)|^2 + alpha |f|_H^2; the same model as scikit-learn's
@@ -335,7 +346,7 @@ class ExactKernelRidge(MultiOutputMixin, RegressorMixin, DeviceMixin, BaseEstima
         )
         y = np.asarray(y, dtype=X.dtype)
         if sample_weight is not None:
-            sample_weight = _check_sample_weight(
+            sample_weight = check_sample_weight(
                 sample_weight, X, dtype=X.dtype, ensure_non_negative=True
             )
         kernel = resolve_kernel(self.kernel, X, check_random_state(self.random_state), sample_weight)

@@ -18,18 +18,19 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, clone
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ._estimator import INPUT_ATTRIBUTES, commit_fit, validate_fit_data
 from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
-from ._validation import FLOAT_DTYPES, as_float_array, check_finite_result, check_positive, check_same_features
+from ._validation import (FLOAT_DTYPES, as_float_array, check_finite_result, check_positive, check_same_features,
+                          validate_data)
 from .ops.kernel import iter_kernel_blocks, kernel_matrix
 from .kernels import PolynomialKernel, make_kernel
 from .ops.feature_blocks import FeatureBlockSpec, seed_from
 from .ops.feature_blocks import float_dtype as _float_dtype
 from .ops.features import FeatureOperator
-from .ops.memory import parse_memory
+from .ops.memory import available_memory, format_bytes, parse_memory
 
 __all__ = [
     "SeededFeatureMap",
@@ -164,9 +165,23 @@ class _SeededTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Devi
         rng = check_random_state(self.random_state)
         kernel = self._kernel(X, rng)
         seed = seed_from(self.random_state if isinstance(self.random_state, Integral) else rng)
+        self._check_map_memory(X.shape[1])
         block = self._spec(self._dtype(X), kernel, X.shape[1], seed).block(0)
         fitted.update(kernel_=kernel, seed_=seed, block_=block, **self._block_attributes(block))
         return commit_fit(self, fitted, stale=INPUT_ATTRIBUTES)
+
+    def _check_map_memory(self, n_features):
+        """Refuse, naming the hyperparameters, a random map larger than the memory available now
+        (an upper bound of its arrays: n_components x (n_features + 2) x degree float64 values)."""
+        degree = getattr(self, "degree", 1)
+        need = 8 * self.n_components * (n_features + 2) * max(1, degree)
+        if need > available_memory():
+            what = f"n_components={self.n_components}" + (f" and degree={degree}" if degree != 1 else "")
+            raise ValueError(
+                f"{what} need a random map of about {format_bytes(need)} for {n_features} features, more than the "
+                f"{format_bytes(available_memory())} of memory available; lower n_components"
+                f"{' or degree' if degree != 1 else ''}."
+            )
 
     def _spec(self, dtype, kernel=None, n_features=None, seed=None):
         """The spec of the fitted map, or of the one a fit builds from ``kernel``, ``n_features`` and ``seed``."""
@@ -365,7 +380,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, DeviceM
         kernel = make_kernel(self.kernel, "kernel")
         rng = check_random_state(self.random_state)
         n = X.shape[0]
-        m = self.n_components
+        m = int(self.n_components)  # True passes the Integral constraint: an int for the shapes below
         if m > n:
             warnings.warn(
                 f"n_components={m} > n_samples={n}: using all {n} samples as landmarks.",
@@ -377,7 +392,14 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, DeviceM
         components = X[indices]
         kernel = _resolve_kernel(kernel, X, rng)
         K = kernel_matrix(kernel, components.astype(np.float64), max_memory=self.max_memory)
-        eigvals, eigvecs = np.linalg.eigh(K)
+        check_finite_result(K, "kernel values of the landmarks")
+        try:
+            eigvals, eigvecs = np.linalg.eigh(K)
+        except np.linalg.LinAlgError as err:  # "Eigenvalues did not converge"
+            raise ValueError(
+                f"the eigendecomposition of the landmarks' kernel matrix failed ({err}): X holds values too large "
+                f"or too small for the kernel's arithmetic; rescale X (e.g. sklearn.preprocessing.StandardScaler)."
+            ) from err
         cutoff = m * np.finfo(X.dtype).eps * max(eigvals[-1], 0.0)
         keep = eigvals > cutoff
         if not keep.all():

@@ -311,18 +311,34 @@ def median_heuristic(X, metric="euclidean", n_samples=MEDIAN_SAMPLES, random_sta
     with np.errstate(over="ignore"):
         dist = pdist(X, metric=metric)
     if not np.all(np.isfinite(dist)):  # squares or sums overflowed: measure X / t, t a power of 2
-        t = math.ldexp(1.0, math.frexp(float(np.abs(X).max()))[1])
+        # 2**e > max |x| (2**1023 for values past it: 2**1024 is not a float)
+        t = math.ldexp(1.0, min(math.frexp(float(np.abs(X).max()))[1], 1023))
         with np.errstate(over="ignore"):
             dist = pdist(X / t, metric=metric) * t
     if weights is None:  # sorted in place: one array of the pairs, no copies
         dist.sort()
         dist = dist[np.searchsorted(dist, 0.0, side="right"):]
         _check_some_positive(dist.size)
-        return 0.5 * (float(dist[(dist.size - 1) // 2]) + float(dist[dist.size // 2]))
+        return _check_finite_median(0.5 * (float(dist[(dist.size - 1) // 2]) + float(dist[dist.size // 2])))
     positive = dist > 0
     _check_some_positive(np.count_nonzero(positive))
     i, j = np.triu_indices(X.shape[0], 1)
-    return _weighted_median(dist[positive], (weights[i] * weights[j])[positive])
+    with np.errstate(over="ignore", under="ignore"):
+        pair_weights = (weights[i] * weights[j])[positive]
+    if not np.all(np.isfinite(pair_weights) & (pair_weights > 0)):  # w_i w_j over/underflowed: the
+        with np.errstate(under="ignore"):  # median does not change when all weights are scaled
+            pair_weights = (weights[i] / weights.max() * (weights[j] / weights.max()))[positive]
+    return _check_finite_median(_weighted_median(dist[positive], pair_weights))
+
+
+def _check_finite_median(sigma):
+    """``sigma``, or a ValueError naming X when the median distance is not a finite float."""
+    if not math.isfinite(sigma):
+        raise ValueError(
+            f"sigma='median' failed: the median distance between points of X is {sigma}, beyond the "
+            f"float range; rescale X (e.g. sklearn.preprocessing.StandardScaler) or pass a number as sigma."
+        )
+    return sigma
 
 
 def _check_some_positive(n_positive):

@@ -52,7 +52,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import type_of_target
-from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ._classifier import check_class_memory, encode_classes, one_hot
 from ._estimator import INPUT_ATTRIBUTES, commit_fit, fit_weights, validate_fit_data
@@ -60,7 +60,7 @@ from ._glm import factor_spd, normalized_weights, softmax, softmax_loss
 from ._monitor import IterationMonitor
 from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT, MEMORY_CONSTRAINT
-from ._validation import as_float_array, check_finite_result
+from ._validation import as_float_array, check_finite_result, validate_data
 from .ops.features import FeatureOperator
 from .ops.memory import parse_memory, plan_rows
 from .simplex import project_hypercube, project_simplex
@@ -687,7 +687,10 @@ class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
     def decision_function(self, X):
         """Scores W x + b, (n, k); for two classes the 1-d difference s_1 - s_0."""
         S = self._scores(X)
-        return S[:, 1] - S[:, 0] if S.shape[1] == 2 else S
+        if S.shape[1] != 2:
+            return S
+        with np.errstate(over="ignore"):
+            return check_finite_result(S[:, 1] - S[:, 0], "decision values")  # the difference may overflow
 
     def predict_proba(self, X):
         """softmax(W x + b), or for the identity link W x + b projected onto the simplex (which

@@ -76,16 +76,16 @@ from scipy import linalg
 from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT
 from ._classifier import check_class_memory, encode_classes, one_hot
 from ._monitor import IterationMonitor, check_callback
-from ._validation import as_float_array, check_finite_result, check_positive
+from ._validation import as_float_array, check_finite_result, check_positive, check_sample_weight, validate_data
 from .exact import exact_lssvm, kernel_predict, kernel_ridge_dual
 from .ops.feature_blocks import float_dtype
-from ._estimator import (INPUT_ATTRIBUTES, commit_fit, fit_weights, resolve_kernel, validate_fit_data,
+from ._estimator import (INPUT_ATTRIBUTES, FiniteR2Mixin, commit_fit, fit_weights, resolve_kernel, validate_fit_data,
                          warm_start_iterations)
 from .kernels import KERNEL_NAMES, Kernel, make_kernel
 from .ops.kernel import KernelOperator, kernel_rows
@@ -673,7 +673,7 @@ class _LSSVMBase(DeviceMixin, BaseEstimator):
         dtype = self._work_dtype(X)
         parse_memory(self.max_memory)
         if sample_weight is not None:
-            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+            sample_weight = check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
             if not np.any(sample_weight > 0):
                 raise ValueError(
                     "sample_weight has no positive entry: all weights are zero; pass at least one "
@@ -920,7 +920,7 @@ class LSSVMClassifier(ClassifierMixin, _LSSVMBase):
             return np.log(self.predict_proba(X))
 
 
-class LSSVMRegressor(MultiOutputMixin, RegressorMixin, _LSSVMBase):
+class LSSVMRegressor(MultiOutputMixin, FiniteR2Mixin, RegressorMixin, _LSSVMBase):
     __doc__ = (
         """LS-SVM regression with bias (eqs. 16-19 with real-valued targets), randomized solvers.
 

@@ -29,11 +29,11 @@ import numpy as np
 from scipy import linalg
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ._estimator import INPUT_ATTRIBUTES, commit_fit, validate_fit_data
 from ._glm import normalized_weights
-from ._validation import as_float_array, check_same_features
+from ._validation import as_float_array, check_same_features, validate_data
 from .ops.features import FeatureOperator
 from .ops.memory import parse_memory, plan_rows
 
@@ -76,11 +76,28 @@ def image_shape_of(n_features, image_shape=None):
 
 
 def _center_normalize(V):
-    """Rows minus their mean, divided by their norm (rows of zero norm stay zero); in place."""
+    """Rows minus their mean, divided by their norm (rows of zero norm stay zero); in place.
+
+    The result does not change when a row is scaled, so rows whose squares would overflow or
+    underflow are first divided by a power of two near their largest value (exactly: ordinary
+    rows are untouched)."""
+    if V.size:
+        _rescale_extreme_rows(V)
     V -= V.mean(axis=1, keepdims=True)
     norms = np.linalg.norm(V, axis=1, keepdims=True)
     np.divide(V, norms, out=V, where=norms > 0)
     return V
+
+
+def _rescale_extreme_rows(V):
+    """Divide in place each row of V whose largest |value| lies outside [2^-e, 2^e] (e a quarter
+    of the dtype's exponent range) by the power of two of that value."""
+    e = np.finfo(V.dtype).maxexp // 4
+    peak = np.abs(V).max(axis=1)
+    rows = np.flatnonzero((peak > np.ldexp(1.0, e)) | ((peak < np.ldexp(1.0, -e)) & (peak > 0)))
+    if rows.size:
+        exponent = np.frexp(peak[rows])[1]
+        V[rows] = np.ldexp(V[rows], -exponent[:, None]).astype(V.dtype, copy=False)
 
 
 class _ImageTransform(TransformerMixin, BaseEstimator):

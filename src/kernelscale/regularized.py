@@ -26,16 +26,17 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT
 from ._classifier import OneVsRestScoresMixin, check_class_memory, encode_classes, one_vs_rest_targets
-from ._estimator import INPUT_ATTRIBUTES, commit_fit, fit_weights, resolve_kernel, validate_fit_data
+from ._estimator import (FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit,
+                         fit_weights, resolve_kernel, validate_fit_data)
 from ._monitor import problem_callbacks
 from .coordinate_descent import RULES, kernel_coordinate_descent, linear_coordinate_descent, prefers_csr
 from .exact import kernel_predict
-from ._validation import check_finite_result, check_sparse
+from ._validation import check_finite_result, check_sparse, validate_data
 from ._problem import vector_bytes
 from .fixed_point import kernel_fixed_point, linear_fixed_point
 from .kernels import KERNEL_NAMES, Kernel, LinearKernel
@@ -99,6 +100,9 @@ class _RegularizedBase(DeviceMixin, BaseEstimator):
         """Fit the columns of Y (n, m) as m problems and commit ``fitted`` plus the fitted state
         in one step (1-d coefficients with ``squeeze``); ``warm_start=False`` starts from 0."""
         n, m = Y.shape
+        for name in ("max_memory", "cache_size"):  # refused on every path, also where it is not used
+            if getattr(self, name) is not None:
+                parse_memory(getattr(self, name), name)
         rng = check_random_state(self.random_state)
         linear = self._is_linear()
         if linear:  # no kernel rows: the budget holds the O(n) solver state
@@ -385,7 +389,7 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
         return tags
 
 
-class RegularizedKernelRegressor(MultiOutputMixin, RegressorMixin, _RegularizedBase):
+class RegularizedKernelRegressor(MultiOutputMixin, FiniteR2Mixin, RegressorMixin, _RegularizedBase):
     """Kernel ridge / least absolute deviations / SVR without bias by coordinate descent or fixed
     point (paper 3).
 

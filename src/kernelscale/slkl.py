@@ -61,14 +61,15 @@ from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, Regre
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT
 from ._classifier import OneVsRestScoresMixin, check_class_memory, encode_classes, one_vs_rest_targets
 from ._monitor import IterationMonitor, problem_callbacks
-from ._estimator import INPUT_ATTRIBUTES, commit_fit, fit_weights, resolve_kernel, validate_fit_data
-from ._validation import check_finite_result
+from ._estimator import (FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit,
+                         fit_weights, resolve_kernel, validate_fit_data)
+from ._validation import check_finite_result, validate_data
 from .kernels import KERNEL_NAMES, Kernel
 from .ops.kernel import KernelOperator
 from .ops.memory import format_bytes, parse_memory
@@ -690,6 +691,9 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
         plus the fitted state in one step (``mu_`` and ``dual_coef_`` 1-d with ``squeeze``);
         ``warm_start=False`` ignores the previous weights."""
         n_all, k = Y.shape
+        if not 1e-150 <= float(self.alpha) <= 1e150:  # the coordinate steps divide by alpha**2
+            raise ValueError(f"alpha={self.alpha!r} is outside the range of SLKL's arithmetic (alpha**2 must be a "
+                             f"finite, normal float); pass 1e-150 <= alpha <= 1e150.")
         keep = np.flatnonzero(sample_weight > 0)
         if keep.size == 0:
             raise ValueError("sample_weight has no positive entry; pass at least one positive weight.")
@@ -697,7 +701,7 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
         n = keep.size
         rng = check_random_state(self.random_state)
         kernel = resolve_kernel(self.kernel, Xk, rng, wk)
-        M = self.n_components
+        M = int(self.n_components)  # True passes the Integral constraint; numpy's choice() refuses it
         if M > n:
             warnings.warn(f"n_components={M} > n_samples={n} (with positive weight); using n_components={n}.",
                           UserWarning, stacklevel=3)
@@ -761,7 +765,12 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
         # each visit is a few small matrix-vector products, which a multithreaded BLAS slows down
         # (see _one_blas_thread): run the coordinate loops on one thread
         with _one_blas_thread():
-            results = self._solve_outputs(solve_one, k)
+            try:
+                results = self._solve_outputs(solve_one, k)
+            except (ValueError, np.linalg.LinAlgError) as err:  # scipy's check_finite, a failed factorization
+                if not (isinstance(err, np.linalg.LinAlgError) or "infs or NaNs" in str(err)):
+                    raise
+                raise ValueError(_OVERFLOW) from err
         if not all(r.converged or r.stopped_by_callback for r in results):
             warnings.warn(
                 f"{type(self).__name__} did not reach tol={self.tol:g} in max_iter="
@@ -773,7 +782,7 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
         scale = source.scale if isinstance(source, KernelColumns) else _candidate_scale(kernel, Xk, cand)
         coef = (mu[on] * a[on]) * scale[on, None]
         if not np.all(np.isfinite(coef)):
-            raise ValueError("SLKL produced non-finite weights; rescale X or y, or increase alpha or sparsity.")
+            raise ValueError(_OVERFLOW)
         coef = np.ascontiguousarray(coef, dtype=X.dtype)
         hist = [r.objective_history for r in results]
         fitted.update(
@@ -796,12 +805,16 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
     def _scores(self, X):
         check_is_fitted(self)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
-        coef = self.dual_coef_.reshape(self.dual_coef_.shape[0], -1)
+        coef = self.dual_coef_[:, None] if self.dual_coef_.ndim == 1 else self.dual_coef_
         if self.n_active_ == 0:
             return np.zeros((X.shape[0], coef.shape[1]), dtype=np.result_type(X.dtype, coef.dtype))
         scores = KernelOperator(self.kernel_, self.X_fit_, self.max_memory).predict(X, coef)
         return check_finite_result(scores, "decision values" if hasattr(self, "classes_") else "predictions")
 
+
+_OVERFLOW = ("SLKL produced non-finite weights: its arithmetic overflowed or lost all precision on the values of X, "
+             "y and sample_weight (e.g. y * sqrt(sample_weight) or their squares beyond the float range); rescale X "
+             "or y, scale sample_weight towards 1, or increase alpha or sparsity.")
 
 _BLAS_LIMIT = {"lock": threading.Lock(), "holders": 0, "limiter": None}
 # threadpoolctl >= 3.7 lets only the thread that last set an OpenBLAS (pthreads) limit change it
@@ -862,7 +875,7 @@ def _init_params(self, kernel, n_components, sparsity, alpha, update, tol, max_i
     self.callback = callback
 
 
-class SLKLRegressor(MultiOutputMixin, RegressorMixin, _SLKLBase):
+class SLKLRegressor(MultiOutputMixin, FiniteR2Mixin, RegressorMixin, _SLKLBase):
     """Stochastic low-rank kernel learning for regression (paper 1).
 
     Learns a sparse conical combination of M rank-one Nystrom kernels by minimising eq. 14 with
