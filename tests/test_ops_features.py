@@ -166,3 +166,12 @@ def test_a_budget_too_small_for_one_row_names_max_memory(X):
 def test_rows_must_match_the_map(X):
     with pytest.raises(ValueError, match="5 features"):
         FeatureOperator(spec_of("cos", d=5), BIG).transform(X[:, :3], [0])
+
+
+def test_a_block_whose_draws_exceed_memory_is_refused_naming_the_fix():
+    from kernelscale.kernels import PolynomialKernel
+
+    with pytest.raises(ValueError, match="degree"):
+        FeatureBlockSpec(PolynomialKernel(degree=10**15), 5, 64, 0)
+    with pytest.raises(ValueError, match="block_size"):
+        FeatureBlockSpec("linear", 5, 10**15, 0, method="gaussian")

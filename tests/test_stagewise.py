@@ -440,3 +440,19 @@ def test_explicit_pca_components_above_the_features_still_fails_clearly():
         StagewiseRegressor(pca_components=50).fit(X, y)
     with pytest.raises(ValueError, match="pca_components"):
         StagewiseRegressor(pca_components="all").fit(X, y)
+
+
+def test_string_rows_at_prediction_are_refused_naming_x():
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(40, 3)), rng.normal(size=40)
+    est = StagewiseRegressor(block_size=8, n_stages=2, random_state=0).fit(X, y)
+    with pytest.raises((TypeError, ValueError), match=r"\bX\b"):
+        est.predict(np.array([["a", "b", "c"]] * 3))
+
+
+def test_score_stays_finite_for_huge_targets():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(40, 3))
+    y = 1e160 * rng.normal(size=40)
+    est = StagewiseRegressor(block_size=8, n_stages=2, random_state=0).fit(X, y)
+    assert np.isfinite(est.score(X, y))

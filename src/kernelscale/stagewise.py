@@ -55,13 +55,14 @@ from scipy import linalg
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ._classifier import check_class_memory, encode_classes, one_hot
 from ._monitor import IterationMonitor
-from ._validation import as_float_array, check_finite_result
+from ._validation import as_float_array, check_finite_result, validate_data
 from ._estimator import (
-    INPUT_ATTRIBUTES, commit_fit, fit_weights, resolve_kernel, validate_fit_data, warm_start_iterations,
+    INPUT_ATTRIBUTES, FiniteR2Mixin, commit_fit, fit_weights, resolve_kernel, validate_fit_data,
+    warm_start_iterations,
 )
 from ._glm import factor_spd, normalized_weights, softmax, softmax_loss
 from ._device import DeviceMixin
@@ -582,7 +583,7 @@ class StagewiseClassifier(ClassifierMixin, _StagewiseBase):
         return self.classes_[np.argmax(S, axis=1)]
 
 
-class StagewiseRegressor(RegressorMixin, _StagewiseBase):
+class StagewiseRegressor(FiniteR2Mixin, RegressorMixin, _StagewiseBase):
     __doc__ = (
         """Stagewise least-squares regression on seeded random feature blocks (paper 5,
     Algorithm 3), for one or several targets.

@@ -51,6 +51,7 @@ from sklearn.utils import check_random_state
 from .._validation import check_positive
 from ..kernels import GaussianKernel, Kernel, LaplacianKernel, LinearKernel, MaternKernel, PolynomialKernel, make_kernel
 from .backend import NUMPY
+from .memory import available_memory, format_bytes
 
 __all__ = [
     "block_rng",
@@ -436,11 +437,27 @@ class FeatureBlockSpec:
                 f"got {self.block_size}."
             )
         object.__setattr__(self, "kernel", clone(kernel))
+        self._check_draw_memory(method)
         object.__setattr__(self, "n_features_in", int(self.n_features_in))
         object.__setattr__(self, "block_size", int(self.block_size))
         object.__setattr__(self, "seed", _check_index(self.seed, "seed"))
         object.__setattr__(self, "dtype", float_dtype(self.dtype))
         object.__setattr__(self, "method", method)
+
+    def _check_draw_memory(self, method):
+        """Refuse, naming the parameters, a block whose float64 draws exceed the memory available
+        now (a polynomial degree of 10**15 would otherwise fail inside numpy)."""
+        d, D = int(self.n_features_in), int(self.block_size)
+        degree = int(getattr(self.kernel, "degree", 1))
+        per_method = {"tensorsketch": 2 * degree * (d + 1), "maclaurin": degree * (d + 1) * D, "sample": min(D, d)}
+        need = 8 * per_method.get(method, (d + 1) * D)
+        if need > available_memory():
+            fix = "block_size" + (" or the kernel's degree" if method in ("tensorsketch", "maclaurin") else "")
+            raise ValueError(
+                f"one block of random features (block_size={D}, {d} input features"
+                f"{f', degree={degree}' if fix != 'block_size' else ''}) needs {format_bytes(need)} of random "
+                f"draws, more than the {format_bytes(available_memory())} available; lower {fix}."
+            )
 
     def block(self, t):
         """The parameters of block t, drawn from ``block_rng(seed, t)`` only: the same (spec, t)
