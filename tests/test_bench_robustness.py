@@ -3,29 +3,14 @@ the PASS/FAIL logic of its two goals."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import load_benchmark
 
-BENCH_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def _load(name):
-    if str(BENCH_DIR) not in sys.path:
-        sys.path.insert(0, str(BENCH_DIR))
-    spec = importlib.util.spec_from_file_location(f"_bench_test_{name}", BENCH_DIR / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-rob = _load("bench_robustness")
-harness = _load("harness")
+rob = load_benchmark("bench_robustness")
+harness = load_benchmark("harness")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -19,17 +19,10 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits
 from sklearn.preprocessing import StandardScaler
+from conftest import load_benchmark
 
-BENCH_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
 MB = 10**6
-
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(f"_bench_test_{name}", BENCH_DIR / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+_load = load_benchmark
 
 
 harness = _load("harness")

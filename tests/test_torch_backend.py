@@ -200,16 +200,12 @@ def test_gpu_blocks_stay_within_max_memory():
 
 
 def test_gpu_benchmark_records_the_device_and_the_ratio_to_torch_gemm(tmp_path):
-    import importlib.util
     import json
     import pathlib
-    import sys
 
-    bench_dir = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
-    sys.path.insert(0, str(bench_dir))
-    spec = importlib.util.spec_from_file_location("_bench_gpu_test", bench_dir / "bench_gpu.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    from conftest import load_benchmark
+
+    module = load_benchmark("bench_gpu")
     path = module.run(quick=True, out_dir=tmp_path, device="cpu", n=300, repeats=1)
     records = json.loads(pathlib.Path(path).read_text())["records"]
     ours = [r for r in records if r["role"] == "ours"]

@@ -171,8 +171,9 @@ class TorchBackend:
 
     def matmul(self, a, b, out=None):
         a, b = self.asarray(a), self.asarray(b)
-        if b.dtype != a.dtype:
-            b = b.to(a.dtype)
+        if b.dtype != a.dtype:  # numpy's rule: both in the wider dtype
+            dtype = torch.promote_types(a.dtype, b.dtype)
+            a, b = a.to(dtype), b.to(dtype)
         return torch.matmul(a, b, out=out) if out is not None else torch.matmul(a, b)
 
     def cos(self, a, out=None):
