@@ -303,6 +303,30 @@ def test_prop3_only_lam_times_nu_matters(update, columns):
     np.testing.assert_allclose(c.predict(Xt), a.predict(Xt), rtol=1e-7, atol=1e-10)
 
 
+@pytest.mark.parametrize("columns", ["gram", "precompute"])
+def test_auto_sparsity_makes_the_fit_equivariant_to_the_units_of_y(columns):
+    X, y, _, _ = problem(n=80, M=30, seed=8)
+    Xt = np.random.default_rng(9).uniform(-3, 3, size=(30, 2))
+    w = np.random.default_rng(3).uniform(0.5, 2.0, size=y.size)
+    kw = dict(kernel=GaussianKernel(sigma=1.0), n_components=30, tol=1e-6, random_state=0, columns=columns)
+    base = SLKLRegressor(**kw).fit(X, y, sample_weight=w)
+    assert base.sparsity_ == pytest.approx(0.01 * np.mean(w * y**2), rel=1e-12)
+    for scale in (1e-5, 1e5):
+        scaled = SLKLRegressor(**kw).fit(X, scale * y, sample_weight=w)
+        np.testing.assert_allclose(scaled.mu_, base.mu_, rtol=1e-7, atol=1e-12)
+        np.testing.assert_allclose(scaled.predict(Xt) / scale, base.predict(Xt), rtol=1e-7, atol=1e-10)
+    # a number keeps its absolute meaning: nu = 0.01 on y * 1e-5 keeps (almost) no column
+    assert SLKLRegressor(sparsity=0.01, **kw).fit(X, 1e-5 * y).n_active_ < base.n_active_
+
+
+def test_auto_sparsity_is_the_papers_value_for_class_targets():
+    X, y = load_digits(n_class=3, return_X_y=True)
+    clf = SLKLClassifier(n_components=40, random_state=0).fit(X[:200], y[:200])
+    np.testing.assert_array_equal(clf.sparsity_, np.full(3, 0.01))
+    ref = SLKLClassifier(n_components=40, sparsity=0.01, random_state=0).fit(X[:200], y[:200])
+    np.testing.assert_array_equal(clf.mu_, ref.mu_)
+
+
 def dense_prediction(Xt, X, cand, mu, y, lam, w=None, sigma=1.0):
     """Kernel ridge with k_mu(x, x') = sum_m mu_m k(x, x_m) k(x_m, x') / k(x_m, x_m), weights w."""
     Kt, Kx = gauss(Xt, X[cand], sigma), gauss(X, X[cand], sigma)

@@ -587,9 +587,14 @@ _PARAMS_DOC = """
     n_components : int >= 1, default=256
         M, the number of candidate columns, sampled uniformly without replacement from the
         training points (clipped to n with a warning).
-    sparsity : float > 0, default=0.01
+    sparsity : float > 0 or "auto", default="auto"
         The paper's nu: weight of the l1 penalty nu sum(mu) of eq. 14; larger values keep
-        fewer columns active. Only alpha * sparsity matters (Prop. 3).
+        fewer columns active. Only alpha * sparsity matters (Prop. 3). "auto" is 0.01 times the
+        weighted mean square of the target, sum(w y^2) / n, per output (kept in ``sparsity_``):
+        the first term of eq. 14 grows like y^2 and the penalty does not, so a fixed nu makes the
+        fit depend on the units of y (with nu = 0.01 and y * 1e-5 the model kept no column worth
+        the penalty: normalised RMSE 1.19 against 0.31 for y * 1). For +-1 class targets without
+        weights "auto" is exactly 0.01, the value of the paper's experiments.
     alpha : float > 0, default=1.0
         The ridge, the paper's lambda in (lambda I + K(mu))^-1 of eq. 14; larger values
         regularise more.
@@ -630,6 +635,8 @@ _PARAMS_DOC = """
 _ATTR_DOC = """
     kernel_ : Kernel
         The kernel used (bandwidth resolved).
+    sparsity_ : float or ndarray (n_outputs,)
+        The nu used (``sparsity`` resolved; one per output for a 2-d y or several classes).
     candidates_ : ndarray (M,)
         Indices of the candidate training points.
     mu_ : ndarray (M,) or (M, n_outputs)
@@ -659,7 +666,7 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "kernel": [Kernel, StrOptions(set(KERNEL_NAMES))],
         "n_components": [Interval(Integral, 1, None, closed="left")],
-        "sparsity": [Interval(Real, 0, None, closed="neither")],
+        "sparsity": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "alpha": [Interval(Real, 0, None, closed="neither")],
         "update": [StrOptions(set(UPDATES))],
         "tol": [Interval(Real, 0, None, closed="neither")],
@@ -682,7 +689,7 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
         return results
 
     #: every attribute a fit may set (a refit deletes those it does not set again)
-    _FITTED = ("kernel_", "columns_used_", "_n_fit", "candidates_", "active_", "n_active_", "X_fit_",
+    _FITTED = ("kernel_", "sparsity_", "columns_used_", "_n_fit", "candidates_", "active_", "n_active_", "X_fit_",
                "objective_history_", "n_iter_", "n_skipped_", "n_newton_fallbacks_", "mu_", "dual_coef_",
                "classes_", *INPUT_ATTRIBUTES)
 
@@ -743,7 +750,8 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
             )
         source = KernelColumns(KernelOperator(kernel, Xk, budget), cand, sqrt_w)
         Yw = Yk if unit else Yk * sqrt_w[:, None]
-        kw = dict(lam=self.alpha, nu=self.sparsity, update=self.update, tol=self.tol, max_iter=self.max_iter,
+        nu = _resolve_sparsity(self.sparsity, Yw)
+        kw = dict(lam=self.alpha, update=self.update, tol=self.tol, max_iter=self.max_iter,
                   random_state=rng)
         if mode == "gram":
             # one BLAS-3 pass over kernel row blocks (all BLAS threads), shared by the k outputs
@@ -751,14 +759,15 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
             yy = np.einsum("ij,ij->j", Yw, Yw)
 
             def solve_one(j, mon):
-                return slkl_gram(Q, R[:, j], yy[j], mu0=None if mu0 is None else mu0[:, j], monitor=mon, **kw)
+                return slkl_gram(Q, R[:, j], yy[j], nu=nu[j], mu0=None if mu0 is None else mu0[:, j], monitor=mon,
+                                 **kw)
         else:
             if mode == "precompute":
                 source = source.materialise()
             reserved = source.nbytes + 4 * n * 8
 
             def solve_one(j, mon):
-                res = slkl(source, Yw[:, j], mu0=None if mu0 is None else mu0[:, j], max_memory=budget,
+                res = slkl(source, Yw[:, j], nu=nu[j], mu0=None if mu0 is None else mu0[:, j], max_memory=budget,
                            reserved_bytes=reserved, monitor=mon, **kw)
                 res.u = None  # n floats per output that the estimator does not use
                 return res
@@ -787,6 +796,7 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
         hist = [r.objective_history for r in results]
         fitted.update(
             kernel_=kernel,
+            sparsity_=float(nu[0]) if squeeze else nu,
             columns_used_=mode,
             _n_fit=n_all,
             candidates_=keep[cand],
@@ -852,6 +862,18 @@ def _class_bytes(n, M, k):
     return 8 * k * (3 * n + 6 * M)
 
 
+def _resolve_sparsity(sparsity, Yw):
+    """nu per output: the number given, or "auto" = 0.01 * mean(w y^2) of each weighted target
+    column Yw = sqrt(w) y (0.01 for a zero target)."""
+    if sparsity != "auto":
+        return np.full(Yw.shape[1], float(sparsity))
+    mean_square = np.einsum("ij,ij->j", Yw, Yw) / Yw.shape[0]
+    return np.where(mean_square > 0, _AUTO_SPARSITY * mean_square, _AUTO_SPARSITY)
+
+
+_AUTO_SPARSITY = 0.01
+
+
 def _candidate_scale(kernel, X, cand):
     diag = np.asarray(kernel.diag(X[cand]), dtype=np.float64)
     return np.where(diag > 0, 1.0 / np.sqrt(np.where(diag > 0, diag, 1.0)), 0.0)
@@ -896,7 +918,7 @@ class SLKLRegressor(MultiOutputMixin, FiniteR2Mixin, RegressorMixin, _SLKLBase):
 
     _parameter_constraints: dict = {**_SLKLBase._parameter_constraints}
 
-    def __init__(self, kernel="gaussian", *, n_components=256, sparsity=0.01, alpha=1.0, update="exact", tol=1e-4,
+    def __init__(self, kernel="gaussian", *, n_components=256, sparsity="auto", alpha=1.0, update="exact", tol=1e-4,
                  max_iter=None, columns="auto", max_memory=None, device=None, warm_start=False, random_state=None,
                  verbose=0, callback=None):
         _init_params(self, kernel, n_components, sparsity, alpha, update, tol, max_iter, columns, max_memory, device,
@@ -940,7 +962,7 @@ class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
         "class_weight": [dict, StrOptions({"balanced"}), None],
     }
 
-    def __init__(self, kernel="gaussian", *, n_components=256, sparsity=0.01, alpha=1.0, update="exact", tol=1e-4,
+    def __init__(self, kernel="gaussian", *, n_components=256, sparsity="auto", alpha=1.0, update="exact", tol=1e-4,
                  max_iter=None, columns="auto", class_weight=None, max_memory=None, device=None, warm_start=False,
                  random_state=None, verbose=0, callback=None):
         _init_params(self, kernel, n_components, sparsity, alpha, update, tol, max_iter, columns, max_memory, device,
