@@ -77,6 +77,22 @@ def test_squared_loss_is_kernel_ridge(solver):
     assert one.predict(X_test).shape == (30,) and one.dual_coef_.shape == (100,)
 
 
+@pytest.mark.parametrize("solver", ["coordinate_descent", "fixed_point"])
+def test_squared_loss_fit_is_the_same_in_any_units_of_y(solver):
+    X, _ = blobs(100, seed=1)
+    y = np.sin(2 * X[:, 0]) + 0.1 * X[:, 1]
+    kw = dict(kernel=GaussianKernel(1.0), C=4.0, solver=solver, step_size="power", random_state=0)
+    base = RegularizedKernelRegressor(**kw).fit(X, y)
+    for scale in (1e-5, 1e5):
+        scaled = RegularizedKernelRegressor(**kw).fit(X, scale * y)
+        assert scaled.n_iter_ == base.n_iter_
+        np.testing.assert_allclose(scaled.dual_coef_ / scale, base.dual_coef_, rtol=1e-8, atol=1e-12)
+    # tol is relative to the root mean square of y: the fit at tol=1e-3 is close to kernel ridge
+    kr = KernelRidge(alpha=1 / 4.0, kernel="rbf", gamma=0.5).fit(X, 1e-5 * y)
+    tiny = RegularizedKernelRegressor(**kw).fit(X, 1e-5 * y)
+    assert rel_err(tiny.dual_coef_, kr.dual_coef_) < 1e-2
+
+
 @pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
 def test_linear_kernel_is_linear_svc_one_vs_rest(loss):
     X, y = blobs(150, centers=3, seed=2)

@@ -96,9 +96,10 @@ class _RegularizedBase(DeviceMixin, BaseEstimator):
                "duality_gap_", "dropped_", "coef_", "support_", "support_vectors_", "dual_coef_", "intercept_",
                "classes_", *INPUT_ATTRIBUTES)
 
-    def _solve(self, X, Y, sample_weight, loss, fitted, warm_start=True, squeeze=False):
+    def _solve(self, X, Y, sample_weight, loss, fitted, warm_start=True, squeeze=False, tol_scale=1.0):
         """Fit the columns of Y (n, m) as m problems and commit ``fitted`` plus the fitted state
-        in one step (1-d coefficients with ``squeeze``); ``warm_start=False`` starts from 0."""
+        in one step (1-d coefficients with ``squeeze``); ``warm_start=False`` starts from 0;
+        the solvers stop at ``tol * tol_scale``."""
         n, m = Y.shape
         for name in ("max_memory", "cache_size"):  # refused on every path, also where it is not used
             if getattr(self, name) is not None:
@@ -119,8 +120,8 @@ class _RegularizedBase(DeviceMixin, BaseEstimator):
         previous = getattr(self, "dual_coef_", None)
         if self.warm_start and warm_start and previous is not None and previous.reshape(n, -1).shape == (n, m):
             c0 = previous.reshape(n, m)
-        common = dict(loss=loss, tol=self.tol, max_iter=self.max_iter, intercept_scaling=s, random_state=rng,
-                      verbose=self.verbose)
+        common = dict(loss=loss, tol=self.tol * tol_scale, max_iter=self.max_iter, intercept_scaling=s,
+                      random_state=rng, verbose=self.verbose)
         cache = None
         if not linear:
             cache = KernelOperator(kernel, X, self.max_memory).row_cache(
@@ -224,7 +225,9 @@ _COMMON_DOC = """
         ``FixedPointDivergenceError`` if the iteration diverges.
     tol : float > 0, default=1e-3
         Stop when the largest coefficient change over a sweep is below tol (fixed point: the
-        change divided by step_size * mean(k_ii), the scale of a coordinate step). The default is
+        change divided by step_size * mean(k_ii), the scale of a coordinate step); for the
+        regressor with the squared loss, below tol times the root mean square of y (the
+        coefficients are then in the units of y). The default is
         LIBSVM's; at it the kernel path matched LIBSVM's test error on adult and MNIST
         (benchmarks/bench_fixed_point.py). Lower it when the coefficients themselves matter.
     max_iter : int, default=1000
@@ -389,6 +392,15 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
         return tags
 
 
+def _target_scale(Y):
+    """The root mean square of the targets (1 for a zero target). With the squared loss the
+    coefficients c are linear in y, so ``tol`` is taken relative to it and the fit is the same
+    in any units of y (an absolute tol stopped early on targets of order 1e-5); the absolute
+    and epsilon-insensitive losses bound |c| by C w_i whatever y, so their tol stays absolute."""
+    rms = float(np.sqrt(np.mean(np.square(Y))))
+    return rms if rms > 0 and np.isfinite(rms) else 1.0
+
+
 class RegularizedKernelRegressor(MultiOutputMixin, FiniteR2Mixin, RegressorMixin, _RegularizedBase):
     """Kernel ridge / least absolute deviations / SVR without bias by coordinate descent or fixed
     point (paper 3).
@@ -445,7 +457,8 @@ class RegularizedKernelRegressor(MultiOutputMixin, FiniteR2Mixin, RegressorMixin
         y = np.asarray(y, dtype=np.float64)
         sample_weight = fit_weights(sample_weight, None, X, ones=True)
         Y = y.reshape(y.shape[0], -1)
-        return self._solve(X, Y, sample_weight, make_loss(self.loss, self.epsilon), fitted, squeeze=y.ndim == 1)
+        return self._solve(X, Y, sample_weight, make_loss(self.loss, self.epsilon), fitted, squeeze=y.ndim == 1,
+                           tol_scale=_target_scale(Y) if self.loss == "squared" else 1.0)
 
     def predict(self, X):
         """g(x) for each row of X: shape (n,), or (n, k) for a 2-d training y."""
