@@ -9,6 +9,7 @@ import pytest
 from sklearn.base import clone
 from sklearn.utils import compute_sample_weight
 
+import kernelscale.lssvm as lssvm_mod
 from kernelscale._monitor import IterationMonitor
 from kernelscale.datasets import make_sinc
 from kernelscale.exact import exact_lssvm
@@ -291,7 +292,7 @@ def test_classifier_matches_exact_lssvm_and_proba_is_the_simplex_projection():
     X, Y = problem(n=150, k=3, seed=3)
     y = np.array(["a", "b", "c"])[Y.argmax(1)]
     clf = LSSVMClassifier(kernel=GaussianKernel(sigma=SIGMA), C=2.0, solver="matching_pursuit", batch_size=40,
-                          n_iter=150, dtype=np.float64, random_state=0).fit(X, y)
+                          n_iter=150, tol=None, dtype=np.float64, random_state=0).fit(X, y)
     b, A = exact_lssvm(GaussianKernel(sigma=SIGMA), X, Y, 2.0)
     Xt = np.random.default_rng(4).normal(size=(50, 3))
     scores = gaussian_scores(Xt, X, A, b)
@@ -321,12 +322,43 @@ def test_binary_decision_function_is_the_score_difference():
 def test_regressor_matches_exact_on_real_targets(solver):
     X, y, Xt, _ = make_sinc(n_train=150, n_test=60, random_state=0)
     kernel = GaussianKernel(sigma=1.0)
-    reg = LSSVMRegressor(kernel=kernel, C=1.0, solver=solver, batch_size=40, n_iter=250, dtype=None,
+    reg = LSSVMRegressor(kernel=kernel, C=1.0, solver=solver, batch_size=40, n_iter=250, tol=None, dtype=None,
                          random_state=0).fit(X, y)
     b, A = exact_lssvm(kernel, X, y, 1.0)
     expected = gaussian_scores(Xt, X, A, b, sigma=1.0)
     assert reg.predict(Xt).shape == (60,) and np.ndim(reg.intercept_) == 0
     np.testing.assert_allclose(reg.predict(Xt), expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("solver", ["matching_pursuit", "kaczmarz_mp", "kaczmarz"])
+def test_tol_stops_a_run_at_the_first_iterate_within_it(solver):
+    X, y, _, _ = make_sinc(n_train=150, n_test=10, random_state=0)
+    kw = dict(kernel=GaussianKernel(sigma=1.0), C=1.0, solver=solver, batch_size=30, n_iter=500, dtype=None,
+              random_state=0)
+    reg = LSSVMRegressor(tol=1e-3, **kw).fit(X, y)
+    full = LSSVMRegressor(tol=None, **kw).fit(X, y)
+    t = reg.n_iter_
+    assert 1 < t < 500 and full.n_iter_ == 500
+    if solver == "kaczmarz":  # ||W(t+1) - W(t)|| <= tol ||W(t+1)||, first at t
+        W = np.concatenate([[reg.intercept_], reg.dual_coef_])
+        updates = reg.update_history_[0]
+        assert updates[t - 1] <= 1e-3 * np.linalg.norm(W) and np.all(np.isnan(updates[t:]))
+    else:  # ||R|| <= tol ||Z|| = tol ||y||, first at t
+        R = reg.residual_history_[0]
+        assert R[t] <= 1e-3 * np.linalg.norm(y) < R[t - 1] and np.all(np.isnan(R[t + 1:]))
+    # the same blocks as the full run up to t: its iterate t is the early stop's
+    np.testing.assert_allclose(full.residual_history_[0, : t + 1] if solver != "kaczmarz" else
+                               full.update_history_[0, :t], reg.objective_history_, rtol=1e-10)
+
+
+def test_auto_batch_is_the_whole_system_up_to_4096_rows():
+    X, y, Xt, _ = make_sinc(n_train=150, n_test=30, random_state=0)
+    kernel = GaussianKernel(sigma=1.0)
+    reg = LSSVMRegressor(kernel=kernel, random_state=0).fit(X, y)  # defaults: C=10, tol=1e-4
+    assert reg.batch_size_ == 151 and reg.n_iter_ == 1  # one exact block solve
+    b, A = exact_lssvm(kernel, X, y, 10.0)
+    np.testing.assert_allclose(reg.predict(Xt), gaussian_scores(Xt, X, A, b, sigma=1.0), rtol=1e-6, atol=1e-7)
+    assert lssvm_mod._auto_batch(4095) == 4096 and lssvm_mod._auto_batch(4096) == 2000
 
 
 def test_regressor_multi_output_equals_separate_fits():
@@ -343,7 +375,7 @@ def test_sample_weight_is_the_weighted_diagonal(solver):
     X, Y = problem(n=90, k=2, seed=7)
     y = Y.argmax(1)
     w = np.random.default_rng(8).uniform(0.3, 3.0, 90)
-    clf = LSSVMClassifier(kernel=GaussianKernel(sigma=SIGMA), C=2.0, solver=solver, batch_size=30, n_iter=200,
+    clf = LSSVMClassifier(kernel=GaussianKernel(sigma=SIGMA), C=2.0, solver=solver, batch_size=30, n_iter=200, tol=None,
                           dtype=None, random_state=0).fit(X, y, sample_weight=w)
     W = np.linalg.solve(naive_theta(X, 2.0, w), np.vstack([np.zeros(2), Y]))
     np.testing.assert_allclose(clf.dual_coef_, W[1:], rtol=1e-6, atol=1e-8)
