@@ -19,7 +19,8 @@ from kernelscale.kernels import GaussianKernel, LaplacianKernel, LinearKernel, P
 from kernelscale.ops.feature_blocks import FeatureBlockSpec, block_rng
 from kernelscale.ops.features import FeatureOperator
 from kernelscale.preprocessing import pca_fit, pca_transform
-from kernelscale.stagewise import StagewiseClassifier, StagewiseRegressor, feature_spec, stagewise_regression
+from kernelscale.stagewise import (StagewiseClassifier, StagewiseRegressor, _auto_block_size, feature_spec,
+                                   stagewise_regression)
 
 
 @pytest.fixture(autouse=True)
@@ -153,13 +154,15 @@ def manual_predict(est, X):
 def test_fitted_state_is_seed_pca_map_and_block_weights(generator, update):
     X, y = regression_data(n=120, d=8, seed=6)
     p, T, dp = 12, 3, 5
-    est = StagewiseRegressor(block_size=p, n_stages=T, update=update, pca_components=dp, random_state=7,
+    est = StagewiseRegressor(block_size=p, n_stages=T, update=update, pca_components=dp, random_state=7, alpha=1e-6,
                              **GENS[generator]).fit(X, y)
     fitted = {k for k in vars(est) if k.endswith("_") and not k.startswith("_")}
     assert fitted == {
         "seed_", "kernel_", "feature_method_", "pca_mean_", "pca_components_", "init_", "coef_", "intercept_",
         "calibration_", "n_iter_", "objective_history_", "update_", "single_output_", "n_features_in_",
+        "block_size_", "alpha_",
     }
+    assert est.block_size_ == p and est.alpha_ == 1e-6
     assert est.seed_ == 7
     pe = min(p, dp) if generator == "sample" else p
     assert est.coef_.shape == (T, pe, 1) and est.intercept_.shape == (T, 1)
@@ -169,6 +172,19 @@ def test_fitted_state_is_seed_pca_map_and_block_weights(generator, update):
     arrays = [v for k, v in vars(est).items() if isinstance(v, np.ndarray) and k != "objective_history_"]
     assert all(a.size < dp * p and 120 not in a.shape for a in arrays)
     np.testing.assert_allclose(est.predict(X), manual_predict(est, X)[:, 0], atol=1e-10)
+
+
+def test_auto_block_size_and_ridge_follow_the_number_of_samples():
+    X, y = regression_data(n=120, d=8, seed=6)
+    est = StagewiseRegressor(n_stages=2, random_state=0).fit(X, y)
+    assert est.block_size_ == 30 and est.coef_.shape == (2, 30, 1)
+    assert est.alpha_ == pytest.approx(0.1 / 120, rel=1e-15)
+    w = np.random.default_rng(0).integers(1, 4, size=120).astype(float)
+    assert StagewiseRegressor(n_stages=1).fit(X, y, sample_weight=w).alpha_ == pytest.approx(0.1 / w.sum())
+    assert [_auto_block_size(n) for n in (1, 7, 4095, 4096, 10**6)] == [1, 1, 1023, 1024, 1024]
+    # the explicit former defaults are kept as given
+    old = StagewiseRegressor(block_size=1024, alpha=1e-6, n_stages=1).fit(X, y)
+    assert old.block_size_ == 1024 and old.alpha_ == 1e-6
 
 
 def test_blocks_are_regenerated_bit_for_bit_and_differ_between_stages():
@@ -311,7 +327,7 @@ def test_bad_input():
 @pytest.mark.parametrize("update", ["linear", "calibrated"])
 def test_estimator_equals_stagewise_regression_on_the_same_spec(params, kernel, method, update):
     X, y = regression_data(n=150, d=8, seed=13)
-    est = StagewiseRegressor(block_size=10, n_stages=3, update=update, pca_components=5, random_state=9, **params)
+    est = StagewiseRegressor(block_size=10, n_stages=3, update=update, pca_components=5, random_state=9, alpha=1e-6, **params)
     est.fit(X, y)
     mean, components = pca_fit(X, 5)
     Z = pca_transform(X, mean, components)
@@ -342,7 +358,7 @@ FORMER_PREDICTIONS = {
 @pytest.mark.parametrize("generator", list(GENS))
 def test_kernel_and_feature_method_reproduce_the_former_generators(generator):
     X, y = regression_data(n=120, d=8, seed=6)
-    est = StagewiseRegressor(block_size=12, n_stages=3, update="calibrated", pca_components=5, random_state=7,
+    est = StagewiseRegressor(block_size=12, n_stages=3, update="calibrated", pca_components=5, random_state=7, alpha=1e-6,
                              **GENS[generator]).fit(X, y)
     np.testing.assert_allclose(est.predict(X[:3]), FORMER_PREDICTIONS[generator], rtol=1e-10, atol=1e-12)
 

@@ -89,6 +89,13 @@ logger = logging.getLogger(__name__)
 DEFAULT_METHOD = {"fourier": "cos", "polynomial": "tensorsketch", "linear": "sample"}
 #: pca_components="auto": PCA to this many components when X has more features, none otherwise
 AUTO_PCA_COMPONENTS = 50
+#: alpha="auto" is this over the number of samples (estimator docstring)
+_AUTO_RIDGE = 0.1
+
+
+def _auto_block_size(n):
+    """block_size="auto": 1024, or n // 4 for fewer than 4096 samples (estimator docstring)."""
+    return int(min(1024, max(1, n // 4)))
 
 StagewiseResult = namedtuple("StagewiseResult", "coef intercept calibration objective_history n_stages")
 
@@ -299,10 +306,10 @@ class _StagewiseBase(DeviceMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "kernel": KERNEL_CONSTRAINT,
         "feature_method": [StrOptions(set(METHODS)), None],
-        "block_size": [Interval(Integral, 1, None, closed="left")],
+        "block_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "n_stages": [Interval(Integral, 1, None, closed="left")],
         "pca_components": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
-        "alpha": [Interval(Real, 0, None, closed="left")],
+        "alpha": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "warm_start": ["boolean"],
         "max_memory": MEMORY_CONSTRAINT,
         "device": DEVICE_CONSTRAINT,
@@ -335,7 +342,7 @@ class _StagewiseBase(DeviceMixin, BaseEstimator):
 
     def _spec(self, dtype):
         d = self.n_features_in_ if self.pca_components_ is None else self.pca_components_.shape[1]
-        return FeatureBlockSpec(self.kernel_, d, self.block_size, self.seed_, dtype, self.feature_method_)
+        return FeatureBlockSpec(self.kernel_, d, self.block_size_, self.seed_, dtype, self.feature_method_)
 
     def _reduce(self, X):
         if self.pca_components_ is None:
@@ -364,7 +371,7 @@ class _StagewiseBase(DeviceMixin, BaseEstimator):
             stages = (self.coef_, self.intercept_, self.calibration_)
             history = list(self.objective_history_[:-1])
             seed, kernel, method, init = self.seed_, self.kernel_, self.feature_method_, self.init_
-            pca_mean, pca_components = self.pca_mean_, self.pca_components_
+            pca_mean, pca_components, block_size = self.pca_mean_, self.pca_components_, self.block_size_
         else:
             method = feature_method_of(self.kernel, self.feature_method)  # a bad pair fails before the PCA
             n_pca = self._n_pca(d)
@@ -372,6 +379,7 @@ class _StagewiseBase(DeviceMixin, BaseEstimator):
             rng = check_random_state(self.random_state)
             seed = seed_from(self.random_state if isinstance(self.random_state, Integral) else rng)
             pca_mean = pca_components = None
+            block_size = _auto_block_size(n) if self.block_size == "auto" else self.block_size
             if n_pca is not None:
                 mean, components = pca_fit(X, n_pca, sw, self.max_memory)
                 pca_mean, pca_components = mean.astype(dtype), components.astype(dtype)
@@ -379,19 +387,22 @@ class _StagewiseBase(DeviceMixin, BaseEstimator):
         if stages is None:
             kernel = resolve_kernel(self.kernel, Z, rng, sw)
             init = np.asarray(init_fn(Y, normalized_weights(sw, n)), dtype=dtype)
-        spec = FeatureBlockSpec(kernel, Z.shape[1], self.block_size, seed, dtype, method)
-        if method == "sample" and self.block_size >= Z.shape[1]:
+        spec = FeatureBlockSpec(kernel, Z.shape[1], block_size, seed, dtype, method)
+        if method == "sample" and block_size >= Z.shape[1]:
             logger.info(
                 "feature_method='sample' with block_size=%d >= %d features: every stage refits all "
-                "features, so stages after the first change (almost) nothing", self.block_size, Z.shape[1],
+                "features, so stages after the first change (almost) nothing", block_size, Z.shape[1],
             )
+        # sum(w) = n without weights; integer weights act as repetitions, as everywhere else
+        alpha = _AUTO_RIDGE / (n if sw is None else float(np.sum(sw))) if self.alpha == "auto" else float(self.alpha)
         with IterationMonitor(self.verbose, self.callback, total=self.n_stages, desc="stagewise") as monitor:
             result = stagewise_regression(
                 Z, Y, spec, update=update, n_stages=self.n_stages,
-                inner_iter=getattr(self, "inner_iter", 50), alpha=self.alpha, init=init,
+                inner_iter=getattr(self, "inner_iter", 50), alpha=alpha, init=init,
                 sample_weight=sw, stages=stages, max_memory=self.max_memory, monitor=monitor,
             )
-        fitted.update(seed_=seed, kernel_=kernel, feature_method_=method, init_=init,
+        fitted.update(seed_=seed, kernel_=kernel, feature_method_=method, init_=init, block_size_=block_size,
+                      alpha_=alpha,
                       pca_mean_=pca_mean, pca_components_=pca_components,
                       update_=update, coef_=result.coef, intercept_=result.intercept,
                       calibration_=result.calibration, n_iter_=result.n_stages,
@@ -433,8 +444,11 @@ _DOC_COMMON = """
         linear; see :mod:`kernelscale.stagewise`); ``sigma="median"`` is resolved on the
         PCA-reduced data into ``kernel_``. GaussianKernel(sigma) is the former generator="rff",
         "linear" the former "sample"; for the former "polynomial" pass the PolynomialKernel.
-    block_size : int >= 1, default=1024
-        p, the features per block ("sample" uses min(p, d)).
+    block_size : int >= 1 or "auto", default="auto"
+        p, the features per block ("sample" uses min(p, d)). "auto": 1024 (the paper's larger
+        block), or n // 4 for fewer than 4096 samples: a block of p >= n features interpolates
+        the residual at once (diabetes, 331 samples, 1024 features: test RMSE 2.6x kernel
+        ridge's), and smaller blocks cost less. Kept in ``block_size_``.
     n_stages : int >= 1, default=8
         T, the number of blocks (with ``warm_start``, in total).
     feature_method : str or None, default=None
@@ -446,12 +460,15 @@ _DOC_COMMON = """
         Reduce X to this many principal components first (appendix A.2.1); an int must be <= the
         number of features; "auto" is 50 when X has more than 50 features and no PCA otherwise;
         None uses X as it is (no centring).
-    alpha : float >= 0, default=1e-6
-        Ridge of every block fit, added to the block's second-moment matrix. Absolute, unlike
-        the relative ``alpha="auto"`` of the least-squares classifiers: the generated blocks
-        have a fixed scale (e.g. sqrt(2/p) cos for "cos", mean variance about 1 / p), so for
-        them 1e-6 is a fixed fraction of the feature variance; for "sample" it is relative to
-        X's scale.
+    alpha : float >= 0 or "auto", default="auto"
+        Ridge of every block fit, added to the block's weighted second-moment matrix (weights
+        summing to 1), so alpha = lambda / n is the ridge lambda of sum_i w_i |r_i - f_i|^2 with
+        weights averaging 1. "auto": 0.1 / n (n the sum of the sample weights, the number of
+        samples without them; kept in ``alpha_``): on 60000 MNIST digits it is 1.7e-6, close to the former default 1e-6
+        (1 / n there: 2.26% test error against 2.09%), while on a few hundred samples it keeps
+        the stages from fitting noise (breast_cancer: 4.9% test error against 6.3% with 1e-6,
+        both with the "auto" block size). The generated blocks have a fixed scale (e.g.
+        sqrt(2/p) cos for "cos"), so alpha is not relative to X's scale, except for "sample".
     warm_start : bool, default=False
         Keep the fitted stages (same data) and add stages until ``n_stages`` in total.
     max_memory : int, str or None
@@ -476,6 +493,8 @@ _DOC_ATTRIBUTES = """
         The resolved kernel (a copy; ``sigma="median"`` replaced by its value).
     feature_method_ : str
         The feature method used (``feature_method`` or the kernel's default).
+    block_size_ : int, alpha_ : float
+        ``block_size`` and ``alpha`` resolved (their "auto" rules).
     pca_mean_ : (d,), pca_components_ : (d, pca_components), or None
     init_ : (k,)
         Stage-0 prediction.
@@ -520,8 +539,8 @@ class StagewiseClassifier(ClassifierMixin, _StagewiseBase):
     }
 
     def __init__(
-        self, kernel="gaussian", *, block_size=1024, n_stages=8, update="linear", inner_iter=50,
-        feature_method=None, pca_components="auto", alpha=1e-6, class_weight=None,
+        self, kernel="gaussian", *, block_size="auto", n_stages=8, update="linear", inner_iter=50,
+        feature_method=None, pca_components="auto", alpha="auto", class_weight=None,
         warm_start=False, max_memory=None, device=None, random_state=None, verbose=0, callback=None,
     ):
         self.kernel = kernel
@@ -601,8 +620,8 @@ class StagewiseRegressor(FiniteR2Mixin, RegressorMixin, _StagewiseBase):
     }
 
     def __init__(
-        self, kernel="gaussian", *, block_size=1024, n_stages=8, update="linear", feature_method=None,
-        pca_components="auto", alpha=1e-6, warm_start=False, max_memory=None, device=None,
+        self, kernel="gaussian", *, block_size="auto", n_stages=8, update="linear", feature_method=None,
+        pca_components="auto", alpha="auto", warm_start=False, max_memory=None, device=None,
         random_state=None, verbose=0, callback=None,
     ):
         self.kernel = kernel
