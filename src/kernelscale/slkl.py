@@ -867,7 +867,10 @@ def _resolve_sparsity(sparsity, Yw):
     column Yw = sqrt(w) y (0.01 for a zero target)."""
     if sparsity != "auto":
         return np.full(Yw.shape[1], float(sparsity))
-    mean_square = np.einsum("ij,ij->j", Yw, Yw) / Yw.shape[0]
+    with np.errstate(over="ignore", under="ignore"):
+        mean_square = np.einsum("ij,ij->j", Yw, Yw) / Yw.shape[0]
+    if not np.all(np.isfinite(mean_square)) or np.any((mean_square == 0) & np.any(Yw != 0, axis=0)):
+        raise ValueError(_OVERFLOW)  # y^2 beyond the float range: so is the objective of eq. 14
     return np.where(mean_square > 0, _AUTO_SPARSITY * mean_square, _AUTO_SPARSITY)
 
 
