@@ -15,6 +15,7 @@ from sklearn.metrics import log_loss
 from sklearn.utils.class_weight import compute_sample_weight
 from threadpoolctl import threadpool_limits
 
+import kernelscale.least_squares as ls
 from kernelscale.least_squares import (
     CalibratedLeastSquaresClassifier,
     GeneralizedLeastSquaresClassifier,
@@ -136,18 +137,19 @@ def reference_objective(X, y, alpha):
 
 def test_default_softmax_fit_converges_where_plain_algorithm_1_stops_short():
     X, y = noisy_separated_data()
+    ridge = 1e-6 * X.var(axis=0).mean()  # a small ridge (the former "auto"): a flat, slow objective
     with warnings.catch_warnings():
-        warnings.simplefilter("error", ConvergenceWarning)  # the defaults must converge
-        est = GeneralizedLeastSquaresClassifier().fit(X, y)
+        warnings.simplefilter("error", ConvergenceWarning)  # the default solver must converge
+        est = GeneralizedLeastSquaresClassifier(alpha=ridge).fit(X, y)
     f_star = reference_objective(X, y, est.alpha_)
     gap = (est.objective_history_[-1] - f_star) / f_star
     assert 0 <= gap < 1e-3
     assert est.n_iter_ < 150
     # the previous defaults (Algorithm 1 as printed, tol=1e-4, 100 iterations) stop 7e-3 above
-    old = GeneralizedLeastSquaresClassifier(solver="gls", max_iter=100, tol=1e-4).fit(X, y)
+    old = GeneralizedLeastSquaresClassifier(solver="gls", max_iter=100, tol=1e-4, alpha=ridge).fit(X, y)
     assert (old.objective_history_[-1] - f_star) / f_star > 3e-3
     # and plain steps need several times more iterations for the default tolerance
-    plain = quiet(GeneralizedLeastSquaresClassifier(solver="gls"), X, y)
+    plain = quiet(GeneralizedLeastSquaresClassifier(solver="gls", alpha=ridge), X, y)
     assert plain.n_iter_ > 3 * est.n_iter_
 
 
@@ -242,18 +244,44 @@ def test_zero_variance_feature_is_handled_by_the_ridge():
     np.testing.assert_allclose(c.coef_[:, :, -1], 0.0, atol=1e-8)
 
 
-def test_auto_ridge_is_relative_to_the_mean_feature_variance():
+def gcv_by_definition(X, Y, sw, a):
+    """GCV error of the weighted ridge fit of Y on X with an intercept, from the hat matrix H
+    (Yhat = H Y): RSS / (1 - trace(H) / sum(sw))^2, weights normalised to sum to 1."""
+    w = sw / sw.sum()
+    Xc = X - w @ X
+    A = np.linalg.solve(Xc.T @ (w[:, None] * Xc) + a * np.eye(X.shape[1]), Xc.T @ (w[:, None] * Y))
+    H = Xc @ np.linalg.solve(Xc.T @ (w[:, None] * Xc) + a * np.eye(X.shape[1]), Xc.T * w) + w[None, :]
+    R = Y - w @ Y - Xc @ A
+    assert np.allclose(H @ Y, Y - R)
+    return float(w @ (R * R).sum(axis=1)) / (1 - np.trace(H) / sw.sum()) ** 2
+
+
+def test_auto_ridge_minimises_gcv_over_a_grid_relative_to_the_mean_feature_variance(monkeypatch):
     X, y = make_data(seed=11)
+    X = X[:60]  # few samples: the choice is not at an end of the grid
+    y = y[:60]
     sw = np.random.default_rng(0).uniform(0.5, 2.0, size=len(y))
     kw = dict(max_iter=20, tol=0.0)
     auto = quiet(GeneralizedLeastSquaresClassifier(**kw), X, y, sample_weight=sw)
     w = sw / sw.sum()
     mean = w @ X
     variance = w @ (X - mean) ** 2
-    assert auto.alpha_ == pytest.approx(1e-6 * variance.mean(), rel=1e-12)
+    Y = np.eye(3)[np.searchsorted(np.unique(y), y)]
+    grid = ls.GCV_GRID * variance.mean()
+    scores = [gcv_by_definition(X, Y, sw, a) for a in grid]
+    assert auto.alpha_ == pytest.approx(grid[int(np.argmin(scores))], rel=1e-12)
+    assert 0 < np.argmin(scores) < len(grid) - 1
+    # calibrated least squares: 100 times the GCV ridge, whatever max_iter
+    cls = quiet(CalibratedLeastSquaresClassifier(max_iter=3), X, y, sample_weight=sw)
+    assert cls.alpha_ == pytest.approx(100 * auto.alpha_, rel=1e-12)
+    # above GCV_MAX_FEATURES features: 1e-6 times the mean variance
+    monkeypatch.setattr(ls, "GCV_MAX_FEATURES", X.shape[1] - 1)
+    big = quiet(GeneralizedLeastSquaresClassifier(**kw), X, y, sample_weight=sw)
+    assert big.alpha_ == pytest.approx(1e-6 * variance.mean(), rel=1e-12)
     explicit = quiet(GeneralizedLeastSquaresClassifier(alpha=auto.alpha_, **kw), X, y, sample_weight=sw)
     np.testing.assert_allclose(auto.coef_, explicit.coef_, rtol=1e-12)
     # all features constant: Cov = 0, the ridge falls back to 1e-6 itself
+    monkeypatch.undo()
     const = quiet(GeneralizedLeastSquaresClassifier(**kw), np.ones((len(y), 3)), y)
     assert const.alpha_ == 1e-6
     np.testing.assert_allclose(const.coef_, 0.0, atol=1e-12)
