@@ -127,6 +127,7 @@ __all__ = [
     "DoublyStochasticRegressor",
     "DoublyStochasticClassifier",
     "dsg_iterations",
+    "dsg_auto_sizes",
     "dsg_predict",
     "dsg_memory",
     "SOLVERS",
@@ -145,6 +146,20 @@ _AUTO_STEP_SOFTMAX = 30.0
 #: sgd with the squared loss: step = this / (lambda_1 + nu), lambda_1 from the first block's
 #: covariance on the first mini-batch (2 / lambda_1 is the edge of stability for that quadratic)
 _AUTO_STEP_CURVATURE = 1.5
+#: n_iter="auto" (module docstring, "Sizes that scale with the data"): sgd runs
+#: ceil(_AUTO_PASSES * n / batch) iterations within [_AUTO_MIN_ITER, _AUTO_MAX_ITER] and (block_size
+#: "auto" too) blocks of ceil(features / n_iter) features, at most _AUTO_BLOCK["sgd"], with
+#: features = _AUTO_FEATURES_PER_SAMPLE * n within [_AUTO_MIN_FEATURES, _AUTO_MAX_FEATURES];
+#: "preconditioned" runs _AUTO_PASSES_PRECOND passes, at most _AUTO_MAX_ITER_PRECOND iterations
+#: (its block stays 1024).
+_AUTO_PASSES = 2.0
+_AUTO_MIN_ITER = 128
+_AUTO_MAX_ITER = 256
+_AUTO_FEATURES_PER_SAMPLE = 2.0
+_AUTO_MIN_FEATURES = 4096
+_AUTO_MAX_FEATURES = 65536
+_AUTO_PASSES_PRECOND = 4.0
+_AUTO_MAX_ITER_PRECOND = 200
 _RENORMALIZE_BELOW = 1e-10
 _BLOWUP = 1e6
 _FLOAT_DTYPES = [np.float64, np.float32]
@@ -213,6 +228,33 @@ def _precond_solve(C, G, ridge):
         except np.linalg.LinAlgError:
             ridge *= 10.0
     return linalg.lstsq(A, G, check_finite=False)[0]
+
+
+def dsg_auto_sizes(n, solver="sgd", batch_size="auto", block_size="auto"):
+    """(n_iter, batch_size, block_size) that ``n_iter="auto"`` resolves to for ``n`` training
+    samples (module docstring, "Sizes that scale with the data"); explicit sizes are kept.
+
+    solver="sgd": b = min(batch, n) points per iteration, n_iter = ceil(2 n / b) (2 passes) within
+    [128, 256], and an "auto" block of ceil(features / n_iter) features, at most 256, with
+    features = 2 n within [4096, 65536].
+    solver="preconditioned": its batch and block (4096 x 1024 unless given), and
+    ceil(4 n / b) iterations (4 passes), at most 200.
+    """
+    n = int(n)
+    if solver == "sgd":
+        batch = _AUTO_BATCH if batch_size == "auto" else int(batch_size)
+        b = min(batch, n)
+        n_iter = int(min(max(math.ceil(_AUTO_PASSES * n / b), _AUTO_MIN_ITER), _AUTO_MAX_ITER))
+        if block_size == "auto":
+            features = min(max(_AUTO_FEATURES_PER_SAMPLE * n, _AUTO_MIN_FEATURES), _AUTO_MAX_FEATURES)
+            block = int(min(math.ceil(features / n_iter), _AUTO_BLOCK["sgd"]))
+        else:
+            block = int(block_size)
+        return n_iter, batch, block
+    block = _AUTO_BLOCK[solver] if block_size == "auto" else int(block_size)
+    batch = 4 * block if batch_size == "auto" else int(batch_size)
+    n_iter = int(min(max(math.ceil(_AUTO_PASSES_PRECOND * n / min(batch, n)), 1), _AUTO_MAX_ITER_PRECOND))
+    return n_iter, batch, block
 
 
 def _step_size(step_size, t0, t):
@@ -335,7 +377,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "kernel": KERNEL_CONSTRAINT,
         "alpha": [Interval(Real, 0, None, closed="left")],
-        "n_iter": [Interval(Integral, 1, None, closed="left")],
+        "n_iter": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
         "batch_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
         "block_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
         "step_size": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
@@ -354,10 +396,22 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
 
     # subclasses: _loss_name(k) and _targets(y, first) -> (Y coded, k)
 
-    def _block_size(self):
+    def _block_size(self, n=None):
+        """The block size; ``n``: the samples of a ``fit`` that starts a model (with n_iter and
+        block_size "auto", the block then scales with n: :func:`dsg_auto_sizes`)."""
         if hasattr(self, "coef_"):
             return self.coef_.shape[1]
-        return _AUTO_BLOCK[self.solver] if self.block_size == "auto" else self.block_size
+        if self.block_size != "auto":
+            return self.block_size
+        if n is not None and self.n_iter == "auto":
+            return dsg_auto_sizes(n, self.solver, self.batch_size, "auto")[2]
+        return _AUTO_BLOCK[self.solver]
+
+    def _n_iter(self, n):
+        """The total iterations of ``fit`` on n samples (n_iter="auto": :func:`dsg_auto_sizes`)."""
+        if self.n_iter != "auto":
+            return self.n_iter
+        return dsg_auto_sizes(n, self.solver, self.batch_size, self._block_size())[0]
 
     def _batch_size(self):
         if self.batch_size != "auto":
@@ -421,8 +475,9 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
                 f"smaller step_size or alpha."
             )
 
-    def _start(self, X, sample_weight, rng):
-        """Fresh state: resolved kernel, seed, empty coefficient store."""
+    def _start(self, X, sample_weight, rng, n_auto=None):
+        """Fresh state: resolved kernel, seed, empty coefficient store (``n_auto``: the samples
+        that size an "auto" block, ``fit`` only)."""
         self.__dict__.pop("coef_", None)  # "auto" sizes come from the parameters again
         kernel = make_kernel(self.kernel, "kernel")
         kernel_family(kernel)  # a clear error for kernels without random features
@@ -434,7 +489,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
         self.kernel_ = resolve_kernel(kernel, X, rng, sample_weight)
         self.seed_ = seed_from(self.random_state if isinstance(self.random_state, Integral) else rng)
         # validates block_size / feature_method against the kernel now
-        spec = FeatureBlockSpec(self.kernel_, X.shape[1], self._block_size(), self.seed_, X.dtype,
+        spec = FeatureBlockSpec(self.kernel_, X.shape[1], self._block_size(n_auto), self.seed_, X.dtype,
                                 self.feature_method)
         self.feature_method_ = spec.method
         self.scale_ = 1.0
@@ -532,11 +587,12 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
             sw = sw * (X.shape[0] / total)
         if first:
             rng = check_random_state(self.random_state)
-            self._start(X, sw, rng)
-            self.coef_ = np.zeros((0, self._block_size(), Y.shape[1]), dtype=X.dtype)
+            self._start(X, sw, rng, n_auto=X.shape[0])
+            self.coef_ = np.zeros((0, self._block_size(X.shape[0]), Y.shape[1]), dtype=X.dtype)
         elif Y.shape[1] != self.coef_.shape[2]:
             raise ValueError("warm_start=True but the number of targets changed; set warm_start=False.")
-        n_new = self.n_iter if first else warm_start_iterations(self.n_iter, self.n_iter_)
+        n_total = self._n_iter(X.shape[0])
+        n_new = n_total if first else warm_start_iterations(n_total, self.n_iter_)
         return self._run(X, Y, sw, self._fit_batches(X.shape[0], n_new, self.n_iter_))
 
     def _partial_fit(self, X, y, sample_weight, **target_kw):
@@ -668,7 +724,7 @@ class DoublyStochasticRegressor(FiniteR2Mixin, RegressorMixin, _DoublyStochastic
     }
 
     def __init__(
-        self, kernel="gaussian", *, loss="squared", alpha=1e-5, n_iter=200, batch_size="auto",
+        self, kernel="gaussian", *, loss="squared", alpha=1e-5, n_iter="auto", batch_size="auto",
         block_size="auto", step_size="auto", t0="auto", solver="sgd", feature_method=None, precond_ridge=1e-3,
         shuffle=True, warm_start=False, random_state=None, max_memory=None, device=None, verbose=0, callback=None,
     ):
@@ -773,7 +829,7 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
     }
 
     def __init__(
-        self, kernel="gaussian", *, loss="hinge", alpha=1e-5, n_iter=200, batch_size="auto",
+        self, kernel="gaussian", *, loss="hinge", alpha=1e-5, n_iter="auto", batch_size="auto",
         block_size="auto", step_size="auto", t0="auto", solver="sgd", feature_method=None, precond_ridge=1e-3,
         class_weight=None, shuffle=True, warm_start=False, random_state=None, max_memory=None, device=None,
         verbose=0, callback=None,
