@@ -48,6 +48,32 @@ benchmarks/bench_dsg.py: the former defaults (step 1, batch = block = 256 for bo
 sgd with the hinge loss at the trivial classifier on adult and made the preconditioned step
 interpolate each batch (44.6% test error on adult).
 
+Sizes that scale with the data (``n_iter="auto"``, the default; issues #17 and #18). A fit's
+work is about batch * n_iter^2 * block_size / 2 feature evaluations (iteration t scores its batch
+on all t earlier blocks) and a prediction's is proportional to n_iter * block_size, so the
+former fixed 200 iterations of 256 x 256 (51200 features whatever n) took 11-40 s on sets of
+100-4000 points where the exact solvers take 0.01-1 s. "auto" resolves, from the n of ``fit``
+(:func:`dsg_auto_sizes`): for "sgd", two passes, n_iter = ceil(2 n / b), kept within [128, 256]
+iterations, and, when block_size is "auto" too, blocks of ceil(F / n_iter) features (at most
+256) for F = 2 n total features within [4096, 51200] (51200 is the former 200 x 256, so no
+model is larger or predicts slower than before); for "preconditioned", four passes, at most 200
+iterations, its block unchanged. A small set gets 128 iterations of small blocks (iris,
+diabetes: 128 x 32 = 4096 features), n = 4000 128 x 63, adult (n = 32561) 255 x 201 and MNIST
+256 x 200. Why (benchmarks/bench_dsg_defaults.py on held-out parts of the TRAINING data;
+benchmarks/README.md, "Doubly stochastic defaults"): the error of "sgd" follows the number of
+ITERATIONS (each is one mean-gradient step on the function) more than the passes: on digits'
+held-out part 64 iterations left 7-12% validation error whatever the features (1024-8192),
+200 iterations 4.7-5.9%; QM7's validation MAE was 85 / 71 / 66 / 57 kcal/mol at
+(iterations x block) 64 x 128 / 128 x 64 / 200 x 41 / 200 x 256; so iterations stay at 128 or
+more even on tiny sets, where they are cheap. It follows the number of features on the larger
+sets (adult, 204 iterations: 16.65% validation error with blocks of 128, 16.09% with 256), so
+the block only shrinks where n is small; more passes did not help adult (3 passes of 256 x 256:
+16.26%). The price: a set of a few thousand points fits in 1-2 s instead of 20 s, still 10-80x
+the fastest exact-size solvers there, and sets that want many features (digits, friedman1) end
+further from the exact peer than the former 51200 features left them (benchmarks/README.md).
+``partial_fit`` does not know n: its "auto" blocks are 256, as before. An explicit n_iter keeps
+the former "auto" block (256 for "sgd"), so explicit settings give the same results as before.
+
 Why the sgd step is so much smaller per sample than Pegasos' 1 / (nu t): a mini-batch mean
 gradient step changes f along the kernel's top eigenfunction by gamma lambda_1, and with the
 median-rule bandwidth lambda_1(K_B) / b is about 0.39 on adult, MNIST and QM7 (the kernel matrix is
@@ -157,7 +183,7 @@ _AUTO_MIN_ITER = 128
 _AUTO_MAX_ITER = 256
 _AUTO_FEATURES_PER_SAMPLE = 2.0
 _AUTO_MIN_FEATURES = 4096
-_AUTO_MAX_FEATURES = 65536
+_AUTO_MAX_FEATURES = 51200  # the former 200 x 256: no model predicts slower than before
 _AUTO_PASSES_PRECOND = 4.0
 _AUTO_MAX_ITER_PRECOND = 200
 _RENORMALIZE_BELOW = 1e-10
@@ -236,7 +262,7 @@ def dsg_auto_sizes(n, solver="sgd", batch_size="auto", block_size="auto"):
 
     solver="sgd": b = min(batch, n) points per iteration, n_iter = ceil(2 n / b) (2 passes) within
     [128, 256], and an "auto" block of ceil(features / n_iter) features, at most 256, with
-    features = 2 n within [4096, 65536].
+    features = 2 n within [4096, 51200].
     solver="preconditioned": its batch and block (4096 x 1024 unless given), and
     ceil(4 n / b) iterations (4 passes), at most 200.
     """
@@ -627,17 +653,22 @@ _DOC_PARAMS = """
     alpha : float >= 0, default=1e-5
         The ridge, the paper's nu: regularisation (nu / 2) |f|_H^2; every step decays all
         earlier blocks by 1 - gamma_t nu.
-    n_iter : int >= 1, default=200
+    n_iter : int >= 1 or "auto", default="auto"
         Iterations of ``fit`` in total: with ``warm_start``, a refit runs the iterations missing
-        to reach ``n_iter`` (``partial_fit`` adds iterations regardless).
+        to reach ``n_iter`` (``partial_fit`` adds iterations regardless). "auto"
+        (:func:`dsg_auto_sizes`, module docstring): for "sgd" two passes over the n samples of
+        ``fit``, ceil(2 n / batch), within [128, 256]; for "preconditioned" four passes, at most
+        200. (The former default was 200.)
     batch_size : int >= 1 or "auto", default="auto"
         Points per iteration (``partial_fit``: one iteration per batch_size chunk of its data).
         "auto": 256 for solver="sgd"; 4 * block_size for "preconditioned" (the authors' ratio;
         a batch no larger than the block makes the block covariance singular and the
         preconditioned step interpolates the batch).
     block_size : int >= 1 or "auto", default="auto"
-        Random features drawn per iteration (even for ``feature_method="cossin"``). "auto": 256
-        for "sgd", 1024 for "preconditioned".
+        Random features drawn per iteration (even for ``feature_method="cossin"``). "auto": 1024
+        for "preconditioned"; for "sgd", 256, except in a ``fit`` with n_iter="auto", where the
+        total features follow n: ceil(F / n_iter) with F = 2 n within [4096, 51200], at most 256
+        (iris, diabetes: 32; n = 4000: 63; adult: 256).
     step_size : float > 0 or "auto", default="auto"
         gamma_0; gamma_t = step_size / (1 + t / t0) (for large t the paper's theta / t with
         theta = step_size * t0). "auto": 1 for "preconditioned"; for "sgd", 1.5 / (lambda_1 +
