@@ -62,11 +62,11 @@ diabetes: 128 x 32 = 4096 features), n = 4000 128 x 63, adult (n = 32561) 255 x 
 256 x 200. Why (benchmarks/bench_dsg_defaults.py on held-out parts of the TRAINING data;
 benchmarks/README.md, "Doubly stochastic defaults"): the error of "sgd" follows the number of
 ITERATIONS (each is one mean-gradient step on the function) more than the passes: on digits'
-held-out part 64 iterations left 7-12% validation error whatever the features (1024-8192),
-200 iterations 4.7-5.9%; QM7's validation MAE was 85 / 71 / 66 / 57 kcal/mol at
+held-out part 16-64 iterations left 7-12.5% validation error whatever the features
+(1024-8192), 128-200 iterations of 4096 features 5.3-5.9% (the former 200 x 256: 4.7%); QM7's validation MAE was 85 / 71 / 66 / 57 kcal/mol at
 (iterations x block) 64 x 128 / 128 x 64 / 200 x 41 / 200 x 256; so iterations stay at 128 or
 more even on tiny sets, where they are cheap. It follows the number of features on the larger
-sets (adult, 204 iterations: 16.65% validation error with blocks of 128, 16.09% with 256), so
+sets (adult, 204 iterations: 16.51% validation error with blocks of 128, 16.09% with 256), so
 the block only shrinks where n is small; more passes did not help adult (3 passes of 256 x 256:
 16.26%). The price: a set of a few thousand points fits in 1-2 s instead of 20 s, still 10-80x
 the fastest exact-size solvers there, and sets that want many features (digits, friedman1) end
