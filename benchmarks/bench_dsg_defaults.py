@@ -98,6 +98,7 @@ def run_small(suite, quick=False, datasets=None, grid=None):
         suite.add(ds, "exact peer", role="peer", metrics={"val_error": peer_err, "fit_s": peer_s},
                   params={"sigma": sigma, "n_fit": int(Xf.shape[0]), "d": int(Xf.shape[1]), "task": task})
         cls = DoublyStochasticRegressor if task == "regression" else DoublyStochasticClassifier
+        rows = []
         for passes, min_iter, features in grid:
             T, D = _resolve(Xf.shape[0], 256, passes, min_iter, features)
             est = cls(GaussianKernel(sigma=sigma), n_iter=T, block_size=D, random_state=SEED)
@@ -109,17 +110,30 @@ def run_small(suite, quick=False, datasets=None, grid=None):
             except ValueError as exc:
                 fit_s, err = time.perf_counter() - t, None
                 logger.info("  %s failed: %s", (passes, min_iter, features), exc)
-            if task == "classification":
-                ratio = None if err is None else (err - 1.0 / len(yv)) / max(peer_err, 1e-12)
-            else:
-                ratio = None if err is None else err / peer_err
-            suite.add(ds, f"DSG passes={passes} min_iter={min_iter} features={features}",
-                      metrics={"val_error": err, "fit_s": fit_s, "error_ratio": ratio,
-                               "peer_fit_s": peer_s},
-                      params={"passes": passes, "min_iter": min_iter, "features": features, "n_iter": T,
-                              "block_size": D, "n_fit": int(Xf.shape[0]), "task": task})
+            rows.append([passes, min_iter, features, T, D, err, _ratio(task, err, peer_err, len(yv)), fit_s])
             logger.info("%-34s P=%s m=%s F=%s T=%d D=%d: err %.4g (peer %.4g) %.3f s", name, passes, min_iter,
                         features, T, D, err if err is not None else float("nan"), peer_err, fit_s)
+        suite.add(ds, "DSG grid", metrics=_best(rows), params={
+            "n_fit": int(Xf.shape[0]), "task": task, "grid": rows, "grid_fields": GRID_FIELDS})
+
+
+def _ratio(task, err, peer_err, n_val):
+    """The robustness suite's error ratio (classification: one validation point of slack)."""
+    if err is None:
+        return None
+    if task == "classification":
+        return (err - 1.0 / n_val) / peer_err if peer_err > 0 else (0.0 if err <= 1.0 / n_val else math.inf)
+    return err / peer_err
+
+
+GRID_FIELDS = ["passes", "min_iter", "features", "n_iter", "block_size", "val_error", "error_ratio", "fit_s"]
+
+
+def _best(rows):
+    ok = [r for r in rows if r[5] is not None]
+    best = min(ok, key=lambda r: r[5]) if ok else None
+    return {"best_val_error": None if best is None else best[5],
+            "best_config": None if best is None else best[:5]}
 
 
 def run_adult(suite, quick=False):
