@@ -48,13 +48,14 @@ logger = logging.getLogger("kernelscale.benchmarks.dsg_defaults")
 
 #: (passes, min_iter, features) configurations of part "small"
 SMALL_GRID = ([(p, m, f) for p in (2, 4, 8) for m in (16, 32, 64) for f in (1024, 2048, 4096, 8192)]
-              + [(2, m, f) for m in (128, 200) for f in (512, 1024, 2048, 4096)])
+              + [(2, m, f) for m in (128, 200) for f in (512, 1024, 2048, 4096)]
+              + [(2, 128, 8192), (2, 128, 16384)])
 #: the former default, for reference
 FORMER = (None, 200, 51200)
 #: (batch_size, block_size, passes) of part "adult"
 ADULT_GRID = [(256, 256, 3), (256, 128, 2), (512, 128, 5), (1024, 128, 6), (1024, 256, 5)]
 #: (n_iter, block_size) of part "qm7" (squared loss)
-QM7_GRID = [(64, 128), (128, 64), (200, 41), (128, 90), (200, 256), (256, 128)]
+QM7_GRID = [(64, 128), (128, 64), (200, 41), (128, 90), (128, 180), (200, 256), (256, 128)]
 
 
 def _resolve(n, batch, passes, min_iter, features):

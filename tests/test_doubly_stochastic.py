@@ -459,14 +459,14 @@ def test_auto_n_iter_and_block_scale_with_n():
     the "auto" block shrinks so that the total features follow n (bounded on small data)."""
     assert dsg_auto_sizes(112) == (128, 256, 32)  # iris' training part: 4096 features
     assert dsg_auto_sizes(331) == (128, 256, 32)
-    assert dsg_auto_sizes(4000) == (128, 256, 63)
+    assert dsg_auto_sizes(4000) == (128, 256, 125)
     assert dsg_auto_sizes(32561) == (255, 256, 201)  # adult: two passes
     assert dsg_auto_sizes(60000) == (256, 256, 200)
     assert dsg_auto_sizes(8_000_000) == (256, 256, 200)  # capped: 51200 features (the former 200 x 256)
     for n in (2, 10, 112, 331, 1000, 4000, 20000, 10**6):
         T, b, D = dsg_auto_sizes(n)
         assert 128 <= T <= 256 and b == 256 and 16 <= D <= 256
-        assert T * D <= max(4096, min(2 * n, 51200)) + T  # total features ~ 2n (rounding: < 1 per block)
+        assert T * D <= max(4096, min(4 * n, 51200)) + T  # total features ~ 4n (rounding: < 1 per block)
     # explicit sizes are kept; the preconditioned solver keeps its block and batch
     assert dsg_auto_sizes(4000, batch_size=100, block_size=64) == (128, 100, 64)
     assert dsg_auto_sizes(20000, batch_size=100)[:2] == (256, 100)

@@ -55,22 +55,23 @@ former fixed 200 iterations of 256 x 256 (51200 features whatever n) took 11-40 
 100-4000 points where the exact solvers take 0.01-1 s. "auto" resolves, from the n of ``fit``
 (:func:`dsg_auto_sizes`): for "sgd", two passes, n_iter = ceil(2 n / b), kept within [128, 256]
 iterations, and, when block_size is "auto" too, blocks of ceil(F / n_iter) features (at most
-256) for F = 2 n total features within [4096, 51200] (51200 is the former 200 x 256, so no
+256) for F = 4 n total features within [4096, 51200] (51200 is the former 200 x 256, so no
 model is larger or predicts slower than before); for "preconditioned", four passes, at most 200
 iterations, its block unchanged. A small set gets 128 iterations of small blocks (iris,
-diabetes: 128 x 32 = 4096 features), n = 4000 128 x 63, adult (n = 32561) 255 x 201 and MNIST
+diabetes: 128 x 32 = 4096 features), n = 4000 128 x 125, adult (n = 32561) 255 x 201 and MNIST
 256 x 200. Why (benchmarks/bench_dsg_defaults.py on held-out parts of the TRAINING data;
 benchmarks/README.md, "Doubly stochastic defaults"): the error of "sgd" follows the number of
-ITERATIONS (each is one mean-gradient step on the function) more than the passes: on digits'
-held-out part 16-64 iterations left 7-12.5% validation error whatever the features
-(1024-8192), 128-200 iterations of 4096 features 5.3-5.9% (the former 200 x 256: 4.7%); QM7's validation MAE was 85 / 71 / 66 / 57 kcal/mol at
-(iterations x block) 64 x 128 / 128 x 64 / 200 x 41 / 200 x 256; so iterations stay at 128 or
-more even on tiny sets, where they are cheap. It follows the number of features on the larger
-sets (adult, 204 iterations: 16.51% validation error with blocks of 128, 16.09% with 256), so
-the block only shrinks where n is small; more passes did not help adult (3 passes of 256 x 256:
-16.26%). The price: a set of a few thousand points fits in 1-2 s instead of 20 s, still 10-80x
-the fastest exact-size solvers there, and sets that want many features (digits, friedman1) end
-further from the exact peer than the former 51200 features left them (benchmarks/README.md).
+ITERATIONS (each is one mean-gradient step on the function) first: on digits' held-out part
+16-64 iterations left 7-12.5% validation error whatever the features (1024-8192), 128-200
+iterations of 4096 features 5.3-5.9% (the former 200 x 256: 4.7%); QM7's validation MAE was
+85 / 71 / 63 / 57 kcal/mol at (iterations x block) 64 x 128 / 128 x 64 / 128 x 180 / 200 x 256;
+so iterations stay at 128 or more even on tiny sets, where they are cheap. Then the features: at
+128 iterations, 4096 / 8192 / 16384 features put friedman1 (n_fit 3000) at 1.73 / 1.56 / 1.43
+times the exact peer's validation RMSE, hence F = 4 n; on adult (204 iterations) blocks of 128
+left 16.51% validation error, blocks of 256 16.09%, and 3 passes did not help (16.26%), hence
+two passes and blocks near 256 for large n. The price: fits of 0.5-1 s (n < 1000) and 4 s
+(n = 4000) instead of 11-40 s, still 10-100x the fastest solvers of those sizes (the cost is
+about batch * n_iter^2 * block_size / 2, and the error needs the iterations).
 ``partial_fit`` does not know n: its "auto" blocks are 256, as before. An explicit n_iter keeps
 the former "auto" block (256 for "sgd"), so explicit settings give the same results as before.
 
@@ -181,7 +182,7 @@ _AUTO_STEP_CURVATURE = 1.5
 _AUTO_PASSES = 2.0
 _AUTO_MIN_ITER = 128
 _AUTO_MAX_ITER = 256
-_AUTO_FEATURES_PER_SAMPLE = 2.0
+_AUTO_FEATURES_PER_SAMPLE = 4.0
 _AUTO_MIN_FEATURES = 4096
 _AUTO_MAX_FEATURES = 51200  # the former 200 x 256: no model predicts slower than before
 _AUTO_PASSES_PRECOND = 4.0
@@ -262,7 +263,7 @@ def dsg_auto_sizes(n, solver="sgd", batch_size="auto", block_size="auto"):
 
     solver="sgd": b = min(batch, n) points per iteration, n_iter = ceil(2 n / b) (2 passes) within
     [128, 256], and an "auto" block of ceil(features / n_iter) features, at most 256, with
-    features = 2 n within [4096, 51200].
+    features = 4 n within [4096, 51200].
     solver="preconditioned": its batch and block (4096 x 1024 unless given), and
     ceil(4 n / b) iterations (4 passes), at most 200.
     """
@@ -667,8 +668,8 @@ _DOC_PARAMS = """
     block_size : int >= 1 or "auto", default="auto"
         Random features drawn per iteration (even for ``feature_method="cossin"``). "auto": 1024
         for "preconditioned"; for "sgd", 256, except in a ``fit`` with n_iter="auto", where the
-        total features follow n: ceil(F / n_iter) with F = 2 n within [4096, 51200], at most 256
-        (iris, diabetes: 32; n = 4000: 63; adult: 256).
+        total features follow n: ceil(F / n_iter) with F = 4 n within [4096, 51200], at most 256
+        (iris, diabetes: 32; n = 4000: 125; adult: 201).
     step_size : float > 0 or "auto", default="auto"
         gamma_0; gamma_t = step_size / (1 + t / t0) (for large t the paper's theta / t with
         theta = step_size * t0). "auto": 1 for "preconditioned"; for "sgd", 1.5 / (lambda_1 +
