@@ -482,7 +482,8 @@ def test_auto_sizes_are_resolved_in_fit_only():
     # an explicit n_iter keeps the former "auto" block (256): explicit settings are unchanged
     assert DoublyStochasticRegressor(n_iter=3, random_state=0).fit(X, y).coef_.shape == (3, 256, 1)
     # warm start with n_iter="auto": the total is already reached, nothing is added
-    est.set_params(warm_start=True).fit(X, y)
+    with pytest.warns(UserWarning, match="does nothing"):
+        est.set_params(warm_start=True).fit(X, y)
     assert est.n_iter_ == T
     # partial_fit does not know n: one iteration per chunk, blocks of 256
     stream = DoublyStochasticRegressor(GaussianKernel(sigma=1.0), random_state=0).partial_fit(X, y)
