@@ -10,6 +10,7 @@ from sklearn.svm import SVC
 from kernelscale.doubly_stochastic import (
     DoublyStochasticClassifier,
     DoublyStochasticRegressor,
+    dsg_auto_sizes,
     dsg_iterations,
 )
 from kernelscale.datasets import make_sinc
@@ -451,6 +452,73 @@ def test_auto_sizes_and_steps_follow_the_solver_and_loss():
     assert DoublyStochasticClassifier(loss="softmax", n_iter=1, random_state=0).fit(X3, y3)._step() == 30.0
     assert DoublyStochasticClassifier(loss="softmax", solver="preconditioned", n_iter=1,
                                       random_state=0).fit(X3, y3)._step() == 1.0
+
+
+def test_auto_n_iter_and_block_scale_with_n():
+    """n_iter="auto" (the default): iterations from passes over the data within [min, max], and
+    the "auto" block shrinks so that the total features follow n (bounded on small data)."""
+    assert dsg_auto_sizes(112) == (128, 256, 32)  # iris' training part: 4096 features
+    assert dsg_auto_sizes(331) == (128, 256, 32)
+    assert dsg_auto_sizes(4000) == (128, 256, 125)
+    assert dsg_auto_sizes(32561) == (255, 256, 201)  # adult: two passes
+    assert dsg_auto_sizes(60000) == (256, 256, 200)
+    assert dsg_auto_sizes(8_000_000) == (256, 256, 200)  # capped: 51200 features (the former 200 x 256)
+    for n in (2, 10, 112, 331, 1000, 4000, 20000, 10**6):
+        T, b, D = dsg_auto_sizes(n)
+        assert 128 <= T <= 256 and b == 256 and 16 <= D <= 256
+        assert T * D <= max(4096, min(4 * n, 51200)) + T  # total features ~ 4n (rounding: < 1 per block)
+    # explicit sizes are kept; the preconditioned solver keeps its block and batch
+    assert dsg_auto_sizes(4000, batch_size=100, block_size=64) == (128, 100, 64)
+    assert dsg_auto_sizes(20000, batch_size=100)[:2] == (256, 100)
+    assert dsg_auto_sizes(1000, solver="preconditioned") == (4, 4096, 1024)
+    assert dsg_auto_sizes(10**6, solver="preconditioned") == (200, 4096, 1024)
+
+
+def test_auto_sizes_are_resolved_in_fit_only():
+    X, y = sinc_data(n=300)
+    est = DoublyStochasticRegressor(GaussianKernel(sigma=1.0), random_state=0).fit(X, y)
+    T, _, D = dsg_auto_sizes(300)
+    assert est.n_iter_ == T and est.coef_.shape == (T, D, 1)
+    # an explicit n_iter keeps the former "auto" block (256): explicit settings are unchanged
+    assert DoublyStochasticRegressor(n_iter=3, random_state=0).fit(X, y).coef_.shape == (3, 256, 1)
+    # warm start with n_iter="auto": the total is already reached, nothing is added
+    with pytest.warns(UserWarning, match="does nothing"):
+        est.set_params(warm_start=True).fit(X, y)
+    assert est.n_iter_ == T
+    # partial_fit does not know n: one iteration per chunk, blocks of 256
+    stream = DoublyStochasticRegressor(GaussianKernel(sigma=1.0), random_state=0).partial_fit(X, y)
+    assert stream.n_iter_ == 2 and stream.coef_.shape[1] == 256
+
+
+@pytest.mark.parametrize("name", ["diabetes", "breast_cancer"])
+def test_auto_defaults_on_small_data_match_the_exact_peer(name):
+    """issue #18: at the defaults, a small set's fit is small (bounded features) and its error
+    is within 1.5x of exact kernel ridge (alpha=1) / SVC (C=1) at the same bandwidth."""
+    from sklearn import datasets
+    from sklearn.kernel_ridge import KernelRidge
+    from sklearn.model_selection import train_test_split
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = getattr(datasets, f"load_{name}")(return_X_y=True)
+    regression = name == "diabetes"
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, random_state=0,
+                                          stratify=None if regression else y)
+    scaler = StandardScaler().fit(Xtr)
+    Xtr, Xte = scaler.transform(Xtr), scaler.transform(Xte)
+    kernel = GaussianKernel(sigma="median").resolve(Xtr, random_state=0)
+    gamma = 1.0 / (2.0 * kernel.sigma**2)
+    if regression:
+        est = DoublyStochasticRegressor(kernel, random_state=0).fit(Xtr, ytr)
+        ours = np.sqrt(np.mean((est.predict(Xte) - yte) ** 2))
+        peer = np.sqrt(np.mean((KernelRidge(alpha=1.0, kernel="rbf", gamma=gamma).fit(Xtr, ytr).predict(Xte) - yte) ** 2))
+        assert ours <= 1.5 * peer
+    else:
+        est = DoublyStochasticClassifier(kernel, random_state=0).fit(Xtr, ytr)
+        ours = np.mean(est.predict(Xte) != yte)
+        peer = np.mean(SVC(C=1.0, gamma=gamma).fit(Xtr, ytr).predict(Xte) != yte)
+        assert ours <= 1.5 * peer + 1.0 / len(yte)
+    T, _, D = dsg_auto_sizes(Xtr.shape[0])
+    assert est.coef_.shape[:2] == (T, D) and T * D <= 4096  # was 200 x 256 = 51200 features
 
 
 def test_auto_squared_step_is_read_from_the_first_block_curvature():

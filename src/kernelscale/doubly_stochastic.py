@@ -48,6 +48,33 @@ benchmarks/bench_dsg.py: the former defaults (step 1, batch = block = 256 for bo
 sgd with the hinge loss at the trivial classifier on adult and made the preconditioned step
 interpolate each batch (44.6% test error on adult).
 
+Sizes that scale with the data (``n_iter="auto"``, the default; issues #17 and #18). A fit's
+work is about batch * n_iter^2 * block_size / 2 feature evaluations (iteration t scores its batch
+on all t earlier blocks) and a prediction's is proportional to n_iter * block_size, so the
+former fixed 200 iterations of 256 x 256 (51200 features whatever n) took 11-40 s on sets of
+100-4000 points where the exact solvers take 0.01-1 s. "auto" resolves, from the n of ``fit``
+(:func:`dsg_auto_sizes`): for "sgd", two passes, n_iter = ceil(2 n / b), kept within [128, 256]
+iterations, and, when block_size is "auto" too, blocks of ceil(F / n_iter) features (at most
+256) for F = 4 n total features within [4096, 51200] (51200 is the former 200 x 256, so no
+model is larger or predicts slower than before); for "preconditioned", four passes, at most 200
+iterations, its block unchanged. A small set gets 128 iterations of small blocks (iris,
+diabetes: 128 x 32 = 4096 features), n = 4000 128 x 125, adult (n = 32561) 255 x 201 and MNIST
+256 x 200. Why (benchmarks/bench_dsg_defaults.py on held-out parts of the TRAINING data;
+benchmarks/README.md, "Doubly stochastic defaults"): the error of "sgd" follows the number of
+ITERATIONS (each is one mean-gradient step on the function) first: on digits' held-out part
+16-64 iterations left 7-12.5% validation error whatever the features (1024-8192), 128-200
+iterations of 4096 features 5.3-5.9% (the former 200 x 256: 4.7%); QM7's validation MAE was
+85 / 71 / 63 / 57 kcal/mol at (iterations x block) 64 x 128 / 128 x 64 / 128 x 180 / 200 x 256;
+so iterations stay at 128 or more even on tiny sets, where they are cheap. Then the features: at
+128 iterations, 4096 / 8192 / 16384 features put friedman1 (n_fit 3000) at 1.73 / 1.56 / 1.43
+times the exact peer's validation RMSE, hence F = 4 n; on adult (204 iterations) blocks of 128
+left 16.51% validation error, blocks of 256 16.09%, and 3 passes did not help (16.26%), hence
+two passes and blocks near 256 for large n. The price: fits of 0.5-1 s (n < 1000) and 4 s
+(n = 4000) instead of 11-40 s, still 10-100x the fastest solvers of those sizes (the cost is
+about batch * n_iter^2 * block_size / 2, and the error needs the iterations).
+``partial_fit`` does not know n: its "auto" blocks are 256, as before. An explicit n_iter keeps
+the former "auto" block (256 for "sgd"), so explicit settings give the same results as before.
+
 Why the sgd step is so much smaller per sample than Pegasos' 1 / (nu t): a mini-batch mean
 gradient step changes f along the kernel's top eigenfunction by gamma lambda_1, and with the
 median-rule bandwidth lambda_1(K_B) / b is about 0.39 on adult, MNIST and QM7 (the kernel matrix is
@@ -127,6 +154,7 @@ __all__ = [
     "DoublyStochasticRegressor",
     "DoublyStochasticClassifier",
     "dsg_iterations",
+    "dsg_auto_sizes",
     "dsg_predict",
     "dsg_memory",
     "SOLVERS",
@@ -145,6 +173,20 @@ _AUTO_STEP_SOFTMAX = 30.0
 #: sgd with the squared loss: step = this / (lambda_1 + nu), lambda_1 from the first block's
 #: covariance on the first mini-batch (2 / lambda_1 is the edge of stability for that quadratic)
 _AUTO_STEP_CURVATURE = 1.5
+#: n_iter="auto" (module docstring, "Sizes that scale with the data"): sgd runs
+#: ceil(_AUTO_PASSES * n / batch) iterations within [_AUTO_MIN_ITER, _AUTO_MAX_ITER] and (block_size
+#: "auto" too) blocks of ceil(features / n_iter) features, at most _AUTO_BLOCK["sgd"], with
+#: features = _AUTO_FEATURES_PER_SAMPLE * n within [_AUTO_MIN_FEATURES, _AUTO_MAX_FEATURES];
+#: "preconditioned" runs _AUTO_PASSES_PRECOND passes, at most _AUTO_MAX_ITER_PRECOND iterations
+#: (its block stays 1024).
+_AUTO_PASSES = 2.0
+_AUTO_MIN_ITER = 128
+_AUTO_MAX_ITER = 256
+_AUTO_FEATURES_PER_SAMPLE = 4.0
+_AUTO_MIN_FEATURES = 4096
+_AUTO_MAX_FEATURES = 51200  # the former 200 x 256: no model predicts slower than before
+_AUTO_PASSES_PRECOND = 4.0
+_AUTO_MAX_ITER_PRECOND = 200
 _RENORMALIZE_BELOW = 1e-10
 _BLOWUP = 1e6
 _FLOAT_DTYPES = [np.float64, np.float32]
@@ -213,6 +255,33 @@ def _precond_solve(C, G, ridge):
         except np.linalg.LinAlgError:
             ridge *= 10.0
     return linalg.lstsq(A, G, check_finite=False)[0]
+
+
+def dsg_auto_sizes(n, solver="sgd", batch_size="auto", block_size="auto"):
+    """(n_iter, batch_size, block_size) that ``n_iter="auto"`` resolves to for ``n`` training
+    samples (module docstring, "Sizes that scale with the data"); explicit sizes are kept.
+
+    solver="sgd": b = min(batch, n) points per iteration, n_iter = ceil(2 n / b) (2 passes) within
+    [128, 256], and an "auto" block of ceil(features / n_iter) features, at most 256, with
+    features = 4 n within [4096, 51200].
+    solver="preconditioned": its batch and block (4096 x 1024 unless given), and
+    ceil(4 n / b) iterations (4 passes), at most 200.
+    """
+    n = int(n)
+    if solver == "sgd":
+        batch = _AUTO_BATCH if batch_size == "auto" else int(batch_size)
+        b = min(batch, n)
+        n_iter = int(min(max(math.ceil(_AUTO_PASSES * n / b), _AUTO_MIN_ITER), _AUTO_MAX_ITER))
+        if block_size == "auto":
+            features = min(max(_AUTO_FEATURES_PER_SAMPLE * n, _AUTO_MIN_FEATURES), _AUTO_MAX_FEATURES)
+            block = int(min(math.ceil(features / n_iter), _AUTO_BLOCK["sgd"]))
+        else:
+            block = int(block_size)
+        return n_iter, batch, block
+    block = _AUTO_BLOCK[solver] if block_size == "auto" else int(block_size)
+    batch = 4 * block if batch_size == "auto" else int(batch_size)
+    n_iter = int(min(max(math.ceil(_AUTO_PASSES_PRECOND * n / min(batch, n)), 1), _AUTO_MAX_ITER_PRECOND))
+    return n_iter, batch, block
 
 
 def _step_size(step_size, t0, t):
@@ -335,7 +404,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "kernel": KERNEL_CONSTRAINT,
         "alpha": [Interval(Real, 0, None, closed="left")],
-        "n_iter": [Interval(Integral, 1, None, closed="left")],
+        "n_iter": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
         "batch_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
         "block_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
         "step_size": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
@@ -354,10 +423,22 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
 
     # subclasses: _loss_name(k) and _targets(y, first) -> (Y coded, k)
 
-    def _block_size(self):
+    def _block_size(self, n=None):
+        """The block size; ``n``: the samples of a ``fit`` that starts a model (with n_iter and
+        block_size "auto", the block then scales with n: :func:`dsg_auto_sizes`)."""
         if hasattr(self, "coef_"):
             return self.coef_.shape[1]
-        return _AUTO_BLOCK[self.solver] if self.block_size == "auto" else self.block_size
+        if self.block_size != "auto":
+            return self.block_size
+        if n is not None and self.n_iter == "auto":
+            return dsg_auto_sizes(n, self.solver, self.batch_size, "auto")[2]
+        return _AUTO_BLOCK[self.solver]
+
+    def _n_iter(self, n):
+        """The total iterations of ``fit`` on n samples (n_iter="auto": :func:`dsg_auto_sizes`)."""
+        if self.n_iter != "auto":
+            return self.n_iter
+        return dsg_auto_sizes(n, self.solver, self.batch_size, self._block_size())[0]
 
     def _batch_size(self):
         if self.batch_size != "auto":
@@ -421,8 +502,9 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
                 f"smaller step_size or alpha."
             )
 
-    def _start(self, X, sample_weight, rng):
-        """Fresh state: resolved kernel, seed, empty coefficient store."""
+    def _start(self, X, sample_weight, rng, n_auto=None):
+        """Fresh state: resolved kernel, seed, empty coefficient store (``n_auto``: the samples
+        that size an "auto" block, ``fit`` only)."""
         self.__dict__.pop("coef_", None)  # "auto" sizes come from the parameters again
         kernel = make_kernel(self.kernel, "kernel")
         kernel_family(kernel)  # a clear error for kernels without random features
@@ -434,7 +516,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
         self.kernel_ = resolve_kernel(kernel, X, rng, sample_weight)
         self.seed_ = seed_from(self.random_state if isinstance(self.random_state, Integral) else rng)
         # validates block_size / feature_method against the kernel now
-        spec = FeatureBlockSpec(self.kernel_, X.shape[1], self._block_size(), self.seed_, X.dtype,
+        spec = FeatureBlockSpec(self.kernel_, X.shape[1], self._block_size(n_auto), self.seed_, X.dtype,
                                 self.feature_method)
         self.feature_method_ = spec.method
         self.scale_ = 1.0
@@ -532,11 +614,12 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
             sw = sw * (X.shape[0] / total)
         if first:
             rng = check_random_state(self.random_state)
-            self._start(X, sw, rng)
-            self.coef_ = np.zeros((0, self._block_size(), Y.shape[1]), dtype=X.dtype)
+            self._start(X, sw, rng, n_auto=X.shape[0])
+            self.coef_ = np.zeros((0, self._block_size(X.shape[0]), Y.shape[1]), dtype=X.dtype)
         elif Y.shape[1] != self.coef_.shape[2]:
             raise ValueError("warm_start=True but the number of targets changed; set warm_start=False.")
-        n_new = self.n_iter if first else warm_start_iterations(self.n_iter, self.n_iter_)
+        n_total = self._n_iter(X.shape[0])
+        n_new = n_total if first else warm_start_iterations(n_total, self.n_iter_)
         return self._run(X, Y, sw, self._fit_batches(X.shape[0], n_new, self.n_iter_))
 
     def _partial_fit(self, X, y, sample_weight, **target_kw):
@@ -571,17 +654,22 @@ _DOC_PARAMS = """
     alpha : float >= 0, default=1e-5
         The ridge, the paper's nu: regularisation (nu / 2) |f|_H^2; every step decays all
         earlier blocks by 1 - gamma_t nu.
-    n_iter : int >= 1, default=200
+    n_iter : int >= 1 or "auto", default="auto"
         Iterations of ``fit`` in total: with ``warm_start``, a refit runs the iterations missing
-        to reach ``n_iter`` (``partial_fit`` adds iterations regardless).
+        to reach ``n_iter`` (``partial_fit`` adds iterations regardless). "auto"
+        (:func:`dsg_auto_sizes`, module docstring): for "sgd" two passes over the n samples of
+        ``fit``, ceil(2 n / batch), within [128, 256]; for "preconditioned" four passes, at most
+        200. (The former default was 200.)
     batch_size : int >= 1 or "auto", default="auto"
         Points per iteration (``partial_fit``: one iteration per batch_size chunk of its data).
         "auto": 256 for solver="sgd"; 4 * block_size for "preconditioned" (the authors' ratio;
         a batch no larger than the block makes the block covariance singular and the
         preconditioned step interpolates the batch).
     block_size : int >= 1 or "auto", default="auto"
-        Random features drawn per iteration (even for ``feature_method="cossin"``). "auto": 256
-        for "sgd", 1024 for "preconditioned".
+        Random features drawn per iteration (even for ``feature_method="cossin"``). "auto": 1024
+        for "preconditioned"; for "sgd", 256, except in a ``fit`` with n_iter="auto", where the
+        total features follow n: ceil(F / n_iter) with F = 4 n within [4096, 51200], at most 256
+        (iris, diabetes: 32; n = 4000: 125; adult: 201).
     step_size : float > 0 or "auto", default="auto"
         gamma_0; gamma_t = step_size / (1 + t / t0) (for large t the paper's theta / t with
         theta = step_size * t0). "auto": 1 for "preconditioned"; for "sgd", 1.5 / (lambda_1 +
@@ -668,7 +756,7 @@ class DoublyStochasticRegressor(FiniteR2Mixin, RegressorMixin, _DoublyStochastic
     }
 
     def __init__(
-        self, kernel="gaussian", *, loss="squared", alpha=1e-5, n_iter=200, batch_size="auto",
+        self, kernel="gaussian", *, loss="squared", alpha=1e-5, n_iter="auto", batch_size="auto",
         block_size="auto", step_size="auto", t0="auto", solver="sgd", feature_method=None, precond_ridge=1e-3,
         shuffle=True, warm_start=False, random_state=None, max_memory=None, device=None, verbose=0, callback=None,
     ):
@@ -773,7 +861,7 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
     }
 
     def __init__(
-        self, kernel="gaussian", *, loss="hinge", alpha=1e-5, n_iter=200, batch_size="auto",
+        self, kernel="gaussian", *, loss="hinge", alpha=1e-5, n_iter="auto", batch_size="auto",
         block_size="auto", step_size="auto", t0="auto", solver="sgd", feature_method=None, precond_ridge=1e-3,
         class_weight=None, shuffle=True, warm_start=False, random_state=None, max_memory=None, device=None,
         verbose=0, callback=None,

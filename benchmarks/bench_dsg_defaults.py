@@ -1,0 +1,228 @@
+"""The study behind ``DoublyStochastic*``'s "auto" n_iter / block_size (issues #17 item 2, #18).
+
+TRAINING data only: every set is the training part of its benchmark split, cut again into a
+fit part and a held-out validation part; nothing here reads a test set.
+
+Part ``small`` (the data sets of benchmarks/bench_robustness.py, issue #18): the training part
+of each set split 75 / 25 (stratified for classification); the exact peer of that suite
+(KernelRidge(alpha=1) / SVC(C=1), median bandwidth) is fitted on the fit part and scored on the
+validation part, beside ours at explicit (n_iter, block_size) configurations, all other
+parameters at their defaults (sgd, batch 256, the "auto" steps, nu = 1e-5). A configuration is
+named by its rule: ``passes`` over the fit part (n_iter = ceil(passes * n / batch), at least
+``min_iter``) and a total number of features ``features`` (block_size = ceil(features / n_iter),
+at most 256). Recorded: validation error, its ratio to the peer's, fit seconds.
+
+Part ``adult`` (issue #17 item 2): adult's training set (32561) split 26048 fit / 6513
+held out (seeded), ``DoublyStochasticClassifier(GaussianKernel(sqrt(10)), loss="hinge",
+random_state=0)`` with batch_size / block_size configurations, continued with ``warm_start``
+pass by pass (the sgd schedule depends on the iteration count only, so the curve is the one of
+single fits of those lengths up to the batch order); recorded: validation error and cumulative
+fit seconds after each pass.
+
+Part ``qm7`` (the squared loss on the paper's regression set): QM7's training part cut 80 / 20,
+validation MAE at (n_iter, block_size) configurations.
+
+Run: ``python benchmarks/bench_dsg_defaults.py [--quick] [--part small|adult|qm7 ...]`` (under
+``flock /tmp/kernelscale-heavy.lock`` on a shared machine). Results: results/dsg_defaults.json.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np  # noqa: E402
+
+from harness import Suite, cli_main  # noqa: E402
+
+SUITE = "dsg_defaults"
+SEED = 0
+PARTS = ("small", "adult", "qm7")
+logger = logging.getLogger("kernelscale.benchmarks.dsg_defaults")
+
+#: (passes, min_iter, features) configurations of part "small"
+SMALL_GRID = ([(p, m, f) for p in (2, 4, 8) for m in (16, 32, 64) for f in (1024, 2048, 4096, 8192)]
+              + [(2, m, f) for m in (128, 200) for f in (512, 1024, 2048, 4096)]
+              + [(2, 128, 8192), (2, 128, 16384)])
+#: the former default, for reference
+FORMER = (None, 200, 51200)
+#: (batch_size, block_size, passes) of part "adult"
+ADULT_GRID = [(256, 256, 3), (256, 128, 2), (512, 128, 5), (1024, 128, 6), (1024, 256, 5)]
+#: (n_iter, block_size) of part "qm7" (squared loss)
+QM7_GRID = [(64, 128), (128, 64), (200, 41), (128, 90), (128, 180), (200, 256), (256, 128)]
+
+
+def _resolve(n, batch, passes, min_iter, features):
+    b = min(batch, n)
+    if passes is None:
+        T = min_iter
+    else:
+        T = max(min_iter, math.ceil(passes * n / b))
+    D = max(1, min(256, math.ceil(features / T)))
+    return T, D
+
+
+def _error(task, pred, y):
+    if task == "regression":
+        return float(np.sqrt(np.mean((np.asarray(pred, float).ravel() - y) ** 2)))
+    return float(np.mean(np.asarray(pred) != y))
+
+
+def run_small(suite, quick=False, datasets=None, grid=None):
+    from sklearn.model_selection import train_test_split
+
+    import bench_robustness as rob
+    from kernelscale.doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor
+    from kernelscale.kernels import GaussianKernel
+
+    names = datasets or list(rob.DATASETS)
+    grid = grid or (SMALL_GRID if not quick else [(4, 32, 2048), (4, 64, 4096)])
+    for name in names:
+        data = rob.make_dataset(name, 1000 if quick else None)
+        task = data.task
+        X, y = data.X_train, data.y_train
+        Xf, Xv, yf, yv = train_test_split(X, y, test_size=0.25, random_state=SEED,
+                                          stratify=y if task == "classification" else None)
+        sigma = rob.median_sigma(Xf)
+        _, _, peer = rob.peer_factory(task, sigma)
+        t = time.perf_counter()
+        p = peer().fit(Xf, yf)
+        peer_s = time.perf_counter() - t
+        peer_err = _error(task, p.predict(Xv), yv)
+        ds = f"{name} ({Xf.shape[0]}/{Xv.shape[0]} of train)"
+        suite.add(ds, "exact peer", role="peer", metrics={"val_error": peer_err, "fit_s": peer_s},
+                  params={"sigma": sigma, "n_fit": int(Xf.shape[0]), "d": int(Xf.shape[1]), "task": task})
+        cls = DoublyStochasticRegressor if task == "regression" else DoublyStochasticClassifier
+        rows = []
+        for passes, min_iter, features in grid:
+            T, D = _resolve(Xf.shape[0], 256, passes, min_iter, features)
+            est = cls(GaussianKernel(sigma=sigma), n_iter=T, block_size=D, random_state=SEED)
+            t = time.perf_counter()
+            try:
+                est.fit(Xf, yf)
+                fit_s = time.perf_counter() - t
+                err = _error(task, est.predict(Xv), yv)
+            except ValueError as exc:
+                fit_s, err = time.perf_counter() - t, None
+                logger.info("  %s failed: %s", (passes, min_iter, features), exc)
+            rows.append([passes, min_iter, features, T, D, err, _ratio(task, err, peer_err, len(yv)), fit_s])
+            logger.info("%-34s P=%s m=%s F=%s T=%d D=%d: err %.4g (peer %.4g) %.3f s", name, passes, min_iter,
+                        features, T, D, err if err is not None else float("nan"), peer_err, fit_s)
+        suite.add(ds, "DSG grid", metrics=_best(rows), params={
+            "n_fit": int(Xf.shape[0]), "task": task, "grid": rows, "grid_fields": GRID_FIELDS})
+
+
+def _ratio(task, err, peer_err, n_val):
+    """The robustness suite's error ratio (classification: one validation point of slack)."""
+    if err is None:
+        return None
+    if task == "classification":
+        return (err - 1.0 / n_val) / peer_err if peer_err > 0 else (0.0 if err <= 1.0 / n_val else math.inf)
+    return err / peer_err
+
+
+GRID_FIELDS = ["passes", "min_iter", "features", "n_iter", "block_size", "val_error", "error_ratio", "fit_s"]
+
+
+def _best(rows):
+    ok = [r for r in rows if r[5] is not None]
+    best = min(ok, key=lambda r: r[5]) if ok else None
+    return {"best_val_error": None if best is None else best[5],
+            "best_config": None if best is None else best[:5]}
+
+
+def run_adult(suite, quick=False):
+    from kernelscale import DoublyStochasticClassifier, GaussianKernel, load_dataset
+
+    d = load_dataset("adult")
+    X, y = d.X_train.astype(np.float64), d.y_train
+    perm = np.random.RandomState(SEED).permutation(X.shape[0])
+    n_val = X.shape[0] // 5
+    if quick:
+        perm = perm[:5000]
+        n_val = 1000
+    Xv, yv = X[perm[:n_val]], y[perm[:n_val]]
+    Xf, yf = X[perm[n_val:]], y[perm[n_val:]]
+    n = Xf.shape[0]
+    grid = ADULT_GRID if not quick else [(256, 256, 2), (512, 128, 2)]
+    for batch, block, passes in grid:
+        est = DoublyStochasticClassifier(GaussianKernel(sigma=math.sqrt(10.0)), loss="hinge", random_state=SEED,
+                                         batch_size=batch, block_size=block, warm_start=True)
+        per_pass = n / batch
+        curve = []
+        fit_s = 0.0
+        for k in range(1, passes + 1):
+            est.set_params(n_iter=math.ceil(k * per_pass))
+            t = time.perf_counter()
+            est.fit(Xf, yf)
+            fit_s += time.perf_counter() - t
+            err = float(np.mean(est.predict(Xv) != yv))
+            curve.append([fit_s, err, int(est.n_iter_), k, int(est.n_iter_ * block)])
+            logger.info("adult b=%d D=%d pass %d: T=%d M=%d err %.4f fit %.1f s", batch, block, k, est.n_iter_,
+                        est.n_iter_ * block, err, fit_s)
+        suite.add(f"adult ({n}/{n_val} of train)", f"DSG hinge batch={batch} block={block}",
+                  metrics={"val_error": curve[-1][1], "fit_s": fit_s},
+                  params={"batch_size": batch, "block_size": block, "passes": passes, "n_fit": n,
+                          "curve": curve, "curve_fields": ["fit_s", "val_error", "n_iter", "passes", "features"]})
+
+
+def run_qm7(suite, quick=False):
+    """QM7's training part (bench_dsg's seeded 80 / 20 split) cut again 80 / 20: the squared loss
+    at (n_iter, block_size) configurations, validation MAE in kcal/mol (targets standardised
+    with the fit part's mean and std)."""
+    from bench_dsg import qm7_split
+    from kernelscale import DoublyStochasticRegressor, GaussianKernel
+
+    C, y, tr, _ = qm7_split()
+    iu = np.triu_indices(23)
+    X = C[:, iu[0], iu[1]].astype(np.float32)[tr]
+    y = y[tr]
+    perm = np.random.default_rng(SEED + 1).permutation(len(tr))
+    n_val = len(tr) // 5
+    Xv, yv, Xf, yf = X[perm[:n_val]], y[perm[:n_val]], X[perm[n_val:]], y[perm[n_val:]]
+    mu, sd = float(yf.mean()), float(yf.std())
+    sigma = GaussianKernel("median").resolve(Xf, random_state=SEED).sigma
+    for T, D in (QM7_GRID if not quick else QM7_GRID[:2]):
+        est = DoublyStochasticRegressor(GaussianKernel(sigma), n_iter=T, block_size=D, random_state=SEED)
+        t = time.perf_counter()
+        est.fit(Xf, (yf - mu) / sd)
+        fit_s = time.perf_counter() - t
+        mae = float(np.mean(np.abs(est.predict(Xv) * sd + mu - yv)))
+        logger.info("qm7 T=%d D=%d: val MAE %.1f fit %.2f s", T, D, mae, fit_s)
+        suite.add(f"qm7 ({len(yf)}/{n_val} of train)", f"DSG squared n_iter={T} block={D}",
+                  metrics={"val_mae": mae, "fit_s": fit_s},
+                  params={"n_iter": T, "block_size": D, "features": T * D, "sigma": float(sigma)})
+
+
+def run(quick=False, out_dir=None, parts=None, datasets=None):
+    from threadpoolctl import threadpool_limits
+
+    parts = parts or list(PARTS)
+    suite = Suite(SUITE, quick=quick, out_dir=out_dir, paper={
+        "source": "issues #17 item 2 (adult hinge <= 15.3% within 60 s at defaults) and #18 (fit <= 10x "
+                  "the fastest kernelscale fit, error <= 1.5x the exact peer's); training data only"})
+    keep = []
+    if out_dir is None and set(parts) != set(PARTS) and suite.path.exists():
+        old = json.loads(suite.path.read_text())
+        def part(r):
+            return next((p for p in ("adult", "qm7") if r["dataset"].startswith(p)), "small")
+        keep = [r for r in old["records"] if part(r) not in parts]
+    suite.records.extend(keep)
+    with threadpool_limits(limits=2):
+        if "small" in parts:
+            run_small(suite, quick, datasets)
+        if "adult" in parts:
+            run_adult(suite, quick)
+        if "qm7" in parts:
+            run_qm7(suite, quick)
+    return suite.write(plot=False)
+
+
+if __name__ == "__main__":
+    sys.exit(cli_main(run, parts=PARTS, description=__doc__.splitlines()[0]))
