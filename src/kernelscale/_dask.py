@@ -85,7 +85,7 @@ def call(estimator, method, args, kwargs):
             return inspect.unwrap(method)(*args, **kwargs)  # the score itself, X still a dask array
         finally:
             _GATHER_RESULTS.reset(token)
-    to_gather = dict(others, **({x_name: X} if is_dask_array(X) else {}))
+    to_gather = {**({x_name: X} if is_dask_array(X) else {}), **others}
     arguments.update(_gather(estimator, name, to_gather))
     args, kwargs = _rebind(bound, arguments)
     return method(*args, **kwargs)

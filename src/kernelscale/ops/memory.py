@@ -79,7 +79,8 @@ def dask_worker_memory():
         worker = distributed.get_worker()
     except (ValueError, AttributeError):  # not running in a worker
         return None
-    limit = getattr(worker, "memory_limit", None)
+    manager = getattr(worker, "memory_manager", None)  # distributed >= 2022.5; older: worker.memory_limit
+    limit = getattr(manager, "memory_limit", None) if manager is not None else getattr(worker, "memory_limit", None)
     if not limit:
         return None
     state = getattr(worker, "state", None)
