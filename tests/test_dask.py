@@ -17,6 +17,7 @@ import pytest
 from sklearn.base import clone
 from sklearn.datasets import make_classification
 from sklearn.exceptions import NotFittedError
+from sklearn.pipeline import make_pipeline
 
 import kernelscale
 from kernelscale import registry
@@ -135,6 +136,8 @@ def test_fit_and_predict_on_dask_equal_numpy(entry, data, sync):
         assert methods
         for method in methods:
             assert_same_predictions(getattr(ref, method)(X), getattr(got, method)(Xd), Xd, est)
+        if entry.kind == "transformer":  # TransformerMixin's fit_transform: a gathering fit, a lazy transform
+            assert_same_predictions(clone(est).fit_transform(X), clone(est).fit_transform(Xd), Xd, est)
         if hasattr(ref, "score") and y is not None:
             expected = ref.score(X, y, sample_weight=w)
             assert got.score(Xd, _dask(y), sample_weight=_dask(w)) == pytest.approx(expected, rel=1e-8)
@@ -172,6 +175,15 @@ def test_multioutput_targets_and_float32_input(data, sync):
     lazy = got32.predict(_dask(X32))
     assert lazy.dtype == np.float32 == ref32.predict(X32).dtype  # float32 in, float32 out, as numpy
     np.testing.assert_allclose(lazy.compute(), ref32.predict(X32), rtol=1e-5, atol=1e-5)
+
+
+def test_a_pipeline_of_kernelscale_steps_takes_dask_arrays(data, sync):
+    X, _, y, _ = data
+    pipe = make_pipeline(kernelscale.RandomFourierFeatures(n_components=32, random_state=0),
+                         kernelscale.ExactKernelRidge(kernel="linear", alpha=1.0))
+    ref, got = clone(pipe).fit(X, y), clone(pipe).fit(_dask(X), _dask(y))
+    assert_same_model(ref[-1], got[-1])
+    assert_same_predictions(ref.predict(X), got.predict(_dask(X)), _dask(X), ref)
 
 
 def test_predictions_are_lazy_one_task_per_row_chunk_and_the_state_shipped_once(data, sync):
