@@ -239,6 +239,8 @@ def test_unknown_chunk_sizes_are_refused_naming_compute_chunk_sizes(data, fitted
     yd = _dask(y)
     with pytest.raises(ValueError, match=r"y is a dask array with unknown chunk sizes.*y\.compute_chunk_sizes"):
         kernelscale.ExactKernelRidge().fit(X, yd[yd > 0])
+    with pytest.raises(ValueError, match=r"y is a dask array with unknown chunk sizes"):
+        kernelscale.ExactKernelRidge().fit(Xd, yd[yd > 0])
     masked.compute_chunk_sizes()  # the fix the message names
     np.testing.assert_allclose(fitted.predict(masked).compute(), fitted.predict(X[X[:, 0] > 0]), rtol=1e-8)
 

@@ -75,8 +75,9 @@ def call(estimator, method, args, kwargs):
         X = _prepare_X(X, x_name)
         for key, value in others.items():
             _check_rows_match(value, key, X, x_name)
-    for key, value in others.items():
-        _check_known_chunks(value, key)
+    else:
+        for key, value in others.items():
+            _check_known_chunks(value, key)
     if name == "score" and is_dask_array(X):  # predictions over X's chunks, y and weights gathered
         arguments.update(_gather(estimator, name, others))
         token = _GATHER_RESULTS.set(True)
@@ -130,11 +131,11 @@ def _prepare_X(X, name):
 
 
 def _check_rows_match(a, name, X, x_name):
+    _check_known_chunks(a, name)
     if a.shape[:1] != X.shape[:1]:
         raise ValueError(
             f"{name} has {a.shape[0]} rows but {x_name} has {X.shape[0]}; pass one {name} entry per row of {x_name}."
         )
-    _check_known_chunks(a, name)
     if a.chunks[0] != X.chunks[0]:
         raise ValueError(
             f"the row chunks of {name} {_short(a.chunks[0])} do not match those of {x_name} "
