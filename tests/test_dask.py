@@ -312,16 +312,25 @@ def test_outside_a_worker_the_budget_is_the_hosts():
 WORKER_MEMORY = 2 * 2**30
 
 
-@pytest.fixture(scope="session")
-def client():
+@pytest.fixture(scope="module")
+def cluster_client():
+    """Two worker processes of one thread, started once. Module scope, not session: a live client
+    runs a communication thread in this process whose allocations would count in the tracemalloc
+    peaks of the memory tests that follow."""
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit=WORKER_MEMORY,
                                   dashboard_address=None, silence_logs=50) as cluster:
         with distributed.Client(cluster, set_as_default=False) as client:
             where = set(client.run(lambda: __import__("kernelscale").__file__).values())
             assert where == {kernelscale.__file__}, f"the workers import another kernelscale: {where}"
-            with client.as_current():
-                yield client
+            yield client
+
+
+@pytest.fixture
+def client(cluster_client):
+    """The LocalCluster's client as dask's scheduler for this test."""
+    with cluster_client.as_current():
+        yield cluster_client
 
 
 def test_worker_budget_is_the_memory_limit_per_thread(client):
