@@ -361,3 +361,13 @@ def test_nan_chunk_on_a_local_cluster(client, data, fitted):
     X[290, 0] = np.inf  # row chunk 4: rows 280 to 299
     with pytest.raises(ValueError, match=r"X contains NaN or infinity in row chunk 4 \(rows 280 to 299\)"):
         fitted.predict(_dask(X)).compute()
+
+
+def test_string_class_labels_in_a_dask_y(data, sync):
+    X, y, _, _ = data
+    labels = np.array(["neg", "pos"])[y]
+    ref = kernelscale.LSSVMClassifier(random_state=0).fit(X, labels)
+    got = kernelscale.LSSVMClassifier(random_state=0).fit(_dask(X), _dask(labels))
+    assert_same_model(ref, got)
+    assert_same_predictions(ref.predict(X), got.predict(_dask(X)), _dask(X), ref)
+    assert got.score(_dask(X), _dask(labels)) == ref.score(X, labels)
