@@ -13,14 +13,20 @@ first-class inputs:
 - on a CUDA device, float64 numpy input is computed in float32 (the GPU default: float64 GEMMs
   run at a small fraction of the float32 rate on most GPUs); pass a float64 tensor to compute
   in float64 there.
+
+Dask arrays are handed to :mod:`kernelscale._dask` at the same place, before anything else:
+predictions map the estimator's numpy method over the row chunks (a lazy dask array back), fits
+gather the arrays when they fit the memory budget.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 
 import numpy as np
 
+from . import _dask
 from .ops.backend import current_backend, get_backend, using
 
 __all__ = ["DeviceMixin", "is_tensor"]
@@ -46,6 +52,8 @@ def _on_cuda(backend):
 def _run_on_device(method):
     @functools.wraps(method)
     def run(self, *args, **kwargs):
+        if _dask.has_dask_input(args, kwargs):
+            return _dask.call(self, run, args, kwargs)  # calls run again with numpy arrays
         tensor = args[0] if args and is_tensor(args[0]) else None
         device = getattr(self, "device", None)
         backend = get_backend(tensor.device if device is None and tensor is not None else device)
@@ -66,13 +74,25 @@ def _run_on_device(method):
     return run
 
 
+def _from_mixin(cls, name):
+    """The plain function ``name`` that ``cls`` inherits from a base outside DeviceMixin (a mixin
+    listed before it, e.g. a shared ``predict`` or scikit-learn's ``score``), or None: it is
+    wrapped on ``cls`` like the methods ``cls`` defines."""
+    for klass in cls.__mro__[1:]:
+        if name in klass.__dict__:
+            attr = klass.__dict__[name]
+            return attr if inspect.isfunction(attr) and not issubclass(klass, DeviceMixin) else None
+    return None
+
+
 class DeviceMixin:
-    """Runs the public methods a subclass defines on the backend of its ``device`` parameter."""
+    """Runs the public methods a subclass defines (or takes from a mixin before it) on the backend
+    of its ``device`` parameter; dask arrays go to :mod:`kernelscale._dask` first."""
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         for name in WRAPPED:
-            attr = cls.__dict__.get(name)
+            attr = cls.__dict__.get(name, None) or _from_mixin(cls, name)
             if attr is None or getattr(attr, "_on_device", False):
                 continue
             if callable(attr):

@@ -1,7 +1,9 @@
 """Memory budgets: parsed once at the estimator boundary, planned here, taken as bytes inside.
 
 A budget is given by the user as ``max_memory`` (bytes, or a string such as ``"2GB"`` /
-``"512MiB"``; None means :func:`default_memory_budget`, half of the memory available now).
+``"512MiB"``; None means :func:`default_memory_budget`, half of the memory available now; inside
+a dask worker, half of that worker's memory limit divided by its threads, see
+:func:`dask_worker_memory`).
 Estimators call :func:`parse_memory` once; everything below them takes a number of bytes.
 :func:`rows_per_block` and :func:`plan_rows` are the only row-chunk planners: a block of rows is
 as large as the budget allows, and never so large that it stops paying for itself.
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 
 import numpy as np
 
@@ -19,6 +22,7 @@ __all__ = [
     "MAX_BLOCK_BYTES",
     "MAX_CHUNK_ROWS",
     "available_memory",
+    "dask_worker_memory",
     "default_memory_budget",
     "parse_memory",
     "format_bytes",
@@ -42,7 +46,11 @@ _UNITS = {
 
 
 def available_memory():
-    """Bytes of memory available to this process now (MemAvailable on Linux)."""
+    """Bytes of memory available to this process now (MemAvailable on Linux); inside a dask
+    worker, the worker's share per thread (:func:`dask_worker_memory`) instead."""
+    worker = dask_worker_memory()
+    if worker is not None:
+        return worker
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:
@@ -56,9 +64,34 @@ def available_memory():
         return 4 * 2**30
 
 
+def dask_worker_memory():
+    """``memory_limit / nthreads`` of the dask worker running this thread, or None outside a worker
+    (or for a worker without a memory limit).
+
+    A worker shares the host with other workers and runs ``nthreads`` tasks at once, each of which
+    may plan blocks: the host's free memory would promise each of them all of it. Looked up only
+    when ``distributed`` is already imported (it always is in a worker); never imports it.
+    """
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
+        return None
+    try:
+        worker = distributed.get_worker()
+    except (ValueError, AttributeError):  # not running in a worker
+        return None
+    manager = getattr(worker, "memory_manager", None)  # distributed >= 2022.5; older: worker.memory_limit
+    limit = getattr(manager, "memory_limit", None) if manager is not None else getattr(worker, "memory_limit", None)
+    if not limit:
+        return None
+    state = getattr(worker, "state", None)
+    nthreads = getattr(state, "nthreads", None) or getattr(worker, "nthreads", None) or 1
+    return int(limit) // max(1, int(nthreads))
+
+
 def default_memory_budget():
     """The budget used when ``max_memory=None``: half of the memory available now to the
-    backend in use (host memory, or a GPU's free memory)."""
+    backend in use (host memory, or a GPU's free memory; in a dask worker, the worker's memory
+    limit divided by its threads)."""
     from .backend import current_backend  # backend imports this module
 
     return int(DEFAULT_MEMORY_FRACTION * current_backend().available_memory())

@@ -1,0 +1,227 @@
+"""Dask arrays as inputs of every estimator: the one place kernelscale handles them.
+
+:class:`~kernelscale._device.DeviceMixin` hands every public method call with a
+``dask.array.Array`` argument to :func:`call`, next to where it converts torch tensors; no
+estimator knows about dask. What happens depends on the method:
+
+- ``predict``, ``decision_function``, ``predict_proba``, ``predict_log_proba``, ``transform``
+  (:data:`MAPPED`): the result is a lazy dask array with X's row chunks. Each row chunk is one
+  task that runs the estimator's ordinary numpy method on that chunk, so every row gets exactly
+  the value numpy gives it. The fitted estimator is copied once when the method is called and
+  enters the graph as ONE key that every chunk task depends on (shipped once per worker, never
+  per chunk or per example).
+- ``score``: y and sample_weight are gathered, the predictions are computed over X's chunks as
+  above and gathered (n values, not n rows of X), and the estimator's score runs on them.
+- ``fit`` and ``partial_fit``: the dask arrays are gathered into this process when their size
+  fits the estimator's memory budget (``max_memory``), and the fit runs on numpy arrays, so the
+  model is the one numpy gives. Otherwise the call is refused, saying so: distributed fitting is
+  not available yet.
+
+Input checks, each a ValueError naming the argument and the fix: unknown chunk sizes (call
+``compute_chunk_sizes()``), y or sample_weight row chunks that differ from X's, and NaN or
+infinity, found when the chunk holding it is computed and reported with the chunk's index and
+rows. X split into several column chunks is rechunked to one column chunk (a row chunk is the
+unit of work).
+
+Detection (:func:`is_dask_array`) looks at the type's module name only, so ``import kernelscale``
+never imports dask; dask is imported when a dask array arrives.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import copy
+import inspect
+import uuid
+import warnings
+
+import numpy as np
+
+from .ops.memory import format_bytes, parse_memory
+
+__all__ = ["is_dask_array", "has_dask_input", "call", "MAPPED", "GATHERED"]
+
+#: methods whose result is computed row chunk by row chunk and stays lazy
+MAPPED = ("predict", "decision_function", "predict_proba", "predict_log_proba", "transform")
+#: methods that gather their dask arguments into this process (for now)
+GATHERED = ("fit", "partial_fit")
+
+#: set while ``score`` runs on a dask X: the nested mapped call returns a computed numpy array
+_GATHER_RESULTS = contextvars.ContextVar("kernelscale_dask_gather_results", default=False)
+
+
+def is_dask_array(a):
+    """True for a ``dask.array.Array`` (checked without importing dask)."""
+    return type(a).__module__.split(".")[0] == "dask" and hasattr(a, "chunks") and hasattr(a, "map_blocks")
+
+
+def has_dask_input(args, kwargs):
+    """True when any positional or keyword argument is a dask array."""
+    return any(map(is_dask_array, args)) or any(map(is_dask_array, kwargs.values()))
+
+
+def call(estimator, method, args, kwargs):
+    """Run ``method`` (an estimator method wrapped by DeviceMixin, taking numpy arrays) of
+    ``estimator`` on arguments of which at least one is a dask array; see the module docstring."""
+    name = method.__name__
+    bound = inspect.signature(method).bind(estimator, *args, **kwargs)
+    arguments = dict(list(bound.arguments.items())[1:])  # without self
+    x_name = next(iter(arguments), "X")
+    X = arguments.get(x_name)
+    if name in MAPPED and is_dask_array(X):
+        return _map_rows(estimator, name, _prepare_X(X, x_name), x_name)
+    others = {k: v for k, v in arguments.items() if is_dask_array(v) and k != x_name}
+    if is_dask_array(X):
+        X = _prepare_X(X, x_name)
+        for key, value in others.items():
+            _check_rows_match(value, key, X, x_name)
+    else:
+        for key, value in others.items():
+            _check_known_chunks(value, key)
+    if name == "score" and is_dask_array(X):  # predictions over X's chunks, y and weights gathered
+        arguments.update(_gather(estimator, name, others))
+        token = _GATHER_RESULTS.set(True)
+        try:
+            args, kwargs = _rebind(bound, arguments)
+            return inspect.unwrap(method)(*args, **kwargs)  # the score itself, X still a dask array
+        finally:
+            _GATHER_RESULTS.reset(token)
+    to_gather = {**({x_name: X} if is_dask_array(X) else {}), **others}
+    arguments.update(_gather(estimator, name, to_gather))
+    args, kwargs = _rebind(bound, arguments)
+    return method(*args, **kwargs)
+
+
+def _rebind(bound, arguments):
+    """``bound``'s positional and keyword arguments with the values of ``arguments`` (by name)."""
+    bound.arguments.update(arguments)
+    return bound.args, bound.kwargs
+
+
+# -- checks -----------------------------------------------------------------------------------
+
+def _short(chunks):
+    """A row-chunk tuple for a message: the first few sizes and the count."""
+    chunks = tuple(int(c) if not np.isnan(c) else c for c in chunks)
+    if len(chunks) <= 6:
+        return str(chunks)
+    return f"({', '.join(map(str, chunks[:4]))}, ..., {chunks[-1]}) ({len(chunks)} chunks)"
+
+
+def _check_known_chunks(a, name):
+    if any(np.isnan(c) for dim in a.chunks for c in dim):
+        raise ValueError(
+            f"{name} is a dask array with unknown chunk sizes (shape {a.shape}), as a boolean mask or "
+            f"a filter leaves it; call {name}.compute_chunk_sizes() (or {name} = "
+            f"{name}.compute_chunk_sizes()) before passing {name}, so that the rows of each chunk are known."
+        )
+
+
+def _prepare_X(X, name):
+    """X with known chunks, 2-d, its columns in one chunk (each task sees whole rows)."""
+    _check_known_chunks(X, name)
+    if X.ndim != 2:
+        raise ValueError(
+            f"{name} must be a 2-d dask array (n_samples, n_features), got shape {X.shape}; reshape it, "
+            f"e.g. {name}.reshape(-1, 1) for a single feature."
+        )
+    if len(X.chunks[1]) > 1:
+        X = X.rechunk({1: -1})
+    return X
+
+
+def _check_rows_match(a, name, X, x_name):
+    _check_known_chunks(a, name)
+    if a.shape[:1] != X.shape[:1]:
+        raise ValueError(
+            f"{name} has {a.shape[0]} rows but {x_name} has {X.shape[0]}; pass one {name} entry per row of {x_name}."
+        )
+    if a.chunks[0] != X.chunks[0]:
+        raise ValueError(
+            f"the row chunks of {name} {_short(a.chunks[0])} do not match those of {x_name} "
+            f"{_short(X.chunks[0])}; rechunk {name} like {x_name}: {name} = {name}.rechunk({{0: {x_name}.chunks[0]}})."
+        )
+
+
+def _check_finite_chunk(block, name, block_info):
+    """Raise a ValueError naming ``name`` and the row chunk when a float chunk is not finite."""
+    if block.dtype.kind in "fc" and not np.all(np.isfinite(block)):
+        info = (block_info or {}).get(0, {})
+        index = info.get("chunk-location", ("?",))[0]
+        start, stop = info.get("array-location", [(None, None)])[0]
+        rows = f" (rows {start} to {stop - 1})" if start is not None else ""
+        raise ValueError(
+            f"{name} contains NaN or infinity in row chunk {index}{rows}; drop or impute those entries "
+            f"(e.g. sklearn.impute.SimpleImputer, or {name}[da.isfinite({name}).all(axis=1)] followed by "
+            f"compute_chunk_sizes()) before passing {name}."
+        )
+
+
+def _checked_chunk(block, name, block_info=None):
+    _check_finite_chunk(block, name, block_info)
+    return block
+
+
+# -- fit: gather -------------------------------------------------------------------------------
+
+def _gathered_bytes(a):
+    """Bytes of ``a`` once gathered and validated (numbers other than float32 become float64)."""
+    itemsize = a.dtype.itemsize if a.dtype.kind not in "biuf" or a.dtype == np.float32 else 8
+    return int(a.size) * max(itemsize, a.dtype.itemsize)
+
+
+def _gather(estimator, method, arrays):
+    """The dask arrays of ``arrays`` (a dict by argument name) computed into numpy arrays, each
+    chunk checked for NaN/inf as it is computed; refused when they exceed the memory budget."""
+    if not arrays:
+        return {}
+    import dask
+
+    budget = parse_memory(getattr(estimator, "max_memory", None))
+    need = sum(_gathered_bytes(a) for a in arrays.values())
+    if need > budget:
+        cls = type(estimator).__name__
+        names = ", ".join(arrays)
+        raise ValueError(
+            f"{cls}.{method} on dask input gathers {names} into this process: {format_bytes(need)}, more than "
+            f"the memory budget of {format_bytes(budget)} (max_memory={getattr(estimator, 'max_memory', None)!r}). "
+            f"The distributed {method} of {cls} is not available yet: no kernelscale estimator fits over "
+            f"dask chunks so far (predict, decision_function, predict_proba and transform do run over "
+            f"them). Pass a numpy array or a numpy.memmap, a smaller dask array, or a larger max_memory."
+        )
+    checked = [a.map_blocks(_checked_chunk, key, dtype=a.dtype, meta=np.empty((0,) * a.ndim, dtype=a.dtype))
+               for key, a in arrays.items()]
+    return dict(zip(arrays, dask.compute(*checked)))
+
+
+# -- predictions: map over row chunks ---------------------------------------------------------
+
+def _apply_chunk(block, estimator, method, name, block_info=None):
+    """One task: the estimator's numpy ``method`` on one row chunk."""
+    _check_finite_chunk(block, name, block_info)
+    return getattr(estimator, method)(block)
+
+
+def _map_rows(estimator, method, X, name):
+    """``estimator.method`` over the row chunks of the dask array X, lazily."""
+    import dask
+    import dask.array as da
+
+    # the result's trailing shape and dtype from one row of zeros, computed here: an unfitted
+    # estimator or a wrong number of features fails now with the estimator's own message
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sample = np.asarray(getattr(estimator, method)(np.zeros((1, X.shape[1]), dtype=X.dtype)))
+    state = dask.delayed(copy.deepcopy(estimator), pure=False, traverse=False,
+                         name=f"kernelscale-{type(estimator).__name__}-{uuid.uuid4().hex}")
+    meta = np.empty((0,) + sample.shape[1:], dtype=sample.dtype)
+    chunks = (X.chunks[0],) + tuple((s,) for s in sample.shape[1:])
+    result = da.map_blocks(
+        _apply_chunk, X, state, method, name,
+        name=f"{type(estimator).__name__}-{method}-{uuid.uuid4().hex}",
+        dtype=sample.dtype, meta=meta, chunks=chunks,
+        drop_axis=[1] if sample.ndim == 1 else [],
+    )
+    if _GATHER_RESULTS.get():
+        return result.compute()
+    return result
