@@ -26,7 +26,7 @@ Conventions shared by both (documented here once):
   keeps Sigma invertible when features have zero variance or are collinear (their weights stay
   0); ``alpha=0`` with a singular Sigma raises a ValueError asking for alpha > 0. The default
   ``alpha="auto"`` is relative to the feature scale and, up to ``GCV_MAX_FEATURES`` (2048)
-  features, chosen from the data: the ridge r * trace(Cov) / d, r in 1e-9 .. 1e3, with the
+  features, chosen from the data: the ridge r * trace(Cov) / d, r in 1e-6 .. 1e3, with the
   smallest generalized cross-validation error of the ridge regression of the targets on the
   features (:func:`_gcv_alpha`: one d x d eigendecomposition, no n-sized work), times 100 for
   calibrated least squares, whose 100 refits of the residual shrink like one fit with a
@@ -100,7 +100,7 @@ AUTO_RIDGE = 1e-6
 #: ``alpha="auto"`` with at most this many features: the ridge of the grid below (relative to the
 #: mean feature variance) with the smallest generalized cross-validation error (module docstring)
 GCV_MAX_FEATURES = 2048
-GCV_GRID = 10.0 ** np.arange(-9, 4)
+GCV_GRID = 10.0 ** np.arange(-6, 4)
 #: calibrated least squares: the GCV ridge times this, its default max_iter (see the fit)
 CLS_GCV_SCALE = 100
 
