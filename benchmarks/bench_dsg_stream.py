@@ -80,13 +80,17 @@ def _save_state(state_dir, model, state):
     tmp.replace(state_dir / "state.json")
 
 
-def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=None, fresh=False):
-    d = load_dataset("mnist")
-    X, y, Xt, yt = d.X_train, d.y_train, d.X_test, d.y_test
-    checkpoints = CHECKPOINTS
+def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=None, fresh=False, data=None,
+        checkpoints=None):
+    """One part of the run (module docstring); ``data`` (X_train, y_train, X_test, y_test with
+    pixel values in 0..255) and ``checkpoints`` replace MNIST and its checkpoints (tests)."""
+    if data is None:
+        d = load_dataset("mnist")
+        data = d.X_train, d.y_train, d.X_test, d.y_test
+    X, y, Xt, yt = data
     if quick:
         X, y, Xt, yt = X[:12000], y[:12000], Xt[:2000], yt[:2000]
-        checkpoints = (12_000, 24_000, 40_000)
+    checkpoints = tuple(checkpoints or ((12_000, 24_000, 40_000) if quick else CHECKPOINTS))
     Xt = np.asarray(Xt, dtype=np.float32) / np.float32(255)
     state_dir = Path(state_dir) if state_dir is not None else DEFAULT_STATE_DIR / ("quick" if quick else "full")
     if fresh:

@@ -1,0 +1,33 @@
+"""The virtual-digit streaming benchmark (benchmarks/bench_dsg_stream.py) resumes exactly."""
+
+import json
+
+import numpy as np
+from conftest import load_benchmark
+from sklearn.datasets import load_digits
+
+stream = load_benchmark("bench_dsg_stream")
+
+
+def _digits():
+    X, y = load_digits(return_X_y=True)
+    X = np.round(X * 255 / 16).astype(np.uint8)  # 8 x 8 images in 0..255, as MNIST's
+    return X[:1500], y[:1500], X[1500:], y[1500:]
+
+
+def test_a_run_paused_and_resumed_from_its_saved_state_equals_one_run(tmp_path):
+    kw = dict(data=_digits(), checkpoints=(9000, 20000), out_dir=tmp_path / "results")
+    stream.run(state_dir=tmp_path / "one", **kw)
+    stream.run(state_dir=tmp_path / "parts", until=9000, **kw)  # stops at the first checkpoint
+    paused = json.loads((tmp_path / "parts" / "state.json").read_text())
+    assert paused["examples"] == 2 * stream.CHUNK and len(paused["records"]) == 1
+    stream.run(state_dir=tmp_path / "parts", **kw)
+    one = json.loads((tmp_path / "one" / "state.json").read_text())
+    parts = json.loads((tmp_path / "parts" / "state.json").read_text())
+    assert [r["examples"] for r in one["records"]] == [16384, 20000]
+    for a, b in zip(one["records"], parts["records"], strict=True):
+        assert a["test_error"] == b["test_error"] and a["n_iter"] == b["n_iter"]
+        assert a["model_bytes"] == b["model_bytes"] > 0 and b["peak_rss_bytes"] > 0
+    assert one["records"][-1]["test_error"] < 0.5  # it learns (chance is 0.9)
+    doc = json.loads((tmp_path / "results" / "dsg-stream.json").read_text())
+    assert [r["params"]["examples"] for r in doc["records"]] == [16384, 20000]
