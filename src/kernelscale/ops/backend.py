@@ -21,6 +21,7 @@ import contextvars
 
 import numpy as np
 
+from .fast_cos import cos_inplace
 from .memory import available_memory
 
 __all__ = ["Backend", "NUMPY", "get_backend", "current_backend", "using", "DEVICES"]
@@ -53,6 +54,8 @@ class Backend:
         return np.asarray(a)
 
     def cos(self, a, out=None):
+        if out is a:  # the feature blocks' pass in place: numba's faster float64 cosine
+            return cos_inplace(a)
         return np.cos(a, out=out)
 
     def sin(self, a, out=None):

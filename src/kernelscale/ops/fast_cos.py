@@ -1,0 +1,100 @@
+"""A float64 cosine for random Fourier feature blocks, 3-5x faster than numpy's.
+
+Every Fourier block is one GEMM and one cosine pass over its (rows x features) result. numpy's
+float64 cosine runs at about 60 million values a second on one core (its float32 cosine is
+SIMD and 18x faster), so on adult's doubly stochastic model (8.3e8 cosines per prediction) the
+cosine, not the GEMM, set the time. :func:`cos_inplace` computes the same function with
+arithmetic that the compiler vectorises and spreads over the cores (numba, the optional
+``fast`` extra; without numba, or for small, float32 or non-contiguous arrays, it is
+``np.cos``):
+
+- range reduction: k = rint(x 2 / pi), r = x - k pi / 2 with pi / 2 split into three parts
+  (Cody and Waite), the first two with 30 significant bits, so that k times each is exact for
+  |k| < 2^22; r lies in [-pi / 4, pi / 4];
+- cos r and sin r by their Taylor polynomials to r^18 and r^17, whose truncation error there
+  (below 1e-19) is far under a unit in the last place;
+- the quadrant k mod 4 picks cos r, -sin r, -cos r or sin r, by arithmetic rather than branches.
+
+Accuracy: within 2 units in the last place of ``np.cos`` (tested), for |x| < 2^22 pi / 2
+(6.6e6); an array with a larger value goes to ``np.cos`` whole.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal, localcontext
+
+import numpy as np
+
+__all__ = ["cos_inplace", "MIN_SIZE", "LIMIT"]
+
+#: arrays with fewer values use np.cos (the parallel loop's start-up costs more than it saves)
+MIN_SIZE = 1 << 15
+#: largest |x| the three-part reduction keeps exact: |k| < 2^22
+LIMIT = 2.0**22 * math.pi / 2
+
+with localcontext() as _ctx:
+    _ctx.prec = 50
+    _HALF_PI = Decimal("1.57079632679489661923132169163975144209858469968755291048747")
+
+    def _leading(value, bits):
+        """``value`` rounded to ``bits`` significant bits (a float)."""
+        mantissa, exponent = math.frexp(float(value))
+        return math.ldexp(round(mantissa * 2**bits) / 2**bits, exponent)
+
+    _C1 = _leading(_HALF_PI, 30)
+    _C2 = _leading(_HALF_PI - Decimal(_C1), 30)
+    _C3 = float(_HALF_PI - Decimal(_C1) - Decimal(_C2))
+    _TWO_OVER_PI = float(1 / _HALF_PI)
+
+# Taylor coefficients (-1)^j / (2j)! for cos and (-1)^j / (2j + 1)! for sin, j >= 1
+_COS = tuple((-1) ** j / math.factorial(2 * j) for j in range(1, 10))
+_SIN = tuple((-1) ** j / math.factorial(2 * j + 1) for j in range(1, 9))
+_kernel = None
+prange = range  # numba.prange once numba is imported (_compile)
+
+
+def _compile():
+    """The numba kernel (compiled on first use; None without numba)."""
+    global _kernel
+    if _kernel is not None:
+        return _kernel
+    try:
+        import numba
+    except ImportError:
+        _kernel = False
+        return _kernel
+    global prange
+    prange = numba.prange  # read by _cos_loop when numba compiles it
+    kernel = numba.njit(parallel=True, nogil=True, fastmath=False, cache=True)(_cos_loop)
+    _kernel = kernel
+    return _kernel
+
+
+def _cos_loop(flat):
+    """The loop :func:`_compile` compiles (module constants are compile-time constants)."""
+    a1, a2, a3, a4, a5, a6, a7, a8, a9 = _COS
+    b1, b2, b3, b4, b5, b6, b7, b8 = _SIN
+    for i in prange(flat.size):
+        x = flat[i]
+        k = np.rint(x * _TWO_OVER_PI)
+        r = ((x - k * _C1) - k * _C2) - k * _C3
+        z = r * r
+        s = r + r * z * (b1 + z * (b2 + z * (b3 + z * (b4 + z * (b5 + z * (b6 + z * (b7 + z * b8)))))))
+        c = 1.0 + z * (a1 + z * (a2 + z * (a3 + z * (a4 + z * (a5 + z * (a6 + z * (a7 + z * (a8 + z * a9))))))))
+        q = k - 4.0 * np.floor(k * 0.25)  # the quadrant, 0..3
+        odd = q - 2.0 * np.floor(q * 0.5)  # 1 for quadrants 1 and 3 (sin r)
+        half = np.floor((q + 1.0) * 0.5)
+        sign = 1.0 - 2.0 * (half - 2.0 * np.floor(half * 0.5))  # -1 for quadrants 1 and 2
+        flat[i] = sign * (odd * s + (1.0 - odd) * c)
+
+
+def cos_inplace(a):
+    """cos(a) written into ``a`` (module docstring); returns ``a``."""
+    if a.dtype != np.float64 or a.size < MIN_SIZE or not a.flags.c_contiguous:
+        return np.cos(a, out=a)
+    kernel = _compile()
+    if not kernel or not (-LIMIT < a.min() and a.max() < LIMIT):  # NaN fails both comparisons too
+        return np.cos(a, out=a)
+    kernel(a.reshape(-1))
+    return a

@@ -1,0 +1,63 @@
+"""The float64 cosine of the feature blocks (kernelscale.ops.fast_cos) against np.cos."""
+
+import numpy as np
+import pytest
+
+import kernelscale.ops.fast_cos as fc
+from kernelscale.ops.backend import NUMPY
+
+pytest.importorskip("numba")
+
+
+def ulps(got, want):
+    return np.max(np.abs(got - want) / np.spacing(np.maximum(np.abs(want), np.finfo(float).tiny)))
+
+
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 50.0, 1e4, 6e6])
+def test_within_two_ulps_of_np_cos(scale):
+    x = np.random.default_rng(0).uniform(-scale, scale, size=(300, 400))
+    quadrants = np.arange(-2000, 2000)[:, None] * (np.pi / 4) + np.array([-1e-9, 0.0, 1e-9])
+    for a in (x, np.ascontiguousarray(quadrants[: 40000 // 3].repeat(4, axis=0))):
+        got = fc.cos_inplace(a.copy())
+        want = np.cos(a)
+        # near a zero of cos an ulp of the result is tiny: there the error is absolute
+        assert np.max(np.abs(got - want)) <= 4 * np.spacing(1.0)
+        big = np.abs(want) > 1e-3
+        assert ulps(got[big], want[big]) <= 2
+
+
+def test_the_kernel_runs_where_it_should_and_np_cos_elsewhere(monkeypatch):
+    calls = []
+    kernel = fc._compile()
+    monkeypatch.setattr(fc, "_kernel", lambda flat: calls.append(flat.size) or kernel(flat))
+    fc.cos_inplace(np.linspace(-5, 5, fc.MIN_SIZE))
+    assert calls == [fc.MIN_SIZE]
+    cases = [
+        np.linspace(-5, 5, fc.MIN_SIZE - 1),  # small
+        np.linspace(-5, 5, fc.MIN_SIZE).astype(np.float32),  # float32: numpy's SIMD cosine
+        np.linspace(-5, 5, 2 * fc.MIN_SIZE).reshape(-1, 2)[:, 0],  # not contiguous
+        np.r_[np.linspace(-5, 5, fc.MIN_SIZE), 2 * fc.LIMIT],  # beyond the exact reduction
+        np.r_[np.linspace(-5, 5, fc.MIN_SIZE), np.nan],
+        np.r_[np.linspace(-5, 5, fc.MIN_SIZE), -np.inf],
+    ]
+    for a in cases:
+        with np.errstate(invalid="ignore"):  # cos(inf) is NaN
+            want = np.cos(a)
+            got = fc.cos_inplace(a)
+        assert got is a and calls == [fc.MIN_SIZE]
+        np.testing.assert_array_equal(got, want)
+
+
+def test_without_numba_it_is_np_cos(monkeypatch):
+    monkeypatch.setattr(fc, "_kernel", False)
+    a = np.random.default_rng(1).normal(size=fc.MIN_SIZE)
+    want = np.cos(a)
+    np.testing.assert_array_equal(fc.cos_inplace(a), want)
+
+
+def test_the_numpy_backend_uses_it_in_place_only():
+    a = np.random.default_rng(2).uniform(-30, 30, size=(256, 256))
+    out = np.empty_like(a)
+    np.testing.assert_array_equal(NUMPY.cos(a, out=out), np.cos(a))  # not in place: np.cos
+    b = a.copy()
+    assert NUMPY.cos(b, out=b) is b and ulps(b, np.cos(a)) <= 2
