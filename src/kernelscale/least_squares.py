@@ -72,6 +72,7 @@ from ._params import DEVICE_CONSTRAINT, MEMORY_CONSTRAINT
 from ._validation import as_float_array, check_finite_result, validate_data
 from .ops.features import FeatureOperator
 from .ops.memory import parse_memory, plan_rows
+from .ops.rows import executor, is_dask
 from .simplex import project_hypercube, project_simplex
 
 __all__ = [
@@ -136,12 +137,28 @@ def _constant(gram, mean):
     return variance <= 1e-12 * (variance + float(mean @ mean) / mean.size)
 
 
-def _gcv_alpha(M, cross, Y, w, n_eff):
+def _weighted_sum(A, w):
+    """sum_i w_i a_i in float64 (one row chunk's part of it)."""
+    return w @ A.astype(np.float64)
+
+
+def _weighted_squares(A, w, center):
+    """sum_i w_i |a_i - center|^2 in float64."""
+    C = A.astype(np.float64) - center
+    return float(w @ np.einsum("ik,ik->i", C, C))
+
+
+def _total(a):
+    return float(np.sum(a))
+
+
+def _gcv_alpha(M, cross, ybar, yy, n_eff):
     """alpha="auto" for d <= GCV_MAX_FEATURES: the ridge a = r * trace(M) / d, r in GCV_GRID,
     minimising the generalized cross-validation error RSS(a) / (1 - df(a) / n_eff)^2 of the
     weighted ridge regression of Y (n, k) on the centred features with an intercept. From the
     eigendecomposition M = V diag(l) V^T of the weighted covariance and B = V^T cross
-    (cross = the centred X^T W Y), with weights summing to 1:
+    (cross = the centred X^T W Y), with weights summing to 1, ybar = sum_i w_i y_i and
+    yy = sum_i w_i |y_i - ybar|^2 (sums over rows, computed by the caller):
     RSS(a) = sum_i w_i |y_i - ybar|^2 - sum_j |B_j|^2 (l_j + 2a) / (l_j + a)^2,
     df(a) = 1 + sum_j l_j / (l_j + a) and n_eff the sum of the sample weights (n without them,
     so that integer weights act as repeated samples)."""
@@ -149,8 +166,6 @@ def _gcv_alpha(M, cross, Y, w, n_eff):
     lam, V = linalg.eigh(M, check_finite=False)
     lam = np.maximum(lam, 0.0)
     b2 = np.einsum("jk,jk->j", *(2 * [V.T @ cross]))
-    ybar = w @ Y.astype(np.float64)
-    yy = float(w @ np.einsum("ik,ik->i", *(2 * [Y.astype(np.float64) - ybar])))
     best, best_gcv = AUTO_RIDGE * variance, np.inf
     for a in GCV_GRID * variance:
         df = 1.0 + float(np.sum(lam / (lam + a)))
@@ -166,16 +181,18 @@ def _gcv_alpha(M, cross, Y, w, n_eff):
 def _factor_sigma(op, X, w, scale, alpha, Y=None, sample_weight=None, gcv_scale=1.0):
     """The weighted mean of X, the Cholesky factor of scale * Cov + alpha I (the Sigma of
     Algorithms 1-2 for the centred features), the moments computed over row chunks by the
-    FeatureOperator ``op``, and the ridge alpha used (``"auto"`` resolved on Cov, by
+    row executor ``op`` (:mod:`kernelscale.ops.rows`), and the ridge alpha used (``"auto"`` resolved on Cov, by
     generalized cross-validation on the targets Y, times ``gcv_scale``, when Y is given and
     d <= GCV_MAX_FEATURES; ``sample_weight`` are the weights before normalisation)."""
     mean = op.weighted_mean(X, w)
     M = op.weighted_gram(X, w, center=mean)
     gcv = Y is not None and M.shape[0] <= GCV_MAX_FEATURES and not _constant(M, mean)
     if isinstance(alpha, str) and alpha == "auto" and gcv:
-        cross = op.weighted_gram(X, w, Y) - np.outer(mean, w @ Y.astype(np.float64))
-        n_eff = X.shape[0] if sample_weight is None else float(np.sum(sample_weight))
-        alpha = gcv_scale * _gcv_alpha(M, cross, Y, w, n_eff)
+        ybar = op.sum(_weighted_sum, Y, w)
+        cross = op.weighted_gram(X, w, Y) - np.outer(mean, ybar)
+        yy = op.sum(_weighted_squares, Y, w, center=ybar)
+        n_eff = X.shape[0] if sample_weight is None else op.sum(_total, sample_weight)
+        alpha = gcv_scale * _gcv_alpha(M, cross, ybar, yy, n_eff)
     alpha = _resolve_alpha(alpha, M, mean)
     if scale != 1.0:
         M *= scale
@@ -210,7 +227,71 @@ def _ridge_fit(op, F, R, w, alpha):
 
 
 # ----------------------------------------------------------------------------------------------
-# Algorithm 1
+# Algorithm 1: its passes over rows, one row chunk at a time (the whole arrays on numpy input)
+
+
+def _check_rows_XY(X, Y):
+    """``_check_XY`` for host arrays; dask arrays (validated chunk by chunk by the caller, see
+    :mod:`kernelscale._dask_fit`) are checked for shapes and row chunks only."""
+    if not (is_dask(X) or is_dask(Y)):
+        return _check_XY(X, Y)
+    if not (is_dask(X) and is_dask(Y)) or Y.ndim != 2 or Y.shape[0] != X.shape[0] or Y.chunks[0] != X.chunks[0]:
+        raise ValueError(f"Y must be a dask array of shape ({X.shape[0]}, k) with the row chunks of X.")
+    if X.dtype not in (np.float32, np.float64) or Y.dtype != X.dtype:
+        raise ValueError(f"dask X and Y must be float32 or float64 of one dtype, got {X.dtype} and {Y.dtype}.")
+    return X, Y
+
+
+def _uniform_weights(X, n):
+    return np.full(X.shape[0], 1.0 / n)
+
+
+def _scaled(w, total):
+    return np.asarray(w, dtype=np.float64) / total
+
+
+def _row_weights(rows, X, sample_weight, n):
+    """``normalized_weights`` on host arrays; over row chunks for dask input (the sample weights
+    were checked chunk by chunk by the caller)."""
+    if not rows.distributed:
+        return normalized_weights(sample_weight, n)
+    if sample_weight is None:
+        return rows.map(_uniform_weights, X, n=n, dtype=np.float64)
+    total = rows.sum(_total, sample_weight)
+    if not total > 0:
+        raise ValueError("sample_weight sums to zero; give at least one sample a positive weight.")
+    return rows.map(_scaled, sample_weight, total=total, dtype=np.float64)
+
+
+def _gls_scores(X, offset, W, c):
+    S = X @ W
+    S += c
+    if offset is not None:
+        S += offset
+    return S
+
+
+def _gls_loss(S, Y, w, link):
+    if link == "softmax":
+        return softmax_loss(S, Y, w)[1]
+    diff = S - Y
+    return 0.5 * float(w @ np.einsum("ij,ij->i", diff, diff).astype(np.float64))
+
+
+def _gls_gradient(X, S, Y, w, link):
+    """sum_i r_i and X^T R (float64) for the weighted residuals R = w (g(S) - Y)."""
+    R = softmax(S) if link == "softmax" else S.copy()
+    R -= Y
+    R *= w.astype(S.dtype)[:, None]
+    return R.sum(axis=0, dtype=np.float64), np.dot(X.T, R).astype(np.float64)
+
+
+def _extrapolate(S, S_previous, beta):
+    """S + beta (S - S_previous), the scores of the extrapolated point (linear in the weights)."""
+    Sy = S - S_previous
+    Sy *= beta
+    Sy += S
+    return Sy
 
 
 SOLVERS = ("accelerated", "gls")
@@ -281,51 +362,41 @@ def generalized_least_squares(
             f"L={L!r} is below the Lipschitz constant of the {link} link ({lowest:g}), so the "
             f"steps would not decrease the loss; pass L >= {lowest:g} (L=1 is always valid)."
         )
-    X, Y = _check_XY(X, Y)
+    X, Y = _check_rows_XY(X, Y)
     (n, d), k, dtype = X.shape, Y.shape[1], X.dtype
-    w = normalized_weights(sample_weight, n)
-    if offset is not None:
+    if offset is not None and not is_dask(offset):
         offset = np.asarray(offset, dtype=dtype)
-        if offset.shape != (n, k):
-            raise ValueError(f"offset must have shape ({n}, {k}), got {offset.shape}.")
-    budget, fixed = parse_memory(max_memory), gls_fixed_bytes(n, d, k, dtype.itemsize, offset is not None)
+    if offset is not None and offset.shape != (n, k):
+        raise ValueError(f"offset must have shape ({n}, {k}), got {offset.shape}.")
+    rows_n = max(X.chunks[0]) if is_dask(X) else n  # rows one task holds at once
+    budget, fixed = parse_memory(max_memory), gls_fixed_bytes(rows_n, d, k, dtype.itemsize, offset is not None)
     plan_rows(
-        n, 8 * d, fixed, budget,
+        rows_n, 8 * d, fixed, budget,
         "generalized least squares (Sigma is d x d float64, targets and predictions n x k)",
         "increase max_memory, or reduce the number of features (PCA, or a stagewise fit with a "
         "smaller block_size)",
     )
-    mean, factor, alpha = _factor_sigma(FeatureOperator(None, budget - fixed), X, w, L, alpha, Y, sample_weight)
+    rows = executor(budget - fixed, X)
+    w = _row_weights(rows, X, sample_weight, n)
+    mean, factor, alpha = _factor_sigma(rows, X, w, L, alpha, Y, sample_weight)
     W = np.zeros((d, k)) if coef_init is None else np.array(coef_init, dtype=np.float64).T.copy()
     b = np.zeros(k) if intercept_init is None else np.array(intercept_init, dtype=np.float64).copy()
     if W.shape != (d, k) or b.shape != (k,):
         raise ValueError(f"coef_init must have shape ({k}, {d}) and intercept_init ({k},).")
-    wd = w.astype(dtype)[:, None]
     momentum = solver == "accelerated" and link == "softmax"
 
     def scores(W, b_centered):
-        """Scores of the (centred-intercept) iterate; the objective of the current iterate."""
-        S = X @ W.astype(dtype)
-        S += (b_centered - mean @ W).astype(dtype)
-        if offset is not None:
-            S += offset
-        return S
+        """Scores of the (centred-intercept) iterate, per row (on the workers for dask input)."""
+        return rows.map(_gls_scores, X, offset, W=W.astype(dtype), c=(b_centered - mean @ W).astype(dtype),
+                        width=k, dtype=dtype)
 
     def objective(S, W):
-        if link == "softmax":
-            f = softmax_loss(S, Y, w)[1]
-        else:
-            diff = S - Y
-            f = 0.5 * float(w @ np.einsum("ij,ij->i", diff, diff).astype(np.float64))
-        return f + 0.5 * alpha * float(np.sum(W * W))
+        return rows.sum(_gls_loss, S, Y, w, link=link) + 0.5 * alpha * float(np.sum(W * W))
 
     def step(S, W):
         """The eq. 14 step from the point with scores S and weights W, and its decrement."""
-        R = softmax(S) if link == "softmax" else S.copy()
-        R -= Y
-        R *= wd
-        grad_b = R.sum(axis=0, dtype=np.float64)
-        grad_W = np.dot(X.T, R).astype(np.float64) - np.outer(mean, grad_b) + alpha * W
+        grad_b, XR = rows.sum(_gls_gradient, X, S, Y, w, link=link)
+        grad_W = XR - np.outer(mean, grad_b) + alpha * W
         step_W = linalg.cho_solve(factor, grad_W, check_finite=False)
         step_b = grad_b / L
         return step_W, step_b, float(np.sum(grad_W * step_W) + grad_b @ step_b)
@@ -347,9 +418,7 @@ def generalized_least_squares(
         if beta > 0:
             Wy = W + beta * (W - previous[0])
             by = b_c + beta * (b_c - previous[1])
-            Sy = S - previous[2]
-            Sy *= dtype.type(beta)
-            Sy += S
+            Sy = rows.map(_extrapolate, S, previous[2], beta=dtype.type(beta), width=k, dtype=dtype)
         else:
             Wy, by, Sy = W, b_c, S
         step_W, step_b, decrement = step(Sy, Wy)
