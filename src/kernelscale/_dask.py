@@ -78,6 +78,15 @@ def call(estimator, method, args, kwargs):
     else:
         for key, value in others.items():
             _check_known_chunks(value, key)
+    if name == "fit" and is_dask_array(X):
+        from . import _dask_fit
+
+        if _dask_fit.supports(estimator):  # a distributed fit over X's row chunks
+            names = list(arguments)
+            y = arguments.get(names[1]) if len(names) > 1 else None
+            result = _dask_fit.fit(estimator, X, y, arguments.get("sample_weight"))
+            if result is not NotImplemented:
+                return result
     if name == "score" and is_dask_array(X):  # predictions over X's chunks, y and weights gathered
         arguments.update(_gather(estimator, name, others))
         token = _GATHER_RESULTS.set(True)

@@ -791,6 +791,11 @@ class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
     def fit(self, X, y, sample_weight=None):
         """Fit on X (n, d) and class labels y (n,), with optional sample weights."""
         X, y, Y, classes, sw, _, fitted = self._validate_fit_data(X, y, sample_weight)
+        return self._fit_prepared(X, Y, classes, sw, fitted)
+
+    def _fit_prepared(self, X, Y, classes, sw, fitted):
+        """The fit on validated X, one-hot targets Y (n, k) and weights sw: numpy arrays, or dask
+        arrays with the same row chunks (:mod:`kernelscale._dask_fit`), fitted over them."""
         warm = self._check_warm_start(X, classes)
         with IterationMonitor(self.verbose, self.callback, total=self.max_iter, desc="GLS") as monitor:
             result = generalized_least_squares(
