@@ -70,9 +70,8 @@ from ._monitor import IterationMonitor
 from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT, MEMORY_CONSTRAINT
 from ._validation import as_float_array, check_finite_result, validate_data
-from .ops.features import FeatureOperator
 from .ops.memory import parse_memory, plan_rows
-from .ops.rows import executor, is_dask
+from .ops.rows import HostRows, executor, is_dask
 from .simplex import project_hypercube, project_simplex
 
 __all__ = [
@@ -215,15 +214,20 @@ def _ridge_fit(op, F, R, w, alpha):
     mean = op.weighted_mean(F, w)
     # float64 (p is small): the calibration basis y, y^2, y^3 is nearly collinear, and a
     # float32 Gram matrix's rounding can exceed the "auto" ridge and make it indefinite
-    Fc = F.astype(np.float64) - mean
+    op = HostRows.wrap(op)
+    Fc = op.map(_centered64, F, center=mean, width=F.shape[1], dtype=np.float64)
     gram = op.weighted_gram(Fc, w)
     gram = 0.5 * (gram + gram.T)
     gram[np.diag_indices_from(gram)] += _resolve_alpha(alpha, gram, mean)
     cross = op.weighted_gram(Fc, w, R)
     factor = factor_spd(gram, "the calibration Gram matrix", "use alpha > 0")
     A = linalg.cho_solve(factor, cross, check_finite=False)
-    c = w @ R.astype(np.float64) - mean @ A
+    c = op.sum(_weighted_sum, R, w) - mean @ A
     return A, c
+
+
+def _centered64(F, center):
+    return F.astype(np.float64) - center
 
 
 # ----------------------------------------------------------------------------------------------
@@ -515,6 +519,37 @@ def calibrated_predict(X, coef, intercept, calibration, calibration_intercept, b
     return Yhat
 
 
+def _zero_rows(X, k):
+    return np.zeros((X.shape[0], k), dtype=X.dtype)
+
+
+def _squared_error(Y, P, w):
+    diff = Y - P
+    return float(w @ np.einsum("ij,ij->i", diff, diff).astype(np.float64))
+
+
+def _residual_moments(X, Y, Yhat, w):
+    """sum_i r_i and X^T R (float64) of the weighted residuals R = w (Y - Yhat)."""
+    R = (Y - Yhat) * w.astype(X.dtype)[:, None]
+    return R.sum(axis=0, dtype=np.float64), np.dot(X.T, R).astype(np.float64)
+
+
+def _linear_update(X, Yhat, W, b):
+    Yt = Yhat + X @ W
+    Yt += b
+    return Yt
+
+
+def _difference(A, B):
+    return A - B
+
+
+def _calibrate(Yt, G, D, e, projection):
+    Yhat = Yt + G @ D
+    Yhat += e
+    return _project(Yhat, projection)
+
+
 def calibrated_least_squares(
     X,
     Y,
@@ -561,54 +596,52 @@ def calibrated_least_squares(
     basis = _check_basis(basis)
     if projection not in PROJECTIONS:
         raise ValueError(f"projection must be one of {PROJECTIONS}, got {projection!r}.")
-    X, Y = _check_XY(X, Y)
+    X, Y = _check_rows_XY(X, Y)
     (n, d), k, dtype = X.shape, Y.shape[1], X.dtype
     m = k * len(basis)
-    w = normalized_weights(sample_weight, n)
-    fixed = gls_fixed_bytes(n, d, k, dtype.itemsize) + dtype.itemsize * n * (3 * m + 2 * k) + 8 * n * m + 16 * m * m
+    rows_n = max(X.chunks[0]) if is_dask(X) else n  # rows one task holds at once
+    fixed = (gls_fixed_bytes(rows_n, d, k, dtype.itemsize) + dtype.itemsize * rows_n * (3 * m + 2 * k)
+             + 8 * rows_n * m + 16 * m * m)
     budget = parse_memory(max_memory)
     plan_rows(
-        n, 8 * d, fixed, budget,
+        rows_n, 8 * d, fixed, budget,
         "calibrated least squares (Sigma is d x d float64; predictions and the calibration "
         "basis are n x k and n x k|G|)",
         "increase max_memory, or reduce the number of features or the basis",
     )
-    op = FeatureOperator(None, budget - fixed)
+    op = executor(budget - fixed, X)
+    w = _row_weights(op, X, sample_weight, n)
     # t refits of the residual with ridge a shrink a direction of variance l << a like ONE fit
     # with ridge a / t (1 - (1 - l / a)^t ~ t l / a): "auto" scales the GCV ridge by the default
     # number of iterations (not by max_iter, so that a warm start keeps the ridge)
     mean, factor, sigma_alpha = _factor_sigma(op, X, w, 1.0, alpha, Y, sample_weight, gcv_scale=CLS_GCV_SCALE)
     stages = [[], [], [], []]
-    Yhat = np.zeros((n, k), dtype=dtype)
+    Yhat = op.map(_zero_rows, X, k=k, width=k, dtype=dtype)
     if init is not None:
         for t in range(init[0].shape[0]):
             for store, value in zip(stages, init):
                 store.append(np.asarray(value[t], dtype=np.float64))
-            Yhat = _calibrated_step(X, Yhat, *(s[-1] for s in stages), basis, projection)
+            params = dict(zip(("coef", "intercept", "calibration", "calibration_intercept"), (s[-1] for s in stages)))
+            Yhat = op.map(_calibrated_step, X, Yhat, **params, basis=basis, projection=projection, width=k, dtype=dtype)
 
     def objective(P):
-        diff = Y - P
-        return float(w @ np.einsum("ij,ij->i", diff, diff).astype(np.float64))
+        return op.sum(_squared_error, Y, P, w)
 
     history = [objective(Yhat)]
-    wd = w.astype(dtype)[:, None]
     converged = False
     monitor = monitor if monitor is not None else IterationMonitor()
     while len(stages[0]) < max_iter:
         # 1. fit the residual on x (eq. 18)
-        R = (Y - Yhat) * wd
-        grad_b = R.sum(axis=0, dtype=np.float64)
-        W = linalg.cho_solve(factor, np.dot(X.T, R).astype(np.float64) - np.outer(mean, grad_b), check_finite=False)
+        grad_b, XR = op.sum(_residual_moments, X, Y, Yhat, w)
+        W = linalg.cho_solve(factor, XR - np.outer(mean, grad_b), check_finite=False)
         b = grad_b - mean @ W
-        Yt = Yhat + X @ W.astype(dtype)
-        Yt += b.astype(dtype)
+        Yt = op.map(_linear_update, X, Yhat, W=W.astype(dtype), b=b.astype(dtype), width=k, dtype=dtype)
         # 2. calibrate on G(y~) (eq. 19), as a ridge fit of what y~ still misses
-        G = _expand(Yt, basis)
-        D, e = _ridge_fit(op, G, Y - Yt, w, alpha)
+        G = op.map(_expand, Yt, basis=basis, width=m, dtype=dtype)
+        D, e = _ridge_fit(op, G, op.map(_difference, Y, Yt, width=k, dtype=dtype), w, alpha)
         # 3. project
-        Yhat = Yt + G @ D.astype(dtype)
-        Yhat += e.astype(dtype)
-        Yhat = _project(Yhat, projection)
+        Yhat = op.map(_calibrate, Yt, G, D=D.astype(dtype), e=e.astype(dtype), projection=projection,
+                      width=k, dtype=dtype)
         for store, value in zip(stages, (W.T.copy(), b, D, e)):
             store.append(value)
         f = objective(Yhat)
@@ -900,6 +933,12 @@ class CalibratedLeastSquaresClassifier(_LeastSquaresClassifierBase):
         """Fit on X (n, d) and class labels y (n,) or a multi-label indicator y (n, k)."""
         basis = _check_basis(self.basis)
         X, y, Y, classes, sw, multilabel, fitted = self._validate_fit_data(X, y, sample_weight, allow_multilabel=True)
+        return self._fit_prepared(X, Y, classes, sw, fitted, multilabel)
+
+    def _fit_prepared(self, X, Y, classes, sw, fitted, multilabel=False):
+        """The fit on validated X, targets Y (n, k) and weights sw: numpy arrays, or dask
+        arrays with the same row chunks (:mod:`kernelscale._dask_fit`), fitted over them."""
+        basis = _check_basis(self.basis)
         init, history = None, []
         if self._check_warm_start(X, classes):
             if self.multilabel_ != multilabel or tuple(self.basis_) != basis:

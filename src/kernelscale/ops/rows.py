@@ -51,8 +51,13 @@ class HostRows:
 
     distributed = False
 
-    def __init__(self, budget):
-        self.op = FeatureOperator(None, budget)
+    def __init__(self, budget, op=None):
+        self.op = FeatureOperator(None, budget) if op is None else op
+
+    @classmethod
+    def wrap(cls, op):
+        """``op`` (a FeatureOperator, or an executor) as an executor."""
+        return op if hasattr(op, "map") else cls(op.budget, op)
 
     def max_rows(self, n):
         """Rows one call holds at once (n: all of them)."""
