@@ -71,7 +71,7 @@ from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT, MEMORY_CONSTRAINT
 from ._validation import as_float_array, check_finite_result, validate_data
 from .ops.memory import parse_memory, plan_rows
-from .ops.rows import HostRows, executor, is_dask
+from .ops.rows import HostRows, executor, is_dask, row_weights
 from .simplex import project_hypercube, project_simplex
 
 __all__ = [
@@ -246,25 +246,8 @@ def _check_rows_XY(X, Y):
     return X, Y
 
 
-def _uniform_weights(X, n):
-    return np.full(X.shape[0], 1.0 / n)
-
-
-def _scaled(w, total):
-    return np.asarray(w, dtype=np.float64) / total
-
-
 def _row_weights(rows, X, sample_weight, n):
-    """``normalized_weights`` on host arrays; over row chunks for dask input (the sample weights
-    were checked chunk by chunk by the caller)."""
-    if not rows.distributed:
-        return normalized_weights(sample_weight, n)
-    if sample_weight is None:
-        return rows.map(_uniform_weights, X, n=n, dtype=np.float64)
-    total = rows.sum(_total, sample_weight)
-    if not total > 0:
-        raise ValueError("sample_weight sums to zero; give at least one sample a positive weight.")
-    return rows.map(_scaled, sample_weight, total=total, dtype=np.float64)
+    return row_weights(rows, X, sample_weight, n)
 
 
 def _gls_scores(X, offset, W, c):

@@ -27,7 +27,7 @@ import numpy as np
 
 from .features import FeatureOperator
 
-__all__ = ["HostRows", "DaskRows", "executor", "is_dask"]
+__all__ = ["HostRows", "DaskRows", "executor", "is_dask", "row_weights", "weighted_sum", "total"]
 
 #: partial sums added per node of the tree reduction
 SPLIT_EVERY = 8
@@ -44,6 +44,43 @@ def executor(budget, *arrays):
         if is_dask(a):
             return DaskRows(a.chunks[0], budget)
     return HostRows(budget)
+
+
+def _uniform_weights(X, n):
+    return np.full(X.shape[0], 1.0 / n)
+
+
+def _scaled(w, total):
+    return np.asarray(w, dtype=np.float64) / total
+
+
+def _total(a):
+    return float(np.sum(a))
+
+
+def weighted_sum(A, w):
+    """sum_i w_i a_i in float64 (of one row chunk, as a ``sum`` function)."""
+    return w @ A.astype(np.float64)
+
+
+def row_weights(rows, X, sample_weight, n):
+    """Weights summing to 1 (:func:`kernelscale._glm.normalized_weights` on host arrays); over the
+    row chunks of X for dask input, whose sample weights were checked chunk by chunk."""
+    if not rows.distributed:
+        from .._glm import normalized_weights
+
+        return normalized_weights(sample_weight, n)
+    if sample_weight is None:
+        return rows.map(_uniform_weights, X, n=n, dtype=np.float64)
+    total = rows.sum(_total, sample_weight)
+    if not total > 0:
+        raise ValueError("sample_weight sums to zero; give at least one sample a positive weight.")
+    return rows.map(_scaled, sample_weight, total=total, dtype=np.float64)
+
+
+def total(rows, a):
+    """sum of the entries of the per-row array ``a`` (a float)."""
+    return rows.sum(_total, a)
 
 
 class HostRows:
