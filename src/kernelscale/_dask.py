@@ -191,12 +191,17 @@ def _gather(estimator, method, arrays):
     if need > budget:
         cls = type(estimator).__name__
         names = ", ".join(arrays)
+        from ._dask_fit import DISTRIBUTED
+
+        why = (f"{cls} fits over dask row chunks, but not multi-label targets"
+               if cls in DISTRIBUTED and method == "fit" else f"{cls}.{method} does not run over dask chunks")
         raise ValueError(
             f"{cls}.{method} on dask input gathers {names} into this process: {format_bytes(need)}, more than "
             f"the memory budget of {format_bytes(budget)} (max_memory={getattr(estimator, 'max_memory', None)!r}). "
-            f"The distributed {method} of {cls} is not available yet: no kernelscale estimator fits over "
-            f"dask chunks so far (predict, decision_function, predict_proba and transform do run over "
-            f"them). Pass a numpy array or a numpy.memmap, a smaller dask array, or a larger max_memory."
+            f"{why}; the estimators whose fit is distributed (one task per row chunk, nothing n-sized "
+            f"gathered) are {', '.join(DISTRIBUTED)} (predict, decision_function, predict_proba and "
+            f"transform of every estimator run over the chunks). Fit one of those, or pass a numpy array "
+            f"or a numpy.memmap, a smaller dask array, or a larger max_memory."
         )
     checked = [a.map_blocks(_checked_chunk, key, dtype=a.dtype, meta=np.empty((0,) * a.ndim, dtype=a.dtype))
                for key, a in arrays.items()]

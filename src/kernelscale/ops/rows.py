@@ -176,13 +176,18 @@ class DaskRows:
         """The lazy tree reduction of :meth:`sum` (a dask delayed object): one task per row
         chunk, then nodes of ``SPLIT_EVERY`` partial sums."""
         import dask
+        from dask.base import tokenize
 
         blocks = [self._blocks(a) for a in arrays]
+        name = f"kernelscale-sum-{fn.__name__}-{tokenize(fn, small, *blocks)}"
         task = dask.delayed(_chunk_value, pure=True)
-        parts = [task(fn, small, *(b[i] for b in blocks)) for i in range(len(self.chunks))]
+        parts = [task(fn, small, *(b[i] for b in blocks), dask_key_name=f"{name}-{i}") for i in range(len(self.chunks))]
         add = dask.delayed(_add, pure=True)
+        level = 0
         while len(parts) > 1:
-            parts = [add(*parts[i : i + SPLIT_EVERY]) for i in range(0, len(parts), SPLIT_EVERY)]
+            level += 1
+            parts = [add(*parts[i : i + SPLIT_EVERY], dask_key_name=f"kernelscale-tree-{name[16:]}-{level}-{i}")
+                     for i in range(0, len(parts), SPLIT_EVERY)]
         return parts[0]
 
     def sum(self, fn, *arrays, **small):
