@@ -12,10 +12,15 @@ estimator knows about dask. What happens depends on the method:
   per chunk or per example).
 - ``score``: y and sample_weight are gathered, the predictions are computed over X's chunks as
   above and gathered (n values, not n rows of X), and the estimator's score runs on them.
-- ``fit`` and ``partial_fit``: the dask arrays are gathered into this process when their size
-  fits the estimator's memory budget (``max_memory``), and the fit runs on numpy arrays, so the
-  model is the one numpy gives. Otherwise the call is refused, saying so: distributed fitting is
-  not available yet.
+- ``fit`` of the estimators whose n-sized work is sums over rows
+  (:data:`kernelscale._dask_fit.DISTRIBUTED`: generalized and calibrated least squares,
+  stagewise regression): distributed over X's row chunks by :mod:`kernelscale._dask_fit`
+  (one task per row chunk per pass, sums reduced by a tree, per-row state persisted on the
+  workers, nothing n-sized gathered); the model equals numpy's up to the order of the sums.
+- ``fit`` of the other estimators, and ``partial_fit``: the dask arrays are gathered into this
+  process when their size fits the estimator's memory budget (``max_memory``), and the fit runs
+  on numpy arrays, so the model is the one numpy gives. Otherwise the call is refused, naming the
+  estimators whose fit is distributed.
 
 Input checks, each a ValueError naming the argument and the fix: unknown chunk sizes (call
 ``compute_chunk_sizes()``), y or sample_weight row chunks that differ from X's, and NaN or
@@ -43,7 +48,8 @@ __all__ = ["is_dask_array", "has_dask_input", "call", "MAPPED", "GATHERED"]
 
 #: methods whose result is computed row chunk by row chunk and stays lazy
 MAPPED = ("predict", "decision_function", "predict_proba", "predict_log_proba", "transform")
-#: methods that gather their dask arguments into this process (for now)
+#: methods that gather their dask arguments into this process (fit: unless kernelscale._dask_fit
+#: distributes it)
 GATHERED = ("fit", "partial_fit")
 
 #: set while ``score`` runs on a dask X: the nested mapped call returns a computed numpy array
