@@ -603,3 +603,19 @@ def test_distributed_fit_input_errors(data, sync):
     ref = kernelscale.GeneralizedLeastSquaresClassifier(max_iter=20).fit(X, y)
     got = kernelscale.GeneralizedLeastSquaresClassifier(max_iter=20).fit(_dask(X), y)
     assert_same_model(ref, got, DISTRIBUTED_RTOL)
+
+
+def test_distributed_multioutput_regression_and_gathered_multilabel(data, sync):
+    X, y_class, y, _ = data
+    Y = np.column_stack([y, -2 * y])
+    est = kernelscale.StagewiseRegressor(block_size=16, n_stages=2, pca_components=None, random_state=0)
+    for target in (Y, Y[:, :1]):  # a 2-d y stays 2-d, as on numpy
+        ref = clone(est).fit(X, target)
+        got = clone(est).fit(_dask(X), _dask(target))
+        assert_same_model(ref, got, DISTRIBUTED_RTOL)
+        assert got.predict(_dask(X)).shape == target.shape
+    labels = np.column_stack([y_class, 1 - y_class, (y > 0).astype(int)])
+    cls = kernelscale.CalibratedLeastSquaresClassifier(max_iter=5)
+    ref = clone(cls).fit(X, labels)
+    got = clone(cls).fit(_dask(X), _dask(labels))  # multi-label: gathered, numpy's model exactly
+    assert_same_model(ref, got)

@@ -114,9 +114,9 @@ def fit(estimator, X, y, sample_weight=None):
     y, sample_weight = _as_rows(y, X), _as_rows(sample_weight, X)
     if y.shape[0] != n:
         raise ValueError(f"y has {y.shape[0]} rows but X has {n}; pass one label per row of X.")
-    if y.ndim == 2 and y.shape[1] == 1:
-        y = y[:, 0]
     classifier = is_classifier(estimator)
+    if classifier and y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]  # as numpy's column_or_1d (a regressor keeps a 2-d y: multi-output)
     if y.ndim != 1 and classifier:
         return NotImplemented  # multi-label: gathered
     dtype = np.float32 if X.dtype == np.float32 else np.float64
