@@ -30,6 +30,11 @@ ALLOWED = {
     ("least_squares.py", "calibrated_least_squares"): "linear model on the given design matrix",
     ("least_squares.py", "_calibrated_step"): "linear model on the given design matrix",
     ("least_squares.py", "_scores"): "linear model on the given design matrix",
+    # the same products, one row chunk at a time (kernelscale.ops.rows maps them over dask chunks)
+    ("least_squares.py", "_gls_scores"): "linear model on the given design matrix, per row chunk",
+    ("least_squares.py", "_gls_gradient"): "linear model on the given design matrix, per row chunk",
+    ("least_squares.py", "_residual_moments"): "linear model on the given design matrix, per row chunk",
+    ("least_squares.py", "_linear_update"): "linear model on the given design matrix, per row chunk",
     ("preprocessing.py", "pca_transform"): "the fitted PCA projection (d x p) of the inputs, before any feature block",
 }
 

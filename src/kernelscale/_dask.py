@@ -12,10 +12,15 @@ estimator knows about dask. What happens depends on the method:
   per chunk or per example).
 - ``score``: y and sample_weight are gathered, the predictions are computed over X's chunks as
   above and gathered (n values, not n rows of X), and the estimator's score runs on them.
-- ``fit`` and ``partial_fit``: the dask arrays are gathered into this process when their size
-  fits the estimator's memory budget (``max_memory``), and the fit runs on numpy arrays, so the
-  model is the one numpy gives. Otherwise the call is refused, saying so: distributed fitting is
-  not available yet.
+- ``fit`` of the estimators whose n-sized work is sums over rows
+  (:data:`kernelscale._dask_fit.DISTRIBUTED`: generalized and calibrated least squares,
+  stagewise regression): distributed over X's row chunks by :mod:`kernelscale._dask_fit`
+  (one task per row chunk per pass, sums reduced by a tree, per-row state persisted on the
+  workers, nothing n-sized gathered); the model equals numpy's up to the order of the sums.
+- ``fit`` of the other estimators, and ``partial_fit``: the dask arrays are gathered into this
+  process when their size fits the estimator's memory budget (``max_memory``), and the fit runs
+  on numpy arrays, so the model is the one numpy gives. Otherwise the call is refused, naming the
+  estimators whose fit is distributed.
 
 Input checks, each a ValueError naming the argument and the fix: unknown chunk sizes (call
 ``compute_chunk_sizes()``), y or sample_weight row chunks that differ from X's, and NaN or
@@ -43,7 +48,8 @@ __all__ = ["is_dask_array", "has_dask_input", "call", "MAPPED", "GATHERED"]
 
 #: methods whose result is computed row chunk by row chunk and stays lazy
 MAPPED = ("predict", "decision_function", "predict_proba", "predict_log_proba", "transform")
-#: methods that gather their dask arguments into this process (for now)
+#: methods that gather their dask arguments into this process (fit: unless kernelscale._dask_fit
+#: distributes it)
 GATHERED = ("fit", "partial_fit")
 
 #: set while ``score`` runs on a dask X: the nested mapped call returns a computed numpy array
@@ -78,6 +84,15 @@ def call(estimator, method, args, kwargs):
     else:
         for key, value in others.items():
             _check_known_chunks(value, key)
+    if name == "fit" and is_dask_array(X):
+        from . import _dask_fit
+
+        if _dask_fit.supports(estimator):  # a distributed fit over X's row chunks
+            names = list(arguments)
+            y = arguments.get(names[1]) if len(names) > 1 else None
+            result = _dask_fit.fit(estimator, X, y, arguments.get("sample_weight"))
+            if result is not NotImplemented:
+                return result
     if name == "score" and is_dask_array(X):  # predictions over X's chunks, y and weights gathered
         arguments.update(_gather(estimator, name, others))
         token = _GATHER_RESULTS.set(True)
@@ -182,12 +197,17 @@ def _gather(estimator, method, arrays):
     if need > budget:
         cls = type(estimator).__name__
         names = ", ".join(arrays)
+        from ._dask_fit import DISTRIBUTED
+
+        why = (f"{cls} fits over dask row chunks, but not multi-label targets"
+               if cls in DISTRIBUTED and method == "fit" else f"{cls}.{method} does not run over dask chunks")
         raise ValueError(
             f"{cls}.{method} on dask input gathers {names} into this process: {format_bytes(need)}, more than "
             f"the memory budget of {format_bytes(budget)} (max_memory={getattr(estimator, 'max_memory', None)!r}). "
-            f"The distributed {method} of {cls} is not available yet: no kernelscale estimator fits over "
-            f"dask chunks so far (predict, decision_function, predict_proba and transform do run over "
-            f"them). Pass a numpy array or a numpy.memmap, a smaller dask array, or a larger max_memory."
+            f"{why}; the estimators whose fit is distributed (one task per row chunk, nothing n-sized "
+            f"gathered) are {', '.join(DISTRIBUTED)} (predict, decision_function, predict_proba and "
+            f"transform of every estimator run over the chunks). Fit one of those, or pass a numpy array "
+            f"or a numpy.memmap, a smaller dask array, or a larger max_memory."
         )
     checked = [a.map_blocks(_checked_chunk, key, dtype=a.dtype, meta=np.empty((0,) * a.ndim, dtype=a.dtype))
                for key, a in arrays.items()]

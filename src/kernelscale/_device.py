@@ -15,8 +15,9 @@ first-class inputs:
   in float64 there.
 
 Dask arrays are handed to :mod:`kernelscale._dask` at the same place, before anything else:
-predictions map the estimator's numpy method over the row chunks (a lazy dask array back), fits
-gather the arrays when they fit the memory budget.
+predictions map the estimator's numpy method over the row chunks (a lazy dask array back); the
+least-squares and stagewise fits run over the row chunks, other fits gather the arrays when they
+fit the memory budget.
 """
 
 from __future__ import annotations

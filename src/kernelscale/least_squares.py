@@ -70,8 +70,8 @@ from ._monitor import IterationMonitor
 from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT, MEMORY_CONSTRAINT
 from ._validation import as_float_array, check_finite_result, validate_data
-from .ops.features import FeatureOperator
 from .ops.memory import parse_memory, plan_rows
+from .ops.rows import HostRows, executor, is_dask, row_weights
 from .simplex import project_hypercube, project_simplex
 
 __all__ = [
@@ -136,12 +136,28 @@ def _constant(gram, mean):
     return variance <= 1e-12 * (variance + float(mean @ mean) / mean.size)
 
 
-def _gcv_alpha(M, cross, Y, w, n_eff):
+def _weighted_sum(A, w):
+    """sum_i w_i a_i in float64 (one row chunk's part of it)."""
+    return w @ A.astype(np.float64)
+
+
+def _weighted_squares(A, w, center):
+    """sum_i w_i |a_i - center|^2 in float64."""
+    C = A.astype(np.float64) - center
+    return float(w @ np.einsum("ik,ik->i", C, C))
+
+
+def _total(a):
+    return float(np.sum(a))
+
+
+def _gcv_alpha(M, cross, ybar, yy, n_eff):
     """alpha="auto" for d <= GCV_MAX_FEATURES: the ridge a = r * trace(M) / d, r in GCV_GRID,
     minimising the generalized cross-validation error RSS(a) / (1 - df(a) / n_eff)^2 of the
     weighted ridge regression of Y (n, k) on the centred features with an intercept. From the
     eigendecomposition M = V diag(l) V^T of the weighted covariance and B = V^T cross
-    (cross = the centred X^T W Y), with weights summing to 1:
+    (cross = the centred X^T W Y), with weights summing to 1, ybar = sum_i w_i y_i and
+    yy = sum_i w_i |y_i - ybar|^2 (sums over rows, computed by the caller):
     RSS(a) = sum_i w_i |y_i - ybar|^2 - sum_j |B_j|^2 (l_j + 2a) / (l_j + a)^2,
     df(a) = 1 + sum_j l_j / (l_j + a) and n_eff the sum of the sample weights (n without them,
     so that integer weights act as repeated samples)."""
@@ -149,8 +165,6 @@ def _gcv_alpha(M, cross, Y, w, n_eff):
     lam, V = linalg.eigh(M, check_finite=False)
     lam = np.maximum(lam, 0.0)
     b2 = np.einsum("jk,jk->j", *(2 * [V.T @ cross]))
-    ybar = w @ Y.astype(np.float64)
-    yy = float(w @ np.einsum("ik,ik->i", *(2 * [Y.astype(np.float64) - ybar])))
     best, best_gcv = AUTO_RIDGE * variance, np.inf
     for a in GCV_GRID * variance:
         df = 1.0 + float(np.sum(lam / (lam + a)))
@@ -166,16 +180,18 @@ def _gcv_alpha(M, cross, Y, w, n_eff):
 def _factor_sigma(op, X, w, scale, alpha, Y=None, sample_weight=None, gcv_scale=1.0):
     """The weighted mean of X, the Cholesky factor of scale * Cov + alpha I (the Sigma of
     Algorithms 1-2 for the centred features), the moments computed over row chunks by the
-    FeatureOperator ``op``, and the ridge alpha used (``"auto"`` resolved on Cov, by
+    row executor ``op`` (:mod:`kernelscale.ops.rows`), and the ridge alpha used (``"auto"`` resolved on Cov, by
     generalized cross-validation on the targets Y, times ``gcv_scale``, when Y is given and
     d <= GCV_MAX_FEATURES; ``sample_weight`` are the weights before normalisation)."""
     mean = op.weighted_mean(X, w)
     M = op.weighted_gram(X, w, center=mean)
     gcv = Y is not None and M.shape[0] <= GCV_MAX_FEATURES and not _constant(M, mean)
     if isinstance(alpha, str) and alpha == "auto" and gcv:
-        cross = op.weighted_gram(X, w, Y) - np.outer(mean, w @ Y.astype(np.float64))
-        n_eff = X.shape[0] if sample_weight is None else float(np.sum(sample_weight))
-        alpha = gcv_scale * _gcv_alpha(M, cross, Y, w, n_eff)
+        ybar = op.sum(_weighted_sum, Y, w)
+        cross = op.weighted_gram(X, w, Y) - np.outer(mean, ybar)
+        yy = op.sum(_weighted_squares, Y, w, center=ybar)
+        n_eff = X.shape[0] if sample_weight is None else op.sum(_total, sample_weight)
+        alpha = gcv_scale * _gcv_alpha(M, cross, ybar, yy, n_eff)
     alpha = _resolve_alpha(alpha, M, mean)
     if scale != 1.0:
         M *= scale
@@ -198,19 +214,71 @@ def _ridge_fit(op, F, R, w, alpha):
     mean = op.weighted_mean(F, w)
     # float64 (p is small): the calibration basis y, y^2, y^3 is nearly collinear, and a
     # float32 Gram matrix's rounding can exceed the "auto" ridge and make it indefinite
-    Fc = F.astype(np.float64) - mean
+    op = HostRows.wrap(op)
+    Fc = op.map(_centered64, F, center=mean, width=F.shape[1], dtype=np.float64)
     gram = op.weighted_gram(Fc, w)
     gram = 0.5 * (gram + gram.T)
     gram[np.diag_indices_from(gram)] += _resolve_alpha(alpha, gram, mean)
     cross = op.weighted_gram(Fc, w, R)
     factor = factor_spd(gram, "the calibration Gram matrix", "use alpha > 0")
     A = linalg.cho_solve(factor, cross, check_finite=False)
-    c = w @ R.astype(np.float64) - mean @ A
+    c = op.sum(_weighted_sum, R, w) - mean @ A
     return A, c
 
 
+def _centered64(F, center):
+    return F.astype(np.float64) - center
+
+
 # ----------------------------------------------------------------------------------------------
-# Algorithm 1
+# Algorithm 1: its passes over rows, one row chunk at a time (the whole arrays on numpy input)
+
+
+def _check_rows_XY(X, Y):
+    """``_check_XY`` for host arrays; dask arrays (validated chunk by chunk by the caller, see
+    :mod:`kernelscale._dask_fit`) are checked for shapes and row chunks only."""
+    if not (is_dask(X) or is_dask(Y)):
+        return _check_XY(X, Y)
+    if not (is_dask(X) and is_dask(Y)) or Y.ndim != 2 or Y.shape[0] != X.shape[0] or Y.chunks[0] != X.chunks[0]:
+        raise ValueError(f"Y must be a dask array of shape ({X.shape[0]}, k) with the row chunks of X.")
+    if X.dtype not in (np.float32, np.float64) or Y.dtype != X.dtype:
+        raise ValueError(f"dask X and Y must be float32 or float64 of one dtype, got {X.dtype} and {Y.dtype}.")
+    return X, Y
+
+
+def _row_weights(rows, X, sample_weight, n):
+    return row_weights(rows, X, sample_weight, n)
+
+
+def _gls_scores(X, offset, W, c):
+    S = X @ W
+    S += c
+    if offset is not None:
+        S += offset
+    return S
+
+
+def _gls_loss(S, Y, w, link):
+    if link == "softmax":
+        return softmax_loss(S, Y, w)[1]
+    diff = S - Y
+    return 0.5 * float(w @ np.einsum("ij,ij->i", diff, diff).astype(np.float64))
+
+
+def _gls_gradient(X, S, Y, w, link):
+    """sum_i r_i and X^T R (float64) for the weighted residuals R = w (g(S) - Y)."""
+    R = softmax(S) if link == "softmax" else S.copy()
+    R -= Y
+    R *= w.astype(S.dtype)[:, None]
+    return R.sum(axis=0, dtype=np.float64), np.dot(X.T, R).astype(np.float64)
+
+
+def _extrapolate(S, S_previous, beta):
+    """S + beta (S - S_previous), the scores of the extrapolated point (linear in the weights)."""
+    Sy = S - S_previous
+    Sy *= beta
+    Sy += S
+    return Sy
 
 
 SOLVERS = ("accelerated", "gls")
@@ -281,51 +349,41 @@ def generalized_least_squares(
             f"L={L!r} is below the Lipschitz constant of the {link} link ({lowest:g}), so the "
             f"steps would not decrease the loss; pass L >= {lowest:g} (L=1 is always valid)."
         )
-    X, Y = _check_XY(X, Y)
+    X, Y = _check_rows_XY(X, Y)
     (n, d), k, dtype = X.shape, Y.shape[1], X.dtype
-    w = normalized_weights(sample_weight, n)
-    if offset is not None:
+    if offset is not None and not is_dask(offset):
         offset = np.asarray(offset, dtype=dtype)
-        if offset.shape != (n, k):
-            raise ValueError(f"offset must have shape ({n}, {k}), got {offset.shape}.")
-    budget, fixed = parse_memory(max_memory), gls_fixed_bytes(n, d, k, dtype.itemsize, offset is not None)
+    if offset is not None and offset.shape != (n, k):
+        raise ValueError(f"offset must have shape ({n}, {k}), got {offset.shape}.")
+    rows_n = max(X.chunks[0]) if is_dask(X) else n  # rows one task holds at once
+    budget, fixed = parse_memory(max_memory), gls_fixed_bytes(rows_n, d, k, dtype.itemsize, offset is not None)
     plan_rows(
-        n, 8 * d, fixed, budget,
+        rows_n, 8 * d, fixed, budget,
         "generalized least squares (Sigma is d x d float64, targets and predictions n x k)",
         "increase max_memory, or reduce the number of features (PCA, or a stagewise fit with a "
         "smaller block_size)",
     )
-    mean, factor, alpha = _factor_sigma(FeatureOperator(None, budget - fixed), X, w, L, alpha, Y, sample_weight)
+    rows = executor(budget - fixed, X)
+    w = _row_weights(rows, X, sample_weight, n)
+    mean, factor, alpha = _factor_sigma(rows, X, w, L, alpha, Y, sample_weight)
     W = np.zeros((d, k)) if coef_init is None else np.array(coef_init, dtype=np.float64).T.copy()
     b = np.zeros(k) if intercept_init is None else np.array(intercept_init, dtype=np.float64).copy()
     if W.shape != (d, k) or b.shape != (k,):
         raise ValueError(f"coef_init must have shape ({k}, {d}) and intercept_init ({k},).")
-    wd = w.astype(dtype)[:, None]
     momentum = solver == "accelerated" and link == "softmax"
 
     def scores(W, b_centered):
-        """Scores of the (centred-intercept) iterate; the objective of the current iterate."""
-        S = X @ W.astype(dtype)
-        S += (b_centered - mean @ W).astype(dtype)
-        if offset is not None:
-            S += offset
-        return S
+        """Scores of the (centred-intercept) iterate, per row (on the workers for dask input)."""
+        return rows.map(_gls_scores, X, offset, W=W.astype(dtype), c=(b_centered - mean @ W).astype(dtype),
+                        width=k, dtype=dtype)
 
     def objective(S, W):
-        if link == "softmax":
-            f = softmax_loss(S, Y, w)[1]
-        else:
-            diff = S - Y
-            f = 0.5 * float(w @ np.einsum("ij,ij->i", diff, diff).astype(np.float64))
-        return f + 0.5 * alpha * float(np.sum(W * W))
+        return rows.sum(_gls_loss, S, Y, w, link=link) + 0.5 * alpha * float(np.sum(W * W))
 
     def step(S, W):
         """The eq. 14 step from the point with scores S and weights W, and its decrement."""
-        R = softmax(S) if link == "softmax" else S.copy()
-        R -= Y
-        R *= wd
-        grad_b = R.sum(axis=0, dtype=np.float64)
-        grad_W = np.dot(X.T, R).astype(np.float64) - np.outer(mean, grad_b) + alpha * W
+        grad_b, XR = rows.sum(_gls_gradient, X, S, Y, w, link=link)
+        grad_W = XR - np.outer(mean, grad_b) + alpha * W
         step_W = linalg.cho_solve(factor, grad_W, check_finite=False)
         step_b = grad_b / L
         return step_W, step_b, float(np.sum(grad_W * step_W) + grad_b @ step_b)
@@ -347,9 +405,7 @@ def generalized_least_squares(
         if beta > 0:
             Wy = W + beta * (W - previous[0])
             by = b_c + beta * (b_c - previous[1])
-            Sy = S - previous[2]
-            Sy *= dtype.type(beta)
-            Sy += S
+            Sy = rows.map(_extrapolate, S, previous[2], beta=dtype.type(beta), width=k, dtype=dtype)
         else:
             Wy, by, Sy = W, b_c, S
         step_W, step_b, decrement = step(Sy, Wy)
@@ -446,6 +502,37 @@ def calibrated_predict(X, coef, intercept, calibration, calibration_intercept, b
     return Yhat
 
 
+def _zero_rows(X, k):
+    return np.zeros((X.shape[0], k), dtype=X.dtype)
+
+
+def _squared_error(Y, P, w):
+    diff = Y - P
+    return float(w @ np.einsum("ij,ij->i", diff, diff).astype(np.float64))
+
+
+def _residual_moments(X, Y, Yhat, w):
+    """sum_i r_i and X^T R (float64) of the weighted residuals R = w (Y - Yhat)."""
+    R = (Y - Yhat) * w.astype(X.dtype)[:, None]
+    return R.sum(axis=0, dtype=np.float64), np.dot(X.T, R).astype(np.float64)
+
+
+def _linear_update(X, Yhat, W, b):
+    Yt = Yhat + X @ W
+    Yt += b
+    return Yt
+
+
+def _difference(A, B):
+    return A - B
+
+
+def _calibrate(Yt, G, D, e, projection):
+    Yhat = Yt + G @ D
+    Yhat += e
+    return _project(Yhat, projection)
+
+
 def calibrated_least_squares(
     X,
     Y,
@@ -492,54 +579,52 @@ def calibrated_least_squares(
     basis = _check_basis(basis)
     if projection not in PROJECTIONS:
         raise ValueError(f"projection must be one of {PROJECTIONS}, got {projection!r}.")
-    X, Y = _check_XY(X, Y)
+    X, Y = _check_rows_XY(X, Y)
     (n, d), k, dtype = X.shape, Y.shape[1], X.dtype
     m = k * len(basis)
-    w = normalized_weights(sample_weight, n)
-    fixed = gls_fixed_bytes(n, d, k, dtype.itemsize) + dtype.itemsize * n * (3 * m + 2 * k) + 8 * n * m + 16 * m * m
+    rows_n = max(X.chunks[0]) if is_dask(X) else n  # rows one task holds at once
+    fixed = (gls_fixed_bytes(rows_n, d, k, dtype.itemsize) + dtype.itemsize * rows_n * (3 * m + 2 * k)
+             + 8 * rows_n * m + 16 * m * m)
     budget = parse_memory(max_memory)
     plan_rows(
-        n, 8 * d, fixed, budget,
+        rows_n, 8 * d, fixed, budget,
         "calibrated least squares (Sigma is d x d float64; predictions and the calibration "
         "basis are n x k and n x k|G|)",
         "increase max_memory, or reduce the number of features or the basis",
     )
-    op = FeatureOperator(None, budget - fixed)
+    op = executor(budget - fixed, X)
+    w = _row_weights(op, X, sample_weight, n)
     # t refits of the residual with ridge a shrink a direction of variance l << a like ONE fit
     # with ridge a / t (1 - (1 - l / a)^t ~ t l / a): "auto" scales the GCV ridge by the default
     # number of iterations (not by max_iter, so that a warm start keeps the ridge)
     mean, factor, sigma_alpha = _factor_sigma(op, X, w, 1.0, alpha, Y, sample_weight, gcv_scale=CLS_GCV_SCALE)
     stages = [[], [], [], []]
-    Yhat = np.zeros((n, k), dtype=dtype)
+    Yhat = op.map(_zero_rows, X, k=k, width=k, dtype=dtype)
     if init is not None:
         for t in range(init[0].shape[0]):
             for store, value in zip(stages, init):
                 store.append(np.asarray(value[t], dtype=np.float64))
-            Yhat = _calibrated_step(X, Yhat, *(s[-1] for s in stages), basis, projection)
+            params = dict(zip(("coef", "intercept", "calibration", "calibration_intercept"), (s[-1] for s in stages)))
+            Yhat = op.map(_calibrated_step, X, Yhat, **params, basis=basis, projection=projection, width=k, dtype=dtype)
 
     def objective(P):
-        diff = Y - P
-        return float(w @ np.einsum("ij,ij->i", diff, diff).astype(np.float64))
+        return op.sum(_squared_error, Y, P, w)
 
     history = [objective(Yhat)]
-    wd = w.astype(dtype)[:, None]
     converged = False
     monitor = monitor if monitor is not None else IterationMonitor()
     while len(stages[0]) < max_iter:
         # 1. fit the residual on x (eq. 18)
-        R = (Y - Yhat) * wd
-        grad_b = R.sum(axis=0, dtype=np.float64)
-        W = linalg.cho_solve(factor, np.dot(X.T, R).astype(np.float64) - np.outer(mean, grad_b), check_finite=False)
+        grad_b, XR = op.sum(_residual_moments, X, Y, Yhat, w)
+        W = linalg.cho_solve(factor, XR - np.outer(mean, grad_b), check_finite=False)
         b = grad_b - mean @ W
-        Yt = Yhat + X @ W.astype(dtype)
-        Yt += b.astype(dtype)
+        Yt = op.map(_linear_update, X, Yhat, W=W.astype(dtype), b=b.astype(dtype), width=k, dtype=dtype)
         # 2. calibrate on G(y~) (eq. 19), as a ridge fit of what y~ still misses
-        G = _expand(Yt, basis)
-        D, e = _ridge_fit(op, G, Y - Yt, w, alpha)
+        G = op.map(_expand, Yt, basis=basis, width=m, dtype=dtype)
+        D, e = _ridge_fit(op, G, op.map(_difference, Y, Yt, width=k, dtype=dtype), w, alpha)
         # 3. project
-        Yhat = Yt + G @ D.astype(dtype)
-        Yhat += e.astype(dtype)
-        Yhat = _project(Yhat, projection)
+        Yhat = op.map(_calibrate, Yt, G, D=D.astype(dtype), e=e.astype(dtype), projection=projection,
+                      width=k, dtype=dtype)
         for store, value in zip(stages, (W.T.copy(), b, D, e)):
             store.append(value)
         f = objective(Yhat)
@@ -722,6 +807,11 @@ class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
     def fit(self, X, y, sample_weight=None):
         """Fit on X (n, d) and class labels y (n,), with optional sample weights."""
         X, y, Y, classes, sw, _, fitted = self._validate_fit_data(X, y, sample_weight)
+        return self._fit_prepared(X, Y, classes, sw, fitted)
+
+    def _fit_prepared(self, X, Y, classes, sw, fitted):
+        """The fit on validated X, one-hot targets Y (n, k) and weights sw: numpy arrays, or dask
+        arrays with the same row chunks (:mod:`kernelscale._dask_fit`), fitted over them."""
         warm = self._check_warm_start(X, classes)
         with IterationMonitor(self.verbose, self.callback, total=self.max_iter, desc="GLS") as monitor:
             result = generalized_least_squares(
@@ -826,6 +916,12 @@ class CalibratedLeastSquaresClassifier(_LeastSquaresClassifierBase):
         """Fit on X (n, d) and class labels y (n,) or a multi-label indicator y (n, k)."""
         basis = _check_basis(self.basis)
         X, y, Y, classes, sw, multilabel, fitted = self._validate_fit_data(X, y, sample_weight, allow_multilabel=True)
+        return self._fit_prepared(X, Y, classes, sw, fitted, multilabel)
+
+    def _fit_prepared(self, X, Y, classes, sw, fitted, multilabel=False):
+        """The fit on validated X, targets Y (n, k) and weights sw: numpy arrays, or dask
+        arrays with the same row chunks (:mod:`kernelscale._dask_fit`), fitted over them."""
+        basis = _check_basis(self.basis)
         init, history = None, []
         if self._check_warm_start(X, classes):
             if self.multilabel_ != multilabel or tuple(self.basis_) != basis:

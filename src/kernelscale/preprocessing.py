@@ -32,9 +32,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._estimator import INPUT_ATTRIBUTES, commit_fit, validate_fit_data
-from ._glm import normalized_weights
 from ._validation import as_float_array, check_same_features, validate_data
-from .ops.features import FeatureOperator
 from .ops.memory import parse_memory, plan_rows
 
 __all__ = ["CenterNormalize", "FFTFeatures", "GaussianCenterFilter", "image_shape_of", "pca_fit", "pca_transform"]
@@ -240,7 +238,10 @@ def pca_fit(X, n_components, sample_weight=None, max_memory=None):
     Components are ordered by decreasing variance; each is signed so that its entry of largest
     magnitude is positive (deterministic output).
     """
-    X = as_float_array(X, "X")
+    from .ops.rows import executor, is_dask, row_weights
+
+    if not is_dask(X):  # a dask X (validated chunk by chunk by the caller) is summed over its row chunks
+        X = as_float_array(X, "X")
     n, d = X.shape
     if isinstance(n_components, bool) or not isinstance(n_components, Integral) or n_components < 1:
         raise ValueError(f"pca_components must be an integer >= 1, got {n_components!r}.")
@@ -249,13 +250,13 @@ def pca_fit(X, n_components, sample_weight=None, max_memory=None):
             f"pca_components={n_components} is larger than the number of features d={d}; pass "
             f"pca_components <= {d}, or pca_components=None to use the features as they are."
         )
-    w = normalized_weights(sample_weight, n)
     budget, fixed = parse_memory(max_memory), 4 * 8 * d * d
     plan_rows(
-        n, d * X.dtype.itemsize, fixed, budget, f"the PCA ({d} x {d} covariance)",
+        max(X.chunks[0]) if is_dask(X) else n, d * X.dtype.itemsize, fixed, budget, f"the PCA ({d} x {d} covariance)",
         "increase max_memory, or pass pca_components=None",
     )
-    op = FeatureOperator(None, budget - fixed)
+    op = executor(budget - fixed, X)
+    w = row_weights(op, X, sample_weight, n)
     mean = op.weighted_mean(X, w)
     values, vectors = linalg.eigh(op.weighted_gram(X, w, center=mean), check_finite=False)
     components = vectors[:, np.argsort(values)[::-1][:n_components]]

@@ -52,7 +52,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy import linalg
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.base import BaseEstimator, clone, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
@@ -67,11 +67,12 @@ from ._estimator import (
 from ._glm import factor_spd, normalized_weights, softmax, softmax_loss
 from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
-from .kernels import make_kernel
+from .kernels import MEDIAN_SAMPLES, make_kernel
 from .least_squares import generalized_least_squares, gls_fixed_bytes
 from .ops.feature_blocks import METHODS, FeatureBlockSpec, kernel_family, seed_from
 from .ops.features import FeatureOperator
 from .ops.memory import parse_memory, plan_rows
+from .ops.rows import executor, is_dask, row_weights, total, weighted_sum
 from .preprocessing import pca_fit, pca_transform
 from .simplex import project_simplex
 
@@ -139,20 +140,42 @@ def feature_spec(kernel, n_features, block_size, seed, feature_method=None, dtyp
 # Algorithm 3
 
 
+def _difference(A, B):
+    return A - B
+
+
+def _centered(F, center, in_place):
+    if not in_place:
+        return F - center
+    F -= center
+    return F
+
+
+def _stage_update(F, Pc, A, B, c0):
+    """F A (+ (P - pbar) B) + c0: a fitted stage's change of the predictions, per row."""
+    update = F @ A
+    if B is not None:
+        update += Pc @ B
+    update += c0
+    return update
+
+
 def _fit_stage_ls(op, F, P, Y, w, uniform, alpha, calibrated):
     """Ridge fit of R = Y - P on [F, P] ("calibrated") or F ("linear"), intercept unpenalised.
 
-    Centres F in place. Returns (A (p, k), B (k, k) or None, c (k,)) in float64 for the
-    uncentred model y_hat + F A + y_hat B + c, and the update itself (n, k) in F's dtype.
+    ``op`` is a row executor (:mod:`kernelscale.ops.rows`). Centres F (in place on host arrays).
+    Returns (A (p, k), B (k, k) or None, c (k,)) in float64 for the uncentred model
+    y_hat + F A + y_hat B + c, and the update itself (n, k) in F's dtype.
     """
     dtype = F.dtype
-    R = Y - P
+    (n, p), k = F.shape, Y.shape[1]
+    R = op.map(_difference, Y, P, width=k, dtype=dtype)
     f_mean = op.weighted_mean(F, w)
-    F -= f_mean.astype(dtype)
+    F = op.map(_centered, F, center=f_mean.astype(dtype), in_place=not op.distributed, width=p, dtype=dtype)
     blocks = [F]
     if calibrated:
         p_mean = op.weighted_mean(P, w)
-        blocks.append(P - p_mean.astype(dtype))
+        blocks.append(op.map(_centered, P, center=p_mean.astype(dtype), in_place=False, width=k, dtype=dtype))
     sizes = [b.shape[1] for b in blocks]
     total = sum(sizes)
     gram = np.empty((total, total))
@@ -167,18 +190,17 @@ def _fit_stage_ls(op, F, P, Y, w, uniform, alpha, calibrated):
     gram[np.diag_indices_from(gram)] += alpha
     factor = factor_spd(gram, "the Gram matrix of a feature block", "use alpha > 0 (e.g. 1e-6)")
     sol = linalg.cho_solve(factor, cross, check_finite=False)
-    c0 = w @ R.astype(np.float64)
+    c0 = op.sum(weighted_sum, R, w)
     A = sol[: sizes[0]]
     A_d = A.astype(dtype)
-    update = F @ A_d
     c = c0 - f_mean @ A_d.astype(np.float64)
-    B = None
+    B = B_d = None
     if calibrated:
         B = sol[sizes[0] :]
         B_d = B.astype(dtype)
-        update += blocks[1] @ B_d
         c -= p_mean @ B_d.astype(np.float64)
-    update += c0.astype(dtype)
+    update = op.map(_stage_update, F, blocks[1] if calibrated else None, A=A_d, B=B_d, c0=c0.astype(dtype),
+                    width=k, dtype=dtype)
     return A, B, c, update
 
 
@@ -191,6 +213,35 @@ def _replay_stage(op, Z, t, P, coef, intercept, calibration):
     out += intercept
     out += P
     return out
+
+
+def _replay_chunk(Z, P, op, t, coef, intercept, calibration):
+    return _replay_stage(op, Z, t, P, coef, intercept, calibration)
+
+
+def _constant_rows(Z, value):
+    P = np.empty((Z.shape[0], value.shape[0]), dtype=Z.dtype)
+    P[:] = value
+    return P
+
+
+def _features(Z, op, t):
+    """Block t of the features of the rows Z, regenerated from (seed, t) where the task runs."""
+    return op.transform(Z, [t])
+
+
+def _apply_step(F, P, A, c, in_place):
+    step = F @ A
+    step += c
+    return _add(P, step, in_place)
+
+
+def _add(P, step, in_place):
+    """P + step; in place on host arrays (a dask task leaves its input chunks as they are)."""
+    if not in_place:
+        return P + step
+    P += step
+    return P
 
 
 def _objective(P, Y, w, update):
@@ -239,61 +290,110 @@ def stagewise_regression(
     dtype; objective_history (T + 1,): the weighted squared residual ("linear",
     "calibrated") or softmax loss ("softmax") after every stage; n_stages = T).
     """
-    Z = as_float_array(Z, "Z")
+    distributed = is_dask(Z)
+    if not distributed:
+        Z = as_float_array(Z, "Z")
+        Y = np.asarray(Y, dtype=Z.dtype)
     n = Z.shape[0]
     dtype = Z.dtype
-    Y = np.asarray(Y, dtype=dtype)
     k = Y.shape[1]
     uniform = sample_weight is None
-    w = normalized_weights(sample_weight, n)
     budget = parse_memory(max_memory)
-    need = stagewise_fit_bytes(n, k, spec, update, dtype.itemsize)
+    rows_n = max(Z.chunks[0]) if distributed else n  # rows one task holds at once
+    need = stagewise_fit_bytes(rows_n, k, spec, update, dtype.itemsize)
     plan_rows(
         1, 1, need, budget,
-        f"a stagewise fit ({n} x {spec.n_features_out} features per block)",
+        f"a stagewise fit ({rows_n} x {spec.n_features_out} features per block)",
         "reduce block_size, pass float32 data (halves it), or increase max_memory",
     )
+    rows = executor(budget, Z)
+    w = row_weights(rows, Z, sample_weight, n)
     op = FeatureOperator(spec.astype(dtype), budget)
-    P = np.empty((n, k), dtype=dtype)
-    P[:] = np.zeros(k) if init is None else np.asarray(init, dtype=dtype)
+    p = spec.n_features_out
+    P = rows.map(_constant_rows, Z, value=np.zeros(k) if init is None else np.asarray(init, dtype=dtype),
+                 dtype=dtype, width=k)
     coefs, intercepts, calibrations = [], [], []
     if stages is not None:
         for t in range(stages[0].shape[0]):
             cal = None if stages[2] is None else stages[2][t]
-            P = _replay_stage(op, Z, t, P, stages[0][t], stages[1][t], cal)
+            P = rows.map(_replay_chunk, Z, P, op=op, t=t, coef=stages[0][t], intercept=stages[1][t],
+                         calibration=cal, width=k, dtype=dtype)
             coefs.append(stages[0][t])
             intercepts.append(stages[1][t])
             calibrations.append(cal)
-    history = [_objective(P, Y, w, update)]
+    history = [rows.sum(_objective, P, Y, w, update=update)]
     monitor = monitor if monitor is not None else IterationMonitor()
     for t in range(len(coefs), n_stages):
-        F = op.transform(Z, [t])
+        F = rows.map(_features, Z, op=op, t=t, width=p, dtype=dtype)
         if update == "softmax":
             result = generalized_least_squares(
                 F, Y, link="softmax", alpha=alpha, max_iter=inner_iter, tol=0.0,
                 sample_weight=w, offset=P, max_memory=max_memory,
             )
             A, B, c = result.coef.T.astype(dtype), None, result.intercept.astype(dtype)
-            step = F @ A
-            step += c
-            P += step
+            P = rows.map(_apply_step, F, P, A=A, c=c, in_place=not distributed, width=k, dtype=dtype)
         else:
-            A, B, c, step = _fit_stage_ls(op, F, P, Y, w, uniform, alpha, update == "calibrated")
+            A, B, c, step = _fit_stage_ls(rows, F, P, Y, w, uniform, alpha, update == "calibrated")
             A, c = A.astype(dtype), c.astype(dtype)
             B = None if B is None else B.astype(dtype)
-            P += step
+            P = rows.map(_add, P, step, in_place=not distributed, width=k, dtype=dtype)
         del F
         coefs.append(A)
         intercepts.append(c)
         calibrations.append(B)
-        history.append(_objective(P, Y, w, update))
+        history.append(rows.sum(_objective, P, Y, w, update=update))
         if monitor.update(objective=history[-1], stage=t):
             break
-    p, T = spec.n_features_out, len(coefs)
+    T = len(coefs)
     coef = np.asarray(coefs, dtype=dtype).reshape(T, p, k)
     intercept = np.asarray(intercepts, dtype=dtype).reshape(T, k)
     calibration = np.asarray(calibrations, dtype=dtype).reshape(T, k, k) if update == "calibrated" else None
     return StagewiseResult(coef, intercept, calibration, np.asarray(history), T)
+
+
+def _positive(w, Z):
+    """Rows of the chunk with positive weight (all of them without weights): (count, min, max of w)."""
+    if w is None:
+        return np.array([Z.shape[0], 1.0, 1.0])
+    pos = w[w > 0]
+    return np.array([pos.size, pos.min(initial=np.inf), pos.max(initial=-np.inf)])
+
+
+def _select(Z, w, keep):
+    """The rows ``keep`` (indices among the chunk's rows of positive weight) and their weights."""
+    if w is not None:
+        Z, w = Z[w > 0], w[w > 0]
+    return Z[keep], None if w is None else w[keep]
+
+
+def _resolve_kernel(kernel, Z, rng, sw):
+    """``resolve_kernel`` of the training data Z; for a dask Z (``sigma="median"``) the subsample
+    of rows of positive weight that the median trick draws on numpy (``rng.choice`` of
+    MEDIAN_SAMPLES indices, the same draw) is gathered, nothing else, so the bandwidth is numpy's."""
+    if not is_dask(Z):
+        return resolve_kernel(kernel, Z, rng, sw)
+    import dask
+
+    kernel = make_kernel(kernel)
+    if kernel.is_resolved:
+        return clone(kernel)
+    Zb = list(Z.to_delayed().ravel())
+    wb = [None] * len(Zb) if sw is None else list(sw.to_delayed().ravel())
+    stats = np.array(dask.compute(*(dask.delayed(_positive)(w, z) for w, z in zip(wb, Zb)))).reshape(len(Zb), 3)
+    counts = stats[:, 0].astype(np.int64)
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    n_pos = int(offsets[-1])
+    equal = sw is None or stats[:, 1].min() == stats[:, 2].max()
+    keep = np.arange(n_pos)
+    if n_pos > MEDIAN_SAMPLES:
+        keep = np.sort(rng.choice(n_pos, MEDIAN_SAMPLES, replace=False))
+    parts = dask.compute(*(
+        dask.delayed(_select)(z, w, keep[(keep >= offsets[i]) & (keep < offsets[i + 1])] - offsets[i])
+        for i, (z, w) in enumerate(zip(Zb, wb))
+    ))
+    rows = np.concatenate([p[0] for p in parts])
+    weights = None if equal else np.concatenate([p[1] for p in parts])
+    return kernel.resolve(rows, rng, weights)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -381,12 +481,15 @@ class _StagewiseBase(DeviceMixin, BaseEstimator):
             pca_mean = pca_components = None
             block_size = _auto_block_size(n) if self.block_size == "auto" else self.block_size
             if n_pca is not None:
-                mean, components = pca_fit(X, n_pca, sw, self.max_memory)
+                mean, components = pca_fit(X, n_pca, sw, self.max_memory)  # over row chunks for dask X
                 pca_mean, pca_components = mean.astype(dtype), components.astype(dtype)
-        Z = X if pca_components is None else pca_transform(X, pca_mean, pca_components, self.max_memory)
+        rows = executor(parse_memory(self.max_memory), X)
+        Z = X if pca_components is None else rows.map(
+            pca_transform, X, mean=pca_mean, components=pca_components, max_memory=self.max_memory,
+            width=pca_components.shape[1], dtype=dtype)
         if stages is None:
-            kernel = resolve_kernel(self.kernel, Z, rng, sw)
-            init = np.asarray(init_fn(Y, normalized_weights(sw, n)), dtype=dtype)
+            kernel = _resolve_kernel(self.kernel, Z, rng, sw)
+            init = np.asarray(init_fn(rows.sum(weighted_sum, Y, row_weights(rows, X, sw, n))), dtype=dtype)
         spec = FeatureBlockSpec(kernel, Z.shape[1], block_size, seed, dtype, method)
         if method == "sample" and block_size >= Z.shape[1]:
             logger.info(
@@ -394,7 +497,7 @@ class _StagewiseBase(DeviceMixin, BaseEstimator):
                 "features, so stages after the first change (almost) nothing", block_size, Z.shape[1],
             )
         # sum(w) = n without weights; integer weights act as repetitions, as everywhere else
-        alpha = _AUTO_RIDGE / (n if sw is None else float(np.sum(sw))) if self.alpha == "auto" else float(self.alpha)
+        alpha = _AUTO_RIDGE / (n if sw is None else total(rows, sw)) if self.alpha == "auto" else float(self.alpha)
         with IterationMonitor(self.verbose, self.callback, total=self.n_stages, desc="stagewise") as monitor:
             result = stagewise_regression(
                 Z, Y, spec, update=update, n_stages=self.n_stages,
@@ -562,19 +665,22 @@ class StagewiseClassifier(ClassifierMixin, _StagewiseBase):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Fit on X (n, d) and class labels y (n,), with optional sample weights."""
-        previous_d = getattr(self, "n_features_in_", None)
         X, y, fitted = validate_fit_data(self, X, y, dtype=[np.float64, np.float32])
         classes, codes = encode_classes(y)
-        if self.warm_start and hasattr(self, "classes_") and not np.array_equal(classes, self.classes_):
-            raise ValueError("warm_start=True but the classes changed; set warm_start=False.")
-        # the n x k arrays of a stage (stagewise_fit_bytes, which stagewise_regression checks with the rest)
         check_class_memory(7 * X.dtype.itemsize * X.shape[0] * classes.size, self.max_memory, classes.size,
                            "the one-hot targets and a stage's other n x k arrays")
         Y = one_hot(codes, classes.size, X.dtype)
         sw = fit_weights(sample_weight, self.class_weight, X, codes, classes)
+        return self._fit_prepared(X, Y, classes, sw, fitted)
 
-        def init(Y, w):
-            prior = w @ Y.astype(np.float64)
+    def _fit_prepared(self, X, Y, classes, sw, fitted):
+        """The fit on validated X, one-hot targets Y (n, k) and weights sw: numpy arrays, or dask
+        arrays with the same row chunks (:mod:`kernelscale._dask_fit`), fitted over them."""
+        previous_d = getattr(self, "n_features_in_", None)
+        if self.warm_start and hasattr(self, "classes_") and not np.array_equal(classes, self.classes_):
+            raise ValueError("warm_start=True but the classes changed; set warm_start=False.")
+
+        def init(prior):  # prior = sum_i w_i y_i, weights summing to 1
             return np.log(np.maximum(prior, 1e-12)) if self.update == "softmax" else prior
 
         fitted["classes_"] = classes
@@ -646,13 +752,18 @@ class StagewiseRegressor(FiniteR2Mixin, RegressorMixin, _StagewiseBase):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Fit on X (n, d) and targets y (n,) or (n, k), with optional sample weights."""
-        previous_d = getattr(self, "n_features_in_", None)
         X, y, fitted = validate_fit_data(self, X, y, dtype=[np.float64, np.float32], multi_output=True,
                                          y_numeric=True)
         sw = fit_weights(sample_weight, None, X)
+        return self._fit_prepared(X, np.asarray(y, dtype=X.dtype), None, sw, fitted)
+
+    def _fit_prepared(self, X, y, classes, sw, fitted):
+        """The fit on validated X, targets y (n,) or (n, k) in X's dtype and weights sw: numpy
+        arrays, or dask arrays with the same row chunks (:mod:`kernelscale._dask_fit`)."""
+        previous_d = getattr(self, "n_features_in_", None)
         fitted["single_output_"] = y.ndim == 1
-        Y = np.asarray(y, dtype=X.dtype).reshape(X.shape[0], -1)
-        return self._fit_stages(X, Y, sw, self.update, lambda Y, w: w @ Y.astype(np.float64), previous_d, fitted)
+        Y = y.reshape(X.shape[0], -1)
+        return self._fit_stages(X, Y, sw, self.update, lambda prior: prior, previous_d, fitted)
 
     def _format(self, P):
         return P[:, 0] if self.single_output_ else P

@@ -10,8 +10,9 @@ this package for anything that touches n rows: kernel blocks and their products
 or torch's CPU kernels), picked by each estimator's ``device``. On a torch device the blocks and
 their products run there; random draws, the TensorSketch FFTs and the solvers' small
 factorisations (J x J, M x M, p x p, scipy in float64) stay on the host, and the operators take
-and return host arrays. A further backend (a Dask map over row chunks) adds to this package
-without a change to the solvers. ``tests/test_ops_boundary.py`` enforces the
+and return host arrays. The least-squares solvers state their passes over rows through a row
+executor (:mod:`~kernelscale.ops.rows`): whole host arrays, or dask row chunks with one task per
+chunk and tree-reduced sums, the same solver code for both. ``tests/test_ops_boundary.py`` enforces the
 rule: no module outside ``ops/`` evaluates a kernel block or a feature block over rows of X.
 """
 

@@ -1,0 +1,159 @@
+"""Distributed fits: the estimators whose n-sized work is sums over rows fit over dask row chunks.
+
+:func:`kernelscale._dask.call` hands ``fit`` with a dask X to :func:`fit` for the estimators of
+:data:`DISTRIBUTED` (GeneralizedLeastSquaresClassifier, CalibratedLeastSquaresClassifier,
+StagewiseClassifier, StagewiseRegressor). Here the arguments are validated chunk by chunk, as
+the estimator's own validation does on numpy arrays, without gathering anything n-sized:
+
+- X: every chunk cast to float64 (float32 kept) and checked for NaN/inf, then persisted (on the
+  workers with a distributed client), so that iterations read it from memory;
+- y (classifiers): the classes are the union of each chunk's unique labels (the same checks as
+  numpy: at least two classes, not continuous); the one-hot targets are built per chunk;
+- sample_weight and class_weight: per chunk; "balanced" from class counts summed over chunks.
+
+The estimator then runs its ordinary fit body (``_fit_prepared``) on these dask arrays: the
+solvers of :mod:`kernelscale.least_squares` and :mod:`kernelscale.stagewise` route every pass
+over rows through :mod:`kernelscale.ops.rows`, which maps it over the row chunks (one task per
+chunk, sums reduced by a tree, per-row predictions persisted where they were computed); the
+d x d solves stay here. :func:`fit` returns NotImplemented for arguments it does not handle
+(a multi-label y); the caller then gathers as for every other estimator.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import is_classifier
+
+from ._classifier import check_class_memory, encode_classes, one_hot
+
+__all__ = ["DISTRIBUTED", "fit"]
+
+#: estimators whose fit on a dask X runs over its row chunks
+DISTRIBUTED = (
+    "GeneralizedLeastSquaresClassifier",
+    "CalibratedLeastSquaresClassifier",
+    "StagewiseClassifier",
+    "StagewiseRegressor",
+)
+
+
+def supports(estimator):
+    return type(estimator).__name__ in DISTRIBUTED and hasattr(estimator, "_fit_prepared")
+
+
+# -- per-chunk checks (one task per chunk) -------------------------------------------------------
+
+def _location(block_info):
+    info = (block_info or {}).get(0, {})
+    index = info.get("chunk-location", ("?",))[0]
+    start, stop = info.get("array-location", [(None, None)])[0]
+    return index, (f" (rows {start} to {stop - 1})" if start is not None else "")
+
+
+def _float_chunk(block, name, dtype, block_info=None):
+    """The chunk in ``dtype``, or a ValueError naming the chunk when it is not finite."""
+    try:
+        out = np.asarray(block, dtype=dtype)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be numeric: {err}") from None
+    if not np.all(np.isfinite(out)):
+        index, rows = _location(block_info)
+        raise ValueError(
+            f"{name} contains NaN or infinity in row chunk {index}{rows}; drop or impute those entries "
+            f"before passing {name}."
+        )
+    return out
+
+
+def _weight_chunk(block, block_info=None):
+    w = _float_chunk(block, "sample_weight", np.float64, block_info)
+    if np.any(w < 0):
+        raise ValueError("Negative values in data passed to sample_weight")
+    return w
+
+
+def _unique(block):
+    return np.unique(block)
+
+
+def _one_hot_chunk(block, classes, dtype):
+    return one_hot(np.searchsorted(classes, block), classes.size, dtype)
+
+
+def _class_weight_chunk(block, w, classes, weights):
+    codes = np.searchsorted(classes, block)
+    return (np.ones(codes.size) if w is None else w) * weights[codes]
+
+
+def _counts(block, classes):
+    return np.bincount(np.searchsorted(classes, block), minlength=classes.size).astype(np.float64)
+
+
+# -- fit -------------------------------------------------------------------------------------------
+
+def _as_rows(a, X):
+    """``a`` as a dask array with X's row chunks (a numpy y or sample_weight beside a dask X)."""
+    import dask.array as da
+
+    if a is None or hasattr(a, "dask"):
+        return a
+    a = np.asarray(a)
+    return da.from_array(a, chunks=(X.chunks[0],) + tuple((s,) for s in a.shape[1:]))
+
+
+def fit(estimator, X, y, sample_weight=None):
+    """Fit ``estimator`` on the dask X (row chunks, one column chunk) and y over the chunks."""
+    import dask
+
+    estimator._validate_params()
+    n, d = X.shape
+    if n < 1 or d < 1:
+        raise ValueError(f"X of shape {X.shape}: need at least 1 sample and 1 feature.")
+    if y is None:
+        raise ValueError(f"{type(estimator).__name__} requires y to be passed, but the target y is None.")
+    y, sample_weight = _as_rows(y, X), _as_rows(sample_weight, X)
+    if y.shape[0] != n:
+        raise ValueError(f"y has {y.shape[0]} rows but X has {n}; pass one label per row of X.")
+    classifier = is_classifier(estimator)
+    if classifier and y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]  # as numpy's column_or_1d (a regressor keeps a 2-d y: multi-output)
+    if y.ndim != 1 and classifier:
+        return NotImplemented  # multi-label: gathered
+    dtype = np.float32 if X.dtype == np.float32 else np.float64
+    X = X.map_blocks(_float_chunk, "X", dtype, dtype=dtype, meta=np.empty((0, 0), dtype=dtype))
+    if sample_weight is not None:
+        if sample_weight.ndim != 1 or sample_weight.shape[0] != n:
+            raise ValueError(f"sample_weight must have shape ({n},), got {sample_weight.shape}.")
+        sample_weight = sample_weight.map_blocks(_weight_chunk, dtype=np.float64, meta=np.empty(0))
+    fitted = {"n_features_in_": d}
+    if not classifier:
+        Y = y.map_blocks(_float_chunk, "y", dtype, dtype=dtype, meta=np.empty((0,) * y.ndim, dtype=dtype))
+        X, Y, sample_weight = dask.persist(X, Y, sample_weight)
+        return estimator._fit_prepared(X, Y, None, sample_weight, fitted)
+    classes = np.unique(np.concatenate(dask.compute(*map(dask.delayed(_unique), y.to_delayed().ravel()))))
+    classes, _ = encode_classes(classes)  # the checks of numpy's fit: labels, two classes at least
+    k = classes.size
+    check_class_memory(7 * np.dtype(dtype).itemsize * max(X.chunks[0]) * k, estimator.max_memory, k,
+                       "the one-hot targets, scores and residuals of one row chunk")
+    Y = y.map_blocks(_one_hot_chunk, classes, dtype, dtype=dtype, chunks=(y.chunks[0], (k,)), new_axis=1,
+                     meta=np.empty((0, 0), dtype=dtype))
+    class_weight = getattr(estimator, "class_weight", None)
+    sw = sample_weight
+    if class_weight is not None:
+        if isinstance(class_weight, str):  # "balanced": n / (k * counts), as scikit-learn
+            counts = _sum_counts(y, classes)
+            weights = counts.sum() / (k * counts)
+        else:
+            from sklearn.utils.class_weight import compute_class_weight
+
+            weights = compute_class_weight(class_weight, classes=classes, y=classes)
+        sw = y.map_blocks(_class_weight_chunk, sample_weight, classes, weights, dtype=np.float64, meta=np.empty(0))
+    X, Y, sw = dask.persist(X, Y, sw)
+    return estimator._fit_prepared(X, Y, classes, sw, fitted)
+
+
+def _sum_counts(y, classes):
+    """Samples per class, summed over the row chunks of y by a tree reduction."""
+    from .ops.rows import DaskRows
+
+    return DaskRows(y.chunks[0], 0).sum(_counts, y, classes=classes)
