@@ -10,8 +10,10 @@ default memory budget is the worker's memory limit per thread.
 """
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +24,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.pipeline import make_pipeline
 
 import kernelscale
-from kernelscale import registry
+from kernelscale import GeneralizedLeastSquaresClassifier, registry
 from kernelscale.ops.memory import DEFAULT_MEMORY_FRACTION, available_memory, dask_worker_memory, default_memory_budget
 
 from kernelscale._dask_fit import DISTRIBUTED
@@ -636,3 +638,35 @@ def test_on_a_local_cluster_the_scheduler_holds_as_many_tasks_in_the_last_iterat
     # being released: a few arrays of one key per row chunk, not one more per iteration
     assert max(counts) <= 12 * chunks, counts
     assert max(counts[5:]) <= max(counts[:5]), counts  # measured: 35 to 46 in the first six
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # 8 iterations on purpose
+def test_a_worker_killed_in_the_middle_of_a_distributed_fit_costs_nothing_but_time():
+    """Every chunk of the persisted per-row state can be recomputed from the graph, so when a
+    worker process dies between two iterations the scheduler recomputes what it held and the
+    fit ends with numpy's model (or, had it failed, it would raise: never a silently wrong one)."""
+    distributed = pytest.importorskip("distributed")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 6))
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int) + (X[:, 2] > 1)
+    Xd, yd = da.from_array(X, chunks=(500, 6)), da.from_array(y, chunks=500)
+    kw = dict(max_iter=8, tol=0.0)
+    ref = GeneralizedLeastSquaresClassifier(**kw).fit(X, y)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=50) as cluster, distributed.Client(cluster, set_as_default=False) as c:
+        killed = []
+
+        def kill_a_worker(info):
+            if info["iteration"] == 3:
+                victim = sorted(c.scheduler_info()["workers"])[0]
+                pid = c.run(os.getpid, workers=[victim])[victim]
+                os.kill(pid, signal.SIGKILL)  # its nanny starts a fresh, empty one
+                killed.append(victim)
+                while victim in c.scheduler_info()["workers"]:  # the scheduler has noticed
+                    time.sleep(0.05)
+
+        with c.as_current():
+            est = GeneralizedLeastSquaresClassifier(callback=kill_a_worker, **kw).fit(Xd, yd)
+    assert killed and est.n_iter_ == ref.n_iter_ == 8
+    np.testing.assert_allclose(est.coef_, ref.coef_, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(est.intercept_, ref.intercept_, rtol=1e-8, atol=1e-12)
