@@ -355,6 +355,22 @@ def test_a_fit_beyond_the_memory_budget_is_refused_saying_what_to_do(data, sync)
         kernelscale.GeneralizedLeastSquaresClassifier(max_iter=20, max_memory="24KB").fit(X, y)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_on_one_machine_data_beyond_the_budget_is_read_again_by_each_pass_not_kept(data, sync, monkeypatch):
+    X, y, _, _ = data
+    persisted = []
+    real = dask.persist
+    monkeypatch.setattr(dask, "persist", lambda *a, **kw: persisted.extend(x.shape for x in a if x is not None)
+                        or real(*a, **kw))
+    ref = kernelscale.GeneralizedLeastSquaresClassifier(max_iter=5).fit(X, y)
+    small = kernelscale.GeneralizedLeastSquaresClassifier(max_iter=5, max_memory="16KB").fit(_dask(X), _dask(y))
+    assert X.shape not in persisted  # 12 KB of X and 4.8 KB of one-hot targets exceed 16 KB: not held
+    assert_same_model(ref, small, DISTRIBUTED_RTOL)
+    kept = kernelscale.GeneralizedLeastSquaresClassifier(max_iter=5).fit(_dask(X), _dask(y))
+    assert X.shape in persisted  # within the default budget: held for the passes
+    assert_same_model(ref, kept, DISTRIBUTED_RTOL)
+
+
 # -- memory budget inside a dask worker ----------------------------------------------------------
 
 def test_outside_a_worker_the_budget_is_the_hosts():

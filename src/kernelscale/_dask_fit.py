@@ -5,8 +5,11 @@
 StagewiseClassifier, StagewiseRegressor). Here the arguments are validated chunk by chunk, as
 the estimator's own validation does on numpy arrays, without gathering anything n-sized:
 
-- X: every chunk cast to float64 (float32 kept) and checked for NaN/inf, then persisted (on the
-  workers with a distributed client), so that iterations read it from memory;
+- X: every chunk cast to float64 (float32 kept) and checked for NaN/inf, then persisted with y
+  and the weights, so that iterations read them from memory: on the workers with a distributed
+  client; in this process only when they fit the estimator's ``max_memory``. Otherwise (data
+  larger than memory on one machine: a dask array over a memmap or zarr store) every pass reads
+  and checks its chunks again from the source, one at a time (:func:`_keep`);
 - y (classifiers): the classes are the union of each chunk's unique labels (the same checks as
   numpy: at least two classes, not continuous); the one-hot targets are built per chunk;
 - sample_weight and class_weight: per chunk; "balanced" from class counts summed over chunks.
@@ -128,7 +131,7 @@ def fit(estimator, X, y, sample_weight=None):
     fitted = {"n_features_in_": d}
     if not classifier:
         Y = y.map_blocks(_float_chunk, "y", dtype, dtype=dtype, meta=np.empty((0,) * y.ndim, dtype=dtype))
-        X, Y, sample_weight = dask.persist(X, Y, sample_weight)
+        X, Y, sample_weight = _keep(estimator, X, Y, sample_weight)
         return estimator._fit_prepared(X, Y, None, sample_weight, fitted)
     classes = np.unique(np.concatenate(dask.compute(*map(dask.delayed(_unique), y.to_delayed().ravel()))))
     classes, _ = encode_classes(classes)  # the checks of numpy's fit: labels, two classes at least
@@ -148,8 +151,35 @@ def fit(estimator, X, y, sample_weight=None):
 
             weights = compute_class_weight(class_weight, classes=classes, y=classes)
         sw = y.map_blocks(_class_weight_chunk, sample_weight, classes, weights, dtype=np.float64, meta=np.empty(0))
-    X, Y, sw = dask.persist(X, Y, sw)
+    X, Y, sw = _keep(estimator, X, Y, sw)
     return estimator._fit_prepared(X, Y, classes, sw, fitted)
+
+
+def _keep(estimator, *arrays):
+    """The arrays persisted (module docstring): with a distributed client, or when their bytes
+    fit the estimator's memory budget; else as they are (recomputed from the source by each pass)."""
+    import dask
+
+    from .ops.memory import parse_memory
+
+    held = sum(a.nbytes for a in arrays if a is not None)
+    if _has_client() or held <= parse_memory(estimator.max_memory):
+        return dask.persist(*arrays)
+    return arrays
+
+
+def _has_client():
+    """Whether a distributed client is the scheduler now (never imports distributed)."""
+    import sys
+
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
+        return False
+    try:
+        distributed.get_client()
+    except ValueError:
+        return False
+    return True
 
 
 def _sum_counts(y, classes):
