@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
-from harness import Suite, cli_main, make_record, print_table  # noqa: E402, F401
+from harness import Suite, cli_main, print_table  # noqa: E402
 
 SUITE = "out-of-core"
 D, CHUNK = 64, 50_000

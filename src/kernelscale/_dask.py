@@ -43,6 +43,7 @@ import warnings
 import numpy as np
 
 from .ops.memory import format_bytes, parse_memory
+from .ops.rows import is_dask
 
 __all__ = ["is_dask_array", "has_dask_input", "call", "MAPPED", "GATHERED"]
 
@@ -56,9 +57,8 @@ GATHERED = ("fit", "partial_fit")
 _GATHER_RESULTS = contextvars.ContextVar("kernelscale_dask_gather_results", default=False)
 
 
-def is_dask_array(a):
-    """True for a ``dask.array.Array`` (checked without importing dask)."""
-    return type(a).__module__.split(".")[0] == "dask" and hasattr(a, "chunks") and hasattr(a, "map_blocks")
+#: True for a ``dask.array.Array`` (checked without importing dask)
+is_dask_array = is_dask
 
 
 def has_dask_input(args, kwargs):

@@ -71,7 +71,7 @@ from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT, MEMORY_CONSTRAINT
 from ._validation import as_float_array, check_finite_result, validate_data
 from .ops.memory import parse_memory, plan_rows
-from .ops.rows import HostRows, executor, is_dask, row_weights
+from .ops.rows import HostRows, executor, is_dask, row_weights, total, weighted_sum
 from .simplex import project_hypercube, project_simplex
 
 __all__ = [
@@ -136,19 +136,10 @@ def _constant(gram, mean):
     return variance <= 1e-12 * (variance + float(mean @ mean) / mean.size)
 
 
-def _weighted_sum(A, w):
-    """sum_i w_i a_i in float64 (one row chunk's part of it)."""
-    return w @ A.astype(np.float64)
-
-
 def _weighted_squares(A, w, center):
     """sum_i w_i |a_i - center|^2 in float64."""
     C = A.astype(np.float64) - center
     return float(w @ np.einsum("ik,ik->i", C, C))
-
-
-def _total(a):
-    return float(np.sum(a))
 
 
 def _gcv_alpha(M, cross, ybar, yy, n_eff):
@@ -187,10 +178,10 @@ def _factor_sigma(op, X, w, scale, alpha, Y=None, sample_weight=None, gcv_scale=
     M = op.weighted_gram(X, w, center=mean)
     gcv = Y is not None and M.shape[0] <= GCV_MAX_FEATURES and not _constant(M, mean)
     if isinstance(alpha, str) and alpha == "auto" and gcv:
-        ybar = op.sum(_weighted_sum, Y, w)
+        ybar = op.sum(weighted_sum, Y, w)
         cross = op.weighted_gram(X, w, Y) - np.outer(mean, ybar)
         yy = op.sum(_weighted_squares, Y, w, center=ybar)
-        n_eff = X.shape[0] if sample_weight is None else op.sum(_total, sample_weight)
+        n_eff = X.shape[0] if sample_weight is None else total(op, sample_weight)
         alpha = gcv_scale * _gcv_alpha(M, cross, ybar, yy, n_eff)
     alpha = _resolve_alpha(alpha, M, mean)
     if scale != 1.0:
@@ -222,7 +213,7 @@ def _ridge_fit(op, F, R, w, alpha):
     cross = op.weighted_gram(Fc, w, R)
     factor = factor_spd(gram, "the calibration Gram matrix", "use alpha > 0")
     A = linalg.cho_solve(factor, cross, check_finite=False)
-    c = op.sum(_weighted_sum, R, w) - mean @ A
+    c = op.sum(weighted_sum, R, w) - mean @ A
     return A, c
 
 
@@ -246,10 +237,6 @@ def _check_rows_XY(X, Y):
     return X, Y
 
 
-def _row_weights(rows, X, sample_weight, n):
-    return row_weights(rows, X, sample_weight, n)
-
-
 def _gls_scores(X, offset, W, c):
     S = X @ W
     S += c
@@ -258,11 +245,16 @@ def _gls_scores(X, offset, W, c):
     return S
 
 
+def _squared_error(Y, P, w):
+    """sum_i w_i |y_i - p_i|^2 in float64 (one row chunk's part of it)."""
+    diff = Y - P
+    return float(w @ np.einsum("ij,ij->i", diff, diff).astype(np.float64))
+
+
 def _gls_loss(S, Y, w, link):
     if link == "softmax":
         return softmax_loss(S, Y, w)[1]
-    diff = S - Y
-    return 0.5 * float(w @ np.einsum("ij,ij->i", diff, diff).astype(np.float64))
+    return 0.5 * _squared_error(Y, S, w)
 
 
 def _gls_gradient(X, S, Y, w, link):
@@ -364,7 +356,7 @@ def generalized_least_squares(
         "smaller block_size)",
     )
     rows = executor(budget - fixed, X)
-    w = _row_weights(rows, X, sample_weight, n)
+    w = row_weights(rows, X, sample_weight, n)
     mean, factor, alpha = _factor_sigma(rows, X, w, L, alpha, Y, sample_weight)
     W = np.zeros((d, k)) if coef_init is None else np.array(coef_init, dtype=np.float64).T.copy()
     b = np.zeros(k) if intercept_init is None else np.array(intercept_init, dtype=np.float64).copy()
@@ -506,11 +498,6 @@ def _zero_rows(X, k):
     return np.zeros((X.shape[0], k), dtype=X.dtype)
 
 
-def _squared_error(Y, P, w):
-    diff = Y - P
-    return float(w @ np.einsum("ij,ij->i", diff, diff).astype(np.float64))
-
-
 def _residual_moments(X, Y, Yhat, w):
     """sum_i r_i and X^T R (float64) of the weighted residuals R = w (Y - Yhat)."""
     R = (Y - Yhat) * w.astype(X.dtype)[:, None]
@@ -593,7 +580,7 @@ def calibrated_least_squares(
         "increase max_memory, or reduce the number of features or the basis",
     )
     op = executor(budget - fixed, X)
-    w = _row_weights(op, X, sample_weight, n)
+    w = row_weights(op, X, sample_weight, n)
     # t refits of the residual with ridge a shrink a direction of variance l << a like ONE fit
     # with ridge a / t (1 - (1 - l / a)^t ~ t l / a): "auto" scales the GCV ridge by the default
     # number of iterations (not by max_iter, so that a warm start keeps the ridge)

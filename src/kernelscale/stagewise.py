@@ -68,7 +68,7 @@ from ._glm import factor_spd, normalized_weights, softmax, softmax_loss
 from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
 from .kernels import MEDIAN_SAMPLES, make_kernel
-from .least_squares import generalized_least_squares, gls_fixed_bytes
+from .least_squares import _squared_error, generalized_least_squares, gls_fixed_bytes
 from .ops.feature_blocks import METHODS, FeatureBlockSpec, kernel_family, seed_from
 from .ops.features import FeatureOperator
 from .ops.memory import parse_memory, plan_rows
@@ -247,8 +247,7 @@ def _add(P, step, in_place):
 def _objective(P, Y, w, update):
     if update == "softmax":
         return softmax_loss(P, Y, w)[1]
-    diff = Y - P
-    return float(w @ np.einsum("ij,ij->i", diff, diff).astype(np.float64))
+    return _squared_error(Y, P, w)
 
 
 def stagewise_fit_bytes(n, k, spec, update, itemsize):
