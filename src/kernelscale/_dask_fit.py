@@ -155,17 +155,37 @@ def fit(estimator, X, y, sample_weight=None):
     return estimator._fit_prepared(X, Y, classes, sw, fitted)
 
 
-def _keep(estimator, *arrays):
-    """The arrays persisted (module docstring): with a distributed client, or when their bytes
-    fit the estimator's memory budget; else as they are (recomputed from the source by each pass)."""
+def _keep(estimator, X, *arrays):
+    """X and the per-row arrays persisted (module docstring) when their bytes fit the memory they
+    would stay in: with a distributed client, the workers' budgets added up (:func:`_cluster_budget`);
+    else the estimator's ``max_memory`` in this process. Otherwise they stay as they are, and each
+    pass recomputes its chunks from the source. X is not kept when the estimator reduces it to a
+    smaller per-row array before its passes (``_dask_reduces_X``: a stagewise fit with its PCA reads
+    X twice, for the PCA and its projection, and keeps the projection)."""
     import dask
 
     from .ops.memory import parse_memory
 
-    held = sum(a.nbytes for a in arrays if a is not None)
-    if _has_client() or held <= parse_memory(estimator.max_memory):
-        return dask.persist(*arrays)
-    return arrays
+    reduces = getattr(estimator, "_dask_reduces_X", None)
+    arrays = (X, *arrays)
+    keep = [a is not None for a in arrays]
+    keep[0] = not (reduces is not None and reduces(X.shape[1]))
+    budget = _cluster_budget() if _has_client() else parse_memory(estimator.max_memory)
+    if sum(a.nbytes for a, k in zip(arrays, keep) if k) > budget:
+        return arrays
+    persisted = iter(dask.persist(*(a for a, k in zip(arrays, keep) if k)))
+    return tuple(next(persisted) if k else a for a, k in zip(arrays, keep))
+
+
+def _cluster_budget():
+    """The memory budgets of the distributed client's workers added up (each: DEFAULT_MEMORY_FRACTION
+    of its ``memory_limit``; a worker without a limit counts the host's available memory)."""
+    import distributed
+
+    from .ops.memory import DEFAULT_MEMORY_FRACTION, available_memory
+
+    workers = distributed.get_client().scheduler_info()["workers"].values()
+    return int(DEFAULT_MEMORY_FRACTION * sum(w.get("memory_limit") or available_memory() for w in workers))
 
 
 def _has_client():

@@ -429,6 +429,13 @@ class _StagewiseBase(DeviceMixin, BaseEstimator):
             )
         return self.pca_components
 
+    def _dask_reduces_X(self, d):
+        """Whether a fit on d features reads X only for the PCA and keeps its projection
+        (:func:`kernelscale._dask_fit._keep`)."""
+        if self.warm_start and hasattr(self, "coef_"):
+            return self.pca_components_ is not None
+        return self._n_pca(d) is not None
+
     def _same_features(self):
         """Whether kernel and feature_method still give the fitted kernel_ and feature_method_ (a
         sigma="median" matches any resolved bandwidth)."""

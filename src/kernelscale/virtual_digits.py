@@ -275,9 +275,47 @@ class VirtualDigits:
         y = np.concatenate([p[1] for p in parts])[:n]
         return X, y
 
+    def to_dask(self):
+        """The whole stream as lazy dask arrays ``(X, y)`` with one row chunk per stream chunk.
+
+        X's chunk ``c`` is a task that calls :meth:`chunk` on whichever worker computes it (the
+        stream, base images included, is one key of the graph, shipped once per worker), so no
+        process ever holds more than the chunks it works on. y's chunks are the base labels
+        indexed (no deformation needed). X is flattened to ``(n_examples, height * width)``.
+        Needs dask (``pip install "kernelscale[dask]"``).
+        """
+        try:
+            import dask
+            import dask.array as da
+        except ImportError:  # pragma: no cover - dask is in the test extra
+            raise ImportError('VirtualDigits.to_dask needs dask: pip install "kernelscale[dask]"') from None
+        rows = tuple(stop - start for start, stop in map(self.chunk_bounds, range(self.n_chunks)))
+        stream = dask.delayed(self, pure=True, name=f"virtual-digits-{dask.base.tokenize(self)}")
+        d = int(np.prod(self.image_shape))
+        X = da.concatenate([
+            da.from_delayed(dask.delayed(_chunk_rows, pure=True)(stream, c), shape=(m, d), dtype=self.dtype)
+            for c, m in enumerate(rows)
+        ])
+        n = self.n_base
+        y = da.arange(self.n_examples, chunks=(rows,)).map_blocks(lambda i: self.labels[i % n],
+                                                                   dtype=self.labels.dtype)
+        return X, y
+
+    def __dask_tokenize__(self):
+        from dask.base import normalize_token
+
+        return (type(self).__name__, repr(self), self.dtype.str, normalize_token(self.images),
+                normalize_token(self.labels))
+
     def __repr__(self):
         return (f"VirtualDigits(n_base={self.n_base}, n_examples={self.n_examples}, "
                 f"chunk_size={self.chunk_size}, seed={self.seed}, max_shift={self.max_shift}, "
                 f"max_rotation={self.max_rotation}, scale_range={self.scale_range}, "
                 f"elastic_alpha={self.elastic_alpha}, elastic_sigma={self.elastic_sigma}, "
                 f"include_originals={self.include_originals})")
+
+
+def _chunk_rows(stream, c):
+    """Chunk ``c`` of ``stream`` with each image flattened to a row (a task of :meth:`VirtualDigits.to_dask`)."""
+    X = stream.chunk(c)[0]
+    return X.reshape(X.shape[0], -1)

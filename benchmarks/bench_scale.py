@@ -1,0 +1,227 @@
+"""Scaling out: fits on virtual MNIST digits on a dask LocalCluster, n from 60k to millions (issue #15).
+
+For each n in ``--sizes`` (default 60k, 250k, 1M, 4M) and each method, a fresh
+``LocalCluster(n_workers=W, threads_per_worker=1, processes=True)`` (W = 2, plus W = 1 at
+``--speedup-n`` for the parallel speed-up) fits the estimator at its defaults (``random_state=0``)
+on the first n examples of :class:`kernelscale.VirtualDigits` over the 60000 MNIST training
+digits (float32 pixels in 0..255, row chunks of ``CHUNK``): ``VirtualDigits.to_dask`` makes every
+chunk a task that regenerates it from (seed, chunk) on the worker that needs it, so the n
+examples never exist on disk or in one process. Recorded per fit:
+
+- ``fit_s``: wall seconds of ``fit`` (the examples are generated inside it, by the workers);
+- ``test_error`` on the real MNIST test set (10000 digits, predicted in this process);
+- ``predict_s``: wall seconds to predict the n virtual training examples on the workers (a dask
+  array of labels; only the count of mistakes comes back), and ``train_error`` from it;
+- ``worker_peak_rss_bytes``: the largest peak resident set (VmHWM) of the workers, read from each
+  worker process after the fit and predict (fresh processes per fit, so the peak is this fit's),
+  and ``client_peak_rss_bytes`` for this process. Goal: flat in n.
+
+The log-log slope of ``fit_s`` against n (least squares over the W = 2 fits) is recorded per
+method (goal: <= 1.05); so is the speed-up from 1 to 2 workers.
+
+Resumable: every finished fit is written to ``--state-dir`` (default
+``~/.cache/kernelscale/bench-scale``), and a later run skips the fits already there (``--fresh``
+starts over), so the sizes can be run in several parts (``--until``).
+
+Run: ``python benchmarks/bench_scale.py [--sizes 60000,250000] [--part stagewise] [--fresh]``
+(``--quick``: n = 20k and 40k from 6000 base digits, 1000 test digits).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np  # noqa: E402
+
+from harness import RESULTS_DIR, PeakMemory, Suite, print_table  # noqa: E402
+
+SUITE = "scale"
+SIZES = (60_000, 250_000, 1_000_000, 4_000_000)
+CHUNK = 10_000
+SEED = 0
+WORKER_MEMORY = 8 * 2**30
+DEFAULT_STATE_DIR = Path.home() / ".cache" / "kernelscale" / "bench-scale"
+logger = logging.getLogger("kernelscale.benchmarks.scale")
+
+
+def _stagewise():
+    from kernelscale import StagewiseClassifier
+
+    return StagewiseClassifier(random_state=SEED)
+
+
+def _dsg():
+    from kernelscale import DoublyStochasticClassifier
+
+    return DoublyStochasticClassifier(random_state=SEED)
+
+
+METHODS = {"stagewise": ("StagewiseClassifier()", _stagewise), "dsg": ("DoublyStochasticClassifier()", _dsg)}
+
+
+def _peak_rss():
+    """VmHWM of the calling process (a worker, via ``client.run``)."""
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmHWM:"))
+
+
+def _mistakes(pred, y):
+    return np.array([np.count_nonzero(pred != y)])
+
+
+def fit_once(method, n, workers, data, chunk=CHUNK):
+    """One fit on a fresh LocalCluster of ``workers`` processes; the record's metrics."""
+    from distributed import Client, LocalCluster
+
+    from kernelscale import VirtualDigits
+
+    X_base, y_base, X_test, y_test = data
+    stream = VirtualDigits(X_base, y_base, n_examples=n, chunk_size=chunk, seed=SEED, dtype=np.float32)
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, memory_limit=WORKER_MEMORY,
+                      dashboard_address=None, silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+        X, y = stream.to_dask()
+        est = METHODS[method][1]()
+        with PeakMemory() as mem:
+            start = time.perf_counter()
+            est.fit(X, y)
+            fit_s = time.perf_counter() - start
+            start = time.perf_counter()
+            wrong = int(est.predict(X).map_blocks(_mistakes, y, chunks=(1,), dtype=np.int64).sum().compute())
+            predict_s = time.perf_counter() - start
+        worker_peaks = client.run(_peak_rss)
+    test_error = float(np.mean(est.predict(X_test) != y_test))
+    return {
+        "fit_s": fit_s, "predict_s": predict_s, "test_error": test_error, "train_error": wrong / n,
+        "worker_peak_rss_bytes": max(worker_peaks.values()), "client_peak_rss_bytes": mem.peak_rss,
+    }
+
+
+def _slope(points):
+    """Least-squares slope of log(time) against log(n)."""
+    if len(points) < 2:
+        return None
+    n, t = np.log(np.array(points, dtype=float)).T
+    return float(np.polyfit(n, t, 1)[0])
+
+
+def _state_path(state_dir, quick):
+    return Path(state_dir or DEFAULT_STATE_DIR) / ("quick.json" if quick else "full.json")
+
+
+def run(quick=False, out_dir=None, *, parts=None, sizes=None, speedup_n=None, state_dir=None, fresh=False,
+        data=None):
+    """The fits still missing from the state (module docstring), then the suite from all of them.
+    ``data`` (X_base, y_base, X_test, y_test) replaces MNIST (tests)."""
+    if data is None:
+        from kernelscale import load_dataset
+
+        d = load_dataset("mnist")
+        data = d.X_train, d.y_train, d.X_test.astype(np.float32), d.y_test
+    if quick:
+        data = data[0][:6000], data[1][:6000], data[2][:1000], data[3][:1000]
+    sizes = tuple(sizes or ((20_000, 40_000) if quick else SIZES))
+    speedup_n = speedup_n or sizes[min(1, len(sizes) - 1)]
+    methods = list(parts or METHODS)
+    path = _state_path(state_dir, quick)
+    done = {} if fresh or not path.exists() else json.loads(path.read_text())
+    for method in methods:
+        for n in sizes:
+            for workers in ((1, 2) if n == speedup_n else (2,)):
+                key = f"{method}/{n}/{workers}"
+                if key in done:
+                    continue
+                logger.info("fitting %s on %d virtual digits with %d worker(s)", method, n, workers)
+                done[key] = fit_once(method, n, workers, data, chunk=CHUNK if not quick else 5000)
+                logger.info("%s: %s", key, done[key])
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps(done, indent=1))
+    return write_suite(done, quick, out_dir)
+
+
+def write_suite(done, quick, out_dir=None):
+    """The suite (JSON and log-log plot) from the recorded fits."""
+    suite = Suite(SUITE, quick=quick, out_dir=out_dir, paper={
+        "source": "issue #15: fit time against n on a 2-worker LocalCluster (goal: log-log slope <= 1.05), "
+                  "peak memory per worker flat in n, the speed-up from 1 to 2 workers; "
+                  "Dai et al. 2014: more virtual examples keep lowering the test error"})
+    summary = {}
+    for method, (label, _) in METHODS.items():
+        rows = sorted((int(k.split("/")[1]), int(k.split("/")[2]), v) for k, v in done.items()
+                      if k.split("/")[0] == method)
+        if not rows:
+            continue
+        slope = _slope([(n, v["fit_s"]) for n, w, v in rows if w == 2])
+        for n, workers, v in rows:
+            rec = suite.add("mnist virtual digits (test: the real 10000)", f"{label} {workers} worker(s), n={n}",
+                            params={"n": n, "workers": workers, "chunk_rows": CHUNK, "seed": SEED},
+                            metrics=v, time_median_s=v["fit_s"], times_s=[v["fit_s"]],
+                            peak_memory_bytes=v["worker_peak_rss_bytes"])
+            one = done.get(f"{method}/{n}/1")
+            if workers == 2 and one:
+                rec["metrics"]["speedup_1_to_2_workers"] = one["fit_s"] / v["fit_s"]
+                summary[f"{method} speed-up 1->2 workers at n={n}"] = one["fit_s"] / v["fit_s"]
+        if slope is not None:
+            suite.records[-1]["metrics"]["loglog_slope_fit_s"] = slope
+            summary[f"{method} log-log slope of fit time"] = slope
+    suite.paper["summary"] = summary
+    out = suite.write(plot=False)
+    _plot(suite.records, out.with_suffix(".png"))
+    print_table(suite.records)
+    for k, v in summary.items():
+        print(f"{k}: {v:.3f}")
+    return out
+
+
+def _plot(records, path):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, (ax_t, ax_e, ax_m) = plt.subplots(1, 3, figsize=(13, 4))
+    for label in sorted({r["method"].split(" ")[0] for r in records}):
+        rows = sorted((r["params"]["n"], r["metrics"]) for r in records
+                      if r["method"].startswith(label) and r["params"]["workers"] == 2)
+        n = [a for a, _ in rows]
+        ax_t.loglog(n, [m["fit_s"] for _, m in rows], "o-", label=f"{label} fit")
+        ax_t.loglog(n, [m["predict_s"] for _, m in rows], "s--", label=f"{label} predict")
+        ax_e.semilogx(n, [100 * m["test_error"] for _, m in rows], "o-", label=label)
+        ax_m.semilogx(n, [m["worker_peak_rss_bytes"] / 2**20 for _, m in rows], "o-", label=label)
+    for ax, title in ((ax_t, "seconds (2 workers)"), (ax_e, "MNIST test error (%)"), (ax_m, "peak RSS per worker (MiB)")):
+        ax.set_xlabel("virtual examples n")
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    ax_m.set_ylim(bottom=0)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--out-dir", default=None, help=f"where results go (default {RESULTS_DIR})")
+    p.add_argument("--part", action="append", choices=list(METHODS), help="methods to fit (repeatable)")
+    p.add_argument("--sizes", default=None, help="comma-separated n (default: 60000,250000,1000000,4000000)")
+    p.add_argument("--speedup-n", type=int, default=None, help="n of the 1-worker fit (default: the second size)")
+    p.add_argument("--state-dir", default=None, help=f"finished fits (default {DEFAULT_STATE_DIR})")
+    p.add_argument("--fresh", action="store_true", help="discard the finished fits and start over")
+    a = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    sizes = tuple(int(s) for s in a.sizes.split(",")) if a.sizes else None
+    print(f"results: {run(a.quick, a.out_dir, parts=a.part, sizes=sizes, speedup_n=a.speedup_n, state_dir=a.state_dir, fresh=a.fresh)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
