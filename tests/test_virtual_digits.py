@@ -296,3 +296,22 @@ def test_real_mnist_deformed_digits_keep_their_class(require_dataset):
 
     original, deformed = nn_accuracy(X[:300], y[:300]), nn_accuracy(X[300:], y[300:])
     assert original > 0.85 and deformed > original - 0.08, (original, deformed)
+
+
+def test_to_dask_is_the_stream_chunk_by_chunk_regenerated_where_computed():
+    dask = pytest.importorskip("dask")
+    s = stream(n_examples=30, chunk_size=8)  # chunks of 8, 8, 8, 6; the first 7 are the originals
+    X, y = s.to_dask()
+    assert X.shape == (30, 256) and X.chunks[0] == (8, 8, 8, 6) and y.chunks == X.chunks[:1]
+    expected = np.concatenate([s.chunk(c)[0].reshape(-1, 256) for c in range(s.n_chunks)])
+    labels = np.concatenate([s.chunk(c)[1] for c in range(s.n_chunks)])
+    with dask.config.set(scheduler="threads", num_workers=2):
+        got, got_y = dask.compute(X, y)
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(got_y, labels)
+    np.testing.assert_array_equal(X[17:23].compute(scheduler="synchronous"), expected[17:23])
+    # the stream (base images included) is one key of the graph, shared by the chunks' tasks
+    graph = dict(X.__dask_graph__())
+    assert sum(1 for k in graph if str(k).startswith("virtual-digits-")) == 1
+    assert s.to_dask()[0].name == X.name  # deterministic: the same stream gives the same keys
+    assert stream(n_examples=30, chunk_size=8, seed=1).to_dask()[0].name != X.name
