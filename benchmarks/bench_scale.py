@@ -218,6 +218,7 @@ def main(argv=None):
     p.add_argument("--fresh", action="store_true", help="discard the finished fits and start over")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.getLogger("distributed").setLevel(logging.ERROR)
     sizes = tuple(int(s) for s in a.sizes.split(",")) if a.sizes else None
     print(f"results: {run(a.quick, a.out_dir, parts=a.part, sizes=sizes, speedup_n=a.speedup_n, state_dir=a.state_dir, fresh=a.fresh)}")
     return 0

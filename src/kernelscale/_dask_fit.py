@@ -189,17 +189,9 @@ def _cluster_budget():
 
 
 def _has_client():
-    """Whether a distributed client is the scheduler now (never imports distributed)."""
-    import sys
+    from ._dask import current_client
 
-    distributed = sys.modules.get("distributed")
-    if distributed is None:
-        return False
-    try:
-        distributed.get_client()
-    except ValueError:
-        return False
-    return True
+    return current_client() is not None
 
 
 def _sum_counts(y, classes):

@@ -278,9 +278,10 @@ class VirtualDigits:
     def to_dask(self):
         """The whole stream as lazy dask arrays ``(X, y)`` with one row chunk per stream chunk.
 
-        X's chunk ``c`` is a task that calls :meth:`chunk` on whichever worker computes it (the
-        stream, base images included, is one key of the graph, shipped once per worker), so no
-        process ever holds more than the chunks it works on. y's chunks are the base labels
+        X's chunk ``c`` is a task that calls :meth:`chunk` on whichever worker computes it, so no
+        process ever holds more than the chunks it works on. The stream (base images included)
+        is one key of the graph; with a distributed client it is scattered to the workers once,
+        so that the graphs of later computations do not carry it. y's chunks are the base labels
         indexed (no deformation needed). X is flattened to ``(n_examples, height * width)``.
         Needs dask (``pip install "kernelscale[dask]"``).
         """
@@ -290,15 +291,14 @@ class VirtualDigits:
         except ImportError:  # pragma: no cover - dask is in the test extra
             raise ImportError('VirtualDigits.to_dask needs dask: pip install "kernelscale[dask]"') from None
         rows = tuple(stop - start for start, stop in map(self.chunk_bounds, range(self.n_chunks)))
-        stream = dask.delayed(self, pure=True, name=f"virtual-digits-{dask.base.tokenize(self)}")
+        stream = _shared(self)
         d = int(np.prod(self.image_shape))
-        X = da.concatenate([
-            da.from_delayed(dask.delayed(_chunk_rows, pure=True)(stream, c), shape=(m, d), dtype=self.dtype)
-            for c, m in enumerate(rows)
-        ])
-        n = self.n_base
-        y = da.arange(self.n_examples, chunks=(rows,)).map_blocks(lambda i: self.labels[i % n],
-                                                                   dtype=self.labels.dtype)
+        chunk = dask.delayed(_chunk_rows, pure=True)
+        labels = dask.delayed(_chunk_labels, pure=True)
+        X = da.concatenate([da.from_delayed(chunk(stream, c), shape=(m, d), dtype=self.dtype)
+                            for c, m in enumerate(rows)])
+        y = da.concatenate([da.from_delayed(labels(stream, c), shape=(m,), dtype=self.labels.dtype)
+                            for c, m in enumerate(rows)])
         return X, y
 
     def __dask_tokenize__(self):
@@ -319,3 +319,21 @@ def _chunk_rows(stream, c):
     """Chunk ``c`` of ``stream`` with each image flattened to a row (a task of :meth:`VirtualDigits.to_dask`)."""
     X = stream.chunk(c)[0]
     return X.reshape(X.shape[0], -1)
+
+
+def _chunk_labels(stream, c):
+    start, stop = stream.chunk_bounds(c)
+    return stream.labels[np.arange(start, stop) % stream.n_base]
+
+
+def _shared(stream):
+    """``stream`` as one key for dask graphs: scattered to every worker when a distributed client
+    is current (the graph then holds only its future), else a delayed object."""
+    import dask
+
+    from ._dask import current_client
+
+    client = current_client()
+    if client is not None:
+        return client.scatter(stream, broadcast=True, hash=True)
+    return dask.delayed(stream, pure=True, name=f"virtual-digits-{dask.base.tokenize(stream)}")
