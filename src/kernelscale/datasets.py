@@ -265,7 +265,7 @@ def verify_dataset(name, data_home=None):
 # registered datasets
 
 
-def load_dataset(name, data_home=None, dtype=None, *, flatten=True, verify=False):
+def load_dataset(name, data_home=None, dtype=None, *, flatten=True, verify=False, chunks=None):
     """Load a registered dataset as a :class:`sklearn.utils.Bunch`.
 
     Parameters
@@ -281,6 +281,10 @@ def load_dataset(name, data_home=None, dtype=None, *, flatten=True, verify=False
         qm7 only: reshape the (7165, 23, 23) Coulomb matrices to (7165, 529); False keeps them 3-d.
     verify : bool, default=False
         Check the file's SHA-256 first (reads the whole file once more).
+    chunks : None, "auto" or int, optional
+        Return X and y arrays as dask arrays in row chunks of this many rows (see
+        :func:`load_file`; the registered files are compressed and small, so they are read whole
+        first).
 
     Returns
     -------
@@ -310,6 +314,13 @@ def load_dataset(name, data_home=None, dtype=None, *, flatten=True, verify=False
             arrays[key] = arrays[key].reshape(arrays[key].shape[0], -1)
         if dtype is not None:
             arrays[key] = arrays[key].astype(dtype, copy=False)
+    if chunks is not None:
+        from .lazy_files import in_chunks, row_chunks
+
+        row_chunks(1, 1, chunks)
+        for key in x_keys:
+            y_key = "y" + key[1:]
+            arrays[key], arrays[y_key] = in_chunks(arrays[key], chunks), in_chunks(arrays[y_key], chunks)
     return Bunch(**arrays, info=info, path=path, DESCR=info.description)
 
 
@@ -412,32 +423,65 @@ _SVMLIGHT_EXT = (".svm", ".svmlight", ".libsvm", ".txt")
 _IDX_EXT = (".idx", "-ubyte", ".ubyte")
 
 
-def load_file(path, *, part=None, n_features=None):
+def load_file(path, *, part=None, n_features=None, chunks=None, max_memory=None):
     """Load ``(X, y)`` from a data file, choosing the reader by extension (the CLI's loader).
 
     - ``.npz``: arrays ``X`` and ``y`` (y may be absent: None); with ``part="train"`` or
       ``"test"``, ``X_train``/``y_train`` or ``X_test``/``y_test`` (registered split datasets).
+    - ``.npy``: one array, returned as X, and y = None.
     - ``.svm``, ``.svmlight``, ``.libsvm``, ``.txt``: svmlight/LIBSVM, returned dense.
     - ``.csv``: comma-separated numbers, the target in the LAST column; a non-numeric first
       line is taken as a header and skipped.
     - IDX (``.idx``, ``*-ubyte``): one array, returned as X with each sample flattened to a row,
       and y = None (read labels with :func:`load_idx`).
 
-    A trailing ``.gz`` is allowed on all but .npz. X is returned as stored (use
+    A trailing ``.gz`` is allowed on all but .npz and .npy. X is returned as stored (use
     ``as_float_array`` or an estimator to convert).
+
+    ``chunks`` (None, "auto" or a number of rows) returns dask arrays in row chunks instead, for
+    files larger than memory: ``.npy``, uncompressed ``.npz`` members and uncompressed IDX files
+    are then read one chunk per task, at the chunk's offset, never whole ("auto": dask's
+    ``array.chunk-size`` of rows, 128 MiB by default). A compressed ``.npz`` member is read whole
+    within ``max_memory`` (default: the memory budget) and refused beyond it; the text formats
+    are read whole (:mod:`kernelscale.lazy_files`).
     """
+    from . import lazy_files
+
     path = Path(path)
     name = path.name.lower()
-    if name.endswith((".gz", ".bz2")):
+    lazy = chunks is not None
+    if lazy:
+        lazy_files.row_chunks(1, 1, chunks)  # a bad chunks fails before any reading
+    compressed = name.endswith((".gz", ".bz2"))
+    if compressed:
         name = name.rsplit(".", 1)[0]
     if name.endswith(".npz"):
-        arrays = load_npz(path)
+        with np.load(path, allow_pickle=False) as f:
+            keys = list(f.files)
         x_key, y_key = ("X", "y") if part is None else (f"X_{part}", f"y_{part}")
-        if x_key not in arrays:
+        if x_key not in keys:
             hint = " (this file has a train/test split: pass part='train' or 'test')" if (
-                "X_train" in arrays) else ""
-            raise ValueError(f"{path} has no array {x_key!r}; it holds {sorted(arrays)}{hint}.")
+                "X_train" in keys) else ""
+            raise ValueError(f"{path} has no array {x_key!r}; it holds {sorted(keys)}{hint}.")
+        if lazy:
+            from .ops.memory import parse_memory
+
+            budget = parse_memory(max_memory)
+            return tuple(lazy_files.npz_rows(path, k, chunks, budget) if k in keys else None for k in (x_key, y_key))
+        arrays = load_npz(path)
         return arrays[x_key], arrays.get(y_key)
+    if name.endswith(".npy") and not compressed:
+        if lazy:
+            return lazy_files.npy_rows(path, chunks), None
+        return np.load(path, allow_pickle=False), None
+    if name.endswith(_IDX_EXT) and lazy and not compressed:
+        return _idx_rows(path, chunks), None
+    X, y = _load_whole(path, name, n_features)
+    return (lazy_files.in_chunks(X, chunks), lazy_files.in_chunks(y, chunks)) if lazy else (X, y)
+
+
+def _load_whole(path, name, n_features):
+    """(X, y) of a file read whole by the reader of its extension (``name``, lower case, without .gz)."""
     if name.endswith(_SVMLIGHT_EXT):
         return load_svmlight(path, n_features=n_features, dense=True)
     if name.endswith(".csv"):
@@ -446,10 +490,22 @@ def load_file(path, *, part=None, n_features=None):
         data = load_idx(path)
         return data.reshape(data.shape[0], -1), None
     raise ValueError(
-        f"cannot tell the format of {path} from its extension; use .npz, "
+        f"cannot tell the format of {path} from its extension; use .npz, .npy, "
         f"{'/'.join(_SVMLIGHT_EXT)} (svmlight), .csv (target in the last column) or an IDX file "
         f"(.idx, *-ubyte), optionally gzipped."
     )
+
+
+def _idx_rows(path, chunks):
+    """An uncompressed IDX file as a dask array of flattened rows, read chunk by chunk."""
+    from .lazy_files import raw_rows
+
+    with open(path, "rb") as f:
+        head = f.read(4)
+        if len(head) < 4 or head[0] != 0 or head[1] != 0 or head[2] not in _IDX_TYPES:
+            raise ValueError(f"{path} is not an IDX file: it must start with 0x00 0x00 then a type code.")
+        shape = tuple(int(s) for s in np.frombuffer(f.read(4 * head[3]), ">i4"))
+    return raw_rows(path, 4 + 4 * len(shape), np.dtype(_IDX_TYPES[head[2]]), shape, chunks, flatten=True)
 
 
 def _load_csv(path):
