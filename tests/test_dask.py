@@ -256,20 +256,17 @@ def test_worker_budget_is_the_memory_limit_per_thread(client):
     assert client.submit(default_memory_budget, pure=False).result() == int(DEFAULT_MEMORY_FRACTION * WORKER_MEMORY)
 
 
-@pytest.mark.parametrize("name, method", [
-    ("ExactKernelRidge", "predict"),
-    ("RandomFourierFeatures", "transform"),
-    ("DoublyStochasticClassifier", "predict_proba"),
-    ("RegularizedKernelClassifier", "predict"),
-])
-def test_predictions_on_a_local_cluster_equal_numpy(client, data, name, method):
+@pytest.mark.parametrize("entry", registry.ESTIMATORS, ids=lambda e: e.name)
+def test_fit_and_predict_on_a_local_cluster_equal_numpy(client, data, entry):
+    """Every estimator (its first test configuration) on two worker processes: the model numpy
+    fits (gathered from the workers, or fitted on them) and numpy's predictions, chunk by chunk."""
     X, _, _, w = data
-    entry = registry.by_name(name)
     y = _target(entry, data)
-    est = next(e for e in _configs(entry.cls) if hasattr(e, method))
+    est = _configs(entry.cls)[0]
     ref = clone(est).fit(X) if y is None else clone(est).fit(X, y, sample_weight=w)
     got = clone(est).fit(_dask(X)) if y is None else clone(est).fit(_dask(X), _dask(y), sample_weight=_dask(w))
-    assert_same_model(ref, got, model_rtol(est))  # gathered from the workers, or fitted on them
+    assert_same_model(ref, got, model_rtol(est))
+    method = next(m for m in ("predict_proba", "transform", "predict") if hasattr(ref, m))
     assert_same_predictions(getattr(ref, method)(X), getattr(got, method)(_dask(X)), _dask(X), est)
 
 
@@ -414,23 +411,6 @@ def test_one_task_per_row_chunk_and_the_graph_does_not_grow(data, sync, monkeypa
     iterations = est.n_iter_
     passes = counts.get("_gls_gradient", 0) + counts.get("_features", 0)
     assert passes >= iterations  # one pass (at least) per iteration, each of one task per chunk
-
-
-@pytest.mark.parametrize("est", [
-    kernelscale.GeneralizedLeastSquaresClassifier(max_iter=20),
-    kernelscale.CalibratedLeastSquaresClassifier(max_iter=5),
-    kernelscale.StagewiseClassifier(block_size=16, n_stages=2, pca_components=None, random_state=0, update="softmax",
-                                    inner_iter=5),
-    kernelscale.StagewiseRegressor(block_size=16, n_stages=2, pca_components=None, random_state=0),
-], ids=lambda e: type(e).__name__)
-def test_distributed_fit_on_a_local_cluster_equals_numpy(client, data, est):
-    X, y_class, y_reg, w = data
-    y = y_reg if isinstance(est, kernelscale.StagewiseRegressor) else y_class
-    ref = clone(est).fit(X, y, sample_weight=w)
-    got = clone(est).fit(_dask(X), _dask(y), sample_weight=_dask(w))
-    assert_same_model(ref, got, DISTRIBUTED_RTOL)
-    method = "predict" if isinstance(est, kernelscale.StagewiseRegressor) else "predict_proba"
-    assert_same_predictions(getattr(ref, method)(X), getattr(got, method)(_dask(X)), _dask(X), est)
 
 
 def test_distributed_fit_input_errors(data, sync):
