@@ -72,16 +72,15 @@ def _peak_rss():
         return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmHWM:"))
 
 
-def _mistakes(pred, y):
-    return np.array([np.count_nonzero(pred != y)])
-
-
 def fit_once(method, n, workers, data, chunk=CHUNK):
     """One fit on a fresh LocalCluster of ``workers`` processes; the record's metrics."""
     from distributed import Client, LocalCluster
 
     from kernelscale import VirtualDigits
 
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # _peak_rss runs on the workers
     X_base, y_base, X_test, y_test = data
     stream = VirtualDigits(X_base, y_base, n_examples=n, chunk_size=chunk, seed=SEED, dtype=np.float32)
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, memory_limit=WORKER_MEMORY,
@@ -93,7 +92,7 @@ def fit_once(method, n, workers, data, chunk=CHUNK):
             est.fit(X, y)
             fit_s = time.perf_counter() - start
             start = time.perf_counter()
-            wrong = int(est.predict(X).map_blocks(_mistakes, y, chunks=(1,), dtype=np.int64).sum().compute())
+            wrong = int((est.predict(X) != y).sum().compute())
             predict_s = time.perf_counter() - start
         worker_peaks = client.run(_peak_rss)
     test_error = float(np.mean(est.predict(X_test) != y_test))

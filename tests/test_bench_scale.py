@@ -1,0 +1,50 @@
+"""The scaling benchmark (benchmarks/bench_scale.py): one real fit on a LocalCluster of virtual
+digits, and its bookkeeping (resuming from the finished fits, slope, speed-up) on recorded fits."""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import load_benchmark
+from sklearn.datasets import load_digits
+
+scale = load_benchmark("bench_scale")
+
+
+def _digits():
+    X, y = load_digits(return_X_y=True)
+    X = np.round(X * 255 / 16).astype(np.uint8)  # 8 x 8 images in 0..255, as MNIST's
+    return X[:1500], y[:1500], X[1500:].astype(np.float32), y[1500:]
+
+
+def test_one_fit_on_a_local_cluster_of_virtual_digits():
+    pytest.importorskip("distributed")
+    got = scale.fit_once("stagewise", 3000, 1, _digits(), chunk=1000)
+    assert got["test_error"] < 0.2 and got["train_error"] < 0.2  # it learns (chance is 0.9)
+    assert got["fit_s"] > 0 and got["predict_s"] > 0 and got["worker_peak_rss_bytes"] > 2**20
+
+
+def test_resumes_from_the_finished_fits_and_reports_slope_and_speedup(tmp_path, monkeypatch):
+    calls = []
+
+    def fake(method, n, workers, data, chunk):
+        calls.append((method, n, workers))
+        return {"fit_s": 1e-4 * n ** 1.2 / workers, "predict_s": 1e-5 * n, "test_error": 1 / np.log(n),
+                "train_error": 0.0, "worker_peak_rss_bytes": 2**28, "client_peak_rss_bytes": 2**27}
+
+    monkeypatch.setattr(scale, "fit_once", fake)
+    kw = dict(data=_digits(), parts=["stagewise"], speedup_n=2000, state_dir=tmp_path / "state",
+              out_dir=tmp_path / "results")
+    scale.run(sizes=(1000, 2000), **kw)
+    assert calls == [("stagewise", 1000, 2), ("stagewise", 2000, 1), ("stagewise", 2000, 2)]
+    scale.run(sizes=(1000, 2000, 4000), **kw)  # only the new size is fitted
+    assert calls[3:] == [("stagewise", 4000, 2)]
+    doc = json.loads((tmp_path / "results" / "scale.json").read_text())
+    assert doc["paper"]["summary"]["stagewise log-log slope of fit time"] == pytest.approx(1.2)
+    assert doc["paper"]["summary"]["stagewise speed-up 1->2 workers at n=2000"] == pytest.approx(2.0)
+    assert [r["params"]["n"] for r in doc["records"]] == [1000, 2000, 2000, 4000]
+    try:
+        import matplotlib  # noqa: F401 (the plot needs the plot extra)
+    except ImportError:
+        return
+    assert (tmp_path / "results" / "scale.png").exists()
