@@ -93,6 +93,13 @@ def call(estimator, method, args, kwargs):
             result = _dask_fit.fit(estimator, X, y, arguments.get("sample_weight"))
             if result is not NotImplemented:
                 return result
+    if name == "partial_fit" and is_dask_array(X):
+        from . import _dask_fit
+
+        if _dask_fit.supports(estimator, "partial_fit"):  # X's rows fetched batch group by batch group
+            y_name = list(arguments)[1]
+            rest = {k: v for k, v in arguments.items() if k not in (x_name, y_name)}
+            return _dask_fit.partial_fit(estimator, X, arguments[y_name], **rest)
     if name == "score" and is_dask_array(X):  # predictions over X's chunks, y and weights gathered
         arguments.update(_gather(estimator, name, others))
         token = _GATHER_RESULTS.set(True)

@@ -37,11 +37,14 @@ DISTRIBUTED = (
     "CalibratedLeastSquaresClassifier",
     "StagewiseClassifier",
     "StagewiseRegressor",
+    "DoublyStochasticClassifier",
+    "DoublyStochasticRegressor",
 )
 
 
-def supports(estimator):
-    return type(estimator).__name__ in DISTRIBUTED and hasattr(estimator, "_fit_prepared")
+def supports(estimator, method="fit"):
+    """Whether ``estimator.method`` (fit or partial_fit) on a dask X runs over its row chunks."""
+    return type(estimator).__name__ in DISTRIBUTED and hasattr(estimator, f"_{method}_prepared")
 
 
 # -- per-chunk checks (one task per chunk) -------------------------------------------------------
@@ -101,13 +104,13 @@ def _as_rows(a, X):
     if a is None or hasattr(a, "dask"):
         return a
     a = np.asarray(a)
+    if a.shape[:1] != X.shape[:1]:
+        raise ValueError(f"an argument has shape {a.shape} but X has {X.shape[0]} rows; pass one entry per row of X.")
     return da.from_array(a, chunks=(X.chunks[0],) + tuple((s,) for s in a.shape[1:]))
 
 
 def fit(estimator, X, y, sample_weight=None):
     """Fit ``estimator`` on the dask X (row chunks, one column chunk) and y over the chunks."""
-    import dask
-
     estimator._validate_params()
     n, d = X.shape
     if n < 1 or d < 1:
@@ -133,8 +136,7 @@ def fit(estimator, X, y, sample_weight=None):
         Y = y.map_blocks(_float_chunk, "y", dtype, dtype=dtype, meta=np.empty((0,) * y.ndim, dtype=dtype))
         X, Y, sample_weight = _keep(estimator, X, Y, sample_weight)
         return estimator._fit_prepared(X, Y, None, sample_weight, fitted)
-    classes = np.unique(np.concatenate(dask.compute(*map(dask.delayed(_unique), y.to_delayed().ravel()))))
-    classes, _ = encode_classes(classes)  # the checks of numpy's fit: labels, two classes at least
+    classes, _ = encode_classes(_sum_labels(y))  # the checks of numpy's fit: labels, two classes at least
     k = classes.size
     check_class_memory(7 * np.dtype(dtype).itemsize * max(X.chunks[0]) * k, estimator.max_memory, k,
                        "the one-hot targets, scores and residuals of one row chunk")
@@ -153,6 +155,28 @@ def fit(estimator, X, y, sample_weight=None):
         sw = y.map_blocks(_class_weight_chunk, sample_weight, classes, weights, dtype=np.float64, meta=np.empty(0))
     X, Y, sw = _keep(estimator, X, Y, sw)
     return estimator._fit_prepared(X, Y, classes, sw, fitted)
+
+
+def partial_fit(estimator, X, y, sample_weight=None, **kwargs):
+    """``partial_fit`` of ``estimator`` on the dask X and y, checked chunk by chunk as in :func:`fit`
+    but never persisted (a stream read once); the labels of a classifier are passed as they are."""
+    n, dtype = X.shape[0], (np.float32 if X.dtype == np.float32 else np.float64)
+    if y is None:
+        raise ValueError(f"{type(estimator).__name__}.partial_fit requires y, but the target y is None.")
+    y, sample_weight = _as_rows(y, X), _as_rows(sample_weight, X)
+    X = X.map_blocks(_float_chunk, "X", dtype, dtype=dtype, meta=np.empty((0, 0), dtype=dtype))
+    if is_classifier(estimator):
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y[:, 0]
+        if y.ndim != 1:
+            raise ValueError(f"y must be 1-d (one label per row), got shape {y.shape}.")
+    else:
+        y = y.map_blocks(_float_chunk, "y", dtype, dtype=dtype, meta=np.empty((0,) * y.ndim, dtype=dtype))
+    if sample_weight is not None:
+        if sample_weight.ndim != 1 or sample_weight.shape[0] != n:
+            raise ValueError(f"sample_weight must have shape ({n},), got {sample_weight.shape}.")
+        sample_weight = sample_weight.map_blocks(_weight_chunk, dtype=np.float64, meta=np.empty(0))
+    return estimator._partial_fit_prepared(X, y, sample_weight, **kwargs)
 
 
 def _keep(estimator, *arrays):
@@ -180,6 +204,13 @@ def _has_client():
     except ValueError:
         return False
     return True
+
+
+def _sum_labels(y):
+    """The sorted unique labels of y: the union of each row chunk's (one compute)."""
+    import dask
+
+    return np.unique(np.concatenate(dask.compute(*map(dask.delayed(_unique), y.to_delayed().ravel()))))
 
 
 def _sum_counts(y, classes):
