@@ -297,7 +297,7 @@ def _batch_len(batch, n):
 def _batch_rows(X, Y, sample_weight, batches, fetch_bytes=0):
     """Yield (X[b], Y[b], sample_weight[b]) for each batch b (index array or slice; None for
     None). Dask arrays (module docstring, "Dask"): consecutive batches are fetched in groups,
-    each with ONE compute of the rows it holds (:meth:`kernelscale.ops.rows.DaskRows.take`); a
+    each with ONE compute of the rows it holds (:meth:`kernelscale.ops.rows.DaskRows.taker`); a
     group holds at most ``fetch_bytes`` of rows (one batch at least) and at most n rows."""
     if not is_dask(X):
         for b in batches:
@@ -306,7 +306,7 @@ def _batch_rows(X, Y, sample_weight, batches, fetch_bytes=0):
     n = X.shape[0]
     width = X.dtype.itemsize * X.shape[1] + (0 if Y is None else Y.dtype.itemsize * Y.shape[1])
     limit = min(n, max(int(fetch_bytes) // (width + (0 if sample_weight is None else 8)), 1))
-    rows = DaskRows(X.chunks[0], 0)
+    take = DaskRows(X.chunks[0], 0).taker(X, Y, sample_weight)
     start = 0
     while start < len(batches):
         stop, held = start + 1, _batch_len(batches[start], n)
@@ -314,7 +314,7 @@ def _batch_rows(X, Y, sample_weight, batches, fetch_bytes=0):
             held += _batch_len(batches[stop], n)
             stop += 1
         groups = [np.arange(n)[b] if isinstance(b, slice) else b for b in batches[start:stop]]
-        yield from rows.take(groups, X, Y, sample_weight)
+        yield from take(groups)
         start = stop
 
 
