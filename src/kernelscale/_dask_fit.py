@@ -1,8 +1,11 @@
-"""Distributed fits: the estimators whose n-sized work is sums over rows fit over dask row chunks.
+"""Distributed fits: the estimators whose n-sized work is sums over rows, or mini-batches of rows,
+fit over dask row chunks.
 
 :func:`kernelscale._dask.call` hands ``fit`` with a dask X to :func:`fit` for the estimators of
 :data:`DISTRIBUTED` (GeneralizedLeastSquaresClassifier, CalibratedLeastSquaresClassifier,
-StagewiseClassifier, StagewiseRegressor). Here the arguments are validated chunk by chunk, as
+StagewiseClassifier, StagewiseRegressor, DoublyStochasticClassifier, DoublyStochasticRegressor),
+and ``partial_fit`` to :func:`partial_fit` for those with a ``_partial_fit_prepared`` (the doubly
+stochastic ones). Here the arguments are validated chunk by chunk, as
 the estimator's own validation does on numpy arrays, without gathering anything n-sized:
 
 - X: every chunk cast to float64 (float32 kept) and checked for NaN/inf, then persisted with y
@@ -18,7 +21,11 @@ The estimator then runs its ordinary fit body (``_fit_prepared``) on these dask 
 solvers of :mod:`kernelscale.least_squares` and :mod:`kernelscale.stagewise` route every pass
 over rows through :mod:`kernelscale.ops.rows`, which maps it over the row chunks (one task per
 chunk, sums reduced by a tree, per-row predictions persisted where they were computed); the
-d x d solves stay here. :func:`fit` returns NotImplemented for arguments it does not handle
+d x d solves stay here. The doubly stochastic solver draws its mini-batch indices as on numpy and
+fetches their rows (:meth:`kernelscale.ops.rows.DaskRows.taker`), a group of iterations per
+compute, then updates its O(t) model here as on numpy (:mod:`kernelscale.doubly_stochastic`,
+"Dask"). :func:`partial_fit` checks its arguments the same way but persists nothing (a stream,
+read once). :func:`fit` returns NotImplemented for arguments it does not handle
 (a multi-label y); the caller then gathers as for every other estimator.
 """
 

@@ -110,6 +110,14 @@ Divergence: when the coefficients or predictions are not finite, or a mini-batch
 times the loss of f = 0, the run stops with a ValueError asking for a smaller step_size (the
 estimator keeps its previous state).
 
+Dask (issue #15). ``fit`` and ``partial_fit`` take a dask X chunked by rows
+(:mod:`kernelscale._dask_fit`): the batch indices are drawn as on numpy; the rows of a group of
+consecutive batches (one pass at most, and what fits a quarter of the budget left beside the
+iterations) are fetched with one dask compute (:func:`_batch_rows`), and every iteration then runs
+here on those rows exactly as on numpy, so the model is numpy's bit for bit (with sample weights,
+up to the last bit of their total, summed over the chunks). n-sized inputs of the fit come from
+the chunks: n, the weights' total, the labels, the median bandwidth (numpy's subsample gathered).
+
 Losses: "squared" l = |f - y|^2 / 2 (multi-output); "hinge" l = max(0, 1 - y f) with y in {-1, +1}
 per class (one-vs-rest); "logistic": log(1 + exp(-y f)) for two classes, the softmax
 cross-entropy for more. At the stationary point of the squared loss,
