@@ -321,7 +321,7 @@ def _batch_rows(X, Y, sample_weight, batches, fetch_bytes=0):
         while stop < len(batches) and held + _batch_len(batches[stop], n) <= limit:
             held += _batch_len(batches[stop], n)
             stop += 1
-        groups = [np.arange(n)[b] if isinstance(b, slice) else b for b in batches[start:stop]]
+        groups = [np.arange(*b.indices(n)) if isinstance(b, slice) else b for b in batches[start:stop]]
         yield from take(groups)
         start = stop
 
