@@ -100,9 +100,8 @@ def call(estimator, method, args, kwargs):
         from . import _dask_fit
 
         if _dask_fit.supports(estimator, "partial_fit"):  # X's rows fetched batch group by batch group
-            y_name = list(arguments)[1]
-            rest = {k: v for k, v in arguments.items() if k not in (x_name, y_name)}
-            return _dask_fit.partial_fit(estimator, X, arguments[y_name], **rest)
+            rest = {k: v for k, v in arguments.items() if k not in (x_name, "y")}
+            return _dask_fit.partial_fit(estimator, X, arguments.get("y"), **rest)
     if name == "score" and is_dask_array(X):  # predictions over X's chunks, y and weights gathered
         arguments.update(_gather(estimator, name, others))
         token = _GATHER_RESULTS.set(True)
