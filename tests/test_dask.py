@@ -212,7 +212,8 @@ def test_a_fit_beyond_the_memory_budget_is_refused_saying_what_to_do(data, sync)
                                          r".*memory budget.*LSSVMClassifier\.fit does not run over dask chunks; "
                                          r"the estimators whose fit is distributed .* are "
                                          r"GeneralizedLeastSquaresClassifier, CalibratedLeastSquaresClassifier, "
-                                         r"StagewiseClassifier, StagewiseRegressor .*numpy array or a numpy\.memmap"):
+                                         r"StagewiseClassifier, StagewiseRegressor, DoublyStochasticClassifier, "
+                                         r"DoublyStochasticRegressor .*numpy array or a numpy\.memmap"):
         est.fit(_dask(X), _dask(y))
     assert not hasattr(est, "classes_")
     # the same budget is enough for a distributed fit: one row chunk at a time
@@ -299,11 +300,12 @@ def _distributed_configs():
 
 
 
-def test_distributed_estimators_are_the_row_sum_estimators():
+def test_distributed_estimators_are_the_row_sum_and_mini_batch_estimators():
     names = {e.cls.__name__ for e in registry.ESTIMATORS}
     assert set(DISTRIBUTED) <= names
     assert set(DISTRIBUTED) == {"GeneralizedLeastSquaresClassifier", "CalibratedLeastSquaresClassifier",
-                                "StagewiseClassifier", "StagewiseRegressor"}
+                                "StagewiseClassifier", "StagewiseRegressor",
+                                "DoublyStochasticClassifier", "DoublyStochasticRegressor"}
 
 
 def test_distributed_fits_never_gather(data, sync, monkeypatch):
@@ -316,7 +318,7 @@ def test_distributed_fits_never_gather(data, sync, monkeypatch):
             ref = clone(est).fit(X, y, **{k: w for k in kwargs})
             got = clone(est).fit(Xd, _dask(y), **kwargs)
             assert_same_model(ref, got, DISTRIBUTED_RTOL)
-            method = "predict_proba" if kind == "classifier" else "predict"
+            method = next(m for m in ("predict_proba", "decision_function", "predict") if hasattr(got, m))
             monkeypatch.undo()  # the predictions compute their chunks
             np.testing.assert_allclose(getattr(got, method)(Xd).compute(), getattr(ref, method)(X), rtol=1e-8,
                                        atol=1e-8 * np.abs(getattr(ref, method)(X)).max())

@@ -12,12 +12,15 @@ estimator knows about dask. What happens depends on the method:
   per chunk or per example).
 - ``score``: y and sample_weight are gathered, the predictions are computed over X's chunks as
   above and gathered (n values, not n rows of X), and the estimator's score runs on them.
-- ``fit`` of the estimators whose n-sized work is sums over rows
+- ``fit`` of the estimators whose n-sized work is sums over rows or mini-batches of rows
   (:data:`kernelscale._dask_fit.DISTRIBUTED`: generalized and calibrated least squares,
-  stagewise regression): distributed over X's row chunks by :mod:`kernelscale._dask_fit`
-  (one task per row chunk per pass, sums reduced by a tree, per-row state persisted on the
-  workers, nothing n-sized gathered); the model equals numpy's up to the order of the sums.
-- ``fit`` of the other estimators, and ``partial_fit``: the dask arrays are gathered into this
+  stagewise regression, doubly stochastic gradients): distributed over X's row chunks by
+  :mod:`kernelscale._dask_fit` (one task per row chunk per pass, sums reduced by a tree, per-row
+  state persisted on the workers; or the rows of a group of mini-batches fetched per compute;
+  nothing n-sized gathered); the model equals numpy's up to the order of the sums.
+- ``partial_fit`` of the doubly stochastic estimators: X streamed in groups of mini-batches
+  (:func:`kernelscale._dask_fit.partial_fit`), numpy's model.
+- ``fit`` of the other estimators (and any other ``partial_fit``): the dask arrays are gathered into this
   process when their size fits the estimator's memory budget (``max_memory``), and the fit runs
   on numpy arrays, so the model is the one numpy gives. Otherwise the call is refused, naming the
   estimators whose fit is distributed.
@@ -106,6 +109,12 @@ def call(estimator, method, args, kwargs):
             result = _dask_fit.fit(estimator, X, y, arguments.get("sample_weight"))
             if result is not NotImplemented:
                 return result
+    if name == "partial_fit" and is_dask_array(X):
+        from . import _dask_fit
+
+        if _dask_fit.supports(estimator, "partial_fit"):  # X's rows fetched batch group by batch group
+            rest = {k: v for k, v in arguments.items() if k not in (x_name, "y")}
+            return _dask_fit.partial_fit(estimator, X, arguments.get("y"), **rest)
     if name == "score" and is_dask_array(X):  # predictions over X's chunks, y and weights gathered
         arguments.update(_gather(estimator, name, others))
         token = _GATHER_RESULTS.set(True)

@@ -1,8 +1,11 @@
-"""Distributed fits: the estimators whose n-sized work is sums over rows fit over dask row chunks.
+"""Distributed fits: the estimators whose n-sized work is sums over rows, or mini-batches of rows,
+fit over dask row chunks.
 
 :func:`kernelscale._dask.call` hands ``fit`` with a dask X to :func:`fit` for the estimators of
 :data:`DISTRIBUTED` (GeneralizedLeastSquaresClassifier, CalibratedLeastSquaresClassifier,
-StagewiseClassifier, StagewiseRegressor). Here the arguments are validated chunk by chunk, as
+StagewiseClassifier, StagewiseRegressor, DoublyStochasticClassifier, DoublyStochasticRegressor),
+and ``partial_fit`` to :func:`partial_fit` for those with a ``_partial_fit_prepared`` (the doubly
+stochastic ones). Here the arguments are validated chunk by chunk, as
 the estimator's own validation does on numpy arrays, without gathering anything n-sized:
 
 - X: every chunk cast to float64 (float32 kept) and checked for NaN/inf, then persisted with y
@@ -18,7 +21,11 @@ The estimator then runs its ordinary fit body (``_fit_prepared``) on these dask 
 solvers of :mod:`kernelscale.least_squares` and :mod:`kernelscale.stagewise` route every pass
 over rows through :mod:`kernelscale.ops.rows`, which maps it over the row chunks (one task per
 chunk, sums reduced by a tree, per-row predictions persisted where they were computed); the
-d x d solves stay here. :func:`fit` returns NotImplemented for arguments it does not handle
+d x d solves stay here. The doubly stochastic solver draws its mini-batch indices as on numpy and
+fetches their rows (:meth:`kernelscale.ops.rows.DaskRows.taker`), a group of iterations per
+compute, then updates its O(t) model here as on numpy (:mod:`kernelscale.doubly_stochastic`,
+"Dask"). :func:`partial_fit` checks its arguments the same way but persists nothing (a stream,
+read once). :func:`fit` returns NotImplemented for arguments it does not handle
 (a multi-label y); the caller then gathers as for every other estimator.
 """
 
@@ -37,11 +44,14 @@ DISTRIBUTED = (
     "CalibratedLeastSquaresClassifier",
     "StagewiseClassifier",
     "StagewiseRegressor",
+    "DoublyStochasticClassifier",
+    "DoublyStochasticRegressor",
 )
 
 
-def supports(estimator):
-    return type(estimator).__name__ in DISTRIBUTED and hasattr(estimator, "_fit_prepared")
+def supports(estimator, method="fit"):
+    """Whether ``estimator.method`` (fit or partial_fit) on a dask X runs over its row chunks."""
+    return type(estimator).__name__ in DISTRIBUTED and hasattr(estimator, f"_{method}_prepared")
 
 
 # -- per-chunk checks (one task per chunk) -------------------------------------------------------
@@ -101,13 +111,13 @@ def _as_rows(a, X):
     if a is None or hasattr(a, "dask"):
         return a
     a = np.asarray(a)
+    if a.shape[:1] != X.shape[:1]:
+        raise ValueError(f"an argument has shape {a.shape} but X has {X.shape[0]} rows; pass one entry per row of X.")
     return da.from_array(a, chunks=(X.chunks[0],) + tuple((s,) for s in a.shape[1:]))
 
 
 def fit(estimator, X, y, sample_weight=None):
     """Fit ``estimator`` on the dask X (row chunks, one column chunk) and y over the chunks."""
-    import dask
-
     estimator._validate_params()
     n, d = X.shape
     if n < 1 or d < 1:
@@ -133,8 +143,7 @@ def fit(estimator, X, y, sample_weight=None):
         Y = y.map_blocks(_float_chunk, "y", dtype, dtype=dtype, meta=np.empty((0,) * y.ndim, dtype=dtype))
         X, Y, sample_weight = _keep(estimator, X, Y, sample_weight)
         return estimator._fit_prepared(X, Y, None, sample_weight, fitted)
-    classes = np.unique(np.concatenate(dask.compute(*map(dask.delayed(_unique), y.to_delayed().ravel()))))
-    classes, _ = encode_classes(classes)  # the checks of numpy's fit: labels, two classes at least
+    classes, _ = encode_classes(_sum_labels(y))  # the checks of numpy's fit: labels, two classes at least
     k = classes.size
     check_class_memory(7 * np.dtype(dtype).itemsize * max(X.chunks[0]) * k, estimator.max_memory, k,
                        "the one-hot targets, scores and residuals of one row chunk")
@@ -153,6 +162,28 @@ def fit(estimator, X, y, sample_weight=None):
         sw = y.map_blocks(_class_weight_chunk, sample_weight, classes, weights, dtype=np.float64, meta=np.empty(0))
     X, Y, sw = _keep(estimator, X, Y, sw)
     return estimator._fit_prepared(X, Y, classes, sw, fitted)
+
+
+def partial_fit(estimator, X, y, sample_weight=None, **kwargs):
+    """``partial_fit`` of ``estimator`` on the dask X and y, checked chunk by chunk as in :func:`fit`
+    but never persisted (a stream read once); the labels of a classifier are passed as they are."""
+    n, dtype = X.shape[0], (np.float32 if X.dtype == np.float32 else np.float64)
+    if y is None:
+        raise ValueError(f"{type(estimator).__name__}.partial_fit requires y, but the target y is None.")
+    y, sample_weight = _as_rows(y, X), _as_rows(sample_weight, X)
+    X = X.map_blocks(_float_chunk, "X", dtype, dtype=dtype, meta=np.empty((0, 0), dtype=dtype))
+    if is_classifier(estimator):
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y[:, 0]
+        if y.ndim != 1:
+            raise ValueError(f"y must be 1-d (one label per row), got shape {y.shape}.")
+    else:
+        y = y.map_blocks(_float_chunk, "y", dtype, dtype=dtype, meta=np.empty((0,) * y.ndim, dtype=dtype))
+    if sample_weight is not None:
+        if sample_weight.ndim != 1 or sample_weight.shape[0] != n:
+            raise ValueError(f"sample_weight must have shape ({n},), got {sample_weight.shape}.")
+        sample_weight = sample_weight.map_blocks(_weight_chunk, dtype=np.float64, meta=np.empty(0))
+    return estimator._partial_fit_prepared(X, y, sample_weight, **kwargs)
 
 
 def _keep(estimator, X, *arrays):
@@ -192,6 +223,13 @@ def _has_client():
     from ._dask import current_client
 
     return current_client() is not None
+
+
+def _sum_labels(y):
+    """The sorted unique labels of y: the union of each row chunk's (one compute)."""
+    import dask
+
+    return np.unique(np.concatenate(dask.compute(*map(dask.delayed(_unique), y.to_delayed().ravel()))))
 
 
 def _sum_counts(y, classes):

@@ -110,6 +110,14 @@ Divergence: when the coefficients or predictions are not finite, or a mini-batch
 times the loss of f = 0, the run stops with a ValueError asking for a smaller step_size (the
 estimator keeps its previous state).
 
+Dask (issue #15). ``fit`` and ``partial_fit`` take a dask X chunked by rows
+(:mod:`kernelscale._dask_fit`): the batch indices are drawn as on numpy; the rows of a group of
+consecutive batches (one pass at most, and what fits a quarter of the budget left beside the
+iterations) are fetched with one dask compute (:func:`_batch_rows`), and every iteration then runs
+here on those rows exactly as on numpy, so the model is numpy's bit for bit (with sample weights,
+up to the last bit of their total, summed over the chunks). n-sized inputs of the fit come from
+the chunks: n, the weights' total, the labels, the median bandwidth (numpy's subsample gathered).
+
 Losses: "squared" l = |f - y|^2 / 2 (multi-output); "hinge" l = max(0, 1 - y f) with y in {-1, +1}
 per class (one-vs-rest); "logistic": log(1 + exp(-y f)) for two classes, the softmax
 cross-entropy for more. At the stationary point of the squared loss,
@@ -140,7 +148,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ._classifier import check_class_memory, one_hot, one_vs_rest_targets, require_two_classes
 from ._monitor import IterationMonitor
-from ._estimator import FiniteR2Mixin, commit_fit, resolve_kernel, warm_start_iterations
+from ._estimator import FiniteR2Mixin, commit_fit, warm_start_iterations
 from ._glm import softmax
 from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
@@ -149,6 +157,8 @@ from .kernels import make_kernel
 from .ops.feature_blocks import FeatureBlockSpec, kernel_family, seed_from
 from .ops.features import GROUP_COLUMNS, FeatureOperator
 from .ops.memory import format_bytes, parse_memory
+from .ops.rows import DaskRows, executor, is_dask, total
+from .stagewise import _resolve_kernel as resolve_data_kernel
 
 __all__ = [
     "DoublyStochasticRegressor",
@@ -288,9 +298,38 @@ def _step_size(step_size, t0, t):
     return step_size / (1.0 + t / t0)
 
 
+def _batch_len(batch, n):
+    return len(range(n)[batch]) if isinstance(batch, slice) else len(batch)
+
+
+def _batch_rows(X, Y, sample_weight, batches, fetch_bytes=0):
+    """Yield (X[b], Y[b], sample_weight[b]) for each batch b (index array or slice; None for
+    None). Dask arrays (module docstring, "Dask"): consecutive batches are fetched in groups,
+    each with ONE compute of the rows it holds (:meth:`kernelscale.ops.rows.DaskRows.taker`); a
+    group holds at most ``fetch_bytes`` of rows (one batch at least) and at most n rows."""
+    if not is_dask(X):
+        for b in batches:
+            yield X[b], None if Y is None else Y[b], None if sample_weight is None else sample_weight[b]
+        return
+    n = X.shape[0]
+    width = X.dtype.itemsize * X.shape[1] + (0 if Y is None else Y.dtype.itemsize * Y.shape[1])
+    limit = min(n, max(int(fetch_bytes) // (width + (0 if sample_weight is None else 8)), 1))
+    take = DaskRows(X.chunks[0], 0).taker(X, Y, sample_weight)
+    start = 0
+    while start < len(batches):
+        stop, held = start + 1, _batch_len(batches[start], n)
+        while stop < len(batches) and held + _batch_len(batches[stop], n) <= limit:
+            held += _batch_len(batches[stop], n)
+            stop += 1
+        groups = [np.arange(*b.indices(n)) if isinstance(b, slice) else b for b in batches[start:stop]]
+        yield from take(groups)
+        start = stop
+
+
 def dsg_iterations(
     X, Y, spec, *, loss, batches, coef=None, n_done=0, scale=1.0, sample_weight=None, nu=1e-5,
     step_size=1.0, t0=100.0, solver="sgd", precond_ridge=1e-3, monitor=None, cache_bytes=0, max_memory=None,
+    fetch_bytes=0,
 ):
     """Run one iteration per entry of ``batches`` (index arrays or slices into X), continuing
     from ``n_done`` fitted blocks.
@@ -312,6 +351,9 @@ def dsg_iterations(
         bytes; 0 regenerates every block at every use, as in the paper. Same result either way.
     max_memory : int, str or None
         Budget of a mini-batch's feature products (row chunks; see :mod:`kernelscale.ops.memory`).
+    fetch_bytes : int
+        Dask X, Y and sample_weight (X's row chunks): the bytes of batch rows fetched at once
+        (:func:`_batch_rows`); the iterations are those numpy runs on the same rows.
     device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
         Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
         (a torch tensor as input selects its device); the others need torch.
@@ -335,16 +377,13 @@ def dsg_iterations(
     stopped = False
     op = FeatureOperator(spec, parse_memory(max_memory), cache_bytes=cache_bytes)
     zero_loss = 0.0  # largest mini-batch loss of f = 0 seen: the scale that flags a blow-up
-    for batch in batches:
+    for Xb, Yb, wb in _batch_rows(X, Y, sample_weight, batches, fetch_bytes):
         t = n_done
-        Xb = X[batch]
-        Yb = Y[batch]
         b = Xb.shape[0]
         F = op.scores(Xb, coef[:t], range(t))
         F *= np.asarray(scale, dtype=dtype)
         values, G = _loss_and_grad(loss, F, Yb)
-        if sample_weight is not None:
-            wb = sample_weight[batch]
+        if wb is not None:
             values = values * wb
             G = G * wb.astype(dtype)[:, None]
         history.append(float(values.mean()))
@@ -354,7 +393,7 @@ def dsg_iterations(
         grad = Phi.T @ G
         grad /= b
         if solver == "preconditioned":
-            Phiw = Phi if sample_weight is None else Phi * np.sqrt(wb).astype(dtype)[:, None]
+            Phiw = Phi if wb is None else Phi * np.sqrt(wb).astype(dtype)[:, None]
             C = (Phiw.T @ Phiw).astype(np.float64) / b
             ridge = precond_ridge * max(np.trace(C) / D, np.finfo(np.float64).tiny)
             step = _precond_solve(C, grad.astype(np.float64), ridge)
@@ -396,6 +435,17 @@ def dsg_predict(X, spec, coef, scale, max_memory=None):
 
 # ----------------------------------------------------------------------------------------------
 # estimators
+
+_BALANCED_PARTIAL = ("class_weight='balanced' needs the whole training set and is not available in partial_fit; "
+                     "pass class_weight as a dict {label: weight} or use fit.")
+
+
+def _code_chunk(block, labels, classes, soft, dtype):
+    """Targets of one row chunk in the classifier's coding: ``block`` holds labels, or (``labels``
+    given) one-hot rows over ``labels``; one-hot over ``classes`` when ``soft``, else +-1."""
+    y = block if labels is None else labels[np.argmax(block, axis=1)]
+    codes = np.searchsorted(classes, y)
+    return (one_hot if soft else one_vs_rest_targets)(codes, classes.size, dtype)
 
 
 class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
@@ -460,13 +510,13 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
     def _uses_curvature_step(self, k):
         return self.step_size == "auto" and self.solver == "sgd" and self._loss_name(k) == "squared"
 
-    def _curvature_step(self, X, sw, batch, spec, budget):
+    def _curvature_step(self, Xb, wb, spec, budget):
         """"auto" step of sgd with the squared loss: 1.5 / (lambda_1 + nu), lambda_1 the top
         eigenvalue of block 0's weighted feature covariance Phi^T W Phi / b on the first
         mini-batch (module docstring), at most 0.5 / nu (the decay 1 - gamma nu stays >= 1/2)."""
-        Phi = FeatureOperator(spec, budget).transform(X[batch], [0]).astype(np.float64)
-        if sw is not None:
-            Phi *= np.sqrt(sw[batch])[:, None]
+        Phi = FeatureOperator(spec, budget).transform(Xb, [0]).astype(np.float64)
+        if wb is not None:
+            Phi *= np.sqrt(wb)[:, None]
         b, D = Phi.shape
         G = Phi @ Phi.T if b < D else Phi.T @ Phi  # the same nonzero eigenvalues; the smaller one
         curvature = max(linalg.eigvalsh(G, subset_by_index=[G.shape[0] - 1] * 2)[0] / b, 0.0) + self.alpha
@@ -513,7 +563,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
                 f"sigma='median' needs at least 2 samples to pick a bandwidth, got n_samples="
                 f"{X.shape[0]}; pass more data or a number as sigma."
             )
-        self.kernel_ = resolve_kernel(kernel, X, rng, sample_weight)
+        self.kernel_ = resolve_data_kernel(kernel, X, rng, sample_weight)  # dask X: numpy's subsample gathered
         self.seed_ = seed_from(self.random_state if isinstance(self.random_state, Integral) else rng)
         # validates block_size / feature_method against the kernel now
         spec = FeatureBlockSpec(self.kernel_, X.shape[1], self._block_size(n_auto), self.seed_, X.dtype,
@@ -537,10 +587,15 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
     def _run(self, X, Y, sw, batches):
         """Run the iterations of ``batches`` and commit the state (only on success)."""
         dtype = self.coef_.dtype if self.n_iter_ else X.dtype
-        X = np.ascontiguousarray(X, dtype=dtype)
-        Y = np.ascontiguousarray(Y, dtype=dtype)
+        distributed = is_dask(X)
+        if distributed:  # cast per chunk, as numpy casts the whole array
+            X, Y = X.astype(dtype), Y.astype(dtype)
+        else:
+            X = np.ascontiguousarray(X, dtype=dtype)
+            Y = np.ascontiguousarray(Y, dtype=dtype)
         spec = self._spec(dtype)
-        held, need = dsg_memory(max(X[b].shape[0] for b in batches) if batches else 1, spec, Y.shape[1],
+        n = X.shape[0]
+        held, need = dsg_memory(max(_batch_len(b, n) for b in batches) if batches else 1, spec, Y.shape[1],
                                 self.n_iter_ + len(batches), self.solver)
         budget = parse_memory(self.max_memory)
         if need > budget:
@@ -553,17 +608,21 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
         fresh = not self.n_iter_
         curvature = self._uses_curvature_step(Y.shape[1])
         if fresh and curvature and batches:
-            step = self._curvature_step(X, sw, batches[0], spec, budget)
+            Xb, _, wb = next(_batch_rows(X, None, sw, batches[:1]))
+            step = self._curvature_step(Xb, wb, spec, budget)
         else:
             step = self._step()
         self._check_first_step(step)
+        spare = budget - need  # a quarter for the batch rows fetched at once (dask), half the rest for the cache
+        fetch = spare // 4 if distributed else 0
+        cache = (spare - fetch) // 2
         with IterationMonitor(self.verbose, self.callback, total=len(batches), desc="doubly stochastic") as mon:
             coef, n_done, scale, history, _ = dsg_iterations(
                 X, Y, spec, loss=self._loss_name(Y.shape[1]), batches=batches,
                 coef=self._buffer_view() if self.n_iter_ else None, n_done=self.n_iter_,
                 scale=self.scale_, sample_weight=sw, nu=self.alpha, step_size=step,
                 t0=self._t0(), solver=self.solver, precond_ridge=self.precond_ridge, monitor=mon,
-                cache_bytes=(budget - need) // 2, max_memory=(budget - held) - (budget - need) // 2,
+                cache_bytes=cache, max_memory=budget - held - cache - fetch, fetch_bytes=fetch,
             )
         if not curvature:
             self.__dict__.pop("step_size_", None)
@@ -607,11 +666,16 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
             if X.shape[1] != self.n_features_in_:
                 raise ValueError("warm_start=True but X has a different number of features; set warm_start=False.")
         Y, sw = self._targets(X, y, sample_weight, first=first, partial=False)
+        return self._fit_coded(X, Y, sw, first)
+
+    def _fit_coded(self, X, Y, sw, first):
+        """The fit on X, coded targets Y (n, k) and weights sw: numpy arrays, or dask arrays with
+        X's row chunks (the weights' total summed over the chunks)."""
         if sw is not None:
-            total = sw.sum()
-            if not total > 0:
+            weight = total(executor(0, sw), sw)
+            if not weight > 0:
                 raise ValueError("sample_weight sums to zero; give at least one sample a positive weight.")
-            sw = sw * (X.shape[0] / total)
+            sw = sw * (X.shape[0] / weight)
         if first:
             rng = check_random_state(self.random_state)
             self._start(X, sw, rng, n_auto=X.shape[0])
@@ -629,6 +693,11 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
         if y.shape[0] != X.shape[0]:
             raise ValueError(f"y has {y.shape[0]} samples but X has {X.shape[0]}; pass one target per row.")
         Y, sw = self._targets(X, y, sample_weight, first=first, partial=True, **target_kw)
+        return self._partial_fit_coded(X, Y, sw, first)
+
+    def _partial_fit_coded(self, X, Y, sw, first):
+        """``partial_fit`` on X, coded targets Y and weights sw (numpy, or dask: the batches' rows
+        fetched group by group, :func:`_batch_rows`)."""
         if first:
             self._start(X, sw, check_random_state(self.random_state))
             self.coef_ = np.zeros((0, self._block_size(), Y.shape[1]), dtype=X.dtype)
@@ -636,6 +705,35 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
         bs = self._batch_size()
         batches = [slice(s, min(s + bs, n)) for s in range(0, n, bs)]
         return self._run(X, Y, sw, batches)
+
+    # -- dask input (kernelscale._dask_fit; module docstring, "Dask")
+
+    def _fit_prepared(self, X, Y, classes, sw, fitted):
+        """``fit`` on dask arrays validated chunk by chunk by :mod:`kernelscale._dask_fit`: Y one-hot
+        over ``classes`` (classifier) or the targets (regressor), sw with the class weights."""
+        return self._commit_run(type(self)._fit_dask, X, Y, classes, sw, fitted["n_features_in_"])
+
+    def _fit_dask(self, X, Y, classes, sw, d):
+        first = not (self.warm_start and hasattr(self, "coef_"))
+        if not first and d != self.n_features_in_:
+            raise ValueError("warm_start=True but X has a different number of features; set warm_start=False.")
+        self.n_features_in_ = d
+        return self._fit_coded(X, self._dask_fit_targets(Y, classes, first), sw, first)
+
+    def _partial_fit_prepared(self, X, y, sw, **target_kw):
+        """``partial_fit`` on dask arrays validated chunk by chunk (:func:`kernelscale._dask_fit.partial_fit`)."""
+        first = not hasattr(self, "coef_")
+        if first:
+            self._validate_params()
+        elif X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
+                             f"{self.n_features_in_} features as input.")
+        return self._commit_run(type(self)._partial_fit_dask, X, y, sw, first, **target_kw)
+
+    def _partial_fit_dask(self, X, y, sw, first, **target_kw):
+        self.n_features_in_ = X.shape[1]
+        Y, sw = self._dask_partial_targets(y, sw, first, X.dtype, **target_kw)
+        return self._partial_fit_coded(X, Y, sw, first)
 
     def _outputs(self, X):
         check_is_fitted(self)
@@ -787,18 +885,28 @@ class DoublyStochasticRegressor(FiniteR2Mixin, RegressorMixin, _DoublyStochastic
     def _loss_name(self, k):
         return "squared"
 
-    def _targets(self, X, y, sample_weight, *, first, partial):
-        y = np.asarray(y)
+    def _columns(self, y, first):
+        """y (n,) or (n, k), numpy or dask, as columns (n, k); checks the width of a warm start."""
         if y.ndim not in (1, 2):
             raise ValueError(f"y must have shape (n,) or (n, k), got {y.shape}.")
         if first:
             self.single_output_ = y.ndim == 1
-        Y = y.reshape(X.shape[0], -1)
+        Y = y[:, None] if y.ndim == 1 else y
         if not first and Y.shape[1] != self.coef_.shape[2]:
             raise ValueError(
                 f"y has {Y.shape[1]} targets but the model was fitted with {self.coef_.shape[2]}; "
                 f"pass targets of the same width."
             )
+        return Y
+
+    def _dask_fit_targets(self, Y, classes, first):
+        return self._columns(Y, first)
+
+    def _dask_partial_targets(self, y, sw, first, dtype):
+        return self._columns(y, first).astype(dtype), sw
+
+    def _targets(self, X, y, sample_weight, *, first, partial):
+        Y = self._columns(np.asarray(y), first)
         sw = None
         if sample_weight is not None:
             sw = check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
@@ -891,8 +999,9 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
             return "logistic" if k == 1 else "softmax"
         return self.loss_
 
-    def _targets(self, X, y, sample_weight, *, first, partial, classes=None):
-        check_classification_targets(y)
+    def _check_labels(self, labels, *, first, partial, classes=None):
+        """Set (first call) or check ``classes_`` and ``loss_`` for the sorted unique ``labels`` of y."""
+        check_classification_targets(labels)
         if first:
             if partial:
                 if classes is None:
@@ -902,7 +1011,7 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
                     )
                 all_classes = np.unique(np.asarray(classes))
             else:
-                all_classes = np.unique(y)
+                all_classes = labels
             require_two_classes(all_classes)
             self.classes_ = all_classes
             self.loss_ = self.loss
@@ -913,13 +1022,46 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
             )
         elif not partial and self.loss != self.loss_:
             raise ValueError("warm_start=True but loss changed; set warm_start=False.")
-        unknown = np.setdiff1d(np.unique(y), self.classes_)
+        unknown = np.setdiff1d(labels, self.classes_)
         if unknown.size:
             raise ValueError(
                 f"y contains labels {unknown.tolist()!r} not in classes_={self.classes_.tolist()!r}; "
                 f"new classes cannot be added after the first call (pass all labels as classes= "
                 f"on the first partial_fit, or refit)."
             )
+
+    def _coding(self):
+        """(n_classes, softmax): one-hot targets for the softmax over more than two classes, else +-1."""
+        k = self.classes_.size
+        return k, not (k == 2 or self.loss_ != "softmax")
+
+    def _dask_fit_targets(self, Y, classes, first):
+        """The one-hot Y over ``classes`` (kernelscale._dask_fit) coded per chunk for ``classes_``."""
+        if not first and np.setdiff1d(classes, self.classes_).size:
+            raise ValueError("warm_start=True but y has new classes; set warm_start=False.")
+        self._check_labels(classes, first=first, partial=False)
+        k, soft = self._coding()
+        return Y.map_blocks(_code_chunk, classes, self.classes_, soft, Y.dtype, dtype=Y.dtype,
+                            chunks=(Y.chunks[0], (1 if k == 2 else k,)))
+
+    def _dask_partial_targets(self, y, sw, first, dtype, classes=None):
+        """The labels y coded per chunk (in ``dtype``); the weights times the class weights per chunk."""
+        from ._dask_fit import _class_weight_chunk, _sum_labels
+
+        self._check_labels(_sum_labels(y), first=first, partial=True, classes=classes)
+        k, soft = self._coding()
+        Y = y.map_blocks(_code_chunk, None, self.classes_, soft, dtype, dtype=dtype, new_axis=1,
+                         chunks=(y.chunks[0], (1 if k == 2 else k,)))
+        if self.class_weight is not None:
+            if self.class_weight == "balanced":
+                raise ValueError(_BALANCED_PARTIAL)
+            weights = compute_sample_weight(self.class_weight, self.classes_)
+            sw = y.map_blocks(_class_weight_chunk, sw, self.classes_, weights, dtype=np.float64, meta=np.empty(0))
+        return Y, sw
+
+    def _targets(self, X, y, sample_weight, *, first, partial, classes=None):
+        check_classification_targets(y)
+        self._check_labels(np.unique(y), first=first, partial=partial, classes=classes)
         codes = np.searchsorted(self.classes_, y)
         k = self.classes_.size
         # the coded targets, the batch's scores and gradients and the coefficient store per class
@@ -936,10 +1078,7 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
             sw = check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
             if self.class_weight is not None:
                 if partial and self.class_weight == "balanced":
-                    raise ValueError(
-                        "class_weight='balanced' needs the whole training set and is not available "
-                        "in partial_fit; pass class_weight as a dict {label: weight} or use fit."
-                    )
+                    raise ValueError(_BALANCED_PARTIAL)
                 sw = sw * compute_sample_weight(self.class_weight, y)
         return Y, sw
 

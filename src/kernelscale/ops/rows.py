@@ -9,7 +9,9 @@ updates (scores, residuals, predictions). A solver states both through an execut
   row-aligned ``arrays`` (a float64 array, or a tuple of them); ``small`` are client-side values
   passed to every call unchanged;
 - ``rows.map(fn, *arrays, width=..., dtype=...)``: the per-row array ``fn`` gives chunk by chunk;
-- ``weighted_mean`` / ``weighted_gram``: the verbs of :class:`~kernelscale.ops.features.FeatureOperator`.
+- ``weighted_mean`` / ``weighted_gram``: the verbs of :class:`~kernelscale.ops.features.FeatureOperator`;
+- ``DaskRows.taker(*arrays)(groups)``: the rows at given indices (the mini-batches of the doubly
+  stochastic solver), of many index arrays at once, in one compute.
 
 :class:`HostRows` calls ``fn`` once on the whole arrays, so a solver written with it computes
 exactly what it computed before on numpy input. :class:`DaskRows` (built by :func:`executor` when
@@ -128,6 +130,35 @@ def _add(*parts):
     return total
 
 
+def _take_chunk(index, *blocks):
+    """One task of :meth:`DaskRows.taker`: the rows ``index`` of one row chunk of each array."""
+    return tuple(None if b is None else b[index] for b in blocks)
+
+
+def _take(chunks, blocks, shapes, groups):
+    """:meth:`DaskRows.taker`'s function."""
+    import dask
+
+    offsets = np.cumsum((0,) + chunks)
+    index = np.concatenate([np.asarray(g, dtype=np.int64) for g in groups])
+    chunk = np.searchsorted(offsets, index, side="right") - 1
+    order = np.argsort(chunk, kind="stable")
+    present, starts = np.unique(chunk[order], return_index=True)
+    places = np.split(order, starts[1:])  # positions in ``index`` of the rows of each present chunk
+    task = dask.delayed(_take_chunk, pure=True)
+    parts = dask.compute(*(task(index[p] - offsets[c], *(b[c] for b in blocks)) for c, p in zip(present, places)))
+    out = []
+    for j, shape in enumerate(shapes):
+        full = None
+        if shape is not None:
+            full = np.empty((index.size,) + shape[0], dtype=shape[1])
+            for p, part in zip(places, parts):
+                full[p] = part[j]
+        out.append(full)
+    bounds = np.cumsum([0] + [len(g) for g in groups])
+    return [tuple(None if f is None else f[s:e] for f in out) for s, e in zip(bounds[:-1], bounds[1:])]
+
+
 def _map_chunk(fn, small, *blocks):
     return fn(*blocks, **small)
 
@@ -212,6 +243,15 @@ class DaskRows:
             meta=np.empty((0,) * len(out), dtype=dtype), token=f"kernelscale-{fn.__name__}",
         )
         return result.persist()
+
+    def taker(self, *arrays):
+        """A function ``take(groups)`` of a list of index arrays giving
+        ``[tuple(a[g] for a in arrays) for g in groups]`` (None for a None array) as numpy arrays:
+        per call, ONE compute of one task per row chunk holding any of the rows (it returns just
+        those rows). The rows are copied, so their values are exactly the chunk's."""
+        blocks = [self._blocks(a) for a in arrays]  # once, not per call: to_delayed optimizes the graph
+        shapes = [None if a is None else (tuple(a.shape[1:]), a.dtype) for a in arrays]
+        return lambda groups: _take(self.chunks, blocks, shapes, groups)
 
     def weighted_mean(self, A, w):
         return self.sum(_mean_chunk, A, w, budget=self.budget)

@@ -1,0 +1,121 @@
+"""DoublyStochasticClassifier / DoublyStochasticRegressor on dask arrays chunked by rows (issue #15).
+
+The mini-batches are drawn as on numpy; their rows are fetched from the chunks that hold them, a
+group of iterations (one pass, or what fits the memory budget) per dask compute, and the model is
+updated on the client as on numpy. So the model is numpy's BIT FOR BIT without sample weights; with
+them, to 1e-12: the weights are rescaled by their total, which dask sums chunk by chunk (another
+order than numpy's pairwise sum, so its last bit may differ).
+"""
+
+import math
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+from kernelscale import DoublyStochasticClassifier, DoublyStochasticRegressor
+from kernelscale.kernels import GaussianKernel
+from kernelscale.ops.rows import DaskRows
+
+from dask_support import (  # noqa: F401 (fixtures)
+    N, _dask, assert_same_model, dask, data, no_gather, sync,
+)
+
+WEIGHTED_RTOL = 1e-12
+SMALL = dict(batch_size=64, block_size=16, random_state=0)
+
+
+def _fit_both(est, X, y, w=None):
+    ref = clone(est).fit(X, y, sample_weight=w)
+    got = clone(est).fit(_dask(X), _dask(y), sample_weight=None if w is None else _dask(w))
+    return ref, got
+
+
+@pytest.mark.parametrize("est, target, weighted", [
+    (DoublyStochasticClassifier(loss="hinge", n_iter=12, **SMALL), "three", True),
+    (DoublyStochasticClassifier(loss="logistic", n_iter=12, **SMALL), "two", True),
+    (DoublyStochasticClassifier(loss="softmax", n_iter=12, class_weight="balanced", **SMALL), "three", False),
+    (DoublyStochasticClassifier(loss="hinge", n_iter=12, class_weight={0: 2.0}, shuffle=False, **SMALL), "two", False),
+    (DoublyStochasticRegressor(n_iter=12, **SMALL), "real", True),  # "auto" step from the first batch's curvature
+    (DoublyStochasticRegressor(n_iter=12, **SMALL), "multi", False),
+    (DoublyStochasticRegressor(solver="preconditioned", n_iter=4, batch_size=128, block_size=16, random_state=0),
+     "real", True),
+], ids=["hinge-3-classes-weighted", "logistic-weighted", "softmax-balanced", "hinge-class-weight-in-order",
+        "squared-weighted", "squared-2-outputs", "preconditioned-weighted"])
+def test_fit_on_dask_equals_numpy_without_gathering(data, sync, no_gather, est, target, weighted):
+    X, y_class, y_reg, w = data
+    y = {"two": y_class, "three": np.digitize(X[:, 0], [-0.5, 0.5]), "real": y_reg,
+         "multi": np.column_stack([y_reg, -y_reg])}[target]
+    ref, got = _fit_both(est, X, y, w if weighted else None)
+    assert_same_model(ref, got, WEIGHTED_RTOL if weighted else None)
+
+
+def test_float32_warm_start_and_predictions(data, sync, no_gather):
+    X, _, y, w = data
+    X32, y32 = X.astype(np.float32), y.astype(np.float32)
+    est = DoublyStochasticRegressor(n_iter=8, warm_start=True, **SMALL)
+    ref, got = _fit_both(est, X32, y32)
+    assert got.coef_.dtype == np.float32
+    assert_same_model(ref, got)
+    ref.set_params(n_iter=14).fit(X32, y32)
+    got.set_params(n_iter=14).fit(_dask(X32), _dask(y32))  # continues the iteration counter and seeds
+    assert_same_model(ref, got)
+    np.testing.assert_array_equal(got.predict(X32), ref.predict(X32))
+
+
+def _take_rows(monkeypatch):
+    """Rows fetched by each call of DaskRows.taker's function (one dask compute each), recorded."""
+    rows, taker = [], DaskRows.taker
+
+    def counted(self, *arrays):
+        take = taker(self, *arrays)
+        return lambda groups: rows.append(sum(len(g) for g in groups)) or take(groups)
+
+    monkeypatch.setattr(DaskRows, "taker", counted)
+    return rows
+
+
+def test_one_dask_compute_per_group_of_iterations_not_per_iteration(data, sync, monkeypatch):
+    X, y, _, _ = data
+    computes = []
+    est = DoublyStochasticClassifier(GaussianKernel(sigma=2.0), n_iter=20, **SMALL)
+    rows = _take_rows(monkeypatch)
+    with dask.callbacks.Callback(start=lambda dsk: computes.append(1)):
+        got = clone(est).fit(_dask(X), _dask(y))
+    per_group = math.ceil(N / 64)  # one pass of 64-row batches: 5 iterations
+    assert rows == [N] * math.ceil(20 / per_group)  # each group holds one pass's rows
+    # the labels, the persisted X and one-hot targets, then one compute per group
+    assert len(computes) == 2 + len(rows) == 6, len(computes)
+    assert_same_model(clone(est).fit(X, y), got)
+
+
+def test_partial_fit_streams_the_call_in_groups_within_the_budget(data, sync, no_gather, monkeypatch):
+    X, y_class, _, w = data
+    classes = np.unique(y_class)
+    est = DoublyStochasticClassifier(GaussianKernel(sigma=2.0), loss="logistic", batch_size=32, block_size=16,
+                                     class_weight={1: 3.0}, random_state=0, max_memory="255KB")
+    ref, got = clone(est), clone(est)
+    rows = _take_rows(monkeypatch)
+    for part in (slice(0, 150), slice(150, N)):
+        ref.partial_fit(X[part], y_class[part], classes=classes, sample_weight=w[part])
+        got.partial_fit(_dask(X[part]), _dask(y_class[part]), classes=classes, sample_weight=_dask(w[part]))
+    assert_same_model(ref, got)  # weights as given (no total): bit for bit
+    # each row fetched once, in groups of what fits the quarter of the budget left by the iterations
+    # (about 16 KB of 239 KB here: two 32-row batches)
+    assert sum(rows) == N and len(rows) > 2 and max(rows) < 150, rows
+    with pytest.raises(ValueError, match=r"y contains labels \[7\] not in classes_"):
+        got.partial_fit(_dask(X), _dask(np.where(y_class == 1, 7, 0)))
+    with pytest.raises(ValueError, match=r"classes must be passed on the first call to partial_fit"):
+        clone(est).partial_fit(_dask(X), _dask(y_class))
+    with pytest.raises(ValueError, match=r"class_weight='balanced' .* not available in partial_fit"):
+        clone(est).set_params(class_weight="balanced").partial_fit(_dask(X), _dask(y_class), classes=classes)
+
+
+def test_regressor_partial_fit_with_the_median_bandwidth(data, sync, no_gather):
+    X, _, y, w = data
+    est = DoublyStochasticRegressor(**SMALL)
+    ref, got = clone(est), clone(est)
+    for part in (slice(0, 200), slice(200, N)):
+        ref.partial_fit(X[part], y[part], sample_weight=w[part])
+        got.partial_fit(_dask(X[part]), _dask(y[part]), sample_weight=_dask(w[part]))
+    assert_same_model(ref, got)
