@@ -30,7 +30,7 @@ def test_resumes_from_the_finished_fits_and_reports_slope_and_speedup(tmp_path, 
     def fake(method, n, workers, data, chunk):
         calls.append((method, n, workers))
         return {"fit_s": 1e-4 * n ** 1.2 / workers, "predict_s": 1e-5 * n, "test_error": 1 / np.log(n),
-                "train_error": 0.0, "worker_peak_rss_bytes": 2**28, "client_peak_rss_bytes": 2**27}
+                "predict_rows": n, "train_error": 0.0, "worker_peak_rss_bytes": 2**28, "client_peak_rss_bytes": 2**27}
 
     monkeypatch.setattr(scale, "fit_once", fake)
     kw = dict(data=_digits(), parts=["stagewise"], speedup_n=2000, state_dir=tmp_path / "state",
