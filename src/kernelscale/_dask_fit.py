@@ -37,6 +37,8 @@ DISTRIBUTED = (
     "CalibratedLeastSquaresClassifier",
     "StagewiseClassifier",
     "StagewiseRegressor",
+    "LSSVMClassifier",
+    "LSSVMRegressor",
 )
 
 
