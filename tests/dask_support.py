@@ -126,9 +126,17 @@ CALIBRATION = {("CalibratedLeastSquaresClassifier", "calibration_"),
                ("CalibratedLeastSquaresClassifier", "calibration_intercept_")}
 
 
+#: a distributed float32 fit: float32 sums in another order, through tens of iterations (measured:
+#: 1.5e-5 on the LS-SVM regressor in float32, 50 matching-pursuit iterations)
+FLOAT32_RTOL = 1e-4
+
+
 def model_rtol(est):
-    """None (identical) for a gathering fit, DISTRIBUTED_RTOL for a distributed one."""
-    return DISTRIBUTED_RTOL if type(est).__name__ in DISTRIBUTED else None
+    """None (identical) for a gathering fit, DISTRIBUTED_RTOL for a distributed one (FLOAT32_RTOL
+    in float32)."""
+    if type(est).__name__ not in DISTRIBUTED:
+        return None
+    return FLOAT32_RTOL if getattr(est, "dtype", None) == np.float32 else DISTRIBUTED_RTOL
 
 
 def assert_same_predictions(expected, lazy, X_dask, est):

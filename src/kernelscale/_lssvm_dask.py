@@ -54,6 +54,15 @@ def _local(index, idx):
     return local[j], j
 
 
+def _take_chunk(X, D, index, *, idx):
+    """The sampled rows idx of X and D that lie in this chunk, zeros elsewhere (summed over the
+    chunks: the rows themselves, as x + 0 = x exactly)."""
+    XJ, DJ = np.zeros((idx.size, X.shape[1]), dtype=X.dtype), np.zeros(idx.size, dtype=D.dtype)
+    rows, j = _local(index, idx)
+    XJ[j], DJ[j] = X[rows], D[rows]
+    return XJ, DJ
+
+
 def _block_chunk(X, D, index, *, kernel, XJ, idx, budget):
     """K(X_c, X_J) plus D on the sampled rows' own entries: this chunk's rows of Theta[s, :]^T."""
     if X.shape[0] == 0 or XJ.shape[0] == 0:
@@ -147,15 +156,20 @@ class DaskSystem:
     def rows(self, block):
         """The rows Theta[s, :] for the index block s (values in 0..n), as :class:`ChunkRows`."""
         import dask
+        import dask.array as da
 
         samples = block[block > 0]
         has_bias = samples.size < block.size
         order = np.concatenate([samples, [0]]) if has_bias else block
         idx = samples - 1
-        XJ, DJ = dask.compute(self.X[idx], self.diag[idx])
-        Mt = self.ex.map(_block_chunk, self.X, self.diag, self.index, kernel=self.kernel, XJ=XJ, idx=idx,
-                         budget=self.budget, width=idx.size, dtype=self.X.dtype)
-        return ChunkRows(self, order, Mt, has_bias, XJ, DJ)
+        XJ, DJ = self.ex.sum(_take_chunk, self.X, self.diag, self.index, idx=idx)
+        dtype = self.X.dtype
+        Mt = da.blockwise(_block_chunk, "rj", self.X, "rd", self.diag, "r", self.index, "r", new_axes={"j": idx.size},
+                          concatenate=True, dtype=dtype, meta=np.empty((0, 0), dtype=dtype), kernel=self.kernel,
+                          XJ=XJ, idx=idx, budget=self.budget)
+        # the block and its Gram matrix's partial sums in one pass
+        Mt, gram = dask.persist(Mt, self.ex.sum_parts(_gram_chunk, Mt))
+        return ChunkRows(self, order, Mt, gram, has_bias, XJ, DJ)
 
     def matvec(self, W, extra_bytes=0):
         """Theta W: one task per pair of row chunks, K(X_i, X_j) W_j summed over j."""
@@ -180,14 +194,14 @@ class ChunkRows:
 
     nbytes = 0  # nothing n-sized is held here
 
-    def __init__(self, system, order, Mt, has_bias, XJ, DJ):
-        self.system, self.order, self.Mt, self.has_bias = system, order, Mt, has_bias
+    def __init__(self, system, order, Mt, gram, has_bias, XJ, DJ):
+        self.system, self.order, self.Mt, self._gram, self.has_bias = system, order, Mt, gram, has_bias
         self.XJ, self.DJ = XJ, DJ
         self.n, self.m = system.n, XJ.shape[0]
 
     def gram(self):
         m, J = self.m, self.m + self.has_bias
-        MMt, sums = self.system.ex.sum(_gram_chunk, self.Mt)
+        MMt, sums = self._gram.compute()
         G = np.empty((J, J), dtype=self.Mt.dtype)
         G[:m, :m] = MMt
         G[:m, :m] += 1.0

@@ -528,9 +528,12 @@ def solve_lssvm(
     distributed = is_dask(X)
     if distributed and (solver == "exact" or int(batch_size) >= X.shape[0] + 1):
         # one block is the whole system (an n x n solve): numpy's fit on the gathered rows,
-        # which the fitted model holds anyway (X_fit_)
+        # which the fitted model holds anyway (X_fit_); refused first when it cannot run
         import dask
 
+        n = X.shape[0]
+        _check_memory(n, X.shape[1], Y.shape[1] if Y.ndim == 2 else 1, min(int(batch_size), n + 1), X.dtype, kernel,
+                      solver, n_averaged, budget)
         X, Y, sample_weight = dask.compute(X, Y, sample_weight)
         distributed = False
     if distributed:
