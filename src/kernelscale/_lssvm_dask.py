@@ -54,13 +54,14 @@ def _local(index, idx):
     return local[j], j
 
 
-def _take_chunk(X, D, index, *, idx):
-    """The sampled rows idx of X and D that lie in this chunk, zeros elsewhere (summed over the
-    chunks: the rows themselves, as x + 0 = x exactly)."""
-    XJ, DJ = np.zeros((idx.size, X.shape[1]), dtype=X.dtype), np.zeros(idx.size, dtype=D.dtype)
+def _take_chunk(index, *arrays, idx):
+    """The rows idx of ``arrays`` that lie in this chunk, zeros elsewhere (summed over the chunks:
+    the rows themselves, as x + 0 = x exactly)."""
     rows, j = _local(index, idx)
-    XJ[j], DJ[j] = X[rows], D[rows]
-    return XJ, DJ
+    out = tuple(np.zeros((idx.size,) + a.shape[1:], dtype=a.dtype) for a in arrays)
+    for o, a in zip(out, arrays):
+        o[j] = a[rows]
+    return out
 
 
 def _block_chunk(X, D, index, *, kernel, XJ, idx, budget):
@@ -130,7 +131,8 @@ def prepare(X, Y, sample_weight, dtype):
             raise ValueError("sample_weight has no positive entry: all weights are zero; pass at least one "
                              "non-zero weight.")
         if sum(counts) < X.shape[0]:
-            X, Y, sample_weight = (a.map_blocks(_keep_rows, keep, chunks=(counts,) + a.chunks[1:], dtype=a.dtype,
+            X, Y, sample_weight = (da.blockwise(_keep_rows, "rc"[: a.ndim], a, "rc"[: a.ndim], keep, "r",
+                                                adjust_chunks={"r": counts}, dtype=a.dtype,
                                                 meta=np.empty((0,) * a.ndim, dtype=a.dtype))
                                    for a in (X, Y, sample_weight))
     return dask.persist(X, Y, sample_weight)
@@ -162,7 +164,7 @@ class DaskSystem:
         has_bias = samples.size < block.size
         order = np.concatenate([samples, [0]]) if has_bias else block
         idx = samples - 1
-        XJ, DJ = self.ex.sum(_take_chunk, self.X, self.diag, self.index, idx=idx)
+        XJ, DJ = self.ex.sum(_take_chunk, self.index, self.X, self.diag, idx=idx)
         dtype = self.X.dtype
         Mt = da.blockwise(_block_chunk, "rj", self.X, "rd", self.diag, "r", self.index, "r", new_axes={"j": idx.size},
                           concatenate=True, dtype=dtype, meta=np.empty((0, 0), dtype=dtype), kernel=self.kernel,
@@ -311,7 +313,7 @@ class Split:
         """The rows ``order`` (indices 0..n, 0 the bias row) as a numpy (len(order), k) array."""
         mask = order > 0
         out = np.empty((order.size, self.head.size), dtype=self.dtype)
-        out[mask] = self.body[order[mask] - 1].compute()
+        (out[mask],) = self.system.ex.sum(_take_chunk, self.system.index, self.body, idx=order[mask] - 1)
         out[~mask] = self.head
         return out
 
