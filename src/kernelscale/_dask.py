@@ -14,7 +14,7 @@ estimator knows about dask. What happens depends on the method:
   above and gathered (n values, not n rows of X), and the estimator's score runs on them.
 - ``fit`` of the estimators whose n-sized work is sums over rows
   (:data:`kernelscale._dask_fit.DISTRIBUTED`: generalized and calibrated least squares,
-  stagewise regression): distributed over X's row chunks by :mod:`kernelscale._dask_fit`
+  stagewise regression, the LS-SVM's block solvers): distributed over X's row chunks by :mod:`kernelscale._dask_fit`
   (one task per row chunk per pass, sums reduced by a tree, per-row state persisted on the
   workers, nothing n-sized gathered); the model equals numpy's up to the order of the sums.
 - ``fit`` of the other estimators, and ``partial_fit``: the dask arrays are gathered into this

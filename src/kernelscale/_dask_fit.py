@@ -2,7 +2,7 @@
 
 :func:`kernelscale._dask.call` hands ``fit`` with a dask X to :func:`fit` for the estimators of
 :data:`DISTRIBUTED` (GeneralizedLeastSquaresClassifier, CalibratedLeastSquaresClassifier,
-StagewiseClassifier, StagewiseRegressor). Here the arguments are validated chunk by chunk, as
+StagewiseClassifier, StagewiseRegressor, LSSVMClassifier, LSSVMRegressor). Here the arguments are validated chunk by chunk, as
 the estimator's own validation does on numpy arrays, without gathering anything n-sized:
 
 - X: every chunk cast to float64 (float32 kept) and checked for NaN/inf, then persisted with y
@@ -18,7 +18,10 @@ The estimator then runs its ordinary fit body (``_fit_prepared``) on these dask 
 solvers of :mod:`kernelscale.least_squares` and :mod:`kernelscale.stagewise` route every pass
 over rows through :mod:`kernelscale.ops.rows`, which maps it over the row chunks (one task per
 chunk, sums reduced by a tree, per-row predictions persisted where they were computed); the
-d x d solves stay here. :func:`fit` returns NotImplemented for arguments it does not handle
+d x d solves stay here. The LS-SVM block solvers do the same through :mod:`kernelscale._lssvm_dask`
+(the J sampled rows of X shipped to every chunk; the J x J block Gram matrix and products summed
+over the chunks; W and the residual partitioned like X; the J x J solves here); their fitted
+model holds the training rows and dual coefficients, as numpy's does, gathered once at the end. :func:`fit` returns NotImplemented for arguments it does not handle
 (a multi-label y); the caller then gathers as for every other estimator.
 """
 

@@ -55,6 +55,18 @@ precision gets a ridge (one RuntimeWarning per fit; the count is ``n_regularized
 
 ``n_averaged`` = S > 1 averages S independently seeded solutions (eq. 68).
 
+On a dask X chunked by rows (issue #15; :mod:`kernelscale._lssvm_dask`) the same solvers run
+over the chunks: the blocks drawn are numpy's, the J sampled rows of X (J x d) are shipped to
+every chunk task, each chunk keeps its part K(X_c, X_J) + D of the block and returns its part of
+the J x J Gram matrix G and of Theta[s, :] W; W and the residual R stay partitioned like X; the
+J x J factorisation and solves run here. The hybrid's full product Theta dW is one task per pair
+of row chunks. The model equals numpy's up to the order of the sums (1e-8 relative in float64).
+When one block is the whole system (``solver="exact"``, or J = n + 1, as ``batch_size="auto"``
+gives up to 4095 samples) the rows are gathered and numpy's solve runs on them: it needs an
+n x n block anyway. Either way the fitted model holds the training rows and the dual
+coefficients (``X_fit_``, ``dual_coef_``, n x d and n x k), as numpy's does, since predictions
+need them: they are gathered once, at the end of the fit.
+
 Cost of one iteration (n samples, d features, J = batch_size, k outputs): the J x n kernel block
 (2 J n d flops, one GEMM) and its Gram matrix G (J^2 n flops, a float32 symmetric rank-k
 update) dominate; both are needed by the exact block projections (pinv of a J x n block).
@@ -487,7 +499,9 @@ def solve_lssvm(
     ----------
     kernel : Kernel or str
         A resolved kernel.
-    X : array (n, d); its dtype (float32 or float64) is the dtype of every array of the solve.
+    X : array (n, d); its dtype (float32 or float64) is the dtype of every array of the solve. A
+        dask array chunked by rows (validated, one column chunk) is solved over its chunks
+        (module docstring); Y and sample_weight are then dask arrays with X's row chunks.
     Y : array (n,) or (n, k) of targets (one-hot class codes for classification).
     C : float > 0, the paper's gamma.
     solver : one of SOLVERS.
@@ -509,7 +523,8 @@ def solve_lssvm(
         Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
         (a torch tensor as input selects its device); the others need torch.
     verbose, callback : see :class:`kernelscale._monitor.IterationMonitor`. The callback's dict
-        has "run", "step", "residual" / "update" and "coef", the live (n + 1, k) array W.
+        has "run", "step", "residual" / "update" and "coef", the live (n + 1, k) array W (a lazy
+        dask array on dask input).
 
     Returns
     -------
@@ -907,7 +922,8 @@ _PARAMS_DOC = """
 
 _ATTRS_DOC = """
     kernel_ : Kernel
-    X_fit_ : ndarray (n_fit, n_features), the training points with positive weight.
+    X_fit_ : ndarray (n_fit, n_features), the training points with positive weight (gathered at
+        the end of a fit on a dask X, as predictions need them).
     dual_coef_ : ndarray, A of eq. 19.
     intercept_ : ndarray, b of eq. 19.
     n_iter_ : int, iterations run so far (per run of ``n_averaged``), warm starts included.
