@@ -98,6 +98,8 @@ def _add_at_chunk(A, index, *, idx, Q):
 
 def _pair_chunk(Xi, Xj, Aj, *, kernel, budget):
     """K(X_i, X_j) A_j: one task of the full product (a length-1 middle axis, summed over j)."""
+    if Xi.shape[0] == 0 or Xj.shape[0] == 0:  # a chunk whose rows all had zero weight
+        return np.zeros((Xi.shape[0], 1, Aj.shape[1]), dtype=Aj.dtype)
     return kernel_matvec(kernel, Xi, Xj, Aj, max_memory=budget)[:, None, :]
 
 
