@@ -158,8 +158,9 @@ class DaskSystem:
         return Split(np.asarray(head, dtype=self.X.dtype), self.ex._dask(body).astype(self.X.dtype).persist(), self)
 
     def rows(self, block):
-        """The rows Theta[s, :] for the index block s (values in 0..n), as :class:`ChunkRows`."""
-        import dask
+        """The rows Theta[s, :] for the index block s (values in 0..n), as :class:`ChunkRows`:
+        one pass fetches the sampled rows, one computes and keeps the block, one sums its Gram
+        matrix (two sums: dask.persist of an array with a delayed sum mixes up the results)."""
         import dask.array as da
 
         samples = block[block > 0]
@@ -171,8 +172,8 @@ class DaskSystem:
         Mt = da.blockwise(_block_chunk, "rj", self.X, "rd", self.diag, "r", self.index, "r", new_axes={"j": idx.size},
                           concatenate=True, dtype=dtype, meta=np.empty((0, 0), dtype=dtype), kernel=self.kernel,
                           XJ=XJ, idx=idx, budget=self.budget)
-        # the block and its Gram matrix's partial sums in one pass
-        Mt, gram = dask.persist(Mt, self.ex.sum_parts(_gram_chunk, Mt))
+        Mt = Mt.persist()
+        gram = self.ex.sum(_gram_chunk, Mt)
         return ChunkRows(self, order, Mt, gram, has_bias, XJ, DJ)
 
     def matvec(self, W, extra_bytes=0):
@@ -199,13 +200,13 @@ class ChunkRows:
     nbytes = 0  # nothing n-sized is held here
 
     def __init__(self, system, order, Mt, gram, has_bias, XJ, DJ):
-        self.system, self.order, self.Mt, self._gram, self.has_bias = system, order, Mt, gram, has_bias
+        self.system, self.order, self.Mt, self._gram, self.has_bias = system, order, Mt, gram, has_bias  # gram: sums
         self.XJ, self.DJ = XJ, DJ
         self.n, self.m = system.n, XJ.shape[0]
 
     def gram(self):
         m, J = self.m, self.m + self.has_bias
-        MMt, sums = self._gram.compute()
+        MMt, sums = self._gram
         G = np.empty((J, J), dtype=self.Mt.dtype)
         G[:m, :m] = MMt
         G[:m, :m] += 1.0
@@ -251,13 +252,6 @@ class Split:
 
     def __init__(self, head, body, system):
         self.head, self.body, self.system = head, body, system
-        self._squares = None  # the sum of squares of body's entries, persisted with it
-
-    def _persist(self, body):
-        """body, persisted with the partial sums of its squares (one pass for both)."""
-        import dask
-
-        self.body, self._squares = dask.persist(body, self.system.ex.sum_parts(_sumsq_chunk, body))
 
     @property
     def dtype(self):
@@ -298,17 +292,17 @@ class Split:
 
     def __iadd__(self, other):
         self.head += other.head
-        self._persist(self.body + other.body)
+        self.body = (self.body + other.body).persist()
         return self
 
     def __isub__(self, other):
         self.head -= other.head
-        self._persist(self.body - other.body)
+        self.body = (self.body - other.body).persist()
         return self
 
     def __imul__(self, alpha):
         self.head *= alpha
-        self.body, self._squares = self.body * alpha, None  # lazy: applied by the next pass over the rows
+        self.body = self.body * alpha  # lazy: applied by the next pass over the rows
         return self
 
     def __getitem__(self, order):
@@ -324,7 +318,6 @@ class Split:
         mask = order > 0
         if not mask.all():
             self.head += Q[~mask][0]
-        self._squares = None
         self.body = self.system.ex.map(_add_at_chunk, self.body, self.system.index, idx=order[mask] - 1,
                                        Q=Q[mask], width=self.head.size, dtype=self.dtype)
 
@@ -336,10 +329,9 @@ class Split:
         return (a * b + ab).astype(self.dtype), (b * b + bb).astype(self.dtype)
 
     def norm(self):
-        """||.||_F (float64 partial sums; computed with the body when an in-place sum persisted it)."""
+        """||.||_F (float64 partial sums)."""
         head = self.head.astype(np.float64)
-        squares = self.system.ex.sum(_sumsq_chunk, self.body) if self._squares is None else self._squares.compute()
-        return float(np.sqrt(head @ head + squares))
+        return float(np.sqrt(head @ head + self.system.ex.sum(_sumsq_chunk, self.body)))
 
     def to_numpy(self):
         """The whole (n + 1) x k array in this process (the fitted model's dual coefficients)."""
