@@ -668,7 +668,7 @@ def _iterate(system, Z, W, solver, blocks, T, small, monitor, run, hist_r, hist_
         rows = factor = None  # release the previous block and factor before the next ones
         rows = system.rows(block)
         factor = small.factor(rows.gram())
-        info = {"run": run, "step": t + 1, "coef": _live(W)}
+        info = {"run": run, "step": t + 1, "coef": _live(W) if monitor.callback else W}
         if use_k:
             r_s = Z[rows.order] - rows.dot(W)
             V = small.solve(factor, r_s)
