@@ -84,7 +84,7 @@ def _assert_close_value(a, b, where, rtol):
     """a == b, floats (and float arrays) to ``rtol`` relative to the largest magnitude."""
     if isinstance(a, np.ndarray) and a.dtype.kind == "f":
         assert isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape, where
-        scale = np.abs(a).max(initial=0.0)
+        scale = np.abs(a[np.isfinite(a)]).max(initial=0.0)  # histories end in NaN after an early stop
         np.testing.assert_allclose(b, a, rtol=rtol, atol=rtol * scale, err_msg=where)
     elif isinstance(a, (float, np.floating)):
         assert b == pytest.approx(a, rel=rtol), where
@@ -126,9 +126,18 @@ CALIBRATION = {("CalibratedLeastSquaresClassifier", "calibration_"),
                ("CalibratedLeastSquaresClassifier", "calibration_intercept_")}
 
 
+#: a distributed float32 fit: float32 sums in another order, amplified by the conditioning of the
+#: solves (measured on the LS-SVM in float32 with sigma=1: 1.5e-5 after 50 matching-pursuit
+#: iterations; with smoother kernels more: 7e-4 at sigma=2, 5e-3 at the median sigma 4.5)
+FLOAT32_RTOL = 1e-4
+
+
 def model_rtol(est):
-    """None (identical) for a gathering fit, DISTRIBUTED_RTOL for a distributed one."""
-    return DISTRIBUTED_RTOL if type(est).__name__ in DISTRIBUTED else None
+    """None (identical) for a gathering fit, DISTRIBUTED_RTOL for a distributed one (FLOAT32_RTOL
+    in float32)."""
+    if type(est).__name__ not in DISTRIBUTED:
+        return None
+    return FLOAT32_RTOL if getattr(est, "dtype", None) == np.float32 else DISTRIBUTED_RTOL
 
 
 def assert_same_predictions(expected, lazy, X_dask, est):

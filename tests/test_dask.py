@@ -58,9 +58,10 @@ def test_fit_and_predict_on_dask_equal_numpy(entry, data, sync):
         if entry.kind == "transformer":  # TransformerMixin's fit_transform: a gathering fit, a lazy transform
             assert_same_predictions(clone(est).fit_transform(X), clone(est).fit_transform(Xd), Xd, est)
         if hasattr(ref, "score") and y is not None:
+            rel = max(model_rtol(est) or 0.0, 1e-8)  # a distributed float32 fit: FLOAT32_RTOL
             expected = ref.score(X, y, sample_weight=w)
-            assert got.score(Xd, _dask(y), sample_weight=_dask(w)) == pytest.approx(expected, rel=1e-8)
-            assert got.score(Xd, y) == pytest.approx(ref.score(X, y), rel=1e-8)  # a numpy y with a dask X
+            assert got.score(Xd, _dask(y), sample_weight=_dask(w)) == pytest.approx(expected, rel=rel)
+            assert got.score(Xd, y) == pytest.approx(ref.score(X, y), rel=rel)  # a numpy y with a dask X
 
 
 @pytest.mark.parametrize("entry", [e for e in registry.ESTIMATORS if hasattr(e.cls, "partial_fit")],
@@ -207,13 +208,14 @@ def test_other_bad_dask_input(data, fitted, sync):
 
 def test_a_fit_beyond_the_memory_budget_is_refused_saying_what_to_do(data, sync):
     X, y, _, _ = data
-    est = kernelscale.LSSVMClassifier(max_memory="8KB")
-    with pytest.raises(ValueError, match=r"LSSVMClassifier\.fit on dask input gathers X, y into this process: "
-                                         r".*memory budget.*LSSVMClassifier\.fit does not run over dask chunks; "
-                                         r"the estimators whose fit is distributed .* are "
+    est = kernelscale.RegularizedKernelClassifier(max_memory="8KB")
+    with pytest.raises(ValueError, match=r"RegularizedKernelClassifier\.fit on dask input gathers X, y into this "
+                                         r"process: .*memory budget.*RegularizedKernelClassifier\.fit does not run "
+                                         r"over dask chunks; the estimators whose fit is distributed .* are "
                                          r"GeneralizedLeastSquaresClassifier, CalibratedLeastSquaresClassifier, "
                                          r"StagewiseClassifier, StagewiseRegressor, DoublyStochasticClassifier, "
-                                         r"DoublyStochasticRegressor .*numpy array or a numpy\.memmap"):
+                                         r"DoublyStochasticRegressor, LSSVMClassifier, LSSVMRegressor "
+                                         r".*numpy array or a numpy\.memmap"):
         est.fit(_dask(X), _dask(y))
     assert not hasattr(est, "classes_")
     # the same budget is enough for a distributed fit: one row chunk at a time
@@ -305,7 +307,8 @@ def test_distributed_estimators_are_the_row_sum_and_mini_batch_estimators():
     assert set(DISTRIBUTED) <= names
     assert set(DISTRIBUTED) == {"GeneralizedLeastSquaresClassifier", "CalibratedLeastSquaresClassifier",
                                 "StagewiseClassifier", "StagewiseRegressor",
-                                "DoublyStochasticClassifier", "DoublyStochasticRegressor"}
+                                "DoublyStochasticClassifier", "DoublyStochasticRegressor",
+                                "LSSVMClassifier", "LSSVMRegressor"}
 
 
 def test_distributed_fits_never_gather(data, sync, monkeypatch):
@@ -317,11 +320,12 @@ def test_distributed_fits_never_gather(data, sync, monkeypatch):
         for kwargs in ({}, {"sample_weight": _dask(w)}):
             ref = clone(est).fit(X, y, **{k: w for k in kwargs})
             got = clone(est).fit(Xd, _dask(y), **kwargs)
-            assert_same_model(ref, got, DISTRIBUTED_RTOL)
+            rtol = model_rtol(est)  # float32: FLOAT32_RTOL
+            assert_same_model(ref, got, rtol)
             method = next(m for m in ("predict_proba", "decision_function", "predict") if hasattr(got, m))
             monkeypatch.undo()  # the predictions compute their chunks
-            np.testing.assert_allclose(getattr(got, method)(Xd).compute(), getattr(ref, method)(X), rtol=1e-8,
-                                       atol=1e-8 * np.abs(getattr(ref, method)(X)).max())
+            np.testing.assert_allclose(getattr(got, method)(Xd).compute(), getattr(ref, method)(X), rtol=rtol,
+                                       atol=rtol * np.abs(getattr(ref, method)(X)).max())
             _refuse_gather(monkeypatch)
 
 

@@ -14,8 +14,8 @@ estimator knows about dask. What happens depends on the method:
   above and gathered (n values, not n rows of X), and the estimator's score runs on them.
 - ``fit`` of the estimators whose n-sized work is sums over rows or mini-batches of rows
   (:data:`kernelscale._dask_fit.DISTRIBUTED`: generalized and calibrated least squares,
-  stagewise regression, doubly stochastic gradients): distributed over X's row chunks by
-  :mod:`kernelscale._dask_fit` (one task per row chunk per pass, sums reduced by a tree, per-row
+  stagewise regression, doubly stochastic gradients, the LS-SVM's block solvers): distributed
+  over X's row chunks by :mod:`kernelscale._dask_fit` (one task per row chunk per pass, sums reduced by a tree, per-row
   state persisted on the workers; or the rows of a group of mini-batches fetched per compute;
   nothing n-sized gathered); the model equals numpy's up to the order of the sums.
 - ``partial_fit`` of the doubly stochastic estimators: X streamed in groups of mini-batches

@@ -3,9 +3,9 @@ fit over dask row chunks.
 
 :func:`kernelscale._dask.call` hands ``fit`` with a dask X to :func:`fit` for the estimators of
 :data:`DISTRIBUTED` (GeneralizedLeastSquaresClassifier, CalibratedLeastSquaresClassifier,
-StagewiseClassifier, StagewiseRegressor, DoublyStochasticClassifier, DoublyStochasticRegressor),
-and ``partial_fit`` to :func:`partial_fit` for those with a ``_partial_fit_prepared`` (the doubly
-stochastic ones). Here the arguments are validated chunk by chunk, as
+StagewiseClassifier, StagewiseRegressor, DoublyStochasticClassifier, DoublyStochasticRegressor,
+LSSVMClassifier, LSSVMRegressor), and ``partial_fit`` to :func:`partial_fit` for those with a
+``_partial_fit_prepared`` (the doubly stochastic ones). Here the arguments are validated chunk by chunk, as
 the estimator's own validation does on numpy arrays, without gathering anything n-sized:
 
 - X: every chunk cast to float64 (float32 kept) and checked for NaN/inf, then persisted with y
@@ -25,7 +25,11 @@ d x d solves stay here. The doubly stochastic solver draws its mini-batch indice
 fetches their rows (:meth:`kernelscale.ops.rows.DaskRows.taker`), a group of iterations per
 compute, then updates its O(t) model here as on numpy (:mod:`kernelscale.doubly_stochastic`,
 "Dask"). :func:`partial_fit` checks its arguments the same way but persists nothing (a stream,
-read once). :func:`fit` returns NotImplemented for arguments it does not handle
+read once). The LS-SVM block solvers do the same through :mod:`kernelscale._lssvm_dask`
+(the J sampled rows of X shipped to every chunk; the J x J block Gram matrix and products summed
+over the chunks; W and the residual partitioned like X; the J x J solves here); their fitted
+model holds the training rows and dual coefficients, as numpy's does, gathered once at the end.
+:func:`fit` returns NotImplemented for arguments it does not handle
 (a multi-label y); the caller then gathers as for every other estimator.
 """
 
@@ -46,6 +50,8 @@ DISTRIBUTED = (
     "StagewiseRegressor",
     "DoublyStochasticClassifier",
     "DoublyStochasticRegressor",
+    "LSSVMClassifier",
+    "LSSVMRegressor",
 )
 
 

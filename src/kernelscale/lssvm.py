@@ -55,6 +55,18 @@ precision gets a ridge (one RuntimeWarning per fit; the count is ``n_regularized
 
 ``n_averaged`` = S > 1 averages S independently seeded solutions (eq. 68).
 
+On a dask X chunked by rows (issue #15; :mod:`kernelscale._lssvm_dask`) the same solvers run
+over the chunks: the blocks drawn are numpy's, the J sampled rows of X (J x d) are shipped to
+every chunk task, each chunk keeps its part K(X_c, X_J) + D of the block and returns its part of
+the J x J Gram matrix G and of Theta[s, :] W; W and the residual R stay partitioned like X; the
+J x J factorisation and solves run here. The hybrid's full product Theta dW is one task per pair
+of row chunks. The model equals numpy's up to the order of the sums (1e-8 relative in float64).
+When one block is the whole system (``solver="exact"``, or J = n + 1, as ``batch_size="auto"``
+gives up to 4095 samples) the rows are gathered and numpy's solve runs on them: it needs an
+n x n block anyway. Either way the fitted model holds the training rows and the dual
+coefficients (``X_fit_``, ``dual_coef_``, n x d and n x k), as numpy's does, since predictions
+need them: they are gathered once, at the end of the fit.
+
 Cost of one iteration (n samples, d features, J = batch_size, k outputs): the J x n kernel block
 (2 J n d flops, one GEMM) and its Gram matrix G (J^2 n flops, a float32 symmetric rank-k
 update) dominate; both are needed by the exact block projections (pinv of a J x n block).
@@ -89,6 +101,7 @@ from ._estimator import (INPUT_ATTRIBUTES, FiniteR2Mixin, commit_fit, fit_weight
                          warm_start_iterations)
 from .kernels import KERNEL_NAMES, Kernel, make_kernel
 from .ops.kernel import KernelOperator, kernel_rows
+from .ops.rows import is_dask
 from .simplex import project_simplex
 from .ops.memory import format_bytes, parse_memory, ufunc_workspace_bytes
 
@@ -300,7 +313,36 @@ def _line_search(num, den):
 
 
 def _coldot(a, b):
-    return np.einsum("ij,ij->j", a, b)
+    return np.einsum("ij,ij->j", a, b) if isinstance(a, np.ndarray) else a.coldots(b)[1]
+
+
+def _coldots(a, b):
+    """(a . b, b . b) per column (one pass over the rows for row-chunked vectors)."""
+    return (_coldot(a, b), _coldot(b, b)) if isinstance(a, np.ndarray) else a.coldots(b)
+
+
+# the solvers' other operations on (n + 1) x k vectors: numpy arrays, or the row-chunked
+# vectors of :mod:`kernelscale._lssvm_dask` (which implement them as methods)
+
+def _norm(a):
+    return np.linalg.norm(a) if isinstance(a, np.ndarray) else a.norm()
+
+
+def _zeros_like(a):
+    return np.zeros_like(a) if isinstance(a, np.ndarray) else a.zeros_like()
+
+
+def _add_at(W, order, Q):
+    """W[order] += Q."""
+    if isinstance(W, np.ndarray):
+        W[order] += Q
+    else:
+        W.add_at(order, Q)
+
+
+def _live(W):
+    """W for a callback: the array itself, or a lazy dask array of the row-chunked vector."""
+    return W if isinstance(W, np.ndarray) else W.lazy()
 
 
 def _blocks(rng, n_rows, J):
@@ -457,7 +499,9 @@ def solve_lssvm(
     ----------
     kernel : Kernel or str
         A resolved kernel.
-    X : array (n, d); its dtype (float32 or float64) is the dtype of every array of the solve.
+    X : array (n, d); its dtype (float32 or float64) is the dtype of every array of the solve. A
+        dask array chunked by rows (validated, one column chunk) is solved over its chunks
+        (module docstring); Y and sample_weight are then dask arrays with X's row chunks.
     Y : array (n,) or (n, k) of targets (one-hot class codes for classification).
     C : float > 0, the paper's gamma.
     solver : one of SOLVERS.
@@ -479,7 +523,8 @@ def solve_lssvm(
         Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
         (a torch tensor as input selects its device); the others need torch.
     verbose, callback : see :class:`kernelscale._monitor.IterationMonitor`. The callback's dict
-        has "run", "step", "residual" / "update" and "coef", the live (n + 1, k) array W.
+        has "run", "step", "residual" / "update" and "coef", the live (n + 1, k) array W (a lazy
+        dask array on dask input).
 
     Returns
     -------
@@ -494,19 +539,37 @@ def solve_lssvm(
     if tol is not None:
         check_positive(tol, "tol")
     check_callback(callback)
-    X = as_float_array(X, "X")
-    dtype = X.dtype
-    n, d = X.shape
-    Y = np.asarray(Y, dtype=dtype)
-    if Y.ndim not in (1, 2) or Y.shape[0] != n:
-        raise ValueError(f"Y must have shape ({n},) or ({n}, k) to match X, got {Y.shape}.")
-    Y = Y.reshape(n, -1)
-    k = Y.shape[1]
-    if sample_weight is not None:
-        sample_weight = np.asarray(sample_weight, dtype=np.float64)
-        if sample_weight.shape != (n,) or not np.all(sample_weight > 0):
-            raise ValueError("sample_weight must have shape (n,) with positive entries; drop zero weights first.")
     budget = parse_memory(max_memory)
+    distributed = is_dask(X)
+    if distributed and (solver == "exact" or int(batch_size) >= X.shape[0] + 1):
+        # one block is the whole system (an n x n solve): numpy's fit on the gathered rows,
+        # which the fitted model holds anyway (X_fit_); refused first when it cannot run
+        import dask
+
+        n = X.shape[0]
+        _check_memory(n, X.shape[1], Y.shape[1] if Y.ndim == 2 else 1, min(int(batch_size), n + 1), X.dtype, kernel,
+                      solver, n_averaged, budget)
+        X, Y, sample_weight = dask.compute(X, Y, sample_weight)
+        distributed = False
+    if distributed:
+        dtype = X.dtype
+        n, d = X.shape
+        if Y.ndim not in (1, 2) or Y.shape[0] != n:
+            raise ValueError(f"Y must have shape ({n},) or ({n}, k) to match X, got {Y.shape}.")
+        Y = (Y[:, None] if Y.ndim == 1 else Y).astype(dtype)
+    else:
+        X = as_float_array(X, "X")
+        dtype = X.dtype
+        n, d = X.shape
+        Y = np.asarray(Y, dtype=dtype)
+        if Y.ndim not in (1, 2) or Y.shape[0] != n:
+            raise ValueError(f"Y must have shape ({n},) or ({n}, k) to match X, got {Y.shape}.")
+        Y = Y.reshape(n, -1)
+        if sample_weight is not None:
+            sample_weight = np.asarray(sample_weight, dtype=np.float64)
+            if sample_weight.shape != (n,) or not np.all(sample_weight > 0):
+                raise ValueError("sample_weight must have shape (n,) with positive entries; drop zero weights first.")
+    k = Y.shape[1]
 
     if solver == "exact":
         _check_memory(n, d, k, n, dtype, kernel, solver, n_averaged, budget)
@@ -522,18 +585,26 @@ def solve_lssvm(
             stacklevel=2,
         )
         J = n + 1
-    _check_memory(n, d, k, J, dtype, kernel, solver, n_averaged, budget)
+    # over dask row chunks, one task holds the J x n_c block of its chunk of n_c rows
+    _check_memory(max(X.chunks[0]) if distributed else n, d, k, J, dtype, kernel, solver, n_averaged, budget)
 
-    Z = np.zeros((n + 1, k), dtype=dtype)
-    Z[1:] = Y
-    W0 = None
-    if init is not None:
-        b0, A0 = init
-        W0 = np.empty((n + 1, k), dtype=dtype)
-        W0[0] = np.asarray(b0, dtype=dtype).reshape(k)
-        W0[1:] = np.asarray(A0, dtype=dtype).reshape(n, k)
-    held = _state_bytes(n, k, J, dtype.itemsize, solver, n_averaged)
-    system = _System(kernel, X, _diagonal(n, C, sample_weight, dtype), budget, held)
+    if distributed:  # the same solvers on W, R, Z split into the bias row and the row chunks
+        from ._lssvm_dask import DaskSystem
+
+        system = DaskSystem(kernel, X, C, sample_weight, budget)
+        Z = system.vector(np.zeros(k), Y)
+        W0 = None if init is None else system.vector(np.reshape(init[0], k), np.reshape(init[1], (n, k)))
+    else:
+        Z = np.zeros((n + 1, k), dtype=dtype)
+        Z[1:] = Y
+        W0 = None
+        if init is not None:
+            b0, A0 = init
+            W0 = np.empty((n + 1, k), dtype=dtype)
+            W0[0] = np.asarray(b0, dtype=dtype).reshape(k)
+            W0[1:] = np.asarray(A0, dtype=dtype).reshape(n, k)
+        held = _state_bytes(n, k, J, dtype.itemsize, solver, n_averaged)
+        system = _System(kernel, X, _diagonal(n, C, sample_weight, dtype), budget, held)
     small = _SmallSolver()
 
     rs = check_random_state(random_state)
@@ -543,7 +614,7 @@ def solve_lssvm(
     track_u = solver in ("kaczmarz", "kaczmarz_mp")
     res_hist = np.full((S, T + 1), np.nan) if track_r else None
     upd_hist = np.full((S, T), np.nan) if track_u else None
-    total = np.zeros((n + 1, k), dtype=dtype)
+    total = _zeros_like(Z)
     runs_done, steps_done = 0, 0
     show = ("residual",) if track_r else ("update",)
     with IterationMonitor(verbose, callback, total=S * T, desc=f"LS-SVM {solver}", show=show) as monitor:
@@ -553,7 +624,7 @@ def solve_lssvm(
             if solver == "nystrom":
                 W, steps_done = _nystrom(system, Z, blocks, T, small, monitor, run)
             else:
-                W = np.zeros_like(Z) if W0 is None else W0.copy()
+                W = _zeros_like(Z) if W0 is None else W0.copy()
                 hist_r = None if res_hist is None else res_hist[run]
                 hist_u = None if upd_hist is None else upd_hist[run]
                 steps_done = _iterate(system, Z, W, solver, blocks, T, small, monitor, run, hist_r, hist_u, tol)
@@ -575,6 +646,7 @@ def solve_lssvm(
     if solver == "nystrom" and init is not None and init_count > 0:
         members = runs_done * T if not monitor.stopped_by_callback else (runs_done - 1) * T + steps_done
         W = (init_count * W0 + members * W) / (init_count + members)
+    W = W if isinstance(W, np.ndarray) else W.to_numpy()  # the model: n x k, as numpy's
     return LSSVMSolution(
         W[0].copy(), np.ascontiguousarray(W[1:]), steps_done, res_hist, upd_hist, small.n_regularized, J
     )
@@ -585,18 +657,18 @@ def _iterate(system, Z, W, solver, blocks, T, small, monitor, run, hist_r, hist_
     early at ``tol`` (:func:`solve_lssvm`)."""
     use_k = solver in ("kaczmarz", "kaczmarz_mp")
     use_mp = solver in ("matching_pursuit", "kaczmarz_mp")
-    z_norm = float(np.linalg.norm(Z))
+    z_norm = float(_norm(Z))
     R = None
     if use_mp:
         R = Z.copy() if not W.any() else Z - system.matvec(W)
-        hist_r[0] = np.linalg.norm(R)
+        hist_r[0] = _norm(R)
     rows = factor = None
     for t in range(T):
         block = next(blocks)
         rows = factor = None  # release the previous block and factor before the next ones
         rows = system.rows(block)
         factor = small.factor(rows.gram())
-        info = {"run": run, "step": t + 1, "coef": W}
+        info = {"run": run, "step": t + 1, "coef": _live(W) if monitor.callback else W}
         if use_k:
             r_s = Z[rows.order] - rows.dot(W)
             V = small.solve(factor, r_s)
@@ -604,7 +676,7 @@ def _iterate(system, Z, W, solver, blocks, T, small, monitor, run, hist_r, hist_
             if use_mp:
                 # hybrid: step length minimising ||R|| (the paper's length 1 can diverge)
                 dR = system.matvec(dW, extra_bytes=rows.nbytes)
-                alpha = _line_search(_coldot(R, dR), _coldot(dR, dR))
+                alpha = _line_search(*_coldots(R, dR))
                 dR *= alpha
                 R -= dR
                 del dR
@@ -613,30 +685,30 @@ def _iterate(system, Z, W, solver, blocks, T, small, monitor, run, hist_r, hist_
                 alpha = _line_search(_coldot(r_s, V), _coldot(dW, dW))
             dW *= alpha
             W += dW
-            info["update"] = hist_u[t] = float(np.linalg.norm(dW))
+            info["update"] = hist_u[t] = float(_norm(dW))
             del dW
         if use_mp:
             Q = small.solve(factor, rows.dot(R))
             dR = rows.tdot(Q)
-            alpha = _line_search(_coldot(R, dR), _coldot(dR, dR))  # exact line search on ||R||
+            alpha = _line_search(*_coldots(R, dR))  # exact line search on ||R||
             Q *= alpha
             dR *= alpha
-            W[rows.order] += Q
+            _add_at(W, rows.order, Q)
             R -= dR
             del dR
-            info["residual"] = hist_r[t + 1] = float(np.linalg.norm(R))
+            info["residual"] = hist_r[t + 1] = float(_norm(R))
         info["objective"] = info.get("residual", info.get("update"))
         if monitor.update(**info):
             return t + 1
         if tol is not None and (info["residual"] <= tol * z_norm if use_mp
-                                else info["update"] <= tol * float(np.linalg.norm(W))):
+                                else info["update"] <= tol * float(_norm(W))):
             return t + 1
     return T
 
 
 def _nystrom(system, Z, blocks, T, small, monitor, run):
     """The average of T committee members W_t = pinv(Theta_JN) Theta_JJ pinv(Theta_NJ) Z (eq. 27)."""
-    total = np.zeros_like(Z)
+    total = _zeros_like(Z)
     for t in range(T):
         rows = factor = None  # release the previous block and factor before the next ones
         rows = system.rows(next(blocks))
@@ -644,7 +716,7 @@ def _nystrom(system, Z, blocks, T, small, monitor, run):
         x = small.solve(factor, rows.square() @ small.solve(factor, rows.dot(Z)))
         total += rows.tdot(x)
         # "coef" is the committee so far (an (n + 1) x k copy: negligible next to the J x n block)
-        if monitor.update(run=run, step=t + 1, objective=None, coef=total / (t + 1) if monitor.callback else None):
+        if monitor.update(run=run, step=t + 1, objective=None, coef=_live(total / (t + 1)) if monitor.callback else None):
             return total / (t + 1), t + 1
     return total / T, T
 
@@ -690,19 +762,26 @@ class _LSSVMBase(DeviceMixin, BaseEstimator):
         one step (a 1-d ``dual_coef_`` and a scalar ``intercept_`` with ``squeeze``)."""
         dtype = self._work_dtype(X)
         parse_memory(self.max_memory)
-        if sample_weight is not None:
-            sample_weight = check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-            if not np.any(sample_weight > 0):
-                raise ValueError(
-                    "sample_weight has no positive entry: all weights are zero; pass at least one "
-                    "non-zero weight."
-                )
-            keep = sample_weight > 0
-            if not keep.all():
-                X, Y, sample_weight = X[keep], Y[keep], sample_weight[keep]
-        X = np.ascontiguousarray(X, dtype=dtype)
         rng = check_random_state(self.random_state)
-        kernel = resolve_kernel(self.kernel, X, rng, sample_weight)
+        if is_dask(X):  # dask arrays with X's row chunks (kernelscale._dask_fit), weights checked there
+            from ._lssvm_dask import prepare
+            from .stagewise import _resolve_kernel
+
+            X, Y, sample_weight = prepare(X, Y, sample_weight, dtype)
+            kernel = _resolve_kernel(self.kernel, X, rng, sample_weight)  # numpy's draw of rows
+        else:
+            if sample_weight is not None:
+                sample_weight = check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+                if not np.any(sample_weight > 0):
+                    raise ValueError(
+                        "sample_weight has no positive entry: all weights are zero; pass at least one "
+                        "non-zero weight."
+                    )
+                keep = sample_weight > 0
+                if not keep.all():
+                    X, Y, sample_weight = X[keep], Y[keep], sample_weight[keep]
+            X = np.ascontiguousarray(X, dtype=dtype)
+            kernel = resolve_kernel(self.kernel, X, rng, sample_weight)
         init, init_count, done = None, 0, 0
         same_classes = "classes_" not in fitted or np.array_equal(fitted["classes_"], getattr(self, "classes_", None))
         if self.warm_start and hasattr(self, "dual_coef_") and self.solver != "exact" and same_classes:
@@ -739,6 +818,8 @@ class _LSSVMBase(DeviceMixin, BaseEstimator):
         intercept, dual_coef = sol.intercept, sol.dual_coef
         if squeeze:
             dual_coef, intercept = dual_coef[:, 0], intercept[0]
+        if is_dask(X):
+            X = X.compute()  # the model holds the training rows, as numpy's does (predictions need them)
         fitted.update(
             kernel_=kernel,
             X_fit_=X,
@@ -841,7 +922,8 @@ _PARAMS_DOC = """
 
 _ATTRS_DOC = """
     kernel_ : Kernel
-    X_fit_ : ndarray (n_fit, n_features), the training points with positive weight.
+    X_fit_ : ndarray (n_fit, n_features), the training points with positive weight (gathered at
+        the end of a fit on a dask X, as predictions need them).
     dual_coef_ : ndarray, A of eq. 19.
     intercept_ : ndarray, b of eq. 19.
     n_iter_ : int, iterations run so far (per run of ``n_averaged``), warm starts included.
@@ -930,6 +1012,11 @@ class LSSVMClassifier(ClassifierMixin, _LSSVMBase):
         need = _class_bytes(X.shape[0], classes.size, np.dtype(dtype).itemsize, self.solver, self.n_averaged)
         check_class_memory(need, self.max_memory, classes.size, "the one-hot targets and the LS-SVM state")
         Y = one_hot(codes, classes.size, dtype)
+        return self._fit_prepared(X, Y, classes, sample_weight, fitted)
+
+    def _fit_prepared(self, X, Y, classes, sample_weight, fitted):
+        """The fit on validated X, one-hot targets Y (n, k) and weights: numpy arrays, or dask
+        arrays with X's row chunks (:mod:`kernelscale._dask_fit`), solved over the chunks."""
         fitted["classes_"] = classes
         return self._fit_system(X, Y, sample_weight, fitted)
 
@@ -1011,6 +1098,11 @@ class LSSVMRegressor(MultiOutputMixin, FiniteR2Mixin, RegressorMixin, _LSSVMBase
                                          y_numeric=True)
         Y = np.asarray(y, dtype=self._work_dtype(X)).reshape(X.shape[0], -1)
         return self._fit_system(X, Y, sample_weight, fitted, squeeze=np.ndim(y) == 1)
+
+    def _fit_prepared(self, X, y, classes, sample_weight, fitted):
+        """The fit on dask arrays with X's row chunks (:mod:`kernelscale._dask_fit`), over the chunks."""
+        Y = y[:, None] if y.ndim == 1 else y
+        return self._fit_system(X, Y, sample_weight, fitted, squeeze=y.ndim == 1)
 
     def predict(self, X):
         """K(X, X_fit_) dual_coef_ + intercept_, in blocks under ``max_memory``."""

@@ -1,0 +1,345 @@
+"""The LS-SVM system Theta of eq. 17 over the row chunks of dask arrays (issue #15).
+
+:func:`kernelscale.lssvm.solve_lssvm` runs its block solvers unchanged on the objects here when
+X is a dask array chunked by rows (:mod:`kernelscale._dask_fit`):
+
+- the (n + 1) x k vectors W, R, Z and the committee are :class:`Split`: the bias row (k numbers)
+  in this process, the n sample rows a dask array partitioned like X, persisted after every
+  in-place update, so the graph of an iteration does not grow;
+- :meth:`DaskSystem.rows` fetches the J sampled rows of X (J x d) and their diagonal entries,
+  ships them to every chunk task, and keeps each chunk's part of Theta[s, :]^T (K(X_c, X_J) + D,
+  n_c x J: the J x n block of the numpy solver, partitioned) persisted with the chunk. The block
+  Gram matrix Theta_s Theta_s^T (eqs. 35-37) and the products Theta_s W are sums over the chunks
+  (tree-reduced, J x J and J x k); Theta_s^T V is per row; the J x J factorisation and solves
+  stay here;
+- the full product Theta W of the hybrid (and of a warm start's residual) is one task per pair
+  of row chunks (K(X_i, X_j) W_j), summed over j per row chunk.
+
+The blocks are numpy's (same random_state, same blocks) and every step is numpy's step on the
+same numbers: only the order of the sums over rows differs (partial sums per chunk), so the
+model equals numpy's to rounding. Nothing imports dask before a dask array arrives.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .lssvm import _diagonal
+from .ops.kernel import kernel_matvec, kernel_rows
+from .ops.rows import DaskRows
+
+__all__ = ["DaskSystem", "Split", "prepare"]
+
+
+# -- one task per row chunk ------------------------------------------------------------------------
+
+def _diagonal_chunk(X, w, *, C, fit_dtype):
+    return _diagonal(X.shape[0], C, w, fit_dtype)
+
+
+def _positive(w):
+    return w > 0
+
+
+def _keep_rows(a, keep):
+    return a[keep]
+
+
+def _local(index, idx):
+    """Positions (in this chunk, in idx) of the sampled rows idx that lie in the chunk of ``index``."""
+    if index.size == 0:
+        return np.empty(0, dtype=np.intp), np.empty(0, dtype=np.intp)
+    local = idx - index[0]
+    j = np.flatnonzero((local >= 0) & (local < index.size))
+    return local[j], j
+
+
+def _take_chunk(index, *arrays, idx):
+    """The rows idx of ``arrays`` that lie in this chunk, zeros elsewhere (summed over the chunks:
+    the rows themselves, as x + 0 = x exactly)."""
+    rows, j = _local(index, idx)
+    out = tuple(np.zeros((idx.size,) + a.shape[1:], dtype=a.dtype) for a in arrays)
+    for o, a in zip(out, arrays):
+        o[j] = a[rows]
+    return out
+
+
+def _block_chunk(X, D, index, *, kernel, XJ, idx, budget):
+    """K(X_c, X_J) plus D on the sampled rows' own entries: this chunk's rows of Theta[s, :]^T."""
+    if X.shape[0] == 0 or XJ.shape[0] == 0:
+        return np.zeros((X.shape[0], XJ.shape[0]), dtype=X.dtype)
+    Mt = kernel_rows(kernel, X, np.arange(X.shape[0]), Z=XJ, max_memory=budget)
+    rows, cols = _local(index, idx)
+    Mt[rows, cols] += D[rows]
+    return Mt
+
+
+def _gram_chunk(Mt):
+    return Mt.T @ Mt, Mt.sum(axis=0)
+
+
+def _dot_chunk(Mt, A):
+    return Mt.T @ A, A.sum(axis=0)
+
+
+def _tdot_chunk(Mt, *, V, bias):
+    out = Mt @ V
+    if bias is not None:
+        out += bias
+    return out
+
+
+def _add_at_chunk(A, index, *, idx, Q):
+    out = A.copy()
+    rows, j = _local(index, idx)
+    out[rows] += Q[j]
+    return out
+
+
+def _pair_chunk(Xi, Xj, Aj, *, kernel, budget):
+    """K(X_i, X_j) A_j: one task of the full product (a length-1 middle axis, summed over j)."""
+    if Xi.shape[0] == 0 or Xj.shape[0] == 0:  # a chunk whose rows all had zero weight
+        return np.zeros((Xi.shape[0], 1, Aj.shape[1]), dtype=Aj.dtype)
+    return kernel_matvec(kernel, Xi, Xj, Aj, max_memory=budget)[:, None, :]
+
+
+def _coldots_chunk(a, b):
+    a, b = a.astype(np.float64, copy=False), b.astype(np.float64, copy=False)
+    return np.einsum("ij,ij->j", a, b), np.einsum("ij,ij->j", b, b)
+
+
+def _sumsq_chunk(a):
+    a = a.astype(np.float64, copy=False)
+    return float(np.einsum("ij,ij->", a, a))
+
+
+def _any_chunk(a):
+    return float(np.any(a))
+
+
+# -- the fit's inputs ------------------------------------------------------------------------------
+
+def prepare(X, Y, sample_weight, dtype):
+    """X and Y in the fit dtype with the rows of zero weight dropped (as numpy's fit drops them),
+    persisted; the weights (checked by :mod:`kernelscale._dask_fit`) of the rows kept."""
+    import dask
+    import dask.array as da
+
+    X, Y = X.astype(dtype), Y.astype(dtype)
+    if sample_weight is not None:
+        keep = sample_weight.map_blocks(_positive, dtype=bool, meta=np.empty(0, dtype=bool))
+        counts = tuple(int(c) for c in dask.compute(*(da.count_nonzero(b) for b in keep.blocks)))
+        if sum(counts) == 0:
+            raise ValueError("sample_weight has no positive entry: all weights are zero; pass at least one "
+                             "non-zero weight.")
+        if sum(counts) < X.shape[0]:
+            X, Y, sample_weight = (da.blockwise(_keep_rows, "rc"[: a.ndim], a, "rc"[: a.ndim], keep, "r",
+                                                adjust_chunks={"r": counts}, dtype=a.dtype,
+                                                meta=np.empty((0,) * a.ndim, dtype=a.dtype))
+                                   for a in (X, Y, sample_weight))
+    return dask.persist(X, Y, sample_weight)
+
+
+# -- the system ------------------------------------------------------------------------------------
+
+class DaskSystem:
+    """Theta of eq. 17 for the rows of the dask array X; the diagonal D per chunk."""
+
+    def __init__(self, kernel, X, C, sample_weight, budget):
+        import dask.array as da
+
+        self.kernel, self.X, self.n, self.budget = kernel, X, X.shape[0], int(budget)
+        self.ex = DaskRows(X.chunks[0], budget)
+        self.diag = self.ex.map(_diagonal_chunk, X, sample_weight, C=C, fit_dtype=X.dtype, dtype=X.dtype)
+        self.index = da.arange(self.n, chunks=(X.chunks[0],)).persist()
+
+    def vector(self, head, body):
+        """The (n + 1) x k vector [head; body] (body: n x k, numpy or dask)."""
+        return Split(np.asarray(head, dtype=self.X.dtype), self.ex._dask(body).astype(self.X.dtype).persist(), self)
+
+    def rows(self, block):
+        """The rows Theta[s, :] for the index block s (values in 0..n), as :class:`ChunkRows`:
+        one pass fetches the sampled rows, one computes and keeps the block, one sums its Gram
+        matrix (two sums: dask.persist of an array with a delayed sum mixes up the results)."""
+        import dask.array as da
+
+        samples = block[block > 0]
+        has_bias = samples.size < block.size
+        order = np.concatenate([samples, [0]]) if has_bias else block
+        idx = samples - 1
+        XJ, DJ = self.ex.sum(_take_chunk, self.index, self.X, self.diag, idx=idx)
+        dtype = self.X.dtype
+        Mt = da.blockwise(_block_chunk, "rj", self.X, "rd", self.diag, "r", self.index, "r", new_axes={"j": idx.size},
+                          concatenate=True, dtype=dtype, meta=np.empty((0, 0), dtype=dtype), kernel=self.kernel,
+                          XJ=XJ, idx=idx, budget=self.budget)
+        Mt = Mt.persist()
+        gram = self.ex.sum(_gram_chunk, Mt)
+        return ChunkRows(self, order, Mt, gram, has_bias, XJ, DJ)
+
+    def matvec(self, W, extra_bytes=0):
+        """Theta W: one task per pair of row chunks, K(X_i, X_j) W_j summed over j."""
+        import dask.array as da
+
+        A = W.body
+        pairs = da.blockwise(_pair_chunk, "ijk", self.X, "id", self.X, "jd", A, "jk", kernel=self.kernel,
+                             budget=self.budget, adjust_chunks={"j": 1}, concatenate=True, dtype=A.dtype,
+                             meta=np.empty((0, 0, 0), dtype=A.dtype))
+        body = pairs.sum(axis=1) + W.head
+        body = body + self.diag[:, None] * A
+        return Split(self.ex.sum(_colsum, A).astype(A.dtype), body.persist(), self)
+
+
+def _colsum(A):
+    return A.sum(axis=0)
+
+
+class ChunkRows:
+    """Theta[s, :] with its transpose held per row chunk (``Mt``, persisted); the J sampled rows
+    X_J and their diagonal entries D_J here. The methods are those of :class:`kernelscale.lssvm._Rows`."""
+
+    nbytes = 0  # nothing n-sized is held here
+
+    def __init__(self, system, order, Mt, gram, has_bias, XJ, DJ):
+        self.system, self.order, self.Mt, self._gram, self.has_bias = system, order, Mt, gram, has_bias  # gram: sums
+        self.XJ, self.DJ = XJ, DJ
+        self.n, self.m = system.n, XJ.shape[0]
+
+    def gram(self):
+        m, J = self.m, self.m + self.has_bias
+        MMt, sums = self._gram
+        G = np.empty((J, J), dtype=self.Mt.dtype)
+        G[:m, :m] = MMt
+        G[:m, :m] += 1.0
+        if self.has_bias:
+            G[:m, m] = sums
+            G[m, :m] = sums
+            G[m, m] = self.n
+        return G
+
+    def dot(self, W):
+        P, sums = self.system.ex.sum(_dot_chunk, self.Mt, W.body)
+        out = np.empty((self.m + self.has_bias, W.head.size), dtype=W.dtype)
+        out[: self.m] = P
+        out[: self.m] += W.head
+        if self.has_bias:
+            out[self.m] = sums
+        return out
+
+    def tdot(self, V):
+        m, k = self.m, V.shape[1]
+        # lazy: every pass that reads it computes M_c V (2 J k flops per row, against the J^2 of
+        # the Gram matrix), which saves the pass that would persist it
+        body = self.Mt.map_blocks(_tdot_chunk, V=V[:m], bias=V[m] if self.has_bias else None, chunks=(self.Mt.chunks[0], (k,)),
+                                  dtype=V.dtype, meta=np.empty((0, 0), dtype=V.dtype))
+        return Split(V[:m].sum(axis=0), body, self.system)
+
+    def square(self):
+        m, J = self.m, self.m + self.has_bias
+        T = np.empty((J, J), dtype=self.Mt.dtype)
+        if m:
+            T[:m, :m] = kernel_rows(self.system.kernel, self.XJ, np.arange(m), Z=self.XJ)
+            T[np.arange(m), np.arange(m)] += self.DJ
+        if self.has_bias:
+            T[:m, m] = 1.0
+            T[m, :m] = 1.0
+            T[m, m] = 0.0
+        return T
+
+
+class Split:
+    """An (n + 1) x k vector: the bias row ``head`` (k,) here, the sample rows ``body`` (n x k)
+    a dask array with X's row chunks. Supports the arithmetic the solvers use on numpy arrays."""
+
+    def __init__(self, head, body, system):
+        self.head, self.body, self.system = head, body, system
+
+    @property
+    def dtype(self):
+        return self.head.dtype
+
+    @property
+    def shape(self):
+        return (self.system.n + 1, self.head.size)
+
+    def _like(self, head, body):
+        return Split(head, body, self.system)
+
+    def copy(self):
+        return self._like(self.head.copy(), self.body)
+
+    def zeros_like(self):
+        import dask.array as da
+
+        return self._like(np.zeros_like(self.head), da.zeros(self.body.shape, dtype=self.body.dtype,
+                                                             chunks=self.body.chunks))
+
+    def any(self):
+        return bool(self.head.any()) or self.system.ex.sum(_any_chunk, self.body) > 0
+
+    def __add__(self, other):
+        return self._like(self.head + other.head, self.body + other.body)
+
+    def __sub__(self, other):
+        return self._like(self.head - other.head, self.body - other.body)
+
+    def __mul__(self, s):
+        return self._like(self.head * s, self.body * s)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, s):
+        return self._like(self.head / s, self.body / s)
+
+    def __iadd__(self, other):
+        self.head += other.head
+        self.body = (self.body + other.body).persist()
+        return self
+
+    def __isub__(self, other):
+        self.head -= other.head
+        self.body = (self.body - other.body).persist()
+        return self
+
+    def __imul__(self, alpha):
+        self.head *= alpha
+        self.body = self.body * alpha  # lazy: applied by the next pass over the rows
+        return self
+
+    def __getitem__(self, order):
+        """The rows ``order`` (indices 0..n, 0 the bias row) as a numpy (len(order), k) array."""
+        mask = order > 0
+        out = np.empty((order.size, self.head.size), dtype=self.dtype)
+        (out[mask],) = self.system.ex.sum(_take_chunk, self.system.index, self.body, idx=order[mask] - 1)
+        out[~mask] = self.head
+        return out
+
+    def add_at(self, order, Q):
+        """self[order] += Q (order without repeats)."""
+        mask = order > 0
+        if not mask.all():
+            self.head += Q[~mask][0]
+        self.body = self.system.ex.map(_add_at_chunk, self.body, self.system.index, idx=order[mask] - 1,
+                                       Q=Q[mask], width=self.head.size, dtype=self.dtype)
+
+    def coldots(self, other):
+        """(sum_i a_i b_i, sum_i b_i^2) per column, in one pass (float64 partial sums, returned in
+        the fit dtype) for a = self, b = other."""
+        a, b = self.head.astype(np.float64), other.head.astype(np.float64)
+        ab, bb = self.system.ex.sum(_coldots_chunk, self.body, other.body)
+        return (a * b + ab).astype(self.dtype), (b * b + bb).astype(self.dtype)
+
+    def norm(self):
+        """||.||_F (float64 partial sums)."""
+        head = self.head.astype(np.float64)
+        return float(np.sqrt(head @ head + self.system.ex.sum(_sumsq_chunk, self.body)))
+
+    def to_numpy(self):
+        """The whole (n + 1) x k array in this process (the fitted model's dual coefficients)."""
+        return np.concatenate([self.head[None], self.body.compute()]).astype(self.dtype, copy=False)
+
+    def lazy(self):
+        """The whole (n + 1) x k array as a lazy dask array (a callback's "coef")."""
+        import dask.array as da
+
+        return da.concatenate([da.from_array(self.head[None]), self.body])
+
