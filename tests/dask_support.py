@@ -8,7 +8,7 @@ from sklearn.base import clone
 from sklearn.datasets import make_classification
 
 import kernelscale
-from kernelscale._dask_fit import DISTRIBUTED
+from kernelscale._dask_fit import DISTRIBUTED, supports  # noqa: F401
 
 from estimator_list import ESTIMATORS as CONFIGS
 from estimator_list import FLOAT32_LSSVM
@@ -127,8 +127,9 @@ CALIBRATION = {("CalibratedLeastSquaresClassifier", "calibration_"),
 
 
 def model_rtol(est):
-    """None (identical) for a gathering fit, DISTRIBUTED_RTOL for a distributed one."""
-    return DISTRIBUTED_RTOL if type(est).__name__ in DISTRIBUTED else None
+    """None (identical) for a gathering fit, DISTRIBUTED_RTOL for a distributed one (an estimator
+    of DISTRIBUTED in a configuration that fits over the chunks: ``_dask_fit.supports``)."""
+    return DISTRIBUTED_RTOL if supports(est) else None
 
 
 def assert_same_predictions(expected, lazy, X_dask, est):

@@ -26,7 +26,7 @@ import kernelscale
 from kernelscale import GeneralizedLeastSquaresClassifier, registry
 from kernelscale.ops.memory import DEFAULT_MEMORY_FRACTION, available_memory, dask_worker_memory, default_memory_budget
 
-from kernelscale._dask_fit import DISTRIBUTED
+from kernelscale._dask_fit import DISTRIBUTED, supports
 
 from dask_support import (  # noqa: F401 (fixtures)
     DISTRIBUTED_RTOL, N, ROWS, WORKER_MEMORY, _configs, _dask, _refuse_gather, _target, assert_same_model,
@@ -212,7 +212,8 @@ def test_a_fit_beyond_the_memory_budget_is_refused_saying_what_to_do(data, sync)
                                          r".*memory budget.*LSSVMClassifier\.fit does not run over dask chunks; "
                                          r"the estimators whose fit is distributed .* are "
                                          r"GeneralizedLeastSquaresClassifier, CalibratedLeastSquaresClassifier, "
-                                         r"StagewiseClassifier, StagewiseRegressor .*numpy array or a numpy\.memmap"):
+                                         r"StagewiseClassifier, StagewiseRegressor, SLKLRegressor, SLKLClassifier, "
+                                         r"RegularizedKernelClassifier, RegularizedKernelRegressor .*numpy array or a numpy\.memmap"):
         est.fit(_dask(X), _dask(y))
     assert not hasattr(est, "classes_")
     # the same budget is enough for a distributed fit: one row chunk at a time
@@ -293,11 +294,12 @@ def test_string_class_labels_in_a_dask_y(data, sync):
 # -- distributed fits (kernelscale._dask_fit) ----------------------------------------------------
 
 def _distributed_configs():
-    """(estimator, target kind) for every configuration of the distributed estimators."""
+    """(estimator, target kind) for every configuration of the distributed estimators that fits
+    over the chunks (``_dask_fit.supports``; the others gather, as every other estimator)."""
     out = []
     for entry in registry.ESTIMATORS:
         if entry.cls.__name__ in DISTRIBUTED:
-            out += [(est, entry.kind) for est in _configs(entry.cls)]
+            out += [(est, entry.kind) for est in _configs(entry.cls) if supports(est)]
     return out
 
 
@@ -306,7 +308,10 @@ def test_distributed_estimators_are_the_row_sum_estimators():
     names = {e.cls.__name__ for e in registry.ESTIMATORS}
     assert set(DISTRIBUTED) <= names
     assert set(DISTRIBUTED) == {"GeneralizedLeastSquaresClassifier", "CalibratedLeastSquaresClassifier",
-                                "StagewiseClassifier", "StagewiseRegressor"}
+                                "StagewiseClassifier", "StagewiseRegressor", "SLKLRegressor", "SLKLClassifier",
+                                "RegularizedKernelClassifier", "RegularizedKernelRegressor"}
+    # every distributed estimator has a configuration of tests/estimator_list.py that fits over chunks
+    assert {type(est).__name__ for est, _ in _distributed_configs()} == set(DISTRIBUTED)
 
 
 def test_distributed_fits_never_gather(data, sync, monkeypatch):
@@ -319,7 +324,7 @@ def test_distributed_fits_never_gather(data, sync, monkeypatch):
             ref = clone(est).fit(X, y, **{k: w for k in kwargs})
             got = clone(est).fit(Xd, _dask(y), **kwargs)
             assert_same_model(ref, got, DISTRIBUTED_RTOL)
-            method = "predict_proba" if kind == "classifier" else "predict"
+            method = next(m for m in ("predict_proba", "decision_function", "predict") if hasattr(ref, m))
             monkeypatch.undo()  # the predictions compute their chunks
             np.testing.assert_allclose(getattr(got, method)(Xd).compute(), getattr(ref, method)(X), rtol=1e-8,
                                        atol=1e-8 * np.abs(getattr(ref, method)(X)).max())

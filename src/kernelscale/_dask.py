@@ -197,10 +197,13 @@ def _gather(estimator, method, arrays):
     if need > budget:
         cls = type(estimator).__name__
         names = ", ".join(arrays)
-        from ._dask_fit import DISTRIBUTED
+        from ._dask_fit import DISTRIBUTED, supports
 
-        why = (f"{cls} fits over dask row chunks, but not multi-label targets"
-               if cls in DISTRIBUTED and method == "fit" else f"{cls}.{method} does not run over dask chunks")
+        if cls in DISTRIBUTED and method == "fit":
+            why = (f"{cls} fits over dask row chunks, but not multi-label targets" if supports(estimator) else
+                   f"{cls} fits over dask row chunks only with {estimator._chunked_configuration}")
+        else:
+            why = f"{cls}.{method} does not run over dask chunks"
         raise ValueError(
             f"{cls}.{method} on dask input gathers {names} into this process: {format_bytes(need)}, more than "
             f"the memory budget of {format_bytes(budget)} (max_memory={getattr(estimator, 'max_memory', None)!r}). "

@@ -37,11 +37,18 @@ DISTRIBUTED = (
     "CalibratedLeastSquaresClassifier",
     "StagewiseClassifier",
     "StagewiseRegressor",
+    "SLKLRegressor",
+    "SLKLClassifier",
+    "RegularizedKernelClassifier",
+    "RegularizedKernelRegressor",
 )
 
 
 def supports(estimator):
-    return type(estimator).__name__ in DISTRIBUTED and hasattr(estimator, "_fit_prepared")
+    """Whether ``estimator``'s fit on a dask X runs over the row chunks: one of DISTRIBUTED, in a
+    configuration that does (its ``_fits_over_chunks()``, True when it has none)."""
+    return (type(estimator).__name__ in DISTRIBUTED and hasattr(estimator, "_fit_prepared")
+            and getattr(estimator, "_fits_over_chunks", lambda: True)())
 
 
 # -- per-chunk checks (one task per chunk) -------------------------------------------------------
@@ -130,7 +137,8 @@ def fit(estimator, X, y, sample_weight=None):
         sample_weight = sample_weight.map_blocks(_weight_chunk, dtype=np.float64, meta=np.empty(0))
     fitted = {"n_features_in_": d}
     if not classifier:
-        Y = y.map_blocks(_float_chunk, "y", dtype, dtype=dtype, meta=np.empty((0,) * y.ndim, dtype=dtype))
+        ydtype = np.float64 if getattr(estimator, "_float64_targets", False) else dtype
+        Y = y.map_blocks(_float_chunk, "y", ydtype, dtype=ydtype, meta=np.empty((0,) * y.ndim, dtype=ydtype))
         X, Y, sample_weight = _keep(estimator, X, Y, sample_weight)
         return estimator._fit_prepared(X, Y, None, sample_weight, fitted)
     classes = np.unique(np.concatenate(dask.compute(*map(dask.delayed(_unique), y.to_delayed().ravel()))))
