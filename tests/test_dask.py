@@ -310,8 +310,10 @@ def test_distributed_estimators_are_the_row_sum_estimators():
     assert set(DISTRIBUTED) == {"GeneralizedLeastSquaresClassifier", "CalibratedLeastSquaresClassifier",
                                 "StagewiseClassifier", "StagewiseRegressor", "SLKLRegressor", "SLKLClassifier",
                                 "RegularizedKernelClassifier", "RegularizedKernelRegressor"}
-    # every distributed estimator has a configuration of tests/estimator_list.py that fits over chunks
-    assert {type(est).__name__ for est, _ in _distributed_configs()} == set(DISTRIBUTED)
+    # the configurations of tests/estimator_list.py that fit over chunks (RegularizedKernelRegressor's
+    # fixed-point solver: tests/test_dask_slkl_fixed_point.py)
+    assert {type(est).__name__ for est, _ in _distributed_configs()} == set(DISTRIBUTED) - {
+        "RegularizedKernelRegressor"}
 
 
 def test_distributed_fits_never_gather(data, sync, monkeypatch):

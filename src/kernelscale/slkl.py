@@ -65,7 +65,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT
-from ._classifier import OneVsRestScoresMixin, check_class_memory, encode_classes, one_vs_rest_targets
+from ._classifier import (OneVsRestScoresMixin, check_class_memory, encode_classes, one_vs_rest_from_one_hot,
+                          one_vs_rest_targets)
 from ._monitor import IterationMonitor, problem_callbacks
 from ._estimator import (FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit, fit_weights, positive_counts,
                          positive_rows, resolve_kernel, validate_fit_data)
@@ -917,12 +918,6 @@ def _candidate_scale(kernel, Z):
     return np.where(diag > 0, 1.0 / np.sqrt(np.where(diag > 0, diag, 1.0)), 0.0)
 
 
-def _plus_minus_one(Y):
-    """The +-1 targets of ``one_vs_rest_targets`` from one-hot ones (a row chunk)."""
-    T = 2.0 * Y.astype(np.float64) - 1.0
-    return T[:, 1:] if T.shape[1] == 2 else T
-
-
 def _take(a, index):
     """The rows ``index`` of a (numpy, or a dask array: only those rows are computed)."""
     return a[index].compute() if is_dask(a) else a[index]
@@ -1051,7 +1046,7 @@ class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
         weights: numpy arrays, or dask arrays with X's row chunks, Y one-hot there
         (:mod:`kernelscale._dask_fit`; weights None for ones)."""
         if is_dask(Y):
-            Y = DaskRows(X.chunks[0], 0).map(_plus_minus_one, Y, width=1 if classes.size == 2 else classes.size,
+            Y = DaskRows(X.chunks[0], 0).map(one_vs_rest_from_one_hot, Y, width=1 if classes.size == 2 else classes.size,
                                             dtype=np.float64)
         same_classes = np.array_equal(getattr(self, "classes_", None), classes)  # warm start only then
         fitted["classes_"] = classes

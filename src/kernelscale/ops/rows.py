@@ -109,8 +109,25 @@ class HostRows:
     def sum(self, fn, *arrays, **small):
         return fn(*arrays, **small)
 
-    def map(self, fn, *arrays, width=None, dtype=None, **small):
+    def reduce(self, fn, *arrays, combine=None, persist=True, **small):
         return fn(*arrays, **small)
+
+    def map(self, fn, *arrays, width=None, dtype=None, persist=True, **small):
+        return fn(*arrays, **small)
+
+    def persist(self, *objects):
+        return objects
+
+    def value(self, x):
+        return x
+
+    def index(self, n):
+        """The row indices 0, ..., n - 1 (a per-row array)."""
+        return np.arange(n)
+
+    def standard_normal(self, rng, n, dtype):
+        """``rng.standard_normal(n)`` in ``dtype``."""
+        return rng.standard_normal(n).astype(dtype)
 
 
 def _chunk_value(fn, small, *blocks):
@@ -126,6 +143,30 @@ def _add(*parts):
     for p in parts[1:]:
         total = total + p
     return total
+
+
+def _normals(state, size, dtype):
+    rng = np.random.RandomState()
+    rng.set_state(state)
+    return rng.standard_normal(size).astype(dtype)
+
+
+def _kernel_block(Xi, Xj, kernel, budget):
+    from .kernel import kernel_matrix
+
+    return kernel_matrix(kernel, Xi, Xj, max_memory=budget)
+
+
+def _block_product(Kij, Vj):
+    """K_ij V_j of one pair of row chunks, as an (n_i, 1, k) block."""
+    return (Kij @ np.asarray(Vj, dtype=np.result_type(Kij.dtype, Vj.dtype)))[:, None, :]
+
+
+def _pair_product(Xi, Xj, Vj, kernel, budget):
+    """K(X_i, X_j) V_j of one pair of row chunks, as an (n_i, 1, k) block."""
+    from .kernel import kernel_matvec
+
+    return kernel_matvec(kernel, Xi, Xj, Vj, max_memory=budget)[:, None, :]
 
 
 def _map_chunk(fn, small, *blocks):
@@ -172,17 +213,18 @@ class DaskRows:
             return [None] * len(self.chunks)
         return list(self._dask(a).to_delayed().ravel())
 
-    def sum_parts(self, fn, *arrays, **small):
+    def sum_parts(self, fn, *arrays, combine=_add, **small):
         """The lazy tree reduction of :meth:`sum` (a dask delayed object): one task per row
-        chunk, then nodes of ``SPLIT_EVERY`` partial sums."""
+        chunk, then nodes of ``SPLIT_EVERY`` partial sums (or partial results merged by
+        ``combine``, which takes them in row order)."""
         import dask
         from dask.base import tokenize
 
         blocks = [self._blocks(a) for a in arrays]
-        name = f"kernelscale-sum-{fn.__name__}-{tokenize(fn, small, *blocks)}"
+        name = f"kernelscale-sum-{fn.__name__}-{tokenize(fn, combine, small, *blocks)}"
         task = dask.delayed(_chunk_value, pure=True)
         parts = [task(fn, small, *(b[i] for b in blocks), dask_key_name=f"{name}-{i}") for i in range(len(self.chunks))]
-        add = dask.delayed(_add, pure=True)
+        add = dask.delayed(combine, pure=True)
         level = 0
         while len(parts) > 1:
             level += 1
@@ -193,9 +235,80 @@ class DaskRows:
     def sum(self, fn, *arrays, **small):
         return self.sum_parts(fn, *arrays, **small).compute()
 
-    def map(self, fn, *arrays, width=None, dtype=None, **small):
+    def reduce(self, fn, *arrays, combine, persist=True, **small):
+        """``fn`` over the row chunks, its results merged by ``combine(*parts)`` up the tree
+        (parts in row order): a maximum, a concatenation, or several of them at once. With
+        ``persist=False``: lazy (see :meth:`persist`)."""
+        parts = self.sum_parts(fn, *arrays, combine=combine, **small)
+        return parts.compute() if persist else parts
+
+    def index(self, n):
+        import dask.array as da
+
+        return da.arange(n, chunks=(self.chunks,))
+
+    def standard_normal(self, rng, n, dtype):
+        """``rng.standard_normal(n)`` in ``dtype``, the same numbers, generated chunk by chunk on
+        the workers from ``rng``'s state at each chunk's first row (``rng`` advances as by the
+        one call; the client holds one chunk of draws at a time)."""
+        import dask
+        import dask.array as da
+
+        parts = []
+        for size in self.chunks:
+            state = rng.get_state()
+            rng.standard_normal(size)
+            parts.append(da.from_delayed(dask.delayed(_normals, pure=True)(state, size, dtype), (size,), dtype=dtype,
+                                         meta=np.empty(0, dtype=dtype)))
+        return da.concatenate(parts).persist()
+
+    def kernel_blocks(self, kernel, X):
+        """K(X, X) as a persisted dask array of blocks K(X_i, X_j), one per pair of row chunks:
+        the distributed counterpart of a kernel row cache holding every row."""
+        import dask.array as da
+
+        X = self._dask(X)
+        return da.blockwise(_kernel_block, "ij", X, "id", X, "jd", kernel=kernel, budget=self.budget,
+                            concatenate=True, dtype=X.dtype, meta=np.empty((0, 0), dtype=X.dtype),
+                            token="kernelscale-kernel-blocks").persist()
+
+    def kernel_matvec(self, kernel, X, V, *, blocks=None, persist=True):
+        """K(X, X) V for V (n,) or (n, k) with X's row chunks: block (i, j) is K(X_i, X_j) V_j,
+        one task per pair of row chunks (each within the executor's budget; from ``blocks``, the
+        persisted :meth:`kernel_blocks`, when given), summed over j by a tree; persisted, so an
+        iteration's graph starts from the keys of V and does not grow."""
+        import dask.array as da
+
+        V = self._dask(V)
+        V2 = V[:, None] if V.ndim == 1 else V
+        if blocks is not None:
+            dtype = np.result_type(blocks.dtype, V.dtype)
+            parts = da.blockwise(_block_product, "ijk", blocks, "ij", V2, "jk", adjust_chunks={"j": 1},
+                                 dtype=dtype, meta=np.empty((0, 0, 0), dtype=dtype), token="kernelscale-block-matvec")
+        else:
+            X = self._dask(X)
+            dtype = np.result_type(X.dtype, V.dtype)
+            parts = da.blockwise(_pair_product, "ijk", X, "id", X, "jd", V2, "jk", kernel=kernel,
+                                 budget=self.budget, adjust_chunks={"j": 1}, concatenate=True, dtype=dtype,
+                                 meta=np.empty((0, 0, 0), dtype=dtype), token="kernelscale-kernel-matvec")
+        Z = parts.sum(axis=1, split_every=SPLIT_EVERY, dtype=dtype)
+        Z = Z[:, 0] if V.ndim == 1 else Z
+        return Z.persist() if persist else Z
+
+    def persist(self, *objects):
+        """The lazy arrays and sums (:meth:`map` and :meth:`reduce` with ``persist=False``)
+        computed in one call, kept where they were computed."""
+        import dask
+
+        return dask.persist(*objects)
+
+    def value(self, x):
+        """The value of a (persisted) lazy sum."""
+        return x.compute()
+
+    def map(self, fn, *arrays, width=None, dtype=None, persist=True, **small):
         """The per-row result of ``fn`` (``width`` columns, or 1-d when None) as a persisted
-        dask array with the executor's row chunks."""
+        dask array with the executor's row chunks (lazy with ``persist=False``)."""
         import dask.array as da
 
         args, letters = [], iter("abcdefghijklmnop")
@@ -211,7 +324,7 @@ class DaskRows:
             new_axes={} if width is None else {"z": width}, concatenate=True, dtype=dtype,
             meta=np.empty((0,) * len(out), dtype=dtype), token=f"kernelscale-{fn.__name__}",
         )
-        return result.persist()
+        return result.persist() if persist else result
 
     def weighted_mean(self, A, w):
         return self.sum(_mean_chunk, A, w, budget=self.budget)
