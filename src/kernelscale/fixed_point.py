@@ -198,8 +198,9 @@ def _merge_score_stats(*parts):
 
 def _step(z, c, y, C, diag, *, alpha, loss):
     """Steps 2-3 of eq. (10): c_new = -J_alpha(alpha z - c), 0 at the dropped points (float64)."""
-    v = alpha * z.astype(np.float64) - c
-    new = loss._neg_resolvent(v, y, alpha, C)
+    with np.errstate(over="ignore", invalid="ignore"):  # a non-finite K c or step is refused after it
+        v = alpha * z.astype(np.float64) - c
+        new = loss._neg_resolvent(v, y, alpha, C)
     new[~(diag > 0)] = 0.0
     return new
 
@@ -260,7 +261,13 @@ def _fixed_point_core(rows, matvec, diag, stats, y, loss, C, alpha, *, tol, max_
     z = None
     for it in range(1, max_iter + 1):
         z = matvec(c)
-        bad, p, d, zmax = rows.reduce(_score_stats, y, z, c, C, loss=loss, combine=_merge_score_stats)
+        # steps 2-3 are taken with the tests of this iteration's K c: one round trip per iteration
+        new = rows.map(_step, z, c, y, C, diag, alpha=alpha, loss=loss, width=width, dtype=np.float64, persist=False)
+        scores, changes, c = rows.persist(
+            rows.reduce(_score_stats, y, z, c, C, loss=loss, combine=_merge_score_stats, persist=False),
+            rows.reduce(_change_stats, new, c, combine=_maximum, persist=False),
+            rows.map(_cast, new, to=dtype, width=width, dtype=dtype, persist=False))
+        (bad, p, d, zmax), (bad_new, change) = rows.value(scores, changes)
         if bad:
             raise _diverged(alpha, it, "K c is not finite")
         p, d = float(p), float(d)
@@ -273,11 +280,7 @@ def _fixed_point_core(rows, matvec, diag, stats, y, loss, C, alpha, *, tol, max_
         else:
             rises = 0
         best = min(best, d)
-        new = rows.map(_step, z, c, y, C, diag, alpha=alpha, loss=loss, width=width, dtype=np.float64, persist=False)
-        stats, c = rows.persist(rows.reduce(_change_stats, new, c, combine=_maximum, persist=False),
-                                rows.map(_cast, new, to=dtype, width=width, dtype=dtype, persist=False))
-        bad, change = rows.value(stats)
-        if bad:
+        if bad_new:
             raise _diverged(alpha, it, "the coefficients are not finite")
         change = float(change) / scale
         if monitor.update(objective=p, dual_objective=d, duality_gap=p + d, max_change=change):

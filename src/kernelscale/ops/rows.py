@@ -118,8 +118,8 @@ class HostRows:
     def persist(self, *objects):
         return objects
 
-    def value(self, x):
-        return x
+    def value(self, *xs):
+        return xs[0] if len(xs) == 1 else xs
 
     def index(self, n):
         """The row indices 0, ..., n - 1 (a per-row array)."""
@@ -302,9 +302,12 @@ class DaskRows:
 
         return dask.persist(*objects)
 
-    def value(self, x):
-        """The value of a (persisted) lazy sum."""
-        return x.compute()
+    def value(self, *xs):
+        """The values of (persisted) lazy sums, in one call."""
+        import dask
+
+        values = dask.compute(*xs)
+        return values[0] if len(xs) == 1 else values
 
     def map(self, fn, *arrays, width=None, dtype=None, persist=True, **small):
         """The per-row result of ``fn`` (``width`` columns, or 1-d when None) as a persisted
