@@ -12,11 +12,13 @@ estimator knows about dask. What happens depends on the method:
   per chunk or per example).
 - ``score``: y and sample_weight are gathered, the predictions are computed over X's chunks as
   above and gathered (n values, not n rows of X), and the estimator's score runs on them.
-- ``fit`` of the estimators whose n-sized work is sums over rows
+- ``fit`` of the estimators whose n-sized work is sums over rows or row-chunk products
   (:data:`kernelscale._dask_fit.DISTRIBUTED`: generalized and calibrated least squares,
-  stagewise regression): distributed over X's row chunks by :mod:`kernelscale._dask_fit`
-  (one task per row chunk per pass, sums reduced by a tree, per-row state persisted on the
-  workers, nothing n-sized gathered); the model equals numpy's up to the order of the sums.
+  stagewise regression, SLKL's Gram solver, the fixed-point solver of the regularized kernel
+  estimators; :func:`kernelscale._dask_fit.supports` says which configurations): distributed
+  over X's row chunks by :mod:`kernelscale._dask_fit` (one task per row chunk, or per pair of
+  chunks, per pass; sums reduced by a tree, per-row state persisted on the workers, nothing
+  n-sized gathered while fitting); the model equals numpy's up to the order of the sums.
 - ``fit`` of the other estimators, and ``partial_fit``: the dask arrays are gathered into this
   process when their size fits the estimator's memory budget (``max_memory``), and the fit runs
   on numpy arrays, so the model is the one numpy gives. Otherwise the call is refused, naming the

@@ -1,9 +1,21 @@
 """Distributed fits: the estimators whose n-sized work is sums over rows fit over dask row chunks.
 
 :func:`kernelscale._dask.call` hands ``fit`` with a dask X to :func:`fit` for the estimators of
-:data:`DISTRIBUTED` (GeneralizedLeastSquaresClassifier, CalibratedLeastSquaresClassifier,
-StagewiseClassifier, StagewiseRegressor). Here the arguments are validated chunk by chunk, as
-the estimator's own validation does on numpy arrays, without gathering anything n-sized:
+:data:`DISTRIBUTED` in a configuration that fits over chunks (:func:`supports`: the estimator's
+``_fits_over_chunks()``, when it has one):
+
+- GeneralizedLeastSquaresClassifier, CalibratedLeastSquaresClassifier, StagewiseClassifier,
+  StagewiseRegressor: every pass over rows is a sum or a per-row update;
+- SLKLRegressor, SLKLClassifier (``columns="auto"`` or ``"gram"``): the M candidate rows are
+  gathered, then one pass sums each chunk's C^T W C, C^T W y and y^T W y; the coordinate descent
+  runs on these M x M quantities on the client;
+- RegularizedKernelClassifier, RegularizedKernelRegressor (``solver="fixed_point"``, a
+  non-linear kernel): c and K c stay in X's row chunks, each iteration is one kernel product
+  of one task per pair of row chunks; c and the support rows are gathered at the end (the model
+  numpy holds).
+
+Here the arguments are validated chunk by chunk, as the estimator's own validation does on numpy
+arrays, without gathering anything n-sized:
 
 - X: every chunk cast to float64 (float32 kept) and checked for NaN/inf, then persisted with y
   and the weights, so that iterations read them from memory: on the workers with a distributed
@@ -11,15 +23,16 @@ the estimator's own validation does on numpy arrays, without gathering anything 
   larger than memory on one machine: a dask array over a memmap or zarr store) every pass reads
   and checks its chunks again from the source, one at a time (:func:`_keep`);
 - y (classifiers): the classes are the union of each chunk's unique labels (the same checks as
-  numpy: at least two classes, not continuous); the one-hot targets are built per chunk;
+  numpy: at least two classes, not continuous); the one-hot targets are built per chunk; a
+  regressor's y is cast to X's dtype, or to float64 where numpy's fit does (``_float64_targets``);
 - sample_weight and class_weight: per chunk; "balanced" from class counts summed over chunks.
 
-The estimator then runs its ordinary fit body (``_fit_prepared``) on these dask arrays: the
-solvers of :mod:`kernelscale.least_squares` and :mod:`kernelscale.stagewise` route every pass
-over rows through :mod:`kernelscale.ops.rows`, which maps it over the row chunks (one task per
-chunk, sums reduced by a tree, per-row predictions persisted where they were computed); the
-d x d solves stay here. :func:`fit` returns NotImplemented for arguments it does not handle
-(a multi-label y); the caller then gathers as for every other estimator.
+The estimator then runs its ordinary fit body (``_fit_prepared``) on these dask arrays: its
+solvers route every pass over rows through :mod:`kernelscale.ops.rows`, which maps it over the
+row chunks (one task per chunk, or per pair of chunks for a kernel product; sums reduced by a
+tree, per-row state persisted where it was computed); the small solves stay here. :func:`fit`
+returns NotImplemented for arguments it does not handle (a multi-label y); the caller then
+gathers as for every other estimator.
 """
 
 from __future__ import annotations

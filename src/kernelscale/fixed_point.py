@@ -14,6 +14,10 @@ many kernel rows as fit in ``max_memory`` (computed once, in batches, by the com
 other columns of K c with blocked kernel products, using only the columns where c is non-zero
 (the paper's remark on sparse c). The same cache serves coordinate descent (LRU rows).
 
+Every pass over the rows goes through a row executor (:mod:`kernelscale.ops.rows`): on numpy
+arrays one call on the whole arrays; on a dask X (:func:`kernel_fixed_point`) one task per row
+chunk, with step 1 one task per pair of row chunks, c and K c persisted in X's row chunks.
+
 An intercept is offered as a *regularised* one, as in LIBLINEAR: ``intercept_scaling = s > 0``
 adds the constant s^2 to the kernel (an extra feature s for the linear kernel), i.e. the model is
 g(x) = sum_i c_i k(x, x_i) + b with b = s^2 sum_i c_i and the penalty b^2 / (2 s^2) added to

@@ -264,6 +264,11 @@ _COMMON_DOC = """
     C : float > 0, default=1.0
         Loss weight, 1/lam of the paper.
     solver : "coordinate_descent" or "fixed_point", default="coordinate_descent"
+        On a dask X chunked by rows, "fixed_point" (non-linear kernels) fits over the chunks: c
+        and K c stay on the workers, one kernel product per iteration, one task per pair of row
+        chunks (README, "Dask"); the model is numpy's, so ``dual_coef_`` (n values) and
+        ``support_vectors_`` (the rows with c_i != 0) are gathered once at the end, within
+        ``max_memory``. "coordinate_descent" gathers X.
     rule : "cyclic", "aitken" or "random", default="random"
         Index rule of coordinate descent (randomised cyclic by default).
     step_size : "trace", "power" or float > 0, default="trace"

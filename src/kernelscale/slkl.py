@@ -616,7 +616,10 @@ _PARAMS_DOC = """
         "on_the_fly": recompute a visited column from the kernel and keep only the active ones
         (memory O(n m0 + m0^2), O(n d) extra work per visit). "auto" takes "gram" when its
         state fits in half of ``max_memory``, else "precompute" when the M columns take at most
-        a quarter of it, else "on_the_fly". The mode used is ``columns_used_``.
+        a quarter of it, else "on_the_fly". The mode used is ``columns_used_``. On a dask X
+        chunked by rows, "auto" and "gram" fit over the chunks: the M candidate rows are gathered
+        and one pass sums each chunk's share of C^T W C, C^T W y and y^T W y (README, "Dask");
+        the other modes gather X.
     max_memory : int, str or None, default=None
         Budget for the columns, the active set and kernel blocks (half the available memory
         if None); fit fails at once, naming what to change, when it cannot fit.

@@ -9,7 +9,12 @@ updates (scores, residuals, predictions). A solver states both through an execut
   row-aligned ``arrays`` (a float64 array, or a tuple of them); ``small`` are client-side values
   passed to every call unchanged;
 - ``rows.map(fn, *arrays, width=..., dtype=...)``: the per-row array ``fn`` gives chunk by chunk;
-- ``weighted_mean`` / ``weighted_gram``: the verbs of :class:`~kernelscale.ops.features.FeatureOperator`.
+- ``weighted_mean`` / ``weighted_gram``: the verbs of :class:`~kernelscale.ops.features.FeatureOperator`;
+- ``rows.reduce(fn, *arrays, combine=...)``: as ``sum`` with another merge (maxima, concatenation).
+
+The fixed-point solver (paper 3) adds a product over pairs of rows: ``DaskRows.kernel_matvec``
+computes K(X, X) V as one task per pair of row chunks summed over the second by a tree, and
+``persist`` / ``value`` bring several lazy results of an iteration back in one round trip.
 
 :class:`HostRows` calls ``fn`` once on the whole arrays, so a solver written with it computes
 exactly what it computed before on numpy input. :class:`DaskRows` (built by :func:`executor` when
