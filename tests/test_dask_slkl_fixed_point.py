@@ -11,7 +11,7 @@ from kernelscale._dask_fit import supports
 from kernelscale.ops import rows as rows_module
 
 from dask_support import (  # noqa: F401 (fixtures)
-    DISTRIBUTED_RTOL, N, _dask, assert_same_predictions, assert_same_model, client, cluster_client, da, dask, data,
+    DISTRIBUTED_RTOL, _dask, assert_same_predictions, assert_same_model, client, cluster_client, da, dask, data,
     no_gather, sync,
 )
 
@@ -80,6 +80,11 @@ def test_fixed_point_over_chunks_equals_numpy(data, sync, no_gather, est):
     assert_same_model(ref, got, DISTRIBUTED_RTOL)
     if weighted:
         assert not np.any(np.isin(np.arange(30), got.support_))
+    if isinstance(est, kernelscale.RegularizedKernelRegressor):  # a warm start from numpy's c, on the chunks
+        ref.set_params(warm_start=True, C=0.004).fit(X, target, sample_weight=w)
+        got.set_params(warm_start=True, C=0.004).fit(_dask(X), _dask(target), sample_weight=_dask(w))
+        assert got.n_iter_ == ref.n_iter_
+        assert_same_model(ref, got, DISTRIBUTED_RTOL)
 
 
 def test_fixed_point_over_chunks_float32_and_multioutput(data, sync, no_gather):
@@ -100,8 +105,8 @@ def test_on_a_local_cluster(client, data):
     X, y_class, y, w = data
     for est, target in [
         (kernelscale.SLKLClassifier(n_components=20, random_state=0), y_class),
-        (kernelscale.RegularizedKernelRegressor(solver="fixed_point", C=0.0005, tol=1e-5,
-                                                random_state=0), y),  # a few iterations
+        (kernelscale.RegularizedKernelRegressor(kernelscale.GaussianKernel(sigma=2.0), solver="fixed_point", C=0.0005,
+                                                tol=1e-5), y),  # a few iterations
     ]:
         ref, got = _fit_both(est, X, target, w)
         assert_same_model(ref, got, DISTRIBUTED_RTOL)

@@ -719,7 +719,8 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
                              f"finite, normal float); pass 1e-150 <= alpha <= 1e150.")
         distributed = is_dask(X)
         if distributed:  # the rows of positive weight stay in their chunks: counted, not gathered
-            n = int(positive_counts(X, sample_weight)[:, 0].sum())
+            counts = positive_counts(X, sample_weight)
+            n = int(counts[:, 0].sum())
         else:
             keep = np.flatnonzero(sample_weight > 0)
             Xk, Yk, wk = X[keep], Y[keep], sample_weight[keep]
@@ -749,7 +750,7 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
             mu0 = None
             if distributed:  # the M candidate rows, gathered in the order of the draw
                 order = np.argsort(cand)
-                rows, _, index = positive_rows(X, sample_weight, cand[order])
+                rows, _, index = positive_rows(X, sample_weight, cand[order], counts)
                 Zc, candidates = np.empty_like(rows), np.empty_like(index)
                 Zc[order], candidates[order] = rows, index
         if not distributed:
