@@ -129,7 +129,8 @@ def test_the_graph_of_a_fixed_point_iteration_does_not_grow(data, sync, monkeypa
         return Z.persist() if persist else Z
 
     monkeypatch.setattr(rows_module.DaskRows, "kernel_matvec", kernel_matvec)
-    est = kernelscale.RegularizedKernelClassifier(solver="fixed_point", C=0.1, max_iter=12, tol=1e-12)
+    # cache_size below the kernel's 720 KB: every product computes its kernel blocks again (one task per pair)
+    est = kernelscale.RegularizedKernelClassifier(solver="fixed_point", C=0.1, max_iter=12, tol=1e-12, cache_size=1000)
     with pytest.warns(Warning, match="did not reach tol"):
         est.fit(_dask(X), _dask(y_class))
     chunks = len(_dask(X).chunks[0])
