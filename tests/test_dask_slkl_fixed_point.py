@@ -51,8 +51,6 @@ def test_slkl_over_chunks_equals_numpy(data, sync, no_gather):
     ref.set_params(alpha=0.5).fit(X, y, sample_weight=w)
     got.set_params(alpha=0.5).fit(_dask(X), _dask(y), sample_weight=_dask(w))
     assert_same_model(ref, got, DISTRIBUTED_RTOL)
-    # the column modes hold n-sized columns: they gather, as every other estimator
-    assert not supports(kernelscale.SLKLRegressor(columns="precompute"))
 
 
 # (few iterations: each is a round trip of ~70 tasks on the synchronous scheduler, ~20 ms)
@@ -96,9 +94,17 @@ def test_fixed_point_over_chunks_float32_and_multioutput(data, sync, no_gather):
     assert got.dual_coef_.dtype == np.float32 and got.support_vectors_.dtype == np.float32
     assert got.n_iter_ == ref.n_iter_
     assert_same_model(ref, got, 1e-4)  # K c summed in float32 in another order
-    # coordinate descent, the default, is sequential over the coordinates: it gathers
+
+
+def test_coordinate_descent_and_the_column_modes_gather(data, sync):
+    X, _, y, _ = data
+    # coordinate descent, the default, is sequential over the coordinates: it gathers, within max_memory
     assert not supports(kernelscale.RegularizedKernelRegressor())
     assert not supports(kernelscale.RegularizedKernelRegressor("linear", solver="fixed_point"))
+    with pytest.raises(ValueError, match=r"RegularizedKernelRegressor fits over dask row chunks only with "
+                                         r"solver='fixed_point' and a kernel other than 'linear'"):
+        kernelscale.RegularizedKernelRegressor(max_memory="8KB").fit(_dask(X), _dask(y))
+    assert not supports(kernelscale.SLKLRegressor(columns="precompute"))  # n-sized columns
 
 
 def test_on_a_local_cluster(client, data):

@@ -163,23 +163,16 @@ def _kept_ones(diag, *, to):
     return (diag > 0).astype(to)
 
 
-def _diag_stats(diag):
-    """(sum of the positive k_ii, their number, the largest k_ii)."""
+def _diag_stats(diag, index):
+    """(sum of the positive k_ii, their number, the largest k_ii) and the indices of the zero k_ii."""
     keep = diag > 0
-    return np.array([diag[keep].sum(), keep.sum(), diag.max(initial=-np.inf)])
+    return np.array([diag[keep].sum(), keep.sum(), diag.max(initial=-np.inf)]), index[~keep]
 
 
 def _merge_diag_stats(*parts):
-    parts = np.array(parts)
-    return np.array([parts[:, 0].sum(), parts[:, 1].sum(), parts[:, 2].max()])
-
-
-def _dropped(diag, index):
-    return index[~(diag > 0)]
-
-
-def _concatenate(*parts):
-    return np.concatenate(parts)
+    stats = np.array([p[0] for p in parts])
+    return (np.array([stats[:, 0].sum(), stats[:, 1].sum(), stats[:, 2].max()]),
+            np.concatenate([p[1] for p in parts]))
 
 
 def _start(y, c0, diag, *, to):
@@ -316,11 +309,10 @@ def _run(matvec, diag, y, loss, C, *, step_size, tol, max_iter, c0, dtype, s, ve
     check_positive(tol, "tol")
     check_positive(max_iter, "max_iter", integer=True)
     rows = HostRows(0) if rows is None else rows
-    dropped = rows.reduce(_dropped, diag, rows.index(diag.shape[0]), combine=_concatenate)
+    n = diag.shape[0]
+    stats, dropped = rows.reduce(_diag_stats, diag, rows.index(n), combine=_merge_diag_stats)
     if dropped.size:
         logger.info("%d point(s) have a zero kernel diagonal; their coefficients are fixed at 0", dropped.size)
-    n = diag.shape[0]
-    stats = rows.reduce(_diag_stats, diag, combine=_merge_diag_stats)
     stats = (float(stats[0]), int(stats[1]), float(stats[2]))
     if stats[1] == 0:
         zeros = rows.map(_start, y, None, diag, to=dtype, width=_width(y), dtype=dtype)

@@ -693,7 +693,9 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
     def _fits_over_chunks(self):
         """A dask X is fitted over its row chunks (kernelscale._dask_fit) with the Gram solver: one
         pass of per-chunk sums C^T W C, C^T W y and y^T W y; the coordinate descent runs on these
-        M x M quantities here. The other column modes hold n-sized columns: they gather X."""
+        M x M quantities here. The other column modes hold n-sized columns: they gather X. The
+        sums are taken per chunk and added up a tree, not over numpy's row blocks: the model
+        differs from numpy's by rounding (measured: 2e-10 relative in float64)."""
         return self.columns in ("auto", "gram")
 
     def _solve_outputs(self, solve_one, k):
