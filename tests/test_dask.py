@@ -26,7 +26,7 @@ import kernelscale
 from kernelscale import GeneralizedLeastSquaresClassifier, registry
 from kernelscale.ops.memory import DEFAULT_MEMORY_FRACTION, available_memory, dask_worker_memory, default_memory_budget
 
-from kernelscale._dask_fit import DISTRIBUTED
+from kernelscale._dask_fit import DISTRIBUTED, supports
 
 from dask_support import (  # noqa: F401 (fixtures)
     DISTRIBUTED_RTOL, N, ROWS, WORKER_MEMORY, _configs, _dask, _refuse_gather, _target, assert_same_model,
@@ -210,11 +210,13 @@ def test_a_fit_beyond_the_memory_budget_is_refused_saying_what_to_do(data, sync)
     X, y, _, _ = data
     est = kernelscale.RegularizedKernelClassifier(max_memory="8KB")
     with pytest.raises(ValueError, match=r"RegularizedKernelClassifier\.fit on dask input gathers X, y into this "
-                                         r"process: .*memory budget.*RegularizedKernelClassifier\.fit does not run "
-                                         r"over dask chunks; the estimators whose fit is distributed .* are "
+                                         r"process: .*memory budget.*RegularizedKernelClassifier fits over dask row "
+                                         r"chunks only with solver='fixed_point' .*; the estimators whose fit is "
+                                         r"distributed .* are "
                                          r"GeneralizedLeastSquaresClassifier, CalibratedLeastSquaresClassifier, "
-                                         r"StagewiseClassifier, StagewiseRegressor, DoublyStochasticClassifier, "
-                                         r"DoublyStochasticRegressor, LSSVMClassifier, LSSVMRegressor "
+                                         r"StagewiseClassifier, StagewiseRegressor, SLKLRegressor, SLKLClassifier, "
+                                         r"RegularizedKernelClassifier, RegularizedKernelRegressor, LSSVMClassifier, "
+                                         r"LSSVMRegressor, DoublyStochasticClassifier, DoublyStochasticRegressor "
                                          r".*numpy array or a numpy\.memmap"):
         est.fit(_dask(X), _dask(y))
     assert not hasattr(est, "classes_")
@@ -293,11 +295,12 @@ def test_string_class_labels_in_a_dask_y(data, sync):
 # -- distributed fits (kernelscale._dask_fit) ----------------------------------------------------
 
 def _distributed_configs():
-    """(estimator, target kind) for every configuration of the distributed estimators."""
+    """(estimator, target kind) for every configuration of the distributed estimators that fits
+    over the chunks (``_dask_fit.supports``; the others gather, as every other estimator)."""
     out = []
     for entry in registry.ESTIMATORS:
         if entry.cls.__name__ in DISTRIBUTED:
-            out += [(est, entry.kind) for est in _configs(entry.cls)]
+            out += [(est, entry.kind) for est in _configs(entry.cls) if supports(est)]
     return out
 
 
@@ -306,9 +309,14 @@ def test_distributed_estimators_are_the_row_sum_and_mini_batch_estimators():
     names = {e.cls.__name__ for e in registry.ESTIMATORS}
     assert set(DISTRIBUTED) <= names
     assert set(DISTRIBUTED) == {"GeneralizedLeastSquaresClassifier", "CalibratedLeastSquaresClassifier",
-                                "StagewiseClassifier", "StagewiseRegressor",
-                                "DoublyStochasticClassifier", "DoublyStochasticRegressor",
-                                "LSSVMClassifier", "LSSVMRegressor"}
+                                "StagewiseClassifier", "StagewiseRegressor", "SLKLRegressor", "SLKLClassifier",
+                                "RegularizedKernelClassifier", "RegularizedKernelRegressor",
+                                "LSSVMClassifier", "LSSVMRegressor", "DoublyStochasticClassifier",
+                                "DoublyStochasticRegressor"}
+    # the configurations of tests/estimator_list.py that fit over chunks (RegularizedKernelRegressor's
+    # fixed-point solver: tests/test_dask_slkl_fixed_point.py)
+    assert {type(est).__name__ for est, _ in _distributed_configs()} == set(DISTRIBUTED) - {
+        "RegularizedKernelRegressor"}
 
 
 def test_distributed_fits_never_gather(data, sync, monkeypatch):

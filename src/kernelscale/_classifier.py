@@ -46,6 +46,12 @@ def one_vs_rest_targets(codes, n_classes, dtype=np.float64):
     return Y
 
 
+def one_vs_rest_from_one_hot(Y):
+    """The float64 targets of :func:`one_vs_rest_targets` from one-hot ones (a row chunk of them)."""
+    T = 2.0 * np.asarray(Y, dtype=np.float64) - 1.0
+    return T[:, 1:] if T.shape[1] == 2 else T
+
+
 def one_hot(codes, n_classes, dtype=np.float64):
     """{0, 1} targets, one column per class."""
     Y = np.zeros((codes.size, n_classes), dtype=dtype)

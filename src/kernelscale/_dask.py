@@ -12,12 +12,15 @@ estimator knows about dask. What happens depends on the method:
   per chunk or per example).
 - ``score``: y and sample_weight are gathered, the predictions are computed over X's chunks as
   above and gathered (n values, not n rows of X), and the estimator's score runs on them.
-- ``fit`` of the estimators whose n-sized work is sums over rows or mini-batches of rows
-  (:data:`kernelscale._dask_fit.DISTRIBUTED`: generalized and calibrated least squares,
-  stagewise regression, doubly stochastic gradients, the LS-SVM's block solvers): distributed
-  over X's row chunks by :mod:`kernelscale._dask_fit` (one task per row chunk per pass, sums reduced by a tree, per-row
-  state persisted on the workers; or the rows of a group of mini-batches fetched per compute;
-  nothing n-sized gathered); the model equals numpy's up to the order of the sums.
+- ``fit`` of the estimators whose n-sized work is sums over rows, row-chunk products or
+  mini-batches of rows (:data:`kernelscale._dask_fit.DISTRIBUTED`: generalized and calibrated
+  least squares, stagewise regression, SLKL's Gram solver, the fixed-point solver of the
+  regularized kernel estimators, the LS-SVM's block solvers, doubly stochastic gradients;
+  :func:`kernelscale._dask_fit.supports` says which configurations): distributed over X's row
+  chunks by :mod:`kernelscale._dask_fit` (one task per row chunk, or per pair of chunks, per
+  pass; sums reduced by a tree, per-row state persisted on the workers; or the rows of a group
+  of mini-batches fetched per compute; nothing n-sized gathered while fitting); the model equals
+  numpy's up to the order of the sums.
 - ``partial_fit`` of the doubly stochastic estimators: X streamed in groups of mini-batches
   (:func:`kernelscale._dask_fit.partial_fit`), numpy's model.
 - ``fit`` of the other estimators (and any other ``partial_fit``): the dask arrays are gathered into this
@@ -219,10 +222,13 @@ def _gather(estimator, method, arrays):
     if need > budget:
         cls = type(estimator).__name__
         names = ", ".join(arrays)
-        from ._dask_fit import DISTRIBUTED
+        from ._dask_fit import DISTRIBUTED, supports
 
-        why = (f"{cls} fits over dask row chunks, but not multi-label targets"
-               if cls in DISTRIBUTED and method == "fit" else f"{cls}.{method} does not run over dask chunks")
+        if cls in DISTRIBUTED and method == "fit":
+            why = (f"{cls} fits over dask row chunks, but not multi-label targets" if supports(estimator) else
+                   f"{cls} fits over dask row chunks only with {estimator._chunked_configuration}")
+        else:
+            why = f"{cls}.{method} does not run over dask chunks"
         raise ValueError(
             f"{cls}.{method} on dask input gathers {names} into this process: {format_bytes(need)}, more than "
             f"the memory budget of {format_bytes(budget)} (max_memory={getattr(estimator, 'max_memory', None)!r}). "

@@ -2,11 +2,29 @@
 fit over dask row chunks.
 
 :func:`kernelscale._dask.call` hands ``fit`` with a dask X to :func:`fit` for the estimators of
-:data:`DISTRIBUTED` (GeneralizedLeastSquaresClassifier, CalibratedLeastSquaresClassifier,
-StagewiseClassifier, StagewiseRegressor, DoublyStochasticClassifier, DoublyStochasticRegressor,
-LSSVMClassifier, LSSVMRegressor), and ``partial_fit`` to :func:`partial_fit` for those with a
-``_partial_fit_prepared`` (the doubly stochastic ones). Here the arguments are validated chunk by chunk, as
-the estimator's own validation does on numpy arrays, without gathering anything n-sized:
+:data:`DISTRIBUTED` in a configuration that fits over chunks (:func:`supports`: the estimator's
+``_fits_over_chunks()``, when it has one), and ``partial_fit`` to :func:`partial_fit` for those
+with a ``_partial_fit_prepared`` (the doubly stochastic ones):
+
+- GeneralizedLeastSquaresClassifier, CalibratedLeastSquaresClassifier, StagewiseClassifier,
+  StagewiseRegressor: every pass over rows is a sum or a per-row update;
+- SLKLRegressor, SLKLClassifier (``columns="auto"`` or ``"gram"``): the M candidate rows are
+  gathered, then one pass sums each chunk's C^T W C, C^T W y and y^T W y; the coordinate descent
+  runs on these M x M quantities on the client;
+- RegularizedKernelClassifier, RegularizedKernelRegressor (``solver="fixed_point"``, a
+  non-linear kernel): c and K c stay in X's row chunks, each iteration is one kernel product
+  of one task per pair of row chunks; c and the support rows are gathered at the end (the model
+  numpy holds);
+- LSSVMClassifier, LSSVMRegressor: the block solvers through :mod:`kernelscale._lssvm_dask` (the
+  J sampled rows of X shipped to every chunk; the J x J block Gram matrix and products summed
+  over the chunks; W and the residual partitioned like X; the J x J solves here); their fitted
+  model holds the training rows and dual coefficients, as numpy's does, gathered once at the end;
+- DoublyStochasticClassifier, DoublyStochasticRegressor: the mini-batch indices drawn as on numpy,
+  their rows fetched (:meth:`kernelscale.ops.rows.DaskRows.taker`), a group of iterations per
+  compute, the O(t) model updated here as on numpy (:mod:`kernelscale.doubly_stochastic`, "Dask").
+
+Here the arguments are validated chunk by chunk, as the estimator's own validation does on numpy
+arrays, without gathering anything n-sized:
 
 - X: every chunk cast to float64 (float32 kept) and checked for NaN/inf, then persisted with y
   and the weights, so that iterations read them from memory: on the workers with a distributed
@@ -14,23 +32,17 @@ the estimator's own validation does on numpy arrays, without gathering anything 
   larger than memory on one machine: a dask array over a memmap or zarr store) every pass reads
   and checks its chunks again from the source, one at a time (:func:`_keep`);
 - y (classifiers): the classes are the union of each chunk's unique labels (the same checks as
-  numpy: at least two classes, not continuous); the one-hot targets are built per chunk;
+  numpy: at least two classes, not continuous); the one-hot targets are built per chunk; a
+  regressor's y is cast to X's dtype, or to float64 where numpy's fit does (``_float64_targets``);
 - sample_weight and class_weight: per chunk; "balanced" from class counts summed over chunks.
 
-The estimator then runs its ordinary fit body (``_fit_prepared``) on these dask arrays: the
-solvers of :mod:`kernelscale.least_squares` and :mod:`kernelscale.stagewise` route every pass
-over rows through :mod:`kernelscale.ops.rows`, which maps it over the row chunks (one task per
-chunk, sums reduced by a tree, per-row predictions persisted where they were computed); the
-d x d solves stay here. The doubly stochastic solver draws its mini-batch indices as on numpy and
-fetches their rows (:meth:`kernelscale.ops.rows.DaskRows.taker`), a group of iterations per
-compute, then updates its O(t) model here as on numpy (:mod:`kernelscale.doubly_stochastic`,
-"Dask"). :func:`partial_fit` checks its arguments the same way but persists nothing (a stream,
-read once). The LS-SVM block solvers do the same through :mod:`kernelscale._lssvm_dask`
-(the J sampled rows of X shipped to every chunk; the J x J block Gram matrix and products summed
-over the chunks; W and the residual partitioned like X; the J x J solves here); their fitted
-model holds the training rows and dual coefficients, as numpy's does, gathered once at the end.
-:func:`fit` returns NotImplemented for arguments it does not handle
-(a multi-label y); the caller then gathers as for every other estimator.
+The estimator then runs its ordinary fit body (``_fit_prepared``) on these dask arrays: its
+solvers route every pass over rows through :mod:`kernelscale.ops.rows`, which maps it over the
+row chunks (one task per chunk, or per pair of chunks for a kernel product; sums reduced by a
+tree, per-row state persisted where it was computed); the small solves stay here. :func:`fit`
+returns NotImplemented for arguments it does not handle (a multi-label y); the caller then
+gathers as for every other estimator. :func:`partial_fit` checks its arguments the same way
+but persists nothing (a stream, read once).
 """
 
 from __future__ import annotations
@@ -48,16 +60,22 @@ DISTRIBUTED = (
     "CalibratedLeastSquaresClassifier",
     "StagewiseClassifier",
     "StagewiseRegressor",
-    "DoublyStochasticClassifier",
-    "DoublyStochasticRegressor",
+    "SLKLRegressor",
+    "SLKLClassifier",
+    "RegularizedKernelClassifier",
+    "RegularizedKernelRegressor",
     "LSSVMClassifier",
     "LSSVMRegressor",
+    "DoublyStochasticClassifier",
+    "DoublyStochasticRegressor",
 )
 
 
 def supports(estimator, method="fit"):
-    """Whether ``estimator.method`` (fit or partial_fit) on a dask X runs over its row chunks."""
-    return type(estimator).__name__ in DISTRIBUTED and hasattr(estimator, f"_{method}_prepared")
+    """Whether ``estimator.method`` (fit or partial_fit) on a dask X runs over the row chunks: one of
+    DISTRIBUTED, in a configuration that does (its ``_fits_over_chunks()``, True when it has none)."""
+    return (type(estimator).__name__ in DISTRIBUTED and hasattr(estimator, f"_{method}_prepared")
+            and getattr(estimator, "_fits_over_chunks", lambda: True)())
 
 
 # -- per-chunk checks (one task per chunk) -------------------------------------------------------
@@ -146,7 +164,8 @@ def fit(estimator, X, y, sample_weight=None):
         sample_weight = sample_weight.map_blocks(_weight_chunk, dtype=np.float64, meta=np.empty(0))
     fitted = {"n_features_in_": d}
     if not classifier:
-        Y = y.map_blocks(_float_chunk, "y", dtype, dtype=dtype, meta=np.empty((0,) * y.ndim, dtype=dtype))
+        ydtype = np.float64 if getattr(estimator, "_float64_targets", False) else dtype
+        Y = y.map_blocks(_float_chunk, "y", ydtype, dtype=ydtype, meta=np.empty((0,) * y.ndim, dtype=ydtype))
         X, Y, sample_weight = _keep(estimator, X, Y, sample_weight)
         return estimator._fit_prepared(X, Y, None, sample_weight, fitted)
     classes, _ = encode_classes(_sum_labels(y))  # the checks of numpy's fit: labels, two classes at least

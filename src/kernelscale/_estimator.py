@@ -25,7 +25,8 @@ from sklearn.metrics import r2_score
 from sklearn.utils.class_weight import compute_class_weight
 
 from ._validation import check_sample_weight, validate_data
-from .kernels import make_kernel
+from .kernels import MEDIAN_SAMPLES, make_kernel
+from .ops.rows import is_dask
 
 __all__ = ["resolve_kernel", "fit_weights", "warm_start_iterations", "validate_fit_data", "commit_fit",
            "INPUT_ATTRIBUTES", "FiniteR2Mixin", "finite_r2_score"]
@@ -35,16 +36,71 @@ INPUT_ATTRIBUTES = ("n_features_in_", "feature_names_in_")
 
 
 def resolve_kernel(kernel, X, random_state, sample_weight=None):
-    """A resolved copy of ``kernel`` for the training points X (see the module docstring)."""
+    """A resolved copy of ``kernel`` for the training points X (see the module docstring). For a
+    dask X (row chunks, ``sample_weight`` a dask array or None) only the subsample of rows of
+    positive weight that the median trick draws on numpy (``rng.choice`` of MEDIAN_SAMPLES
+    indices, the same draw) is gathered, so the bandwidth is numpy's."""
     kernel = make_kernel(kernel)
     if kernel.is_resolved:
         return clone(kernel)
+    if is_dask(X):
+        stats = positive_counts(X, sample_weight)
+        n_pos = int(stats[:, 0].sum())
+        keep = np.arange(n_pos)
+        if n_pos > MEDIAN_SAMPLES:
+            keep = np.sort(random_state.choice(n_pos, MEDIAN_SAMPLES, replace=False))
+        rows, weights, _ = positive_rows(X, sample_weight, keep, stats)
+        equal = sample_weight is None or stats[:, 1].min() == stats[:, 2].max()
+        return kernel.resolve(rows, random_state, None if equal else weights)
     if sample_weight is not None:
         positive = sample_weight > 0
         X, sample_weight = X[positive], sample_weight[positive]
         if np.all(sample_weight == sample_weight[0]):
             sample_weight = None  # equal weights: the plain median
     return kernel.resolve(X, random_state, sample_weight)
+
+
+def _positive(w, Z):
+    """Rows of the chunk with positive weight (all of them without weights): (count, min, max of w)."""
+    if w is None:
+        return np.array([Z.shape[0], 1.0, 1.0])
+    pos = w[w > 0]
+    return np.array([pos.size, pos.min(initial=np.inf), pos.max(initial=-np.inf)])
+
+
+def positive_counts(Z, w):
+    """Per row chunk of the dask array Z (weights w, a dask array or None): (count, min, max) of
+    the positive weights, an (n_chunks, 3) array (one small task per chunk)."""
+    import dask
+
+    Zb = list(Z.to_delayed().ravel())
+    wb = [None] * len(Zb) if w is None else list(w.to_delayed().ravel())
+    return np.array(dask.compute(*map(dask.delayed(_positive), wb, Zb))).reshape(len(Zb), 3)
+
+
+def _select(Z, w, keep, start):
+    """The rows ``keep`` (indices among the chunk's rows of positive weight), their weights and
+    their indices in the whole array (the chunk starts at row ``start``)."""
+    index = np.arange(Z.shape[0]) if w is None else np.flatnonzero(w > 0)
+    return Z[index[keep]], None if w is None else w[index[keep]], start + index[keep]
+
+
+def positive_rows(Z, w, ranks, stats=None):
+    """Rows of the dask array Z at the sorted ``ranks`` among its rows of positive weight (all
+    rows when w is None): (rows, weights or None, row indices), gathering only those rows."""
+    import dask
+
+    stats = positive_counts(Z, w) if stats is None else stats
+    offsets = np.concatenate([[0], np.cumsum(stats[:, 0].astype(np.int64))])
+    starts = np.concatenate([[0], np.cumsum(Z.chunks[0])])
+    Zb = list(Z.to_delayed().ravel())
+    wb = [None] * len(Zb) if w is None else list(w.to_delayed().ravel())
+    parts = dask.compute(*(
+        dask.delayed(_select)(z, c, ranks[(ranks >= offsets[i]) & (ranks < offsets[i + 1])] - offsets[i], starts[i])
+        for i, (z, c) in enumerate(zip(Zb, wb))
+    ))
+    weights = None if w is None else np.concatenate([p[1] for p in parts])
+    return np.concatenate([p[0] for p in parts]), weights, np.concatenate([p[2] for p in parts])
 
 
 def fit_weights(sample_weight, class_weight, X, codes=None, classes=None, *, ones=False):

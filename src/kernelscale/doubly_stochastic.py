@@ -148,7 +148,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ._classifier import check_class_memory, one_hot, one_vs_rest_targets, require_two_classes
 from ._monitor import IterationMonitor
-from ._estimator import FiniteR2Mixin, commit_fit, warm_start_iterations
+from ._estimator import FiniteR2Mixin, commit_fit, resolve_kernel, warm_start_iterations
 from ._glm import softmax
 from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
@@ -158,7 +158,6 @@ from .ops.feature_blocks import FeatureBlockSpec, kernel_family, seed_from
 from .ops.features import GROUP_COLUMNS, FeatureOperator
 from .ops.memory import format_bytes, parse_memory
 from .ops.rows import DaskRows, executor, is_dask, total
-from .stagewise import _resolve_kernel as resolve_data_kernel
 
 __all__ = [
     "DoublyStochasticRegressor",
@@ -563,7 +562,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
                 f"sigma='median' needs at least 2 samples to pick a bandwidth, got n_samples="
                 f"{X.shape[0]}; pass more data or a number as sigma."
             )
-        self.kernel_ = resolve_data_kernel(kernel, X, rng, sample_weight)  # dask X: numpy's subsample gathered
+        self.kernel_ = resolve_kernel(kernel, X, rng, sample_weight)  # dask X: numpy's subsample gathered
         self.seed_ = seed_from(self.random_state if isinstance(self.random_state, Integral) else rng)
         # validates block_size / feature_method against the kernel now
         spec = FeatureBlockSpec(self.kernel_, X.shape[1], self._block_size(n_auto), self.seed_, X.dtype,

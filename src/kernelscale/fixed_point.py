@@ -14,6 +14,10 @@ many kernel rows as fit in ``max_memory`` (computed once, in batches, by the com
 other columns of K c with blocked kernel products, using only the columns where c is non-zero
 (the paper's remark on sparse c). The same cache serves coordinate descent (LRU rows).
 
+Every pass over the rows goes through a row executor (:mod:`kernelscale.ops.rows`): on numpy
+arrays one call on the whole arrays; on a dask X (:func:`kernel_fixed_point`) one task per row
+chunk, with step 1 one task per pair of row chunks, c and K c persisted in X's row chunks.
+
 An intercept is offered as a *regularised* one, as in LIBLINEAR: ``intercept_scaling = s > 0``
 adds the constant s^2 to the kernel (an extra feature s for the linear kernel), i.e. the model is
 g(x) = sum_i c_i k(x, x_i) + b with b = s^2 sum_i c_i and the penalty b^2 / (2 s^2) added to
@@ -25,6 +29,8 @@ from __future__ import annotations
 
 import logging
 import math
+from functools import partial
+
 import numpy as np
 from sklearn.utils import check_random_state
 
@@ -44,6 +50,8 @@ from ._problem import (
 from ._validation import as_float_array, check_positive
 from .kernels import make_kernel
 from .ops.kernel import KernelOperator, kernel_diag, kernel_matvec
+from .ops.memory import parse_memory
+from .ops.rows import DaskRows, HostRows, is_dask
 from .losses import dual_objective, make_loss, primal_objective
 
 __all__ = [
@@ -84,39 +92,41 @@ def kernel_objective(kernel, X, y, c, loss, C=1.0, *, intercept_scaling=0.0, max
     return primal_objective(loss, y, z, c, as_C(C, y, np.float64))
 
 
-def estimate_spectral_norm(matvec, n, *, n_iter=50, rtol=1e-3, random_state=None, dtype=np.float64):
-    """||K||_2 of a PSD operator by power iteration (Rayleigh quotients; a lower estimate)."""
+def estimate_spectral_norm(matvec, n, *, n_iter=50, rtol=1e-3, random_state=None, dtype=np.float64, rows=None):
+    """||K||_2 of a PSD operator by power iteration (Rayleigh quotients; a lower estimate).
+    ``rows``: the row executor of the vectors (:mod:`kernelscale.ops.rows`; host arrays by default)."""
     rng = check_random_state(random_state)
-    v = rng.standard_normal(n).astype(dtype)
-    v /= np.linalg.norm(v)
+    rows = HostRows(0) if rows is None else rows
+    v = rows.standard_normal(rng, n, dtype)
+    v = rows.map(_divide, v, by=np.sqrt(rows.sum(_square, v)), dtype=dtype)
     lam = 0.0
     for _ in range(n_iter):
-        w = np.asarray(matvec(v), dtype=np.float64)
-        new = float(v @ w)
-        norm = float(np.linalg.norm(w))
+        w = matvec(v)
+        new, ww = rows.sum(_rayleigh, v, w)
+        new, norm = float(new), float(np.sqrt(ww))
         if norm == 0.0 or not math.isfinite(norm):
             return max(new, 0.0)
-        v = (w / norm).astype(dtype)
+        v = rows.map(_divide, w, by=norm, to=dtype, dtype=dtype)
         if abs(new - lam) <= rtol * abs(new):
             return new
         lam = new
     return lam
 
 
-def _choose_step(step_size, diag, keep, matvec, n, dtype, random_state):
+def _choose_step(step_size, rows, diag, stats, matvec, n, dtype, random_state):
     """The step of eq. (10): 1/trace(K), 2 (1 - margin) / ||K||_2 by power iteration, or the
     user's value, refused when it provably violates eq. (11)."""
-    trace = float(diag[keep].sum())
+    trace, count, largest = stats
     if step_size is None or (isinstance(step_size, str) and step_size == "trace"):
         return 1.0 / trace
     if isinstance(step_size, str):
         if step_size != "power":
             raise ValueError(f"step_size must be 'trace', 'power' or a number in (0, 2/||K||_2), got {step_size!r}.")
-        norm = estimate_spectral_norm(matvec, n, random_state=random_state, dtype=dtype)
+        norm = estimate_spectral_norm(matvec, n, random_state=random_state, dtype=dtype, rows=rows)
         return max(1.0 / trace, 2.0 * (1.0 - POWER_MARGIN) / norm) if norm > 0 else 1.0 / trace
     check_positive(step_size, "step_size")
-    ones = keep.astype(dtype)
-    lower = max(float(diag.max()), float(ones @ np.asarray(matvec(ones), dtype=np.float64)) / max(int(keep.sum()), 1))
+    ones = rows.map(_kept_ones, diag, to=dtype, dtype=dtype)
+    lower = max(largest, rows.sum(_dot64, ones, matvec(ones)) / max(count, 1))
     if step_size >= 2.0 / lower:
         raise ValueError(
             f"step_size={step_size!r} is outside (0, 2/||K||_2) (eq. 11): ||K||_2 >= {lower:.6g} here, so "
@@ -126,16 +136,119 @@ def _choose_step(step_size, diag, keep, matvec, n, dtype, random_state):
     return float(step_size)
 
 
+# -- per-row work, one call per row chunk (kernelscale.ops.rows; on host arrays one call) ------
+
+
+def _square(v):
+    """v^T v in v's dtype."""
+    return v @ v
+
+
+def _dot64(a, b):
+    """a^T b with b in float64."""
+    return float(a @ np.asarray(b, dtype=np.float64))
+
+
+def _rayleigh(v, w):
+    """(v^T w, w^T w) with w in float64: the Rayleigh quotient and the squared norm of K v."""
+    w = np.asarray(w, dtype=np.float64)
+    return float(v @ w), float(w @ w)
+
+
+def _divide(v, *, by, to=None):
+    return (v / by) if to is None else (np.asarray(v, dtype=np.float64) / by).astype(to)
+
+
+def _kept_ones(diag, *, to):
+    return (diag > 0).astype(to)
+
+
+def _diag_stats(diag, index):
+    """(sum of the positive k_ii, their number, the largest k_ii) and the indices of the zero k_ii."""
+    keep = diag > 0
+    return np.array([diag[keep].sum(), keep.sum(), diag.max(initial=-np.inf)]), index[~keep]
+
+
+def _merge_diag_stats(*parts):
+    stats = np.array([p[0] for p in parts])
+    return (np.array([stats[:, 0].sum(), stats[:, 1].sum(), stats[:, 2].max()]),
+            np.concatenate([p[1] for p in parts]))
+
+
+def _start(y, c0, diag, *, to):
+    """The starting coefficients: 0, or c0 with the dropped points at 0."""
+    return initial_coef(c0, y.shape, to, diag > 0)
+
+
+def _score_stats(y, z, c, C, *, loss):
+    """(K c not finite, F, D, max |K c|) of problem (2) at c, z = K c."""
+    if not np.all(np.isfinite(z)):
+        return np.array([1.0, np.nan, np.nan, np.inf])
+    return np.array([0.0, primal_objective(loss, y, z, c, C), dual_objective(loss, y, z, c, C),
+                     float(np.max(np.abs(z), initial=0.0))])
+
+
+def _merge_score_stats(*parts):
+    parts = np.array(parts)
+    return np.array([parts[:, 0].max(), parts[:, 1].sum(), parts[:, 2].sum(), parts[:, 3].max()])
+
+
+def _step(z, c, y, C, diag, *, alpha, loss):
+    """Steps 2-3 of eq. (10): c_new = -J_alpha(alpha z - c), 0 at the dropped points (float64)."""
+    with np.errstate(over="ignore", invalid="ignore"):  # a non-finite K c or step is refused after it
+        v = alpha * z.astype(np.float64) - c
+        new = loss._neg_resolvent(v, y, alpha, C)
+    new[~(diag > 0)] = 0.0
+    return new
+
+
+def _change_stats(new, c):
+    """(c_new not finite, max |c_new - c|)."""
+    return np.array([float(not np.all(np.isfinite(new))), float(np.max(np.abs(new - c), initial=0.0))])
+
+
+def _maximum(*parts):
+    return np.max(parts, axis=0)
+
+
+def _cast(a, *, to):
+    return a.astype(to, copy=False)
+
+
+def _plus(z, *, b):
+    return np.asarray(z) + b
+
+
+def _column_sum(c):
+    return np.sum(c, axis=0)
+
+
+def _intercept(rows, c, s):
+    """b = s^2 sum_i c_i (0 without intercept), as :func:`kernelscale._problem.intercept`."""
+    return (s * s) * rows.sum(_column_sum, c) if s else 0.0
+
+
+def _diag(X, *, kernel, s):
+    """k_ii + s^2 (negative rounding of k_ii clipped at 0)."""
+    return np.maximum(kernel_diag(kernel, X).astype(np.float64), 0.0) + s * s
+
+
+def _width(a):
+    return None if a.ndim == 1 else a.shape[1]
+
+
 # ----------------------------------------------------------------------------------------------
 # the iteration
 
 
-def _fixed_point_core(matvec, diag, keep, y, loss, C, alpha, *, tol, max_iter, c0, dtype, monitor):
-    """Iterate eq. (10) with the given K c product; see :func:`kernel_fixed_point`."""
-    shape = y.shape
-    kbar = float(diag[keep].mean())
+def _fixed_point_core(rows, matvec, diag, stats, y, loss, C, alpha, *, tol, max_iter, c0, dtype, monitor):
+    """Iterate eq. (10) with the given K c product; see :func:`kernel_fixed_point`. Every pass
+    over the rows goes through ``rows``: per-row arrays (c, z) stay where they are, and only
+    the scalars of the stopping and divergence tests come back."""
+    kbar = stats[0] / stats[1]
     scale = alpha * kbar  # |Delta c| / (alpha kbar) is comparable to a coordinate-descent step
-    c = initial_coef(c0, shape, dtype, keep)
+    width = _width(y)
+    c = rows.map(_start, y, c0, diag, to=dtype, width=width, dtype=dtype)
     eps = float(np.finfo(dtype).eps)
     primal, dual = [], []
     best = math.inf
@@ -144,10 +257,17 @@ def _fixed_point_core(matvec, diag, keep, y, loss, C, alpha, *, tol, max_iter, c
     it = 0
     z = None
     for it in range(1, max_iter + 1):
-        z = np.asarray(matvec(c))
-        if not np.all(np.isfinite(z)):
+        z = matvec(c)
+        # steps 2-3 are taken with the tests of this iteration's K c: one round trip per iteration
+        new = rows.map(_step, z, c, y, C, diag, alpha=alpha, loss=loss, width=width, dtype=np.float64, persist=False)
+        scores, changes, c = rows.persist(
+            rows.reduce(_score_stats, y, z, c, C, loss=loss, combine=_merge_score_stats, persist=False),
+            rows.reduce(_change_stats, new, c, combine=_maximum, persist=False),
+            rows.map(_cast, new, to=dtype, width=width, dtype=dtype, persist=False))
+        (bad, p, d, zmax), (bad_new, change) = rows.value(scores, changes)
+        if bad:
             raise _diverged(alpha, it, "K c is not finite")
-        p, d = primal_objective(loss, y, z, c, C), dual_objective(loss, y, z, c, C)
+        p, d = float(p), float(d)
         primal.append(p)
         dual.append(d)
         if d > best + 1e3 * eps * (abs(best) + abs(p) + 1.0):
@@ -157,25 +277,23 @@ def _fixed_point_core(matvec, diag, keep, y, loss, C, alpha, *, tol, max_iter, c
         else:
             rises = 0
         best = min(best, d)
-        v = alpha * z.astype(np.float64) - c
-        new = loss._neg_resolvent(v, y, alpha, C)
-        new[~keep] = 0.0
-        if not np.all(np.isfinite(new)):
+        if bad_new:
             raise _diverged(alpha, it, "the coefficients are not finite")
-        change = float(np.max(np.abs(new - c))) / scale if new.size else 0.0
-        c = new.astype(dtype)
+        change = float(change) / scale
         if monitor.update(objective=p, dual_objective=d, duality_gap=p + d, max_change=change):
             break
         # working precision: the step moves c by less than alpha times the rounding of z (a tol
         # below float32 resolution is met there instead of spinning to max_iter)
-        at_precision = change * kbar < PRECISION_FLOOR * eps * max(1.0, float(np.max(np.abs(z), initial=0.0)))
+        at_precision = change * kbar < PRECISION_FLOOR * eps * max(1.0, float(zmax))
         if change < tol or at_precision:
             converged = True
             break
-    z = np.asarray(matvec(c))
-    primal.append(primal_objective(loss, y, z, c, C))
-    dual.append(dual_objective(loss, y, z, c, C))
-    return c, z.astype(dtype, copy=False), it, converged, np.array(primal), np.array(dual)
+    z = matvec(c)
+    _, p, d, _ = rows.reduce(_score_stats, y, z, c, C, loss=loss, combine=_merge_score_stats)
+    primal.append(float(p))
+    dual.append(float(d))
+    z = rows.map(_cast, z, to=dtype, width=width, dtype=dtype)
+    return c, z, it, converged, np.array(primal), np.array(dual)
 
 
 def _diverged(alpha, it, what):
@@ -186,38 +304,43 @@ def _diverged(alpha, it, what):
     )
 
 
-def _run(matvec, diag, y, loss, C, *, step_size, tol, max_iter, c0, dtype, s, verbose, callback, random_state, what):
+def _run(matvec, diag, y, loss, C, *, step_size, tol, max_iter, c0, dtype, s, verbose, callback, random_state, what,
+         rows=None):
     check_positive(tol, "tol")
     check_positive(max_iter, "max_iter", integer=True)
-    keep = diag > 0
-    dropped = np.flatnonzero(~keep)
+    rows = HostRows(0) if rows is None else rows
+    n = diag.shape[0]
+    stats, dropped = rows.reduce(_diag_stats, diag, rows.index(n), combine=_merge_diag_stats)
     if dropped.size:
         logger.info("%d point(s) have a zero kernel diagonal; their coefficients are fixed at 0", dropped.size)
-    n = diag.shape[0]
-    if not keep.any():
-        zeros = np.zeros(y.shape, dtype=dtype)
-        hist = np.array([primal_objective(loss, y, zeros, zeros, C)])
-        return SolverResult(zeros, zeros, intercept(zeros, s), 0, True, hist,
-                            np.array([dual_objective(loss, y, zeros, zeros, C)]), dropped, None)
+    stats = (float(stats[0]), int(stats[1]), float(stats[2]))
+    if stats[1] == 0:
+        zeros = rows.map(_start, y, None, diag, to=dtype, width=_width(y), dtype=dtype)
+        _, p, d, _ = rows.reduce(_score_stats, y, zeros, zeros, C, loss=loss, combine=_merge_score_stats)
+        return SolverResult(zeros, zeros, _intercept(rows, zeros, s), 0, True, np.array([float(p)]),
+                            np.array([float(d)]), dropped, None)
     if s:
         plain = matvec
 
         def matvec(c):  # K + s^2 1 1^T
-            return np.asarray(plain(c)) + intercept(c, s)
+            z = plain(c)
+            b = _intercept(rows, c, s)
+            return rows.map(_plus, z, b=b, width=_width(z), dtype=(np.zeros(1, z.dtype) + b).dtype)
 
-    step = _choose_step(step_size, diag, keep, matvec, n, dtype, random_state)
+    step = _choose_step(step_size, rows, diag, stats, matvec, n, dtype, random_state)
     with IterationMonitor(verbose, callback, total=max_iter, desc=what) as monitor:
         c, z, it, converged, primal, dual = _fixed_point_core(
-            matvec, diag, keep, y, loss, C, step, tol=tol, max_iter=max_iter, c0=c0, dtype=dtype, monitor=monitor
+            rows, matvec, diag, stats, y, loss, C, step, tol=tol, max_iter=max_iter, c0=c0, dtype=dtype,
+            monitor=monitor
         )
         stopped = monitor.stopped_by_callback
-    return SolverResult(c, z, intercept(c, s), it, converged, primal, dual, dropped, step,
+    return SolverResult(c, z, _intercept(rows, c, s), it, converged, primal, dual, dropped, step,
                         stopped_by_callback=stopped)
 
 
 def kernel_fixed_point(kernel, X, y, loss="squared", C=1.0, *, step_size="trace", tol=1e-4, max_iter=1000, c0=None,
                        intercept_scaling=0.0, epsilon=0.1, max_memory=None, random_state=None, verbose=0,
-                       callback=None, cache=None):
+                       callback=None, cache=None, cache_bytes=None):
     """Solve problem (2) by the fixed-point iteration (10) on blocked kernel products.
 
     Parameters
@@ -254,16 +377,36 @@ def kernel_fixed_point(kernel, X, y, loss="squared", C=1.0, *, step_size="trace"
     verbose, callback : progress bar / per-iteration callback (kernelscale._monitor).
     cache : kernelscale.ops.row_cache.KernelRowCache or None
         Reuse rows computed by an earlier solve on the same kernel and X.
+    cache_bytes : int or None
+        For a dask X: the kernel blocks K(X_i, X_j) are computed once and kept (persisted) when
+        the n x n kernel takes at most this many bytes (default ``max_memory``), else computed
+        again by every product.
+
+    A dask X (row chunks; y (n, k) and a per-entry C as dask arrays with its row chunks) is
+    solved over its chunks: c, K c and the per-row state stay dask arrays in X's row chunks,
+    each iteration is one kernel product of one task per pair of row chunks, summed over the
+    second by a tree, and the scalars (objectives, the largest change, the power iteration's
+    norms) come back by tree reductions. The iterates are numpy's up to the order of the sums.
 
     Returns
     -------
     SolverResult
     """
     kernel = make_kernel(kernel)
+    if is_dask(X):  # over the row chunks (kernelscale._dask_fit): y (n, k) and C (per entry) dask arrays too
+        loss, s = make_loss(loss, epsilon), check_intercept_scaling(intercept_scaling)
+        rows = DaskRows(X.chunks[0], parse_memory(max_memory))
+        diag = rows.map(_diag, X, kernel=kernel, s=s, dtype=np.float64)
+        n = X.shape[0]
+        keep = n * n * X.dtype.itemsize <= (rows.budget if cache_bytes is None else cache_bytes)
+        blocks = rows.kernel_blocks(kernel, X) if keep else None
+        return _run(partial(rows.kernel_matvec, kernel, X, blocks=blocks), diag, y, loss, C, step_size=step_size, tol=tol,
+                    max_iter=max_iter, c0=c0, dtype=X.dtype, s=s, verbose=verbose, callback=callback,
+                    random_state=random_state, what="fixed point", rows=rows)
     X = as_float_array(X, "X")
     n, dtype = X.shape[0], X.dtype
     loss, y, C, s = setup(X, y, loss, C, intercept_scaling, epsilon)
-    diag = np.maximum(kernel_diag(kernel, X).astype(np.float64), 0.0) + s * s
+    diag = _diag(X, kernel=kernel, s=s)
     keep = diag > 0
     if cache is None:
         k = 1 if y.ndim == 1 else y.shape[1]

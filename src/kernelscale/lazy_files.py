@@ -11,7 +11,6 @@ with the way out in the message. Gzipped and text files are read whole, then cut
 from __future__ import annotations
 
 import zipfile
-from pathlib import Path
 
 import numpy as np
 

@@ -65,7 +65,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ._classifier import check_class_memory, encode_classes, one_hot
 from ._estimator import INPUT_ATTRIBUTES, commit_fit, fit_weights, validate_fit_data
-from ._glm import factor_spd, normalized_weights, softmax, softmax_loss
+from ._glm import factor_spd, softmax, softmax_loss
 from ._monitor import IterationMonitor
 from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT, MEMORY_CONSTRAINT

@@ -765,10 +765,9 @@ class _LSSVMBase(DeviceMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         if is_dask(X):  # dask arrays with X's row chunks (kernelscale._dask_fit), weights checked there
             from ._lssvm_dask import prepare
-            from .stagewise import _resolve_kernel
 
             X, Y, sample_weight = prepare(X, Y, sample_weight, dtype)
-            kernel = _resolve_kernel(self.kernel, X, rng, sample_weight)  # numpy's draw of rows
+            kernel = resolve_kernel(self.kernel, X, rng, sample_weight)  # numpy's draw of rows
         else:
             if sample_weight is not None:
                 sample_weight = check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)

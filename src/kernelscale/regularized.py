@@ -30,18 +30,20 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT
-from ._classifier import OneVsRestScoresMixin, check_class_memory, encode_classes, one_vs_rest_targets
+from ._classifier import (OneVsRestScoresMixin, check_class_memory, encode_classes, one_vs_rest_from_one_hot,
+                          one_vs_rest_targets)
 from ._estimator import (FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit,
                          fit_weights, resolve_kernel, validate_fit_data)
 from ._monitor import problem_callbacks
 from .coordinate_descent import RULES, kernel_coordinate_descent, linear_coordinate_descent, prefers_csr
 from .exact import kernel_predict
 from ._validation import check_finite_result, check_sparse, validate_data
-from ._problem import vector_bytes
+from ._problem import as_C, vector_bytes
 from .fixed_point import kernel_fixed_point, linear_fixed_point
 from .kernels import KERNEL_NAMES, Kernel, LinearKernel
 from .ops.kernel import KernelOperator
 from .ops.memory import format_bytes, parse_memory, ufunc_workspace_bytes
+from .ops.rows import DaskRows, executor, is_dask
 from .losses import CLASSIFICATION_LOSSES, REGRESSION_LOSSES, make_loss
 
 __all__ = ["RegularizedKernelClassifier", "RegularizedKernelRegressor"]
@@ -114,7 +116,12 @@ class _RegularizedBase(DeviceMixin, BaseEstimator):
                     f"{n} samples ({format_bytes(need)}); increase max_memory to at least {need} bytes."
                 )
         kernel = resolve_kernel(self.kernel, X, rng, sample_weight)
-        Cw = self.C * sample_weight
+        distributed = is_dask(X)
+        if distributed:  # the loss weights C w_i per entry, as the solver's setup rounds them (as_C)
+            Cw = DaskRows(X.chunks[0], 0).map(_loss_weights, Y, sample_weight, C=self.C, to=X.dtype, width=m,
+                                             dtype=np.float64)
+        else:
+            Cw = self.C * sample_weight
         s = self.intercept_scaling if self.fit_intercept else 0.0
         c0 = None
         previous = getattr(self, "dual_coef_", None)
@@ -123,7 +130,7 @@ class _RegularizedBase(DeviceMixin, BaseEstimator):
         common = dict(loss=loss, tol=self.tol * tol_scale, max_iter=self.max_iter, intercept_scaling=s,
                       random_state=rng, verbose=self.verbose)
         cache = None
-        if not linear:
+        if not linear and not distributed:
             cache = KernelOperator(kernel, X, self.max_memory).row_cache(
                 reserved_bytes=vector_bytes(n, m, X.dtype) + _ESTIMATOR_BYTES_PER_SAMPLE * n + ufunc_workspace_bytes(),
                 max_rows=self._cache_rows(n, X.dtype, int(np.count_nonzero(sample_weight)) or 1))
@@ -132,8 +139,10 @@ class _RegularizedBase(DeviceMixin, BaseEstimator):
             if linear:
                 results = [linear_fixed_point(X, Y, C=Cw, **common)]
             else:
+                kept = parse_memory(self.max_memory) if self.cache_size is None else min(
+                    parse_memory(self.cache_size), parse_memory(self.max_memory))
                 results = [kernel_fixed_point(kernel, X, Y, C=Cw, max_memory=self.max_memory, cache=cache,
-                                              **common)]
+                                              cache_bytes=kept, **common)]
             coef = results[0].coef
             intercept = np.broadcast_to(np.asarray(results[0].intercept, dtype=X.dtype), (m,)).copy()
             w = results[0].w
@@ -153,6 +162,8 @@ class _RegularizedBase(DeviceMixin, BaseEstimator):
             coef = np.stack([r.coef for r in results], axis=1)
             intercept = np.array([r.intercept for r in results], dtype=X.dtype)
             w = np.stack([r.w for r in results]) if linear else None
+        if distributed:
+            coef = self._gather_coef(coef, X)
         if not (np.all(np.isfinite(coef)) and np.all(np.isfinite(intercept))):
             raise ValueError("the solver produced non-finite coefficients; rescale X or y, or lower C.")
         if not all(r.converged or r.stopped_by_callback for r in results):
@@ -182,8 +193,45 @@ class _RegularizedBase(DeviceMixin, BaseEstimator):
             w = np.ascontiguousarray(w.reshape(m, -1), dtype=X.dtype)
             fitted["coef_"] = w[0] if squeeze else w
         else:
-            fitted.update(support_=support, support_vectors_=np.ascontiguousarray(X[support]))
+            fitted.update(support_=support, support_vectors_=np.ascontiguousarray(self._support_rows(X, support)))
         return commit_fit(self, fitted, stale=self._FITTED)
+
+    #: a dask y is passed in float64, as numpy's fit converts it (kernelscale._dask_fit)
+    _float64_targets = True
+    #: the configurations that fit over dask row chunks (for kernelscale._dask's messages)
+    _chunked_configuration = "solver='fixed_point' and a kernel other than 'linear'"
+
+    def _fits_over_chunks(self):
+        """A dask X is fitted over its row chunks (kernelscale._dask_fit) by the fixed-point
+        solver: one distributed kernel product K c per iteration (eq. 10, step 1), one task per
+        pair of row chunks, with c, K c and the targets kept as dask arrays in X's row chunks;
+        the scalars of the stopping rule, the step size and the objectives come back by tree sums.
+        Coordinate descent (sequential over the coordinates) and the linear path gather X."""
+        return self.solver == "fixed_point" and not self._is_linear()
+
+    def _gather_coef(self, coef, X):
+        """The model of a distributed fit: c, n values per problem, gathered as numpy holds them
+        (``dual_coef_``), within ``max_memory``."""
+        need, budget = coef.nbytes, parse_memory(self.max_memory)
+        if need > budget:
+            raise ValueError(
+                f"the fitted {type(self).__name__} holds a coefficient per training point ({format_bytes(need)} "
+                f"for {X.shape[0]} points), more than max_memory={format_bytes(budget)}; increase max_memory."
+            )
+        return coef.compute()
+
+    def _support_rows(self, X, support):
+        """X[support]: for a dask X the rows with a non-zero coefficient, the points predict needs,
+        gathered within ``max_memory`` (every row for the squared loss, whose c has no zeros)."""
+        if not is_dask(X):
+            return X[support]
+        need, budget = support.size * X.shape[1] * X.dtype.itemsize, parse_memory(self.max_memory)
+        if need > budget:
+            raise ValueError(
+                f"the fitted {type(self).__name__} predicts from its {support.size} support vectors "
+                f"({format_bytes(need)}), more than max_memory={format_bytes(budget)}; increase max_memory."
+            )
+        return X[support].compute()
 
     def _cache_rows(self, n, dtype, n_rows):
         """Kernel rows the cache may keep: ``n_rows`` (the rows a solve can ask for), at most
@@ -216,6 +264,11 @@ _COMMON_DOC = """
     C : float > 0, default=1.0
         Loss weight, 1/lam of the paper.
     solver : "coordinate_descent" or "fixed_point", default="coordinate_descent"
+        On a dask X chunked by rows, "fixed_point" (non-linear kernels) fits over the chunks: c
+        and K c stay on the workers, one kernel product per iteration, one task per pair of row
+        chunks (README, "Dask"); the model is numpy's, so ``dual_coef_`` (n values) and
+        ``support_vectors_`` (the rows with c_i != 0) are gathered once at the end, within
+        ``max_memory``. "coordinate_descent" gathers X.
     rule : "cyclic", "aitken" or "random", default="random"
         Index rule of coordinate descent (randomised cyclic by default).
     step_size : "trace", "power" or float > 0, default="trace"
@@ -363,8 +416,16 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
         m = 1 if classes.size == 2 else classes.size
         check_class_memory(vector_bytes(X.shape[0], m, X.dtype) + 8 * X.shape[0] * m, self.max_memory,
                            classes.size, "the one-vs-rest targets and the per-class solver state")
+        return self._fit_prepared(X, one_vs_rest_targets(codes, classes.size), classes, sample_weight, fitted)
+
+    def _fit_prepared(self, X, Y, classes, sample_weight, fitted):
+        """The fit on validated X, +-1 targets Y (one column per class, one for two classes) and
+        weights: numpy arrays, or dask arrays with X's row chunks, Y one-hot there
+        (:mod:`kernelscale._dask_fit`; weights None for ones)."""
+        if is_dask(Y):
+            Y = DaskRows(X.chunks[0], 0).map(one_vs_rest_from_one_hot, Y,
+                                            width=1 if classes.size == 2 else classes.size, dtype=np.float64)
         same_classes = np.array_equal(getattr(self, "classes_", None), classes)  # warm start only then
-        Y = one_vs_rest_targets(codes, classes.size)
         fitted["classes_"] = classes
         return self._solve(X, Y, sample_weight, make_loss(self.loss), fitted, warm_start=same_classes)
 
@@ -392,12 +453,21 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
         return tags
 
 
+def _loss_weights(Y, w, *, C, to):
+    """C w_i per entry of Y (w None: ones), rounded to the working dtype as the solver's setup does."""
+    return as_C(C * (np.ones(Y.shape[0]) if w is None else w), Y, to)
+
+
+def _sum_squares(Y):
+    return np.sum(np.square(Y))
+
+
 def _target_scale(Y):
     """The root mean square of the targets (1 for a zero target). With the squared loss the
     coefficients c are linear in y, so ``tol`` is taken relative to it and the fit is the same
     in any units of y (an absolute tol stopped early on targets of order 1e-5); the absolute
     and epsilon-insensitive losses bound |c| by C w_i whatever y, so their tol stays absolute."""
-    rms = float(np.sqrt(np.mean(np.square(Y))))
+    rms = float(np.sqrt(executor(0, Y).sum(_sum_squares, Y) / Y.size))
     return rms if rms > 0 and np.isfinite(rms) else 1.0
 
 
@@ -454,8 +524,12 @@ class RegularizedKernelRegressor(MultiOutputMixin, FiniteR2Mixin, RegressorMixin
     def fit(self, X, y, sample_weight=None):
         """Fit on X (n, d) (scipy.sparse allowed for the linear kernel) and y (n,) or (n, k)."""
         X, y, fitted = self._validate_X(X, y, fit=True)
-        y = np.asarray(y, dtype=np.float64)
         sample_weight = fit_weights(sample_weight, None, X, ones=True)
+        return self._fit_prepared(X, np.asarray(y, dtype=np.float64), None, sample_weight, fitted)
+
+    def _fit_prepared(self, X, y, classes, sample_weight, fitted):
+        """The fit on validated X, float64 y and weights: numpy arrays, or dask arrays with X's row
+        chunks (:mod:`kernelscale._dask_fit`; weights None for ones)."""
         Y = y.reshape(y.shape[0], -1)
         return self._solve(X, Y, sample_weight, make_loss(self.loss, self.epsilon), fitted, squeeze=y.ndim == 1,
                            tol_scale=_target_scale(Y) if self.loss == "squared" else 1.0)

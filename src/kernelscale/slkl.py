@@ -65,14 +65,16 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT
-from ._classifier import OneVsRestScoresMixin, check_class_memory, encode_classes, one_vs_rest_targets
+from ._classifier import (OneVsRestScoresMixin, check_class_memory, encode_classes, one_vs_rest_from_one_hot,
+                          one_vs_rest_targets)
 from ._monitor import IterationMonitor, problem_callbacks
-from ._estimator import (FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit,
-                         fit_weights, resolve_kernel, validate_fit_data)
+from ._estimator import (FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit, fit_weights, positive_counts,
+                         positive_rows, resolve_kernel, validate_fit_data)
 from ._validation import check_finite_result, validate_data
 from .kernels import KERNEL_NAMES, Kernel
 from .ops.kernel import KernelOperator
 from .ops.memory import format_bytes, parse_memory
+from .ops.rows import DaskRows, is_dask
 from .woodbury import woodbury_append, woodbury_direct_gram, woodbury_remove, woodbury_rescale
 
 __all__ = [
@@ -614,7 +616,10 @@ _PARAMS_DOC = """
         "on_the_fly": recompute a visited column from the kernel and keep only the active ones
         (memory O(n m0 + m0^2), O(n d) extra work per visit). "auto" takes "gram" when its
         state fits in half of ``max_memory``, else "precompute" when the M columns take at most
-        a quarter of it, else "on_the_fly". The mode used is ``columns_used_``.
+        a quarter of it, else "on_the_fly". The mode used is ``columns_used_``. On a dask X
+        chunked by rows, "auto" and "gram" fit over the chunks: the M candidate rows are gathered
+        and one pass sums each chunk's share of C^T W C, C^T W y and y^T W y (README, "Dask");
+        the other modes gather X.
     max_memory : int, str or None, default=None
         Budget for the columns, the active set and kernel blocks (half the available memory
         if None); fit fails at once, naming what to change, when it cannot fit.
@@ -680,6 +685,19 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
         "callback": [callable, None],
     }
 
+    #: a dask y is passed in float64, as numpy's fit converts it (kernelscale._dask_fit)
+    _float64_targets = True
+    #: the configurations that fit over dask row chunks (for kernelscale._dask's messages)
+    _chunked_configuration = "columns='auto' or columns='gram'"
+
+    def _fits_over_chunks(self):
+        """A dask X is fitted over its row chunks (kernelscale._dask_fit) with the Gram solver: one
+        pass of per-chunk sums C^T W C, C^T W y and y^T W y; the coordinate descent runs on these
+        M x M quantities here. The other column modes hold n-sized columns: they gather X. The
+        sums are taken per chunk and added up a tree, not over numpy's row blocks: the model
+        differs from numpy's by rounding (measured: 2e-10 relative in float64)."""
+        return self.columns in ("auto", "gram")
+
     def _solve_outputs(self, solve_one, k):
         """One SLKL problem per output column j (eq. 14 for the j-th target); ``solve_one(j, monitor)``."""
         results = []
@@ -701,13 +719,19 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
         if not 1e-150 <= float(self.alpha) <= 1e150:  # the coordinate steps divide by alpha**2
             raise ValueError(f"alpha={self.alpha!r} is outside the range of SLKL's arithmetic (alpha**2 must be a "
                              f"finite, normal float); pass 1e-150 <= alpha <= 1e150.")
-        keep = np.flatnonzero(sample_weight > 0)
-        if keep.size == 0:
+        distributed = is_dask(X)
+        if distributed:  # the rows of positive weight stay in their chunks: counted, not gathered
+            counts = positive_counts(X, sample_weight)
+            n = int(counts[:, 0].sum())
+        else:
+            keep = np.flatnonzero(sample_weight > 0)
+            Xk, Yk, wk = X[keep], Y[keep], sample_weight[keep]
+            n = keep.size
+        if n == 0:
             raise ValueError("sample_weight has no positive entry; pass at least one positive weight.")
-        Xk, Yk, wk = X[keep], Y[keep], sample_weight[keep]
-        n = keep.size
         rng = check_random_state(self.random_state)
-        kernel = resolve_kernel(self.kernel, Xk, rng, wk)
+        kernel = resolve_kernel(self.kernel, X, rng, sample_weight) if distributed else resolve_kernel(
+            self.kernel, Xk, rng, wk)
         M = int(self.n_components)  # True passes the Integral constraint; numpy's choice() refuses it
         if M > n:
             warnings.warn(f"n_components={M} > n_samples={n} (with positive weight); using n_components={n}.",
@@ -716,23 +740,31 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
         prev_mu = getattr(self, "mu_", None)
         warm = (self.warm_start and warm_start and prev_mu is not None and getattr(self, "_n_fit", None) == n_all
                 and prev_mu.reshape(prev_mu.shape[0], -1).shape == (M, k)
-                and np.all(sample_weight[self.candidates_] > 0))
+                and (sample_weight is None or np.all(_take(sample_weight, self.candidates_) > 0)))
         if warm:
-            cand = np.searchsorted(keep, self.candidates_)
             mu0 = prev_mu.reshape(M, k)
+            if distributed:
+                candidates, Zc = self.candidates_, _take(X, self.candidates_)
+            else:
+                cand = np.searchsorted(keep, self.candidates_)
         else:
             cand = rng.choice(n, M, replace=False)
             mu0 = None
-        unit = np.all(wk == 1.0)
-        sqrt_w = None if unit else np.sqrt(wk)
+            if distributed:  # the M candidate rows, gathered in the order of the draw
+                order = np.argsort(cand)
+                rows, _, index = positive_rows(X, sample_weight, cand[order], counts)
+                Zc, candidates = np.empty_like(rows), np.empty_like(index)
+                Zc[order], candidates[order] = rows, index
+        if not distributed:
+            candidates, Zc = keep[cand], Xk[cand]
         budget = parse_memory(self.max_memory)
-        item = Xk.dtype.itemsize
+        item = X.dtype.itemsize
         precomputed_bytes = M * n * item
         # the Gram solver holds Q (M x M), R (M x k), and G with its update temporaries (<= 3 m0^2, m0 <= M)
         gram_bytes = 8 * (4 * M * M + 2 * M * k)
         mode = self.columns
         if mode == "auto":
-            if 2 * gram_bytes <= budget:
+            if 2 * gram_bytes <= budget or distributed:
                 mode = "gram"
             else:
                 mode = "precompute" if 4 * precomputed_bytes <= budget else "on_the_fly"
@@ -748,16 +780,25 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
                 f"{n}, more than max_memory={format_bytes(budget)}; use columns='on_the_fly', lower "
                 f"n_components or increase max_memory."
             )
-        source = KernelColumns(KernelOperator(kernel, Xk, budget), cand, sqrt_w)
-        Yw = Yk if unit else Yk * sqrt_w[:, None]
-        nu = _resolve_sparsity(self.sparsity, Yw)
+        scale = _candidate_scale(kernel, Zc)
+        if distributed:  # one pass over the row chunks: Q, R, y^T W y and the non-zero targets
+            Q, R, yy, nonzero = DaskRows(X.chunks[0], budget).sum(
+                _gram_chunk, X, Y, sample_weight, kernel=kernel, points=Zc, scale=scale, budget=budget)
+        else:
+            unit = np.all(wk == 1.0)
+            sqrt_w = None if unit else np.sqrt(wk)
+            source = KernelColumns(KernelOperator(kernel, Xk, budget), cand, sqrt_w)
+            Yw = Yk if unit else Yk * sqrt_w[:, None]
+            with np.errstate(over="ignore", under="ignore"):
+                yy = np.einsum("ij,ij->j", Yw, Yw)
+            nonzero = np.any(Yw != 0, axis=0)
+            if mode == "gram":
+                # one BLAS-3 pass over kernel row blocks (all BLAS threads), shared by the k outputs
+                Q, R = gram_of_columns(source, Yw, budget)
+        nu = _resolve_sparsity(self.sparsity, yy, n, nonzero)
         kw = dict(lam=self.alpha, update=self.update, tol=self.tol, max_iter=self.max_iter,
                   random_state=rng)
         if mode == "gram":
-            # one BLAS-3 pass over kernel row blocks (all BLAS threads), shared by the k outputs
-            Q, R = gram_of_columns(source, Yw, budget)
-            yy = np.einsum("ij,ij->j", Yw, Yw)
-
             def solve_one(j, mon):
                 return slkl_gram(Q, R[:, j], yy[j], nu=nu[j], mu0=None if mu0 is None else mu0[:, j], monitor=mon,
                                  **kw)
@@ -788,7 +829,6 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
         mu = np.stack([r.mu for r in results], axis=1)
         a = np.stack([r.a for r in results], axis=1)
         on = np.flatnonzero(np.any(mu > 0, axis=1))
-        scale = source.scale if isinstance(source, KernelColumns) else _candidate_scale(kernel, Xk, cand)
         coef = (mu[on] * a[on]) * scale[on, None]
         if not np.all(np.isfinite(coef)):
             raise ValueError(_OVERFLOW)
@@ -799,10 +839,10 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
             sparsity_=float(nu[0]) if squeeze else nu,
             columns_used_=mode,
             _n_fit=n_all,
-            candidates_=keep[cand],
-            active_=keep[cand[on]],
+            candidates_=candidates,
+            active_=candidates[on],
             n_active_=int(on.size),
-            X_fit_=np.ascontiguousarray(Xk[cand[on]]),
+            X_fit_=np.ascontiguousarray(Zc[on]),
             objective_history_=hist[0] if k == 1 else hist,
             n_iter_=int(max(r.n_iter for r in results)),
             n_skipped_=int(sum(r.n_skipped for r in results)),
@@ -862,14 +902,15 @@ def _class_bytes(n, M, k):
     return 8 * k * (3 * n + 6 * M)
 
 
-def _resolve_sparsity(sparsity, Yw):
+def _resolve_sparsity(sparsity, yy, n, nonzero):
     """nu per output: the number given, or "auto" = 0.01 * mean(w y^2) of each weighted target
-    column Yw = sqrt(w) y (0.01 for a zero target)."""
+    column Yw = sqrt(w) y (0.01 for a zero target), from yy = sum(Yw^2) over the n rows of
+    positive weight and ``nonzero`` (whether Yw has a non-zero entry)."""
     if sparsity != "auto":
-        return np.full(Yw.shape[1], float(sparsity))
+        return np.full(np.shape(yy)[0], float(sparsity))
     with np.errstate(over="ignore", under="ignore"):
-        mean_square = np.einsum("ij,ij->j", Yw, Yw) / Yw.shape[0]
-    if not np.all(np.isfinite(mean_square)) or np.any((mean_square == 0) & np.any(Yw != 0, axis=0)):
+        mean_square = yy / n
+    if not np.all(np.isfinite(mean_square)) or np.any((mean_square == 0) & np.asarray(nonzero, dtype=bool)):
         raise ValueError(_OVERFLOW)  # y^2 beyond the float range: so is the objective of eq. 14
     return np.where(mean_square > 0, _AUTO_SPARSITY * mean_square, _AUTO_SPARSITY)
 
@@ -877,9 +918,28 @@ def _resolve_sparsity(sparsity, Yw):
 _AUTO_SPARSITY = 0.01
 
 
-def _candidate_scale(kernel, X, cand):
-    diag = np.asarray(kernel.diag(X[cand]), dtype=np.float64)
+def _candidate_scale(kernel, Z):
+    """1 / sqrt(k(z, z)) for the candidate rows Z (0 where the diagonal is 0)."""
+    diag = np.asarray(kernel.diag(Z), dtype=np.float64)
     return np.where(diag > 0, 1.0 / np.sqrt(np.where(diag > 0, diag, 1.0)), 0.0)
+
+
+def _take(a, index):
+    """The rows ``index`` of a (numpy, or a dask array: only those rows are computed)."""
+    return a[index].compute() if is_dask(a) else a[index]
+
+
+def _gram_chunk(X, Y, w, *, kernel, points, scale, budget):
+    """One row chunk's share of the Gram solver's sums (a distributed fit): C^T C, C^T Yw, Yw^T Yw
+    per output and whether Yw has a non-zero entry, with Yw = sqrt(w) Y and the chunk's candidate
+    columns C = sqrt(w) K(X, points) scale (eq. 6)."""
+    sqrt_w = None if w is None else np.sqrt(w)
+    Yw = Y if w is None else Y * sqrt_w[:, None]
+    Q, R = KernelOperator(kernel, X, budget).column_gram(None, Yw, scale=scale, weights=sqrt_w, budget=budget,
+                                                         points=points)
+    with np.errstate(over="ignore", under="ignore"):
+        yy = np.einsum("ij,ij->j", Yw, Yw)
+    return Q, R, yy, np.any(Yw != 0, axis=0).astype(np.float64)
 
 
 def _init_params(self, kernel, n_components, sparsity, alpha, update, tol, max_iter, columns, max_memory, device,
@@ -933,7 +993,11 @@ class SLKLRegressor(MultiOutputMixin, FiniteR2Mixin, RegressorMixin, _SLKLBase):
         X, y, fitted = validate_fit_data(self, X, y, dtype=[np.float64, np.float32], multi_output=True,
                                          y_numeric=True)
         sample_weight = fit_weights(sample_weight, None, X, ones=True)
-        y = np.asarray(y, dtype=np.float64)
+        return self._fit_prepared(X, np.asarray(y, dtype=np.float64), None, sample_weight, fitted)
+
+    def _fit_prepared(self, X, y, classes, sample_weight, fitted):
+        """The fit on validated X, float64 y and weights: numpy arrays, or dask arrays with X's row
+        chunks (:mod:`kernelscale._dask_fit`; weights None for ones)."""
         return self._solve(X, y.reshape(y.shape[0], -1), sample_weight, fitted, squeeze=y.ndim == 1)
 
     def predict(self, X):
@@ -981,8 +1045,16 @@ class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
         k = 1 if classes.size == 2 else classes.size
         check_class_memory(_class_bytes(X.shape[0], min(self.n_components, X.shape[0]), k), self.max_memory,
                            classes.size, "the one-vs-rest targets and the per-class SLKL state")
+        return self._fit_prepared(X, one_vs_rest_targets(codes, classes.size), classes, sample_weight, fitted)
+
+    def _fit_prepared(self, X, Y, classes, sample_weight, fitted):
+        """The fit on validated X, +-1 targets Y (one column per class, one for two classes) and
+        weights: numpy arrays, or dask arrays with X's row chunks, Y one-hot there
+        (:mod:`kernelscale._dask_fit`; weights None for ones)."""
+        if is_dask(Y):
+            Y = DaskRows(X.chunks[0], 0).map(one_vs_rest_from_one_hot, Y, width=1 if classes.size == 2 else classes.size,
+                                            dtype=np.float64)
         same_classes = np.array_equal(getattr(self, "classes_", None), classes)  # warm start only then
-        Y = one_vs_rest_targets(codes, classes.size)
         fitted["classes_"] = classes
         return self._solve(X, Y, sample_weight, fitted, warm_start=same_classes, squeeze=classes.size == 2)
 

@@ -52,7 +52,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy import linalg
-from sklearn.base import BaseEstimator, clone, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
@@ -64,10 +64,10 @@ from ._estimator import (
     INPUT_ATTRIBUTES, FiniteR2Mixin, commit_fit, fit_weights, resolve_kernel, validate_fit_data,
     warm_start_iterations,
 )
-from ._glm import factor_spd, normalized_weights, softmax, softmax_loss
+from ._glm import factor_spd, softmax, softmax_loss
 from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
-from .kernels import MEDIAN_SAMPLES, make_kernel
+from .kernels import make_kernel
 from .least_squares import _squared_error, generalized_least_squares, gls_fixed_bytes
 from .ops.feature_blocks import METHODS, FeatureBlockSpec, kernel_family, seed_from
 from .ops.features import FeatureOperator
@@ -350,51 +350,6 @@ def stagewise_regression(
     return StagewiseResult(coef, intercept, calibration, np.asarray(history), T)
 
 
-def _positive(w, Z):
-    """Rows of the chunk with positive weight (all of them without weights): (count, min, max of w)."""
-    if w is None:
-        return np.array([Z.shape[0], 1.0, 1.0])
-    pos = w[w > 0]
-    return np.array([pos.size, pos.min(initial=np.inf), pos.max(initial=-np.inf)])
-
-
-def _select(Z, w, keep):
-    """The rows ``keep`` (indices among the chunk's rows of positive weight) and their weights."""
-    if w is not None:
-        Z, w = Z[w > 0], w[w > 0]
-    return Z[keep], None if w is None else w[keep]
-
-
-def _resolve_kernel(kernel, Z, rng, sw):
-    """``resolve_kernel`` of the training data Z; for a dask Z (``sigma="median"``) the subsample
-    of rows of positive weight that the median trick draws on numpy (``rng.choice`` of
-    MEDIAN_SAMPLES indices, the same draw) is gathered, nothing else, so the bandwidth is numpy's."""
-    if not is_dask(Z):
-        return resolve_kernel(kernel, Z, rng, sw)
-    import dask
-
-    kernel = make_kernel(kernel)
-    if kernel.is_resolved:
-        return clone(kernel)
-    Zb = list(Z.to_delayed().ravel())
-    wb = [None] * len(Zb) if sw is None else list(sw.to_delayed().ravel())
-    stats = np.array(dask.compute(*(dask.delayed(_positive)(w, z) for w, z in zip(wb, Zb)))).reshape(len(Zb), 3)
-    counts = stats[:, 0].astype(np.int64)
-    offsets = np.concatenate([[0], np.cumsum(counts)])
-    n_pos = int(offsets[-1])
-    equal = sw is None or stats[:, 1].min() == stats[:, 2].max()
-    keep = np.arange(n_pos)
-    if n_pos > MEDIAN_SAMPLES:
-        keep = np.sort(rng.choice(n_pos, MEDIAN_SAMPLES, replace=False))
-    parts = dask.compute(*(
-        dask.delayed(_select)(z, w, keep[(keep >= offsets[i]) & (keep < offsets[i + 1])] - offsets[i])
-        for i, (z, w) in enumerate(zip(Zb, wb))
-    ))
-    rows = np.concatenate([p[0] for p in parts])
-    weights = None if equal else np.concatenate([p[1] for p in parts])
-    return kernel.resolve(rows, rng, weights)
-
-
 # ----------------------------------------------------------------------------------------------
 # estimators
 
@@ -494,7 +449,7 @@ class _StagewiseBase(DeviceMixin, BaseEstimator):
             pca_transform, X, mean=pca_mean, components=pca_components, max_memory=self.max_memory,
             width=pca_components.shape[1], dtype=dtype)
         if stages is None:
-            kernel = _resolve_kernel(self.kernel, Z, rng, sw)
+            kernel = resolve_kernel(self.kernel, Z, rng, sw)
             init = np.asarray(init_fn(rows.sum(weighted_sum, Y, row_weights(rows, X, sw, n))), dtype=dtype)
         spec = FeatureBlockSpec(kernel, Z.shape[1], block_size, seed, dtype, method)
         if method == "sample" and block_size >= Z.shape[1]:

@@ -271,18 +271,19 @@ class KernelOperator:
             M[positions] += be.asarray(diag[idx], self.dtype)
         return RowBlock(M, be, self.dtype)
 
-    def column_gram(self, cand, Y, *, scale=None, weights=None, dtype=np.float64, budget=None, fixed_bytes=0):
+    def column_gram(self, cand, Y, *, scale=None, weights=None, dtype=np.float64, budget=None, fixed_bytes=0,
+                    points=None):
         """Q = C^T C (M, M) and R = C^T Y (M, k) for the columns C[:, m] = w * K[:, cand[m]] *
         scale[m] (SLKL's candidate columns, eq. 6), computed in row blocks of X against the
         candidates in ``dtype``, so C is never held whole and each column is computed once for
-        every output."""
-        cand = _as_indices(cand, self.n, "cand")
+        every output. ``points``: the candidate rows themselves (then ``cand`` is ignored), for
+        candidates that are not rows of this X (the row chunks of a distributed fit)."""
+        Zc = self.X[_as_indices(cand, self.n, "cand")] if points is None else points
         Y_given, Y = Y, np.asarray(Y, dtype=np.float64).reshape(self.n, -1)
         fixed_bytes += 0 if np.shares_memory(Y, Y_given) else Y.nbytes
-        M, k = cand.size, Y.shape[1]
+        M, k = Zc.shape[0], Y.shape[1]
         be = self.backend
         Q, R = be.zeros((M, M), np.float64), be.zeros((M, k), np.float64)
-        Zc = self.X[cand]
         prepared = self.kernel.prepare(Zc, dtype, be)
         fixed = fixed_bytes + 2 * Q.nbytes + R.nbytes + Zc.nbytes + prepared.nbytes  # + the product added to Q
         Y = be.asarray(Y)

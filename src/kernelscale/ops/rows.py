@@ -12,6 +12,11 @@ updates (scores, residuals, predictions). A solver states both through an execut
 - ``weighted_mean`` / ``weighted_gram``: the verbs of :class:`~kernelscale.ops.features.FeatureOperator`;
 - ``DaskRows.taker(*arrays)(groups)``: the rows at given indices (the mini-batches of the doubly
   stochastic solver), of many index arrays at once, in one compute.
+- ``rows.reduce(fn, *arrays, combine=...)``: as ``sum`` with another merge (maxima, concatenation).
+
+The fixed-point solver (paper 3) adds a product over pairs of rows: ``DaskRows.kernel_matvec``
+computes K(X, X) V as one task per pair of row chunks summed over the second by a tree, and
+``persist`` / ``value`` bring several lazy results of an iteration back in one round trip.
 
 :class:`HostRows` calls ``fn`` once on the whole arrays, so a solver written with it computes
 exactly what it computed before on numpy input. :class:`DaskRows` (built by :func:`executor` when
@@ -111,8 +116,25 @@ class HostRows:
     def sum(self, fn, *arrays, **small):
         return fn(*arrays, **small)
 
-    def map(self, fn, *arrays, width=None, dtype=None, **small):
+    def reduce(self, fn, *arrays, combine=None, persist=True, **small):
         return fn(*arrays, **small)
+
+    def map(self, fn, *arrays, width=None, dtype=None, persist=True, **small):
+        return fn(*arrays, **small)
+
+    def persist(self, *objects):
+        return objects
+
+    def value(self, *xs):
+        return xs[0] if len(xs) == 1 else xs
+
+    def index(self, n):
+        """The row indices 0, ..., n - 1 (a per-row array)."""
+        return np.arange(n)
+
+    def standard_normal(self, rng, n, dtype):
+        """``rng.standard_normal(n)`` in ``dtype``."""
+        return rng.standard_normal(n).astype(dtype)
 
 
 def _chunk_value(fn, small, *blocks):
@@ -159,6 +181,30 @@ def _take(chunks, blocks, shapes, groups):
     return [tuple(None if f is None else f[s:e] for f in out) for s, e in zip(bounds[:-1], bounds[1:])]
 
 
+def _normals(state, size, dtype):
+    rng = np.random.RandomState()
+    rng.set_state(state)
+    return rng.standard_normal(size).astype(dtype)
+
+
+def _kernel_block(Xi, Xj, kernel, budget):
+    from .kernel import kernel_matrix
+
+    return kernel_matrix(kernel, Xi, Xj, max_memory=budget)
+
+
+def _block_product(Kij, Vj):
+    """K_ij V_j of one pair of row chunks, as an (n_i, 1, k) block."""
+    return (Kij @ np.asarray(Vj, dtype=np.result_type(Kij.dtype, Vj.dtype)))[:, None, :]
+
+
+def _pair_product(Xi, Xj, Vj, kernel, budget):
+    """K(X_i, X_j) V_j of one pair of row chunks, as an (n_i, 1, k) block."""
+    from .kernel import kernel_matvec
+
+    return kernel_matvec(kernel, Xi, Xj, Vj, max_memory=budget)[:, None, :]
+
+
 def _map_chunk(fn, small, *blocks):
     return fn(*blocks, **small)
 
@@ -203,17 +249,18 @@ class DaskRows:
             return [None] * len(self.chunks)
         return list(self._dask(a).to_delayed().ravel())
 
-    def sum_parts(self, fn, *arrays, **small):
+    def sum_parts(self, fn, *arrays, combine=_add, **small):
         """The lazy tree reduction of :meth:`sum` (a dask delayed object): one task per row
-        chunk, then nodes of ``SPLIT_EVERY`` partial sums."""
+        chunk, then nodes of ``SPLIT_EVERY`` partial sums (or partial results merged by
+        ``combine``, which takes them in row order)."""
         import dask
         from dask.base import tokenize
 
         blocks = [self._blocks(a) for a in arrays]
-        name = f"kernelscale-sum-{fn.__name__}-{tokenize(fn, small, *blocks)}"
+        name = f"kernelscale-sum-{fn.__name__}-{tokenize(fn, combine, small, *blocks)}"
         task = dask.delayed(_chunk_value, pure=True)
         parts = [task(fn, small, *(b[i] for b in blocks), dask_key_name=f"{name}-{i}") for i in range(len(self.chunks))]
-        add = dask.delayed(_add, pure=True)
+        add = dask.delayed(combine, pure=True)
         level = 0
         while len(parts) > 1:
             level += 1
@@ -224,9 +271,83 @@ class DaskRows:
     def sum(self, fn, *arrays, **small):
         return self.sum_parts(fn, *arrays, **small).compute()
 
-    def map(self, fn, *arrays, width=None, dtype=None, **small):
+    def reduce(self, fn, *arrays, combine, persist=True, **small):
+        """``fn`` over the row chunks, its results merged by ``combine(*parts)`` up the tree
+        (parts in row order): a maximum, a concatenation, or several of them at once. With
+        ``persist=False``: lazy (see :meth:`persist`)."""
+        parts = self.sum_parts(fn, *arrays, combine=combine, **small)
+        return parts.compute() if persist else parts
+
+    def index(self, n):
+        import dask.array as da
+
+        return da.arange(n, chunks=(self.chunks,))
+
+    def standard_normal(self, rng, n, dtype):
+        """``rng.standard_normal(n)`` in ``dtype``, the same numbers, generated chunk by chunk on
+        the workers from ``rng``'s state at each chunk's first row (``rng`` advances as by the
+        one call; the client holds one chunk of draws at a time)."""
+        import dask
+        import dask.array as da
+
+        parts = []
+        for size in self.chunks:
+            state = rng.get_state()
+            rng.standard_normal(size)
+            parts.append(da.from_delayed(dask.delayed(_normals, pure=True)(state, size, dtype), (size,), dtype=dtype,
+                                         meta=np.empty(0, dtype=dtype)))
+        return da.concatenate(parts).persist()
+
+    def kernel_blocks(self, kernel, X):
+        """K(X, X) as a persisted dask array of blocks K(X_i, X_j), one per pair of row chunks:
+        the distributed counterpart of a kernel row cache holding every row."""
+        import dask.array as da
+
+        X = self._dask(X)
+        return da.blockwise(_kernel_block, "ij", X, "id", X, "jd", kernel=kernel, budget=self.budget,
+                            concatenate=True, dtype=X.dtype, meta=np.empty((0, 0), dtype=X.dtype),
+                            token="kernelscale-kernel-blocks").persist()
+
+    def kernel_matvec(self, kernel, X, V, *, blocks=None, persist=True):
+        """K(X, X) V for V (n,) or (n, k) with X's row chunks: block (i, j) is K(X_i, X_j) V_j,
+        one task per pair of row chunks (each within the executor's budget; from ``blocks``, the
+        persisted :meth:`kernel_blocks`, when given), summed over j by a tree; persisted, so an
+        iteration's graph starts from the keys of V and does not grow."""
+        import dask.array as da
+
+        V = self._dask(V)
+        V2 = V[:, None] if V.ndim == 1 else V
+        if blocks is not None:
+            dtype = np.result_type(blocks.dtype, V.dtype)
+            parts = da.blockwise(_block_product, "ijk", blocks, "ij", V2, "jk", adjust_chunks={"j": 1},
+                                 dtype=dtype, meta=np.empty((0, 0, 0), dtype=dtype), token="kernelscale-block-matvec")
+        else:
+            X = self._dask(X)
+            dtype = np.result_type(X.dtype, V.dtype)
+            parts = da.blockwise(_pair_product, "ijk", X, "id", X, "jd", V2, "jk", kernel=kernel,
+                                 budget=self.budget, adjust_chunks={"j": 1}, concatenate=True, dtype=dtype,
+                                 meta=np.empty((0, 0, 0), dtype=dtype), token="kernelscale-kernel-matvec")
+        Z = parts.sum(axis=1, split_every=SPLIT_EVERY, dtype=dtype)
+        Z = Z[:, 0] if V.ndim == 1 else Z
+        return Z.persist() if persist else Z
+
+    def persist(self, *objects):
+        """The lazy arrays and sums (:meth:`map` and :meth:`reduce` with ``persist=False``)
+        computed in one call, kept where they were computed."""
+        import dask
+
+        return dask.persist(*objects)
+
+    def value(self, *xs):
+        """The values of (persisted) lazy sums, in one call."""
+        import dask
+
+        values = dask.compute(*xs)
+        return values[0] if len(xs) == 1 else values
+
+    def map(self, fn, *arrays, width=None, dtype=None, persist=True, **small):
         """The per-row result of ``fn`` (``width`` columns, or 1-d when None) as a persisted
-        dask array with the executor's row chunks."""
+        dask array with the executor's row chunks (lazy with ``persist=False``)."""
         import dask.array as da
 
         args, letters = [], iter("abcdefghijklmnop")
@@ -242,7 +363,7 @@ class DaskRows:
             new_axes={} if width is None else {"z": width}, concatenate=True, dtype=dtype,
             meta=np.empty((0,) * len(out), dtype=dtype), token=f"kernelscale-{fn.__name__}",
         )
-        return result.persist()
+        return result.persist() if persist else result
 
     def taker(self, *arrays):
         """A function ``take(groups)`` of a list of index arrays giving
