@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .lssvm import _diagonal
+from .lssvm import _diagonal, bias_border
 from .ops.kernel import kernel_matvec, kernel_rows
 from .ops.rows import DaskRows
 
@@ -239,11 +239,7 @@ class ChunkRows:
         if m:
             T[:m, :m] = kernel_rows(self.system.kernel, self.XJ, np.arange(m), Z=self.XJ)
             T[np.arange(m), np.arange(m)] += self.DJ
-        if self.has_bias:
-            T[:m, m] = 1.0
-            T[m, :m] = 1.0
-            T[m, m] = 0.0
-        return T
+        return bias_border(T, m, self.has_bias)
 
 
 class Split:

@@ -207,11 +207,17 @@ class _Rows:
         m, J = self.m, self.m + self.has_bias
         T = np.empty((J, J), dtype=self.block.dtype)
         T[:m, :m] = self.block.columns(self.order[:m] - 1)
-        if self.has_bias:
-            T[:m, m] = 1.0
-            T[m, :m] = 1.0
-            T[m, m] = 0.0
-        return T
+        return bias_border(T, m, self.has_bias)
+
+
+def bias_border(T, m, has_bias):
+    """T (J x J) with the bias row and column of Theta (eq. 17) after its m sample rows: ones, and
+    a zero corner."""
+    if has_bias:
+        T[:m, m] = 1.0
+        T[m, :m] = 1.0
+        T[m, m] = 0.0
+    return T
 
 
 class _System:
