@@ -27,10 +27,12 @@ Here the arguments are validated chunk by chunk, as the estimator's own validati
 arrays, without gathering anything n-sized:
 
 - X: every chunk cast to float64 (float32 kept) and checked for NaN/inf, then persisted with y
-  and the weights, so that iterations read them from memory: on the workers with a distributed
-  client; in this process only when they fit the estimator's ``max_memory``. Otherwise (data
-  larger than memory on one machine: a dask array over a memmap or zarr store) every pass reads
-  and checks its chunks again from the source, one at a time (:func:`_keep`);
+  and the weights, so that iterations read them from memory, when they fit the memory they
+  would stay in: the workers' budgets added up with a distributed client, the estimator's
+  ``max_memory`` in this process without one. Otherwise (data larger than memory: a dask array
+  over a memmap or zarr store, or generated chunks) every pass reads and checks its chunks again
+  from the source, one at a time (:func:`_keep`). A stagewise fit with its PCA keeps the
+  projection, not X;
 - y (classifiers): the classes are the union of each chunk's unique labels (the same checks as
   numpy: at least two classes, not continuous); the one-hot targets are built per chunk; a
   regressor's y is cast to X's dtype, or to float64 where numpy's fit does (``_float64_targets``);
