@@ -375,7 +375,8 @@ def test_distributed_stagewise_with_pca_median_trick_and_warm_start(data, sync, 
 
 def _graph_sizes(monkeypatch):
     """Record, for every pass over rows, (verb, (function, number of row arrays), keys of its graph,
-    tasks running the function) for sums; for persisted per-row results the keys and the chunks."""
+    tasks running the function) for sums; for per-row results the keys and the chunks ("map"
+    when persisted, "lazy" when left to be computed by the passes that read it)."""
     from kernelscale.ops import rows
 
     record = []
@@ -390,7 +391,8 @@ def _graph_sizes(monkeypatch):
 
     def map_(self, fn, *arrays, **kwargs):
         out = original_map(self, fn, *arrays, **kwargs)
-        record.append(("map", (fn.__name__, sum(a is not None for a in arrays)), len(dict(out.__dask_graph__())),
+        verb = "map" if kwargs.get("persist", True) else "lazy"
+        record.append((verb, (fn.__name__, sum(a is not None for a in arrays)), len(dict(out.__dask_graph__())),
                        len(self.chunks)))
         return out
 
@@ -414,6 +416,8 @@ def test_one_task_per_row_chunk_and_the_graph_does_not_grow(data, sync, monkeypa
     for verb, name, keys, tasks in record:
         if verb == "map":
             assert keys == chunks, f"persisted {name} holds {keys} keys, not one per row chunk"
+        elif verb == "lazy":  # its own task per chunk, on the persisted keys of its inputs
+            assert keys <= 4 * chunks, f"lazy {name} has a graph of {keys} keys for {chunks} row chunks"
         else:
             assert tasks == chunks, f"the sum of {name} runs {tasks} tasks for {chunks} row chunks"
         by_function.setdefault((verb, name), set()).add(keys)

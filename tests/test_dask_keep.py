@@ -63,3 +63,25 @@ def test_the_cluster_budget_adds_up_the_workers_memory_limits():
         with distributed.Client(cluster, set_as_default=False) as client, client.as_current():
             assert _dask_fit._cluster_budget() == int(DEFAULT_MEMORY_FRACTION * 2 * 2**30)
             assert _dask_fit._has_client()
+
+
+def test_a_stagewise_fit_keeps_no_feature_block_on_the_workers(data, sync, monkeypatch):
+    """Each least-squares stage regenerates its n x block_size features in every pass that reads
+    them: the workers hold per-row state of a few columns (projection, predictions, targets), so
+    their memory does not grow with block_size x n."""
+    from kernelscale.ops import rows
+
+    X, y, _, _ = data
+    kept = []
+    original = rows.DaskRows.map
+
+    def map_(self, fn, *arrays, width=None, persist=True, **kwargs):
+        if persist:
+            kept.append((fn.__name__, width))
+        return original(self, fn, *arrays, width=width, persist=persist, **kwargs)
+
+    monkeypatch.setattr(rows.DaskRows, "map", map_)
+    est = kernelscale.StagewiseClassifier(block_size=32, n_stages=3, pca_components=3, random_state=0)
+    got = clone(est).fit(_dask(X), _dask(y))
+    assert kept and all(width is None or width <= 3 for _, width in kept), kept
+    assert_same_model(clone(est).fit(X, y), got, DISTRIBUTED_RTOL)

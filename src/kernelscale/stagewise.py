@@ -171,7 +171,8 @@ def _fit_stage_ls(op, F, P, Y, w, uniform, alpha, calibrated):
     (n, p), k = F.shape, Y.shape[1]
     R = op.map(_difference, Y, P, width=k, dtype=dtype)
     f_mean = op.weighted_mean(F, w)
-    F = op.map(_centered, F, center=f_mean.astype(dtype), in_place=not op.distributed, width=p, dtype=dtype)
+    F = op.map(_centered, F, center=f_mean.astype(dtype), in_place=not op.distributed, width=p, dtype=dtype,
+               persist=False)
     blocks = [F]
     if calibrated:
         p_mean = op.weighted_mean(P, w)
@@ -182,9 +183,9 @@ def _fit_stage_ls(op, F, P, Y, w, uniform, alpha, calibrated):
     cross = np.empty((total, Y.shape[1]))
     edges = np.cumsum([0] + sizes)
     for i, Bi in enumerate(blocks):
-        cross[edges[i] : edges[i + 1]] = op.weighted_gram(Bi, w, R, uniform=uniform)
-        for j in range(i, len(blocks)):
-            g = op.weighted_gram(Bi, w, None if j == i else blocks[j], uniform=uniform)
+        cross[edges[i] : edges[i + 1]], *grams = op.weighted_grams(
+            Bi, w, [R] + [None if j == i else blocks[j] for j in range(i, len(blocks))], uniform=uniform)
+        for j, g in zip(range(i, len(blocks)), grams):
             gram[edges[i] : edges[i + 1], edges[j] : edges[j + 1]] = g
             gram[edges[j] : edges[j + 1], edges[i] : edges[i + 1]] = g.T
     gram[np.diag_indices_from(gram)] += alpha
@@ -323,7 +324,10 @@ def stagewise_regression(
     history = [rows.sum(_objective, P, Y, w, update=update)]
     monitor = monitor if monitor is not None else IterationMonitor()
     for t in range(len(coefs), n_stages):
-        F = rows.map(_features, Z, op=op, t=t, width=p, dtype=dtype)
+        # over dask chunks, F (n x p) stays lazy for the least-squares updates: each of their
+        # passes regenerates its chunk of F from Z, so a worker holds no n x p array (softmax's
+        # inner iterations read F many times: kept)
+        F = rows.map(_features, Z, op=op, t=t, width=p, dtype=dtype, persist=update == "softmax")
         if update == "softmax":
             result = generalized_least_squares(
                 F, Y, link="softmax", alpha=alpha, max_iter=inner_iter, tol=0.0,

@@ -113,6 +113,10 @@ class HostRows:
     def weighted_gram(self, A, w, B=None, *, center=None, uniform=False):
         return self.op.weighted_gram(A, w, B, center=center, uniform=uniform)
 
+    def weighted_grams(self, A, w, others, *, uniform=False):
+        """``[weighted_gram(A, w, B) for B in others]`` (B None: A's own Gram matrix)."""
+        return [self.weighted_gram(A, w, B, uniform=uniform) for B in others]
+
     def sum(self, fn, *arrays, **small):
         return fn(*arrays, **small)
 
@@ -211,6 +215,11 @@ def _map_chunk(fn, small, *blocks):
 
 def _gram_chunk(A, w, B=None, *, budget, center, uniform):
     return FeatureOperator(None, budget).weighted_gram(A, w, B, center=center, uniform=uniform)
+
+
+def _grams_chunk(A, w, *others, budget, uniform):
+    op = FeatureOperator(None, budget)
+    return tuple(op.weighted_gram(A, w, B, uniform=uniform) for B in others)
 
 
 def _mean_chunk(A, w, *, budget):
@@ -379,3 +388,9 @@ class DaskRows:
 
     def weighted_gram(self, A, w, B=None, *, center=None, uniform=False):
         return self.sum(_gram_chunk, A, w, B, budget=self.budget, center=center, uniform=uniform)
+
+    def weighted_grams(self, A, w, others, *, uniform=False):
+        """The Gram matrices of :meth:`HostRows.weighted_grams` in ONE pass over the row chunks
+        (a lazy A, such as features regenerated per chunk, is computed once for all of them);
+        each chunk's products are the ones the separate passes would sum."""
+        return list(self.sum(_grams_chunk, A, w, *others, budget=self.budget, uniform=uniform))
