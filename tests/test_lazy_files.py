@@ -104,3 +104,14 @@ def test_load_dataset_in_row_chunks(require_dataset):
     assert isinstance(got.X, da.Array) and got.X.chunks[0][0] == 1000 and got.y.chunks == got.X.chunks[:1]
     np.testing.assert_array_equal(got.X.compute(), ref.X)
     np.testing.assert_array_equal(got.y.compute(), ref.y)
+
+
+def test_auto_chunks_give_y_the_row_chunks_of_x(tmp_path, arrays):
+    X, y = arrays
+    np.savez(tmp_path / "d.npz", X=X, y=y)
+    np.savez_compressed(tmp_path / "c.npz", X=X, y=y)
+    (tmp_path / "d.csv").write_text("\n".join(",".join(map(str, row)) for row in np.column_stack([X, y])))
+    with dask.config.set({"array.chunk-size": "1KiB"}):  # 32 rows of X, 128 of y
+        for name in ("d.npz", "c.npz", "d.csv"):
+            Xd, yd = load_file(tmp_path / name, chunks="auto")
+            assert Xd.chunks[0] == yd.chunks[0] and Xd.chunks[0][0] == 32, name

@@ -130,15 +130,16 @@ def _counts(block, classes):
 
 # -- fit -------------------------------------------------------------------------------------------
 
-def _as_rows(a, X):
-    """``a`` as a dask array with X's row chunks (a numpy y or sample_weight beside a dask X)."""
+def _as_rows(a, X, name):
+    """``a`` (the argument ``name``) as a dask array with X's row chunks (a numpy y or
+    sample_weight beside a dask X)."""
     import dask.array as da
 
     if a is None or hasattr(a, "dask"):
         return a
     a = np.asarray(a)
     if a.shape[:1] != X.shape[:1]:
-        raise ValueError(f"an argument has shape {a.shape} but X has {X.shape[0]} rows; pass one entry per row of X.")
+        raise ValueError(f"{name} has shape {a.shape} but X has {X.shape[0]} rows; pass one entry per row of X.")
     return da.from_array(a, chunks=(X.chunks[0],) + tuple((s,) for s in a.shape[1:]))
 
 
@@ -150,7 +151,7 @@ def fit(estimator, X, y, sample_weight=None):
         raise ValueError(f"X of shape {X.shape}: need at least 1 sample and 1 feature.")
     if y is None:
         raise ValueError(f"{type(estimator).__name__} requires y to be passed, but the target y is None.")
-    y, sample_weight = _as_rows(y, X), _as_rows(sample_weight, X)
+    y, sample_weight = _as_rows(y, X, "y"), _as_rows(sample_weight, X, "sample_weight")
     if y.shape[0] != n:
         raise ValueError(f"y has {y.shape[0]} rows but X has {n}; pass one label per row of X.")
     classifier = is_classifier(estimator)
@@ -197,7 +198,7 @@ def partial_fit(estimator, X, y, sample_weight=None, **kwargs):
     n, dtype = X.shape[0], (np.float32 if X.dtype == np.float32 else np.float64)
     if y is None:
         raise ValueError(f"{type(estimator).__name__}.partial_fit requires y, but the target y is None.")
-    y, sample_weight = _as_rows(y, X), _as_rows(sample_weight, X)
+    y, sample_weight = _as_rows(y, X, "y"), _as_rows(sample_weight, X, "sample_weight")
     X = X.map_blocks(_float_chunk, "X", dtype, dtype=dtype, meta=np.empty((0, 0), dtype=dtype))
     if is_classifier(estimator):
         if y.ndim == 2 and y.shape[1] == 1:
@@ -237,13 +238,15 @@ def _keep(estimator, X, *arrays):
 
 def _cluster_budget():
     """The memory budgets of the distributed client's workers added up (each: DEFAULT_MEMORY_FRACTION
-    of its ``memory_limit``; a worker without a limit counts the host's available memory)."""
+    of its ``memory_limit``; the workers without a limit count the host's available memory once)."""
     import distributed
 
     from .ops.memory import DEFAULT_MEMORY_FRACTION, available_memory
 
     workers = distributed.get_client().scheduler_info()["workers"].values()
-    return int(DEFAULT_MEMORY_FRACTION * sum(w.get("memory_limit") or available_memory() for w in workers))
+    limits = [w.get("memory_limit") or 0 for w in workers]
+    # workers without a limit share the host's memory: counted once
+    return int(DEFAULT_MEMORY_FRACTION * (sum(limits) + (available_memory() if 0 in limits else 0)))
 
 
 def _has_client():

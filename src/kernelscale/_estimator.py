@@ -21,6 +21,7 @@ import warnings
 
 import numpy as np
 from sklearn.base import clone
+from sklearn.utils import check_random_state
 from sklearn.metrics import r2_score
 from sklearn.utils.class_weight import compute_class_weight
 
@@ -43,6 +44,7 @@ def resolve_kernel(kernel, X, random_state, sample_weight=None):
     kernel = make_kernel(kernel)
     if kernel.is_resolved:
         return clone(kernel)
+    random_state = check_random_state(random_state)
     if is_dask(X):
         stats = positive_counts(X, sample_weight)
         n_pos = int(stats[:, 0].sum())

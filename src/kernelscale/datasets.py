@@ -320,7 +320,8 @@ def load_dataset(name, data_home=None, dtype=None, *, flatten=True, verify=False
         row_chunks(1, 1, chunks)
         for key in x_keys:
             y_key = "y" + key[1:]
-            arrays[key], arrays[y_key] = in_chunks(arrays[key], chunks), in_chunks(arrays[y_key], chunks)
+            arrays[key] = in_chunks(arrays[key], chunks)
+            arrays[y_key] = in_chunks(arrays[y_key], max(1, arrays[key].chunks[0][0]))  # X's row chunks
     return Bunch(**arrays, info=info, path=path, DESCR=info.description)
 
 
@@ -467,7 +468,9 @@ def load_file(path, *, part=None, n_features=None, chunks=None, max_memory=None)
             from .ops.memory import parse_memory
 
             budget = parse_memory(max_memory)
-            return tuple(lazy_files.npz_rows(path, k, chunks, budget) if k in keys else None for k in (x_key, y_key))
+            X = lazy_files.npz_rows(path, x_key, chunks, budget)
+            y = lazy_files.npz_rows(path, y_key, max(1, X.chunks[0][0]), budget) if y_key in keys else None  # X's chunks
+            return X, y
         arrays = load_npz(path)
         return arrays[x_key], arrays.get(y_key)
     if name.endswith(".npy") and not compressed:
@@ -477,7 +480,10 @@ def load_file(path, *, part=None, n_features=None, chunks=None, max_memory=None)
     if name.endswith(_IDX_EXT) and lazy and not compressed:
         return _idx_rows(path, chunks), None
     X, y = _load_whole(path, name, n_features)
-    return (lazy_files.in_chunks(X, chunks), lazy_files.in_chunks(y, chunks)) if lazy else (X, y)
+    if not lazy:
+        return X, y
+    X = lazy_files.in_chunks(X, chunks)
+    return X, lazy_files.in_chunks(y, max(1, X.chunks[0][0]))  # y in X's row chunks
 
 
 def _load_whole(path, name, n_features):
@@ -492,7 +498,7 @@ def _load_whole(path, name, n_features):
     raise ValueError(
         f"cannot tell the format of {path} from its extension; use .npz, .npy, "
         f"{'/'.join(_SVMLIGHT_EXT)} (svmlight), .csv (target in the last column) or an IDX file "
-        f"(.idx, *-ubyte), optionally gzipped."
+        f"(.idx, *-ubyte); all but .npz and .npy may be gzipped."
     )
 
 
