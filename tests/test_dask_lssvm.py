@@ -130,3 +130,11 @@ def test_one_task_per_row_chunk_and_the_graph_of_an_iteration_does_not_grow(data
         assert len(sizes) == 4 and all(s == sizes[-1] for s in sizes[1:]), sizes
         assert sum(sizes[-1]) <= sum(sizes[0]), sizes
         assert max(map(max, sizes)) <= 12 * len(Xd.chunks[0]), sizes
+
+
+def test_a_model_beyond_the_budget_is_refused_before_solving(data, sync):
+    X, y, _, _ = data
+    est = LSSVMClassifier(batch_size=50, n_iter=2, random_state=0, max_memory="12KB")
+    with pytest.raises(ValueError, match=r"holds its training rows and dual coefficients .* max_memory='12KB'"):
+        est.fit(_dask(X), _dask(y))
+    assert not hasattr(est, "dual_coef_")

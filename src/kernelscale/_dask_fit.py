@@ -221,19 +221,26 @@ def _keep(estimator, X, *arrays):
     pass recomputes its chunks from the source. X is not kept when the estimator reduces it to a
     smaller per-row array before its passes (``_dask_reduces_X``: a stagewise fit with its PCA reads
     X twice, for the PCA and its projection, and keeps the projection)."""
-    import dask
-
-    from .ops.memory import parse_memory
-
     reduces = getattr(estimator, "_dask_reduces_X", None)
     arrays = (X, *arrays)
     keep = [a is not None for a in arrays]
     keep[0] = not (reduces is not None and reduces(X.shape[1]))
-    budget = _cluster_budget() if _has_client() else parse_memory(estimator.max_memory)
-    if sum(a.nbytes for a, k in zip(arrays, keep) if k) > budget:
+    kept = iter(persist_within(estimator.max_memory, *(a for a, k in zip(arrays, keep) if k)))
+    return tuple(next(kept) if k else a for a, k in zip(arrays, keep))
+
+
+def persist_within(max_memory, *arrays):
+    """The dask ``arrays`` persisted when their bytes fit the memory they would stay in (the
+    workers' budgets added up with a distributed client, ``max_memory`` without one), else as
+    they are: each pass then recomputes their chunks from the source."""
+    import dask
+
+    from .ops.memory import parse_memory
+
+    budget = _cluster_budget() if _has_client() else parse_memory(max_memory)
+    if sum(a.nbytes for a in arrays if a is not None) > budget:
         return arrays
-    persisted = iter(dask.persist(*(a for a, k in zip(arrays, keep) if k)))
-    return tuple(next(persisted) if k else a for a, k in zip(arrays, keep))
+    return dask.persist(*arrays)
 
 
 def _cluster_budget():

@@ -119,11 +119,17 @@ def _any_chunk(a):
 
 # -- the fit's inputs ------------------------------------------------------------------------------
 
-def prepare(X, Y, sample_weight, dtype):
+def prepare(X, Y, sample_weight, dtype, max_memory):
     """X and Y in the fit dtype with the rows of zero weight dropped (as numpy's fit drops them),
-    persisted; the weights (checked by :mod:`kernelscale._dask_fit`) of the rows kept."""
+    persisted within the memory they would stay in (:func:`kernelscale._dask_fit.persist_within`);
+    the weights (checked by :mod:`kernelscale._dask_fit`) of the rows kept. Refused before any
+    solve when the fitted model (the training rows and dual coefficients, as numpy's holds them)
+    would not fit ``max_memory``."""
     import dask
     import dask.array as da
+
+    from ._dask_fit import persist_within
+    from .ops.memory import format_bytes, parse_memory
 
     X, Y = X.astype(dtype), Y.astype(dtype)
     if sample_weight is not None:
@@ -137,7 +143,12 @@ def prepare(X, Y, sample_weight, dtype):
                                                 adjust_chunks={"r": counts}, dtype=a.dtype,
                                                 meta=np.empty((0,) * a.ndim, dtype=a.dtype))
                                    for a in (X, Y, sample_weight))
-    return dask.persist(X, Y, sample_weight)
+    model = X.nbytes + Y.nbytes
+    if model > parse_memory(max_memory):
+        raise ValueError(
+            f"the fitted LS-SVM holds its training rows and dual coefficients ({format_bytes(model)}), more than "
+            f"max_memory={max_memory!r}; fit on a sample of the rows, or raise max_memory.")
+    return persist_within(max_memory, X, Y, sample_weight)
 
 
 # -- the system ------------------------------------------------------------------------------------

@@ -772,7 +772,7 @@ class _LSSVMBase(DeviceMixin, BaseEstimator):
         if is_dask(X):  # dask arrays with X's row chunks (kernelscale._dask_fit), weights checked there
             from ._lssvm_dask import prepare
 
-            X, Y, sample_weight = prepare(X, Y, sample_weight, dtype)
+            X, Y, sample_weight = prepare(X, Y, sample_weight, dtype, self.max_memory)
             kernel = resolve_kernel(self.kernel, X, rng, sample_weight)  # numpy's draw of rows
         else:
             if sample_weight is not None:
