@@ -19,7 +19,7 @@ def _digits():
 
 def test_one_fit_on_a_local_cluster_of_virtual_digits():
     pytest.importorskip("distributed")
-    got = scale.fit_once("stagewise", 3000, 1, _digits(), chunk=1000)
+    got = scale.fit_once("stagewise", 2000, 1, _digits(), chunk=1000)
     assert got["test_error"] < 0.2 and got["train_error"] < 0.2  # it learns (chance is 0.9)
     assert got["fit_s"] > 0 and got["predict_s"] > 0 and got["worker_peak_rss_bytes"] > 2**20
 
