@@ -143,3 +143,11 @@ def test_the_graph_of_a_fixed_point_iteration_does_not_grow(data, sync, monkeypa
     assert est.n_iter_ == 12 and len(sizes) == 13  # one product per iteration, one at the end
     assert set(sizes) == {sizes[0]}, sizes
     assert sizes[0][1] == chunks * chunks
+
+
+def test_a_gram_state_beyond_the_budget_names_the_fixes_that_keep_x_distributed(data, sync):
+    X, _, y, _ = data
+    est = kernelscale.SLKLRegressor(n_components=200, max_memory="64KB", random_state=0)
+    with pytest.raises(ValueError, match=r"columns='gram' needs .* lower n_components or increase max_memory \(over "
+                                         r"dask chunks only the Gram solver"):
+        est.fit(_dask(X), _dask(y))

@@ -771,8 +771,10 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
         if mode == "gram" and gram_bytes > budget:
             raise ValueError(
                 f"columns='gram' needs {format_bytes(gram_bytes)} for the {M} x {M} Gram matrix of the candidates "
-                f"and its solver state, more than max_memory={format_bytes(budget)}; use columns='on_the_fly', "
-                f"lower n_components or increase max_memory."
+                f"and its solver state, more than max_memory={format_bytes(budget)}; "
+                + ("lower n_components or increase max_memory (over dask chunks only the Gram solver runs "
+                   "without gathering X)." if distributed else
+                   "use columns='on_the_fly', lower n_components or increase max_memory.")
             )
         if mode == "precompute" and precomputed_bytes > budget:
             raise ValueError(
