@@ -54,7 +54,7 @@ from sklearn.base import is_classifier
 
 from ._classifier import check_class_memory, encode_classes, one_hot
 
-__all__ = ["DISTRIBUTED", "fit"]
+__all__ = ["DISTRIBUTED", "class_weight_chunk", "fit", "partial_fit", "persist_within", "sum_labels", "supports"]
 
 #: estimators whose fit on a dask X runs over its row chunks
 DISTRIBUTED = (
@@ -119,7 +119,7 @@ def _one_hot_chunk(block, classes, dtype):
     return one_hot(np.searchsorted(classes, block), classes.size, dtype)
 
 
-def _class_weight_chunk(block, w, classes, weights):
+def class_weight_chunk(block, w, classes, weights):
     codes = np.searchsorted(classes, block)
     return (np.ones(codes.size) if w is None else w) * weights[codes]
 
@@ -171,7 +171,7 @@ def fit(estimator, X, y, sample_weight=None):
         Y = y.map_blocks(_float_chunk, "y", ydtype, dtype=ydtype, meta=np.empty((0,) * y.ndim, dtype=ydtype))
         X, Y, sample_weight = _keep(estimator, X, Y, sample_weight)
         return estimator._fit_prepared(X, Y, None, sample_weight, fitted)
-    classes, _ = encode_classes(_sum_labels(y))  # the checks of numpy's fit: labels, two classes at least
+    classes, _ = encode_classes(sum_labels(y))  # the checks of numpy's fit: labels, two classes at least
     k = classes.size
     check_class_memory(7 * np.dtype(dtype).itemsize * max(X.chunks[0]) * k, estimator.max_memory, k,
                        "the one-hot targets, scores and residuals of one row chunk")
@@ -187,7 +187,7 @@ def fit(estimator, X, y, sample_weight=None):
             from sklearn.utils.class_weight import compute_class_weight
 
             weights = compute_class_weight(class_weight, classes=classes, y=classes)
-        sw = y.map_blocks(_class_weight_chunk, sample_weight, classes, weights, dtype=np.float64, meta=np.empty(0))
+        sw = y.map_blocks(class_weight_chunk, sample_weight, classes, weights, dtype=np.float64, meta=np.empty(0))
     X, Y, sw = _keep(estimator, X, Y, sw)
     return estimator._fit_prepared(X, Y, classes, sw, fitted)
 
@@ -262,7 +262,7 @@ def _has_client():
     return current_client() is not None
 
 
-def _sum_labels(y):
+def sum_labels(y):
     """The sorted unique labels of y: the union of each row chunk's (one compute)."""
     import dask
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .lssvm import _diagonal, bias_border
+from .lssvm import bias_border, lssvm_diagonal
 from .ops.kernel import kernel_matvec, kernel_rows
 from .ops.rows import DaskRows
 
@@ -34,7 +34,7 @@ __all__ = ["DaskSystem", "Split", "prepare"]
 # -- one task per row chunk ------------------------------------------------------------------------
 
 def _diagonal_chunk(X, w, *, C, fit_dtype):
-    return _diagonal(X.shape[0], C, w, fit_dtype)
+    return lssvm_diagonal(X.shape[0], C, w, fit_dtype)
 
 
 def _positive(w):
@@ -54,7 +54,7 @@ def _local(index, idx):
     return local[j], j
 
 
-def _take_chunk(index, *arrays, idx):
+def _sampled_rows_chunk(index, *arrays, idx):
     """The rows idx of ``arrays`` that lie in this chunk, zeros elsewhere (summed over the chunks:
     the rows themselves, as x + 0 = x exactly)."""
     rows, j = _local(index, idx)
@@ -178,7 +178,7 @@ class DaskSystem:
         has_bias = samples.size < block.size
         order = np.concatenate([samples, [0]]) if has_bias else block
         idx = samples - 1
-        XJ, DJ = self.ex.sum(_take_chunk, self.index, self.X, self.diag, idx=idx)
+        XJ, DJ = self.ex.sum(_sampled_rows_chunk, self.index, self.X, self.diag, idx=idx)
         dtype = self.X.dtype
         Mt = da.blockwise(_block_chunk, "rj", self.X, "rd", self.diag, "r", self.index, "r", new_axes={"j": idx.size},
                           concatenate=True, dtype=dtype, meta=np.empty((0, 0), dtype=dtype), kernel=self.kernel,
@@ -316,7 +316,7 @@ class Split:
         """The rows ``order`` (indices 0..n, 0 the bias row) as a numpy (len(order), k) array."""
         mask = order > 0
         out = np.empty((order.size, self.head.size), dtype=self.dtype)
-        (out[mask],) = self.system.ex.sum(_take_chunk, self.system.index, self.body, idx=order[mask] - 1)
+        (out[mask],) = self.system.ex.sum(_sampled_rows_chunk, self.system.index, self.body, idx=order[mask] - 1)
         out[~mask] = self.head
         return out
 

@@ -1045,9 +1045,9 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
 
     def _dask_partial_targets(self, y, sw, first, dtype, classes=None):
         """The labels y coded per chunk (in ``dtype``); the weights times the class weights per chunk."""
-        from ._dask_fit import _class_weight_chunk, _sum_labels
+        from ._dask_fit import class_weight_chunk, sum_labels
 
-        self._check_labels(_sum_labels(y), first=first, partial=True, classes=classes)
+        self._check_labels(sum_labels(y), first=first, partial=True, classes=classes)
         k, soft = self._coding()
         Y = y.map_blocks(_code_chunk, None, self.classes_, soft, dtype, dtype=dtype, new_axis=1,
                          chunks=(y.chunks[0], (1 if k == 2 else k,)))
@@ -1055,7 +1055,7 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
             if self.class_weight == "balanced":
                 raise ValueError(_BALANCED_PARTIAL)
             weights = compute_sample_weight(self.class_weight, self.classes_)
-            sw = y.map_blocks(_class_weight_chunk, sw, self.classes_, weights, dtype=np.float64, meta=np.empty(0))
+            sw = y.map_blocks(class_weight_chunk, sw, self.classes_, weights, dtype=np.float64, meta=np.empty(0))
         return Y, sw
 
     def _targets(self, X, y, sample_weight, *, first, partial, classes=None):

@@ -219,13 +219,9 @@ def _plus(z, *, b):
     return np.asarray(z) + b
 
 
-def _column_sum(c):
-    return np.sum(c, axis=0)
-
-
 def _intercept(rows, c, s):
-    """b = s^2 sum_i c_i (0 without intercept), as :func:`kernelscale._problem.intercept`."""
-    return (s * s) * rows.sum(_column_sum, c) if s else 0.0
+    """b = s^2 sum_i c_i (0 without intercept): :func:`kernelscale._problem.intercept` summed over rows."""
+    return rows.sum(intercept, c, s=s) if s else 0.0
 
 
 def _diag(X, *, kernel, s):

@@ -126,7 +126,7 @@ _ITERATIVE = ("matching_pursuit", "kaczmarz", "kaczmarz_mp")
 # the system Theta W = Z
 
 
-def _diagonal(n, C, sample_weight, dtype):
+def lssvm_diagonal(n, C, sample_weight, dtype):
     """The diagonal D of eq. 17: 1/C, or 1 / (C s_i) with positive sample weights s_i."""
     if sample_weight is None:
         return np.full(n, 1.0 / C, dtype=dtype)
@@ -147,7 +147,7 @@ def lssvm_theta(kernel, X, C, sample_weight=None, max_memory=None):
     theta[0, 1:] = 1.0
     theta[1:, 0] = 1.0
     theta[1:, 1:] = K
-    theta[np.arange(1, n + 1), np.arange(1, n + 1)] += _diagonal(n, C, sample_weight, X.dtype)
+    theta[np.arange(1, n + 1), np.arange(1, n + 1)] += lssvm_diagonal(n, C, sample_weight, X.dtype)
     return theta
 
 
@@ -610,7 +610,7 @@ def solve_lssvm(
             W0[0] = np.asarray(b0, dtype=dtype).reshape(k)
             W0[1:] = np.asarray(A0, dtype=dtype).reshape(n, k)
         held = _state_bytes(n, k, J, dtype.itemsize, solver, n_averaged)
-        system = _System(kernel, X, _diagonal(n, C, sample_weight, dtype), budget, held)
+        system = _System(kernel, X, lssvm_diagonal(n, C, sample_weight, dtype), budget, held)
     small = _SmallSolver()
 
     rs = check_random_state(random_state)

@@ -157,8 +157,7 @@ class KernelColumns:
     def __init__(self, operator, candidates, sqrt_w=None):
         self.operator, self.candidates = operator, np.asarray(candidates)
         self.n_samples, self.n_candidates = operator.n, self.candidates.size
-        diag = np.asarray(operator.kernel.diag(operator.X[self.candidates]), dtype=np.float64)
-        self.scale = np.where(diag > 0, 1.0 / np.sqrt(np.where(diag > 0, diag, 1.0)), 0.0)
+        self.scale = _candidate_scale(operator.kernel, operator.X[self.candidates])
         self.sqrt_w = sqrt_w
         self._buf = np.empty((1, operator.n), dtype=operator.dtype)
         self.sqnorms = None  # computed per column in ``column``
