@@ -131,7 +131,9 @@ Dask (issue #15). ``fit`` and ``partial_fit`` take a dask X chunked by rows
 consecutive batches (one pass at most, and what fits a quarter of the budget left beside the
 iterations) are fetched with one dask compute (:func:`_batch_rows`), and every iteration then runs
 here on those rows exactly as on numpy, so the model is numpy's bit for bit (with sample weights,
-up to the last bit of their total, summed over the chunks). n-sized inputs of the fit come from
+up to the last bit of their total, summed over the chunks) where numpy rescores its batches; a
+dask X never keeps running scores (they need every row at every iteration), so on a set small
+enough for numpy to keep them ("Running scores") the two agree up to rounding. n-sized inputs of the fit come from
 the chunks: n, the weights' total, the labels, the median bandwidth (numpy's subsample gathered).
 
 Losses: "squared" l = |f - y|^2 / 2 (multi-output); "hinge" l = max(0, 1 - y f) with y in {-1, +1}
