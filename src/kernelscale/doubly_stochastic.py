@@ -383,7 +383,8 @@ def dsg_iterations(
         (:func:`_batch_rows`); the iterations are those numpy runs on the same rows.
     running_scores : bool, default=False
         (numpy X only) Keep the unscaled scores S = sum_j phi_j(X) coef[j] of EVERY row of X and
-        add each new block's phi_t(X) coef[t] to them (n x block_size features per iteration),
+        add each new block's phi_t(X) coef[t] to them (n x block_size features per iteration,
+        whose batch rows also give the gradient),
         so that a mini-batch's f is scale * S[batch] instead of a pass over all t earlier blocks
         (batch x t x block_size): cheaper when n < batch * t / 2 (module docstring, "Running
         scores"). The same iterates up to rounding (the sums are added in another order).
@@ -430,7 +431,11 @@ def dsg_iterations(
         history.append(float(values.mean()))
         zero_loss = max(zero_loss, float(_loss_and_grad(loss, np.zeros_like(Yb), Yb)[0].mean()))
         gamma = _step_size(step_size, t0, t)
-        Phi = op.transform(Xb, [t])
+        if S is None:
+            Phi = op.transform(Xb, [t])
+        else:  # the new block on every row: the batch's rows now, the running scores after the step
+            Phi_all = op.transform(X, [t])
+            Phi = Phi_all[batch]
         grad = Phi.T @ G
         grad /= b
         if solver == "preconditioned":
@@ -459,7 +464,7 @@ def dsg_iterations(
             scale = 1.0
         coef[t] = alpha / np.asarray(scale, dtype=dtype)
         if S is not None:
-            S += op.scores(X, coef[t : t + 1], [t])
+            S += Phi_all @ coef[t]
         n_done = t + 1
         if monitor is not None and monitor.update(
             objective=history[-1], step_size=gamma, scale=scale, n_blocks=n_done
