@@ -88,8 +88,11 @@ and never for n > 16384 (adult, MNIST, the paper benchmarks run as before, bit f
 Profile (cProfile, defaults; regeneration): on diabetes (n = 331, 128 x 32) 95% of the 1.0 s fit
 was the grouped GEMMs (63%) and cosines (32%) of rescoring batches of 256 on up to 4096
 earlier features, the Python overhead of the 128 iterations about 0.03 s; running scores take
-the fit to 0.03-0.07 s (iris 0.03 s). At n = 4000 (128 x 125) the 2.8 s became 1.0-1.5 s, now n * 16384 cosines and n x d x 16384
-GEMM work (about half each); ``partial_fit`` and warm starts rescore as before.
+the fit to 0.04-0.07 s (iris, wine, breast_cancer 0.04-0.06 s). At n = 4000 (128 x 125) the
+2.6-3.5 s became 1.0-2 s on a loaded 2-core machine: n x 16384 cosines (most of it) and
+n x d x 16384 GEMM work, one (n, block_size) array per iteration, small enough that the threaded
+cosine loses much of its speed when the cores are shared (digits: 1.0 s with numpy's cosine, 2.5
+s with the threaded one at a load of 4). ``partial_fit`` and warm starts rescore as before.
 
 Why the sgd step is so much smaller per sample than Pegasos' 1 / (nu t): a mini-batch mean
 gradient step changes f along the kernel's top eigenfunction by gamma lambda_1, and with the
