@@ -86,7 +86,14 @@ def test_one_dask_compute_per_group_of_iterations_not_per_iteration(data, sync, 
     assert rows == [N] * math.ceil(20 / per_group)  # each group holds one pass's rows
     # the labels, the persisted X and one-hot targets, then one compute per group
     assert len(computes) == 2 + len(rows) == 6, len(computes)
-    assert_same_model(clone(est).fit(X, y), got)
+    # numpy keeps running scores of its 300 rows here (4 n <= 64 x 20); a dask X stays distributed
+    # and rescores each batch: numpy's rescoring model bit for bit, its running one up to rounding
+    import kernelscale.doubly_stochastic as module
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(module, "_use_running_scores", lambda *a: False)
+        assert_same_model(clone(est).fit(X, y), got)
+    np.testing.assert_allclose(clone(est).fit(X, y).coef_, got.coef_, rtol=1e-12, atol=1e-12)
 
 
 def test_partial_fit_streams_the_call_in_groups_within_the_budget(data, sync, no_gather, monkeypatch):

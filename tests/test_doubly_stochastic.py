@@ -10,6 +10,7 @@ from sklearn.svm import SVC
 from kernelscale.doubly_stochastic import (
     DoublyStochasticClassifier,
     DoublyStochasticRegressor,
+    _use_running_scores,
     dsg_auto_sizes,
     dsg_iterations,
 )
@@ -472,6 +473,92 @@ def test_auto_n_iter_and_block_scale_with_n():
     assert dsg_auto_sizes(20000, batch_size=100)[:2] == (256, 100)
     assert dsg_auto_sizes(1000, solver="preconditioned") == (4, 4096, 1024)
     assert dsg_auto_sizes(10**6, solver="preconditioned") == (200, 4096, 1024)
+
+
+def test_auto_sizes_at_large_n_are_unchanged_and_never_keep_running_scores():
+    """issue #18's hard constraint: the "auto" sizes for n >= 30000 (adult, MNIST, the paper
+    benchmarks) are those resolved before the running scores (values of commit d303a6a), and a fit
+    there rescores its mini-batches as before; small sets (n <= 8192 at the defaults) keep
+    running scores."""
+    before = {30000: (235, 256, 218), 32561: (255, 256, 201), 45000: (256, 256, 200),
+              60000: (256, 256, 200), 10**6: (256, 256, 200), 8_000_000: (256, 256, 200)}
+    for n, sizes in before.items():
+        assert dsg_auto_sizes(n) == sizes
+        T, b, _ = sizes
+        assert not _use_running_scores(n, min(b, n), T)
+    for n in list(range(16385, 40000, 97)) + [16385, 32561]:  # never above 16384 at the defaults
+        T, b, _ = dsg_auto_sizes(n)
+        assert not _use_running_scores(n, min(b, n), T)
+    for n in (2, 112, 331, 4000, 8192):
+        T, b, _ = dsg_auto_sizes(n)
+        assert _use_running_scores(n, min(b, n), T)
+    assert not _use_running_scores(8193, 256, 128)
+    assert _use_running_scores(10**5, 256, 2000)  # explicit long runs on larger sets use them too
+
+
+def _record_running(monkeypatch):
+    import kernelscale.doubly_stochastic as module
+
+    seen = []
+    original = module.dsg_iterations
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("running_scores", False))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, "dsg_iterations", spy)
+    return seen
+
+
+def test_fit_keeps_running_scores_only_where_the_rule_says(monkeypatch):
+    seen = _record_running(monkeypatch)
+    X, y = sinc_data(n=300)
+    est = DoublyStochasticRegressor(GaussianKernel(sigma=1.0), random_state=0).fit(X, y)
+    assert seen == [True]
+    est.set_params(warm_start=True, n_iter=140).fit(X, y)  # a warm start rescores
+    assert seen == [True, False]
+    DoublyStochasticRegressor(GaussianKernel(sigma=1.0), random_state=0).partial_fit(X, y)  # 2 chunks
+    assert seen[-1] is False
+    DoublyStochasticRegressor(GaussianKernel(sigma=1.0), n_iter=4, random_state=0).fit(X, y)  # 4 * 300 > 256 * 4
+    assert seen[-1] is False
+    # not enough memory for the running scores beside the iteration: rescoring
+    from kernelscale.doubly_stochastic import dsg_memory
+
+    T, b, D = dsg_auto_sizes(300)
+    need = dsg_memory(b, FeatureBlockSpec(GaussianKernel(sigma=1.0), 1, D, 0, np.float64), 1, T)[1]
+    DoublyStochasticRegressor(GaussianKernel(sigma=1.0), random_state=0, max_memory=need + 50_000).fit(X, y)
+    assert seen[-1] is False
+    DoublyStochasticRegressor(GaussianKernel(sigma=1.0), random_state=0, max_memory=need + 10**6).fit(X, y)
+    assert seen[-1] is True
+
+
+@pytest.mark.parametrize("loss, k", [("squared", 1), ("hinge", 3)])
+def test_running_scores_give_the_iterates_of_rescoring(loss, k):
+    """The running scores are the same iterates as rescoring each mini-batch, up to rounding,
+    through shuffled batches, a renormalisation of the scale and a warm start (n_done > 0)."""
+    X, y = sinc_data(n=120, d=3)
+    rng = np.random.default_rng(0)
+    Y = y[:, None] if loss == "squared" else np.where(rng.random((120, k)) < 0.5, -1.0, 1.0)
+    spec = FeatureBlockSpec(GaussianKernel(sigma=1.0), 3, 16, 5, np.float64, "cos")
+    batches = [rng.permutation(120)[:32] for _ in range(60)] + [slice(0, 40)] * 10
+    # nu large enough that the running scale drops below 1e-10 (renormalised) along the way
+    kw = dict(loss=loss, nu=0.99, step_size=1.0, t0=50.0, cache_bytes=10**8)
+    plain = dsg_iterations(X, Y, spec, batches=batches, **kw)
+    running = dsg_iterations(X, Y, spec, batches=batches, running_scores=True, **kw)
+    assert plain[2] == running[2] and plain[1] == running[1] == 70
+    np.testing.assert_allclose(running[0][:70] * running[2], plain[0][:70] * plain[2], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(running[3], plain[3], rtol=1e-12, atol=1e-14)
+    first = dsg_iterations(X, Y, spec, batches=batches[:30], **kw)
+    rest = dsg_iterations(X, Y, spec, batches=batches[30:], coef=first[0], n_done=30, scale=first[2],
+                          running_scores=True, **kw)
+    np.testing.assert_allclose(rest[0][:70] * rest[2], plain[0][:70] * plain[2], rtol=1e-12, atol=1e-14)
+    # and an estimator's default fit (running scores) predicts as the rescoring one
+    est = DoublyStochasticRegressor(GaussianKernel(sigma=1.0), random_state=0).fit(X, y)
+    import kernelscale.doubly_stochastic as module
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(module, "_use_running_scores", lambda *a: False)
+        ref = DoublyStochasticRegressor(GaussianKernel(sigma=1.0), random_state=0).fit(X, y)
+    np.testing.assert_allclose(est.predict(X), ref.predict(X), rtol=1e-12, atol=1e-12)
 
 
 def test_auto_sizes_are_resolved_in_fit_only():

@@ -69,11 +69,30 @@ so iterations stay at 128 or more even on tiny sets, where they are cheap. Then 
 128 iterations, 4096 / 8192 / 16384 features put friedman1 (n_fit 3000) at 1.73 / 1.56 / 1.43
 times the exact peer's validation RMSE, hence F = 4 n; on adult (204 iterations) blocks of 128
 left 16.51% validation error, blocks of 256 16.09%, and 3 passes did not help (16.26%), hence
-two passes and blocks near 256 for large n. The price: fits of 0.5-1 s (n < 1000) and 4 s
-(n = 4000) instead of 11-40 s, still 10-100x the fastest solvers of those sizes (the cost is
-about batch * n_iter^2 * block_size / 2, and the error needs the iterations).
+two passes and blocks near 256 for large n. The price was fits of 0.5-1 s (n < 1000) and 3-4 s
+(n = 4000) instead of 11-40 s; the running scores below take them to 0.03-0.07 s and 1-1.5 s.
 ``partial_fit`` does not know n: its "auto" blocks are 256, as before. An explicit n_iter keeps
 the former "auto" block (256 for "sgd"), so explicit settings give the same results as before.
+
+Running scores (issue #18, the time goal). Rescoring each mini-batch on all t earlier blocks costs
+batch * t * block_size feature evaluations at iteration t, batch * n_iter^2 * block_size / 2 in
+all; on a small set it is cheaper to keep the unscaled scores S = sum_j phi_j(x_i) a_j of EVERY
+training row and add each new block's phi_t(X) a_t to them (n * block_size evaluations per
+iteration, n * n_iter * block_size in all: the cost of one prediction on the training set), the
+mini-batch's f being scale_ * S[batch]. ``fit`` does so (:func:`_use_running_scores`) when it
+starts a model on numpy X, 4 n <= batch * n_iter (at least twice cheaper) and the n x k scores
+plus one block's features over n rows fit in half the memory left beside the iteration. The
+iterates are those of regeneration up to rounding (the same products summed in another order:
+tested to 1e-12), and the "auto" sizes are unchanged: it is used for n <= 8192 at the defaults
+and never for n > 16384 (adult, MNIST, the paper benchmarks run as before, bit for bit).
+Profile (cProfile, defaults; regeneration): on diabetes (n = 331, 128 x 32) 95% of the 1.0 s fit
+was the grouped GEMMs (63%) and cosines (32%) of rescoring batches of 256 on up to 4096
+earlier features, the Python overhead of the 128 iterations about 0.03 s; running scores take
+the fit to 0.04-0.07 s (iris, wine, breast_cancer 0.04-0.06 s). At n = 4000 (128 x 125) the
+2.6-3.5 s became 1.0-2 s on a loaded 2-core machine: n x 16384 cosines (most of it) and
+n x d x 16384 GEMM work, one (n, block_size) array per iteration, small enough that the threaded
+cosine loses much of its speed when the cores are shared (digits: 1.0 s with numpy's cosine, 2.5
+s with the threaded one at a load of 4). ``partial_fit`` and warm starts rescore as before.
 
 Why the sgd step is so much smaller per sample than Pegasos' 1 / (nu t): a mini-batch mean
 gradient step changes f along the kernel's top eigenfunction by gamma lambda_1, and with the
@@ -115,7 +134,9 @@ Dask (issue #15). ``fit`` and ``partial_fit`` take a dask X chunked by rows
 consecutive batches (one pass at most, and what fits a quarter of the budget left beside the
 iterations) are fetched with one dask compute (:func:`_batch_rows`), and every iteration then runs
 here on those rows exactly as on numpy, so the model is numpy's bit for bit (with sample weights,
-up to the last bit of their total, summed over the chunks). n-sized inputs of the fit come from
+up to the last bit of their total, summed over the chunks) where numpy rescores its batches; a
+dask X never keeps running scores (they need every row at every iteration), so on a set small
+enough for numpy to keep them ("Running scores") the two agree up to rounding. n-sized inputs of the fit come from
 the chunks: n, the weights' total, the labels, the median bandwidth (numpy's subsample gathered).
 
 Losses: "squared" l = |f - y|^2 / 2 (multi-output); "hinge" l = max(0, 1 - y f) with y in {-1, +1}
@@ -293,6 +314,16 @@ def dsg_auto_sizes(n, solver="sgd", batch_size="auto", block_size="auto"):
     return n_iter, batch, block
 
 
+def _use_running_scores(n, batch, n_iter):
+    """Whether a ``fit`` that starts a model on n numpy rows keeps running scores of all n rows
+    (:func:`dsg_iterations`, module docstring "Running scores"): when 4 n <= batch * n_iter, i.e.
+    n x n_iter block evaluations cost at most half the batch x n_iter^2 / 2 of rescoring each
+    mini-batch on every earlier block. Never at the "auto" sizes for n >= 16385 (batch <= 256,
+    n_iter <= 256 make batch * n_iter / 4 < n there), so adult's and MNIST's defaults run as
+    before; at the "auto" sizes it is used exactly for n <= 8192 (128 iterations of 256 points)."""
+    return 4 * n <= batch * n_iter
+
+
 def _step_size(step_size, t0, t):
     return step_size / (1.0 + t / t0)
 
@@ -328,7 +359,7 @@ def _batch_rows(X, Y, sample_weight, batches, fetch_bytes=0):
 def dsg_iterations(
     X, Y, spec, *, loss, batches, coef=None, n_done=0, scale=1.0, sample_weight=None, nu=1e-5,
     step_size=1.0, t0=100.0, solver="sgd", precond_ridge=1e-3, monitor=None, cache_bytes=0, max_memory=None,
-    fetch_bytes=0,
+    fetch_bytes=0, running_scores=False,
 ):
     """Run one iteration per entry of ``batches`` (index arrays or slices into X), continuing
     from ``n_done`` fitted blocks.
@@ -353,6 +384,13 @@ def dsg_iterations(
     fetch_bytes : int
         Dask X, Y and sample_weight (X's row chunks): the bytes of batch rows fetched at once
         (:func:`_batch_rows`); the iterations are those numpy runs on the same rows.
+    running_scores : bool, default=False
+        (numpy X only) Keep the unscaled scores S = sum_j phi_j(X) coef[j] of EVERY row of X and
+        add each new block's phi_t(X) coef[t] to them (n x block_size features per iteration,
+        whose batch rows also give the gradient),
+        so that a mini-batch's f is scale * S[batch] instead of a pass over all t earlier blocks
+        (batch x t x block_size): cheaper when n < batch * t / 2 (module docstring, "Running
+        scores"). The same iterates up to rounding (the sums are added in another order).
     device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
         Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
         (a torch tensor as input selects its device); the others need torch.
@@ -376,11 +414,19 @@ def dsg_iterations(
     stopped = False
     op = FeatureOperator(spec, parse_memory(max_memory), cache_bytes=cache_bytes)
     zero_loss = 0.0  # largest mini-batch loss of f = 0 seen: the scale that flags a blow-up
-    for Xb, Yb, wb in _batch_rows(X, Y, sample_weight, batches, fetch_bytes):
+    S = None
+    if running_scores:
+        if is_dask(X):
+            raise ValueError("running_scores needs X as a numpy array.")
+        S = op.scores(X, coef[:n_done], range(n_done))
+    for batch, (Xb, Yb, wb) in zip(batches, _batch_rows(X, Y, sample_weight, batches, fetch_bytes)):
         t = n_done
         b = Xb.shape[0]
-        F = op.scores(Xb, coef[:t], range(t))
-        F *= np.asarray(scale, dtype=dtype)
+        if S is None:
+            F = op.scores(Xb, coef[:t], range(t))
+            F *= np.asarray(scale, dtype=dtype)
+        else:
+            F = S[batch] * np.asarray(scale, dtype=dtype)
         values, G = _loss_and_grad(loss, F, Yb)
         if wb is not None:
             values = values * wb
@@ -388,7 +434,11 @@ def dsg_iterations(
         history.append(float(values.mean()))
         zero_loss = max(zero_loss, float(_loss_and_grad(loss, np.zeros_like(Yb), Yb)[0].mean()))
         gamma = _step_size(step_size, t0, t)
-        Phi = op.transform(Xb, [t])
+        if S is None:
+            Phi = op.transform(Xb, [t])
+        else:  # the new block on every row: the batch's rows now, the running scores after the step
+            Phi_all = op.transform(X, [t])
+            Phi = Phi_all[batch]
         grad = Phi.T @ G
         grad /= b
         if solver == "preconditioned":
@@ -412,8 +462,12 @@ def dsg_iterations(
         if scale < _RENORMALIZE_BELOW:
             coef = coef.copy()  # new buffer: the caller's blocks stay valid if a later step fails
             coef[:t] *= np.asarray(scale, dtype=dtype)
+            if S is not None:
+                S *= np.asarray(scale, dtype=dtype)
             scale = 1.0
         coef[t] = alpha / np.asarray(scale, dtype=dtype)
+        if S is not None:
+            S += Phi_all @ coef[t]
         n_done = t + 1
         if monitor is not None and monitor.update(
             objective=history[-1], step_size=gamma, scale=scale, n_blocks=n_done
@@ -583,8 +637,9 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
             return self.coef_  # e.g. after load: dsg_iterations grows it
         return buf
 
-    def _run(self, X, Y, sw, batches):
-        """Run the iterations of ``batches`` and commit the state (only on success)."""
+    def _run(self, X, Y, sw, batches, fit=False):
+        """Run the iterations of ``batches`` and commit the state (only on success); ``fit``:
+        the batches are those of a ``fit`` over all rows of X (running scores may be used)."""
         dtype = self.coef_.dtype if self.n_iter_ else X.dtype
         distributed = is_dask(X)
         if distributed:  # cast per chunk, as numpy casts the whole array
@@ -613,6 +668,15 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
             step = self._step()
         self._check_first_step(step)
         spare = budget - need  # a quarter for the batch rows fetched at once (dask), half the rest for the cache
+        running = fit and fresh and not distributed and _use_running_scores(
+            n, max((_batch_len(b, n) for b in batches), default=1), len(batches))
+        if running:  # the n x k running scores, and the rows of one block's product over n rows
+            extra = n * Y.shape[1] * spec.dtype.itemsize
+            running = extra + n * spec.dtype.itemsize * (spec.n_features_out * (spec.workspace + 1)
+                                                        + 2 * Y.shape[1]) <= spare // 2
+            if running:
+                held += extra
+                spare -= extra
         fetch = spare // 4 if distributed else 0
         cache = (spare - fetch) // 2
         with IterationMonitor(self.verbose, self.callback, total=len(batches), desc="doubly stochastic") as mon:
@@ -622,6 +686,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
                 scale=self.scale_, sample_weight=sw, nu=self.alpha, step_size=step,
                 t0=self._t0(), solver=self.solver, precond_ridge=self.precond_ridge, monitor=mon,
                 cache_bytes=cache, max_memory=budget - held - cache - fetch, fetch_bytes=fetch,
+                running_scores=running,
             )
         if not curvature:
             self.__dict__.pop("step_size_", None)
@@ -683,7 +748,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
             raise ValueError("warm_start=True but the number of targets changed; set warm_start=False.")
         n_total = self._n_iter(X.shape[0])
         n_new = n_total if first else warm_start_iterations(n_total, self.n_iter_)
-        return self._run(X, Y, sw, self._fit_batches(X.shape[0], n_new, self.n_iter_))
+        return self._run(X, Y, sw, self._fit_batches(X.shape[0], n_new, self.n_iter_), fit=True)
 
     def _partial_fit(self, X, y, sample_weight, **target_kw):
         first = not hasattr(self, "coef_")
@@ -756,7 +821,9 @@ _DOC_PARAMS = """
         to reach ``n_iter`` (``partial_fit`` adds iterations regardless). "auto"
         (:func:`dsg_auto_sizes`, module docstring): for "sgd" two passes over the n samples of
         ``fit``, ceil(2 n / batch), within [128, 256]; for "preconditioned" four passes, at most
-        200. (The former default was 200.)
+        200. (The former default was 200.) A ``fit`` that starts a model on n <= batch * n_iter / 4
+        numpy rows keeps running scores of all n rows instead of rescoring each mini-batch (the
+        same iterates up to rounding; module docstring, "Running scores").
     batch_size : int >= 1 or "auto", default="auto"
         Points per iteration (``partial_fit``: one iteration per batch_size chunk of its data).
         "auto": 256 for solver="sgd"; 4 * block_size for "preconditioned" (the authors' ratio;
