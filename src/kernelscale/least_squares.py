@@ -82,7 +82,7 @@ from ._params import DEVICE_CONSTRAINT, MEMORY_CONSTRAINT
 from ._validation import as_float_array, check_finite_result, validate_data
 from .ops.memory import parse_memory, plan_rows
 from .ops.rows import HostRows, executor, is_dask, row_weights, total, weighted_sum
-from .simplex import project_hypercube, project_simplex
+from .simplex import project_simplex, simplex_rows
 
 __all__ = [
     "GeneralizedLeastSquaresClassifier",
@@ -566,7 +566,8 @@ def _expand(Yt, basis):
 
 
 def _project(V, projection):
-    return project_simplex(V) if projection == "simplex" else project_hypercube(V)
+    """V (n, k), float32 or float64, projected row by row (unvalidated: our own predictions)."""
+    return simplex_rows(V) if projection == "simplex" else np.clip(V, 0, 1)
 
 
 def _calibrated_step(X, Yhat, coef, intercept, calibration, calibration_intercept, basis, projection):
