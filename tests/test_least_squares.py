@@ -287,6 +287,53 @@ def test_auto_ridge_minimises_gcv_over_a_grid_relative_to_the_mean_feature_varia
     np.testing.assert_allclose(const.coef_, 0.0, atol=1e-12)
 
 
+@pytest.mark.parametrize("n", [40, 90])  # fewer rows than features (the n x n dual), and more
+def test_auto_ridge_solvers_equal_the_cholesky_solve_of_sigma(n):
+    """alpha="auto" factorises Sigma by the eigendecomposition GCV computed: of the d x d covariance
+    (n >= d) or of the n x n dual matrix (n < d). Both solves, and the GCV ridge, equal the
+    definitions: np.linalg.solve of scale Cov + alpha I, gcv_by_definition over the grid."""
+    rng = np.random.default_rng(3)
+    X, y = make_data(n=n, d=60, seed=13)
+    X[:, 1] = X[:, 2]  # collinear columns: Cov (and for n < d, Cov anyway) is singular
+    sw = rng.uniform(0.5, 2.0, size=n)
+    w = sw / sw.sum()
+    Y = one_hot(y)
+    mean, solve, alpha = ls._factor_sigma(ls.executor(2**30, X), X, w, 0.5, "auto", Y, sw)
+    assert isinstance(solve, ls._DualSolve if n < X.shape[1] else ls._EigenSolve)
+    Xc = X - w @ X
+    cov = Xc.T @ (w[:, None] * Xc)
+    grid = ls.GCV_GRID * np.trace(cov) / X.shape[1]
+    assert alpha == pytest.approx(grid[int(np.argmin([gcv_by_definition(X, Y, sw, a) for a in grid]))], rel=1e-12)
+    G = rng.normal(size=(X.shape[1], 3))
+    G[:, 0] = Xc.T @ rng.normal(size=n)  # a gradient-like column in the row space
+    expected = np.linalg.solve(0.5 * cov + alpha * np.eye(X.shape[1]), G)
+    np.testing.assert_allclose(solve(G), expected, rtol=0, atol=1e-8 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("cls", [GeneralizedLeastSquaresClassifier, CalibratedLeastSquaresClassifier])
+@pytest.mark.parametrize("n", [40, 120])
+def test_auto_ridge_fit_equals_the_cholesky_fit_with_that_ridge(cls, n, monkeypatch):
+    # the "auto" solves (n x n dual for n < d, d x d eigendecomposition otherwise) against the
+    # Cholesky factor of Sigma with the same ridge (what a float alpha uses), iteration for iteration
+    X, y = make_data(n=n, d=80, seed=14)
+    sw = np.random.default_rng(1).uniform(0.5, 2.0, size=n)
+    kw = dict(max_iter=30, tol=0.0)
+    auto = quiet(cls(**kw), X, y, sample_weight=sw)
+    factor_sigma = ls._factor_sigma
+
+    def cholesky_sigma(op, X, w, scale, alpha, *args, **kwargs):
+        mean, solve, alpha = factor_sigma(op, X, w, scale, alpha, *args, **kwargs)
+        _, cholesky, same = factor_sigma(op, X, w, scale, alpha)
+        assert isinstance(cholesky, ls._CholeskySolve) and same == alpha
+        return mean, cholesky, alpha
+
+    monkeypatch.setattr(ls, "_factor_sigma", cholesky_sigma)
+    reference = quiet(cls(**kw), X, y, sample_weight=sw)
+    assert auto.alpha_ == reference.alpha_ and auto.n_iter_ == reference.n_iter_
+    np.testing.assert_allclose(auto.coef_, reference.coef_, rtol=0, atol=1e-8 * np.abs(reference.coef_).max())
+    np.testing.assert_allclose(auto.predict_proba(X), reference.predict_proba(X), atol=1e-8)
+
+
 @pytest.mark.parametrize("cls", [GeneralizedLeastSquaresClassifier, CalibratedLeastSquaresClassifier])
 def test_auto_ridge_makes_the_fit_independent_of_the_feature_scale(cls):
     X, y = make_data(seed=12, d=8)

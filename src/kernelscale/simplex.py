@@ -50,7 +50,13 @@ def project_simplex(V, radius=1.0):
     if isinstance(radius, bool) or not isinstance(radius, numbers.Real) or not np.isfinite(radius) or radius <= 0:
         raise ValueError(f"radius must be a finite number > 0, got {radius!r}.")
     V = _as_rows(V, "V")
-    rows = V.reshape(-1, V.shape[-1])
+    return simplex_rows(V.reshape(-1, V.shape[-1]), radius).reshape(V.shape)
+
+
+def simplex_rows(rows, radius=1.0):
+    """:func:`project_simplex` of a float32/float64 matrix (n, k >= 1) without validating it
+    (calibrated least squares projects its own predictions at every iteration, where the
+    validation cost a quarter of the fit on 100-row data sets)."""
     k = rows.shape[1]
     # in float64 (a cumulative sum of k float32 values loses digits), and shifted so that each
     # row's maximum is 0: the projection does not change, the coordinates it keeps lie in
@@ -69,8 +75,7 @@ def project_simplex(V, radius=1.0):
     tau = css[np.arange(rows.shape[0]), rho - 1] / rho
     shifted -= tau[:, None]
     np.clip(shifted, 0, radius, out=shifted)
-    out = shifted.astype(rows.dtype, copy=False)
-    return out.reshape(V.shape)
+    return shifted.astype(rows.dtype, copy=False)
 
 
 def project_hypercube(V):
