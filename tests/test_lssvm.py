@@ -649,3 +649,14 @@ def test_whole_system_stays_within_the_memory_estimate(dtype, monkeypatch):
         tracemalloc.stop()
     assert calls == [True] and peak <= budget
     assert sol.dual_coef.dtype == dtype
+
+
+def test_one_norm_after_the_in_place_cholesky_reads_only_what_it_leaves():
+    from scipy import linalg
+
+    rng = np.random.default_rng(1)
+    A = rng.normal(size=(300, 20))
+    H = A @ A.T + np.eye(300)
+    expected, diag = np.abs(H).sum(axis=0).max(), np.diag(H).copy()
+    linalg.cho_factor(H.T, lower=True, overwrite_a=True, check_finite=False)  # as _WholeSystem does
+    assert lssvm_mod._one_norm_lower_free(H, diag) == pytest.approx(expected, rel=1e-12)
