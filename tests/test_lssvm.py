@@ -557,3 +557,106 @@ def test_no_warnings_in_an_ordinary_fit():
         warnings.simplefilter("error")
         clf = LSSVMClassifier(kernel=GaussianKernel(sigma=SIGMA), C=10.0, batch_size=20, n_iter=5, random_state=0)
         clf.fit(X, Y.argmax(1))
+
+
+# ----------------------------------------------------------------------------------------------
+# the whole system as one block (J = n + 1): Cholesky of K + D, the block path as the fallback
+
+
+def _spy_whole(monkeypatch, force_fallback=False):
+    """Record what each _WholeSystem.factor returned (optionally forcing the block path)."""
+    calls = []
+    original = lssvm_mod._WholeSystem.factor
+
+    def factor(self):
+        ok = False if force_fallback else original(self)
+        calls.append(ok)
+        return ok
+
+    monkeypatch.setattr(lssvm_mod._WholeSystem, "factor", factor)
+    return calls
+
+
+@pytest.mark.parametrize("solver", ITERATIVE)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_whole_system_cholesky_equals_the_block_solve(small, solver, weighted, monkeypatch):
+    X, Y, C, T, Z, W_star = small
+    n = X.shape[0]
+    w = np.random.default_rng(3).uniform(0.5, 2.0, n) if weighted else None
+    kw = dict(sample_weight=w, batch_size=n + 1, n_iter=3, tol=1e-13, random_state=0)
+    calls = _spy_whole(monkeypatch)
+    new = solve_lssvm(GaussianKernel(sigma=SIGMA), X, Y, C, solver, **kw)
+    assert calls == [True]
+    monkeypatch.undo()
+    calls = _spy_whole(monkeypatch, force_fallback=True)
+    old = solve_lssvm(GaussianKernel(sigma=SIGMA), X, Y, C, solver, **kw)
+    assert calls == [False]
+    scale = np.abs(stack(old)).max()
+    np.testing.assert_allclose(stack(new), stack(old), rtol=0, atol=1e-10 * scale)
+    if not weighted:
+        np.testing.assert_allclose(stack(new), W_star, rtol=0, atol=1e-10 * np.abs(W_star).max())
+    if new.residual_history is not None:
+        hist = new.residual_history[0][~np.isnan(new.residual_history[0])]
+        assert np.all(np.diff(hist) <= 0) and hist[-1] <= 1e-10 * hist[0]
+    # a warm start from a perturbed solution converges to the same system's solution
+    b0, A0 = new.intercept + 0.1, new.dual_coef * 1.1
+    warm = solve_lssvm(GaussianKernel(sigma=SIGMA), X, Y, C, solver, init=(b0, A0), **kw)
+    np.testing.assert_allclose(stack(warm), stack(old), rtol=0, atol=1e-10 * scale)
+
+
+def test_whole_system_falls_back_to_the_block_path_on_a_singular_system(monkeypatch):
+    """Duplicate samples and a huge C: K + D is singular to float64 precision, so the Cholesky
+    path declines (LAPACK's condition estimate) and the block path's ridge takes over."""
+    rng = np.random.default_rng(5)
+    X = np.repeat(rng.normal(size=(20, 2)), 3, axis=0)
+    Y = np.eye(2)[rng.integers(0, 2, 60)]
+    calls = _spy_whole(monkeypatch)
+    with pytest.warns(RuntimeWarning, match="singular"):
+        sol = solve_lssvm(GaussianKernel(sigma=1.0), X, Y, 1e17, "matching_pursuit", batch_size=61, n_iter=20,
+                          random_state=0)
+    assert calls == [False] and sol.n_regularized > 0
+    assert np.all(np.isfinite(sol.dual_coef))
+    hist = sol.residual_history[0]
+    hist = hist[~np.isnan(hist)]
+    assert np.all(np.diff(hist) <= 1e-9 * hist[0])
+
+
+def test_whole_system_falls_back_to_the_block_path_on_an_indefinite_kernel(monkeypatch):
+    """(x.z - 5) is not a kernel: K + D is indefinite, Cholesky fails, the block path (whose Gram
+    matrix Theta Theta^T is SPD) solves the system exactly."""
+    X, Y = problem(n=80, k=2, seed=7)
+    kernel = PolynomialKernel(degree=1, gamma=1.0, coef0=-5.0)
+    calls = _spy_whole(monkeypatch)
+    sol = solve_lssvm(kernel, X, Y, 1.0, "matching_pursuit", batch_size=81, n_iter=5, tol=1e-12, random_state=0)
+    assert calls == [False]
+    theta = lssvm_theta(kernel, X, 1.0)
+    W = np.linalg.solve(theta, np.vstack([np.zeros(2), Y]))
+    np.testing.assert_allclose(stack(sol), W, rtol=0, atol=1e-8 * np.abs(W).max())
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_whole_system_stays_within_the_memory_estimate(dtype, monkeypatch):
+    X, Y = problem(n=300, k=3, seed=15)
+    X, Y = X.astype(dtype), Y.astype(dtype)
+    budget = lssvm_fit_memory(300, 3, 3, 301, dtype, GaussianKernel(sigma=SIGMA), "matching_pursuit")
+    calls = _spy_whole(monkeypatch)
+    tracemalloc.start()
+    try:
+        sol = solve_lssvm(GaussianKernel(sigma=SIGMA), X, Y, 1.0, "matching_pursuit", batch_size=301, n_iter=3,
+                          random_state=0, max_memory=budget)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert calls == [True] and peak <= budget
+    assert sol.dual_coef.dtype == dtype
+
+
+def test_one_norm_after_the_in_place_cholesky_reads_only_what_it_leaves():
+    from scipy import linalg
+
+    rng = np.random.default_rng(1)
+    A = rng.normal(size=(300, 20))
+    H = A @ A.T + np.eye(300)
+    expected, diag = np.abs(H).sum(axis=0).max(), np.diag(H).copy()
+    linalg.cho_factor(H.T, lower=True, overwrite_a=True, check_finite=False)  # as _WholeSystem does
+    assert lssvm_mod._one_norm_lower_free(H, diag) == pytest.approx(expected, rel=1e-12)
