@@ -177,11 +177,68 @@ def test_fitted_state_is_seed_pca_map_and_block_weights(generator, update):
 def test_auto_block_size_and_ridge_follow_the_number_of_samples():
     X, y = regression_data(n=120, d=8, seed=6)
     est = StagewiseRegressor(n_stages=2, random_state=0).fit(X, y)
-    assert est.block_size_ == 30 and est.coef_.shape == (2, 30, 1)
+    assert est.block_size_ == 16 and est.coef_.shape == (2, 16, 1)
     assert est.alpha_ == pytest.approx(0.1 / 120, rel=1e-15)
     w = np.random.default_rng(0).integers(1, 4, size=120).astype(float)
-    assert StagewiseRegressor(n_stages=1).fit(X, y, sample_weight=w).alpha_ == pytest.approx(0.1 / w.sum())
-    assert [_auto_block_size(n) for n in (1, 7, 4095, 4096, 10**6)] == [1, 1, 1023, 1024, 1024]
+    w_fit = StagewiseRegressor(n_stages=1).fit(X, y, sample_weight=w)
+    assert w_fit.alpha_ == pytest.approx(0.1 / w.sum()) and w_fit.block_size_ == 16  # rows, not sum(w)
+    # min(1024, max(n // 12, min(16, n // 4))), at least 1
+    ns = (1, 7, 63, 64, 112, 133, 191, 192, 331, 426, 1347, 4000, 12287, 12288, 10**6)
+    assert [_auto_block_size(n) for n in ns] == [1, 1, 15, 16, 16, 16, 16, 16, 27, 35, 112, 333, 1023, 1024, 1024]
+    # no cliff: non-decreasing, and one more sample adds at most one feature per block
+    sizes = np.array([_auto_block_size(n) for n in range(1, 20000)])
+    assert np.all(np.diff(sizes) >= 0) and np.all(np.diff(sizes) <= 1)
+    # fewer features in all than samples with the default 8 stages (the former rule drew 2n at n = 4000)
+    assert all(8 * _auto_block_size(n) <= n for n in range(192, 20000, 37))
+
+
+@pytest.mark.parametrize("n", [12288, 30000, 32561, 60000, 581012, 10**7])
+def test_auto_block_size_is_the_former_rule_from_12288_samples(n):
+    # the papers' benchmarks (MNIST 60000, adult 32561, covtype 581012, ...) keep their defaults
+    assert _auto_block_size(n) == int(min(1024, max(1, n // 4))) == 1024
+
+
+@pytest.mark.parametrize("cls", [StagewiseRegressor, StagewiseClassifier])
+def test_defaults_resolved_at_30000_samples_are_the_papers(monkeypatch, cls):
+    # the resolved defaults handed to Algorithm 3 at n = 30000 (captured there; no stage is fitted)
+    import kernelscale.stagewise as sw
+
+    seen = {}
+
+    class Captured(Exception):
+        pass
+
+    def capture(Z, Y, spec, **kw):
+        seen.update(p=spec.n_features_out, method=spec.method, d=Z.shape[1], **kw)
+        raise Captured
+
+    monkeypatch.setattr(sw, "stagewise_regression", capture)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30000, 60)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(int) if cls is StagewiseClassifier else X[:, 0]
+    with pytest.raises(Captured):
+        cls().fit(X, y)
+    assert seen["p"] == 1024 and seen["n_stages"] == 8 and seen["update"] == "linear"
+    assert seen["method"] == "cos" and seen["d"] == 50  # PCA to 50 components
+    assert seen["alpha"] == pytest.approx(0.1 / 30000, rel=1e-12)
+    assert cls().get_params()["block_size"] == "auto" and cls().get_params()["n_stages"] == 8
+
+
+def test_default_fit_on_a_small_problem_is_close_to_exact_kernel_ridge():
+    # the "auto" block on 600 samples (50 features x 8 stages) against exact kernel ridge at the
+    # same (median) bandwidth: the robustness goal of test RMSE within 1.5x
+    from sklearn.datasets import make_friedman1
+    from sklearn.kernel_ridge import KernelRidge
+
+    X, y = make_friedman1(n_samples=800, n_features=10, noise=1.0, random_state=0)
+    Xtr, ytr, Xte, yte = X[:600], y[:600], X[600:], y[600:]
+    est = StagewiseRegressor(random_state=0).fit(Xtr, ytr)
+    assert est.block_size_ == 50
+    sigma = est.kernel_.sigma
+    peer = KernelRidge(alpha=1.0, kernel="rbf", gamma=1.0 / (2.0 * sigma**2)).fit(Xtr, ytr)
+    rmse = np.sqrt(np.mean((est.predict(Xte) - yte) ** 2))
+    peer_rmse = np.sqrt(np.mean((peer.predict(Xte) - yte) ** 2))
+    assert rmse <= 1.5 * peer_rmse, (rmse, peer_rmse)
     # the explicit former defaults are kept as given
     old = StagewiseRegressor(block_size=1024, alpha=1e-6, n_stages=1).fit(X, y)
     assert old.block_size_ == 1024 and old.alpha_ == 1e-6
