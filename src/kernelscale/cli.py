@@ -121,7 +121,7 @@ def _demo_entries():
             FFTFeatures(), LSSVMClassifier(solver="matching_pursuit", batch_size=400, n_iter=10, random_state=0))),
         DemoEntry("LSSVMRegressor (matching pursuit)", "sinc", lambda: LSSVMRegressor(
             GaussianKernel(sigma=1.0), C=10.0, solver="matching_pursuit", batch_size=250, n_iter=40, random_state=0)),
-        DemoEntry("StagewiseRegressor", "sinc", lambda: StagewiseRegressor("gaussian", n_stages=4, random_state=0)),
+        DemoEntry("StagewiseRegressor", "sinc", lambda: StagewiseRegressor("gaussian", random_state=0)),
     ]
 
 
