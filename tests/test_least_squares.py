@@ -288,20 +288,27 @@ def test_auto_ridge_minimises_gcv_over_a_grid_relative_to_the_mean_feature_varia
 
 
 @pytest.mark.parametrize("n", [40, 90])  # fewer rows than features (the n x n dual), and more
-def test_auto_ridge_solvers_equal_the_cholesky_solve_of_sigma(n):
+def test_auto_ridge_solvers_equal_the_cholesky_solve_of_sigma(n, monkeypatch):
     """alpha="auto" factorises Sigma by the eigendecomposition GCV computed: of the d x d covariance
-    (n >= d) or of the n x n dual matrix (n < d). Both solves, and the GCV ridge, equal the
-    definitions: np.linalg.solve of scale Cov + alpha I, gcv_by_definition over the grid."""
+    (n >= d) or of the n x n dual matrix (n < d; here also below DUAL_MIN_RIDGE). Both solves, and
+    the GCV ridge, equal the definitions: np.linalg.solve of scale Cov + alpha I,
+    gcv_by_definition over the grid."""
     rng = np.random.default_rng(3)
     X, y = make_data(n=n, d=60, seed=13)
     X[:, 1] = X[:, 2]  # collinear columns: Cov (and for n < d, Cov anyway) is singular
     sw = rng.uniform(0.5, 2.0, size=n)
     w = sw / sw.sum()
     Y = one_hot(y)
-    mean, solve, alpha = ls._factor_sigma(ls.executor(2**30, X), X, w, 0.5, "auto", Y, sw)
-    assert isinstance(solve, ls._DualSolve if n < X.shape[1] else ls._EigenSolve)
     Xc = X - w @ X
     cov = Xc.T @ (w[:, None] * Xc)
+    args = (ls.executor(2**30, X), X, w, 0.5, "auto", Y, sw)
+    _, default_solve, alpha = ls._factor_sigma(*args)
+    # an interpolating ridge is solved on the d x d side, where rounding is not amplified by 1/alpha
+    dual = n < X.shape[1] and alpha >= ls.DUAL_MIN_RIDGE * np.trace(cov) / X.shape[1]
+    assert isinstance(default_solve, ls._DualSolve if dual else ls._EigenSolve)
+    monkeypatch.setattr(ls, "DUAL_MIN_RIDGE", 0.0)
+    mean, solve, alpha = ls._factor_sigma(*args)
+    assert isinstance(solve, ls._DualSolve if n < X.shape[1] else ls._EigenSolve)
     grid = ls.GCV_GRID * np.trace(cov) / X.shape[1]
     assert alpha == pytest.approx(grid[int(np.argmin([gcv_by_definition(X, Y, sw, a) for a in grid]))], rel=1e-12)
     G = rng.normal(size=(X.shape[1], 3))

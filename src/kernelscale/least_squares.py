@@ -228,13 +228,21 @@ class _DualSolve:
         return out
 
 
+#: smallest ridge, relative to the mean feature variance, solved on the n x n dual (_dual_sigma)
+DUAL_MIN_RIDGE = 1e-2
+
+
 def _dual_sigma(X, w, mean, scale, Y, sample_weight, gcv_scale):
     """:func:`_factor_sigma` with alpha="auto" for host X with fewer rows than features: the GCV
     ridge and the solver from the n x n matrix A A^T (A = sqrt(w) (X - mean)), whose nonzero
     eigenvalues are those of the d x d covariance A^T A, and whose eigenvectors U give the
     covariance's as A^T U / sqrt(l); so the squared projections of the cross moments
     A^T sqrt(w) Y are l |U^T sqrt(w) Y|^2. Same ridge as the d x d eigendecomposition up to
-    rounding, at O(n^2 d) instead of O(d^3). None when the features are constant."""
+    rounding, at O(n^2 d) instead of O(d^3). None when the features are constant, or when the
+    ridge is below DUAL_MIN_RIDGE times the mean feature variance: the Woodbury solve divides the
+    part of G outside the rows' span, rounding errors included, by alpha, and with an
+    interpolating ridge that amplifies rounding past what the d x d solve loses (a weighted fit
+    would then differ from the fit on repeated rows)."""
     d = X.shape[1]
     sw = np.sqrt(w)
     A = X.astype(np.float64) - mean
@@ -251,6 +259,8 @@ def _dual_sigma(X, w, mean, scale, Y, sample_weight, gcv_scale):
     b2 = lam * np.einsum("jk,jk->j", *(2 * [U.T @ (sw[:, None] * Y)]))
     n_eff = X.shape[0] if sample_weight is None else float(np.sum(sample_weight))
     alpha = gcv_scale * _gcv_pick(lam, b2, trace / d, yy, n_eff)
+    if alpha < DUAL_MIN_RIDGE * trace / d:
+        return None
     return _DualSolve(A, lam, U, scale, alpha), alpha
 
 
