@@ -5,6 +5,10 @@ group of iterations (one pass, or what fits the memory budget) per dask compute,
 updated on the client as on numpy. So the model is numpy's BIT FOR BIT without sample weights; with
 them, to 1e-12: the weights are rescaled by their total, which dask sums chunk by chunk (another
 order than numpy's pairwise sum, so its last bit may differ).
+
+With a distributed client (the LocalCluster tests at the end), each mini-batch is scored on the
+earlier blocks by the workers, one task per worker over a range of groups of blocks, and the client
+adds the per-group terms in numpy's order: the same model bit for bit (weights: 1e-12, as above).
 """
 
 import math
@@ -126,3 +130,101 @@ def test_regressor_partial_fit_with_the_median_bandwidth(data, sync, no_gather):
         ref.partial_fit(X[part], y[part], sample_weight=w[part])
         got.partial_fit(_dask(X[part]), _dask(y[part]), sample_weight=_dask(w[part]))
     assert_same_model(ref, got)
+
+
+
+# -- a distributed client: the mini-batches scored by the workers ------------------------------------
+
+from dask_support import client, cluster_client  # noqa: E402,F401 (fixtures)
+
+import kernelscale.doubly_stochastic as dsg_module  # noqa: E402
+from kernelscale.ops.features import FeatureOperator  # noqa: E402
+
+#: blocks of 2048 columns: groups (one GEMM each) of 2 blocks, so iteration t scores ceil(t / 2)
+#: runs, split between the two workers from t = 3 on
+CLUSTER = dict(batch_size=64, block_size=2048, random_state=0)
+
+
+def _runs(t_first, t_stop):
+    """(runs, tasks) the workers score over iterations [t_first, t_stop) (t = blocks before)."""
+    ts = [t for t in range(t_first, t_stop) if t]
+    return sum(math.ceil(t / 2) for t in ts), sum(min(2, math.ceil(t / 2)) for t in ts)
+
+
+@pytest.fixture
+def on_workers(client, monkeypatch):
+    """Every mini-batch with earlier blocks scored by the workers (no work threshold); during a fit
+    on dask arrays the client's FeatureOperator.scores refuses a mini-batch; returns a function
+    giving the (runs, tasks) the workers scored since the fixture started, and per worker."""
+    monkeypatch.setattr(dsg_module, "_DISTRIBUTED_SCORE_WORK", 0)
+    scores, iterations = FeatureOperator.scores, dsg_module.dsg_iterations
+
+    def refuse(self, X, coef, blocks):
+        if len(blocks) and X.shape[0] < N and any(refusing):  # a mini-batch (not a prediction of all rows)
+            raise AssertionError("a mini-batch was scored on the client")
+        return scores(self, X, coef, blocks)
+
+    def iterate(X, *args, **kwargs):
+        refusing.append(dask.is_dask_collection(X) or None)
+        try:
+            return iterations(X, *args, **kwargs)
+        finally:
+            refusing.clear()
+
+    refusing = []
+    monkeypatch.setattr(FeatureOperator, "scores", refuse)
+    monkeypatch.setattr(dsg_module, "dsg_iterations", iterate)
+
+    monkeypatch.setattr(FeatureOperator, "scores", refuse)
+    before = client.run(dsg_module._worker_stats)
+
+    def done():
+        after = client.run(dsg_module._worker_stats)
+        per = {w: [after[w].get(key, 0) - before.get(w, {}).get(key, 0) for key in ("runs", "tasks")]
+               for w in after}
+        return tuple(sum(p[i] for p in per.values()) for i in (0, 1)), per
+
+    return done
+
+
+@pytest.mark.parametrize("loss, target, weighted", [
+    ("hinge", "three", False), ("logistic", "two", True), ("softmax", "three", False), ("squared", "real", True),
+])
+def test_workers_score_the_batches_as_numpy_does(data, on_workers, loss, target, weighted):
+    X, y_class, y_reg, w = data
+    y = {"two": y_class, "three": np.digitize(X[:, 0], [-0.5, 0.5]), "real": y_reg}[target]
+    est = (DoublyStochasticRegressor(n_iter=9, **CLUSTER) if loss == "squared"
+           else DoublyStochasticClassifier(loss=loss, n_iter=9, **CLUSTER))
+    got = clone(est).fit(_dask(X), _dask(y), sample_weight=_dask(w) if weighted else None)
+    total, per_worker = on_workers()
+    ref = clone(est).fit(X, y, sample_weight=w if weighted else None)  # rescores (4 n > 64 x 9)
+    # bit for bit; with weights to 1e-12: rescaled by their total, which dask sums by chunks
+    assert_same_model(ref, got, WEIGHTED_RTOL if weighted else None)
+    assert total == _runs(0, 9), per_worker
+    assert all(tasks >= 6 for _, tasks in per_worker.values()), per_worker  # both workers scored
+
+
+def test_partial_fit_and_a_warm_start_scored_on_the_workers(data, on_workers):
+    X, y_class, y, w = data
+    classes = np.unique(y_class)
+    est = DoublyStochasticClassifier(GaussianKernel(sigma=2.0), loss="logistic", class_weight={1: 3.0}, **CLUSTER)
+    ref, got = clone(est), clone(est)
+    for part in (slice(0, 150), slice(150, N)):  # 3 + 3 iterations
+        ref.partial_fit(X[part], y_class[part], classes=classes, sample_weight=w[part])
+        got.partial_fit(_dask(X[part]), _dask(y_class[part]), classes=classes, sample_weight=_dask(w[part]))
+    assert_same_model(ref, got)  # weights as given: bit for bit
+    reg = DoublyStochasticRegressor(n_iter=4, warm_start=True, **CLUSTER)
+    a = clone(reg).fit(X, y)
+    b = clone(reg).fit(_dask(X), _dask(y))
+    a.set_params(n_iter=7).fit(X, y)
+    b.set_params(n_iter=7).fit(_dask(X), _dask(y))  # continues with blocks 4..6
+    assert_same_model(a, b)
+    (runs, tasks), _ = on_workers()
+    assert (runs, tasks) == tuple(map(sum, zip(_runs(0, 6), _runs(0, 4), _runs(4, 7)))), (runs, tasks)
+
+
+def test_small_batches_stay_on_the_client(data, client, monkeypatch):
+    X, y, _, _ = data
+    before = client.run(dsg_module._worker_stats)
+    DoublyStochasticClassifier(n_iter=5, **CLUSTER).fit(_dask(X), _dask(y))  # below the work threshold
+    assert client.run(dsg_module._worker_stats) == before

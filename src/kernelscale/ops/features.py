@@ -175,6 +175,31 @@ class FeatureOperator:
         cos(X W_g + b_g) C_g sqrt(2/m) (or [cos, sin] with sqrt(1/m)); other blocks phi_t(X) C_t.
         """
         X = self._rows(X)
+        F = self.backend.zeros((X.shape[0], coef.shape[2]), X.dtype)
+        for _, rows, part in self._parts(X, coef, blocks):
+            F[rows] += part
+        return self.backend.to_numpy(F)
+
+    def run_scores(self, X, coef, blocks):
+        """The terms of :meth:`scores`, one (n, k) array per run of ``blocks`` (a group of Fourier
+        blocks, or one block; :meth:`runs`), each computed as ``scores`` computes it: adding
+        them in order to zeros gives ``scores(X, coef, blocks)`` bit for bit (the doubly
+        stochastic fit splits the runs of a mini-batch's scores across dask workers)."""
+        X = self._rows(X)
+        n, k = X.shape[0], coef.shape[2]
+        out = [self.backend.zeros((n, k), X.dtype) for _ in self._runs(list(blocks))]
+        for j, rows, part in self._parts(X, coef, blocks):
+            out[j][rows] = part
+        return [self.backend.to_numpy(P) for P in out]
+
+    def runs(self, blocks):
+        """[(first, stop)]: the runs of consecutive ``blocks`` that :meth:`scores` evaluates
+        together (one GEMM per row chunk for a group of Fourier blocks; one block otherwise)."""
+        return [(start, stop) for _, start, stop in self._runs(list(blocks))]
+
+    def _parts(self, X, coef, blocks):
+        """(run number, row slice, phi_run(X[rows]) coef_run) for each run of ``blocks`` and each
+        row chunk of X (a host array of the map's dtype)."""
         n, k = X.shape[0], coef.shape[2]
         coef = self.backend.asarray(coef, dtype=X.dtype)
         runs = self._runs(list(blocks))
@@ -185,16 +210,14 @@ class FeatureOperator:
             count: self._chunk(n, count * width, k, count * params, max(1, PROJECTION_BYTES // (count * width * item)))
             for count in counts
         }
-        F = self.backend.zeros((n, k), X.dtype)
-        for j, start, stop in runs:
+        for i, (j, start, stop) in enumerate(runs):
             chunk, c = chunks[stop - start], coef[j : j + stop - start]
             if self._group:
                 part, params = self._group_scores, self._fourier_run(start, stop)
             else:
                 part, params = self._block_scores, self.block(start)
             for s in range(0, n, chunk):
-                F[s : s + chunk] += part(self.backend.asarray(X[s : s + chunk]), params, c)
-        return self.backend.to_numpy(F)
+                yield i, slice(s, s + chunk), part(self.backend.asarray(X[s : s + chunk]), params, c)
 
     def _block_scores(self, X, block, c):
         return self.backend.matmul(block.apply(X, self.backend), c[0])
