@@ -12,6 +12,7 @@ adds the per-group terms in numpy's order: the same model bit for bit (weights: 
 """
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -157,6 +158,7 @@ def on_workers(client, monkeypatch):
     on dask arrays the client's FeatureOperator.scores refuses a mini-batch; returns a function
     giving the (runs, tasks) the workers scored since the fixture started, and per worker."""
     monkeypatch.setattr(dsg_module, "_DISTRIBUTED_SCORE_WORK", 0)
+    monkeypatch.setattr(dsg_module, "_workers_outnumber_cores", lambda client: True)
     scores, iterations = FeatureOperator.scores, dsg_module.dsg_iterations
 
     def refuse(self, X, coef, blocks):
@@ -225,6 +227,17 @@ def test_partial_fit_and_a_warm_start_scored_on_the_workers(data, on_workers):
 
 def test_small_batches_stay_on_the_client(data, client, monkeypatch):
     X, y, _, _ = data
+    monkeypatch.setattr(dsg_module, "_workers_outnumber_cores", lambda client: True)
     before = client.run(dsg_module._worker_stats)
     DoublyStochasticClassifier(n_iter=5, **CLUSTER).fit(_dask(X), _dask(y))  # below the work threshold
     assert client.run(dsg_module._worker_stats) == before
+
+
+def test_workers_score_only_when_their_threads_outnumber_the_cores_here(client, monkeypatch):
+    """On one host the client's BLAS threads score faster than one-thread workers on the same cores."""
+    threads = sum(w["nthreads"] for w in client.scheduler_info()["workers"].values())
+    assert dsg_module._workers_outnumber_cores(client) == (threads > (os.cpu_count() or 1))
+    monkeypatch.setattr(os, "cpu_count", lambda: threads)
+    assert dsg_module._scoring_client(_dask(np.zeros((4, 2)))) is None
+    monkeypatch.setattr(os, "cpu_count", lambda: threads - 1)
+    assert dsg_module._scoring_client(_dask(np.zeros((4, 2)))) is client

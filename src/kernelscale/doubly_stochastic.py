@@ -155,7 +155,9 @@ the 2-core machine of the benchmarks): the workers' scoring made 1 -> 2 workers 
 BLAS threads had both cores already, and one-thread workers on the same two cores scored about
 1.4x slower per task than one process alone (the client's work between tasks, about 6 s per fit:
 rows, the new block, the scatter; and uneven whole-group ranges), so on one 2-core host the
-client-side fit was faster; the split pays where the workers have cores of their own. The
+client-side fit was faster; the split pays where the workers have cores of their own. So the
+workers score only when their threads outnumber the cores of the client's host
+(:func:`_workers_outnumber_cores`); otherwise the client scores, as without a client. The
 regenerated frequencies are not small next to the GEMM at these sizes (one thread, d = 784: 128
 blocks of 200 drawn in 0.26 s, their scores on 469 rows 0.15 s cached, 0.46 s redrawn), hence the
 workers' cache. The model is numpy's
@@ -181,6 +183,7 @@ from __future__ import annotations
 import collections
 import logging
 import math
+import os
 import threading
 import time
 import uuid
@@ -454,7 +457,16 @@ def _scoring_client(X):
 
     if dask.config.get("scheduler", None) not in (None, "dask.distributed", "distributed"):
         return None
-    return current_client()
+    client = current_client()
+    return client if client is not None and _workers_outnumber_cores(client) else None
+
+
+def _workers_outnumber_cores(client):
+    """Whether the workers have more threads than this process's host has cores. Otherwise the
+    client's own BLAS threads score a mini-batch faster than the workers (module docstring,
+    "Dask": on one 2-core host, 2 one-thread workers took 42-46 s where the client took 27 s)."""
+    threads = sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values())
+    return threads > (os.cpu_count() or 1)
 
 
 class _DistributedScores:
