@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
+from scipy import linalg
 from memcheck import peak_bytes
 from sklearn.base import clone
 from sklearn.datasets import load_digits
@@ -546,3 +547,20 @@ def test_calibration_ridge_fit_of_float32_predictions_matches_float64():
     A64, c64 = _ridge_fit(op, G.astype(np.float64), R.astype(np.float64), w, "auto")
     assert np.abs(A32 - A64).max() < 1e-3 * np.abs(A64).max()
     np.testing.assert_allclose(c32, c64, atol=1e-3 * np.abs(c64).max())
+
+
+def test_a_covariance_spanning_the_float_range_is_decomposed_not_hung():
+    """Columns of order 1e150 beside ones of 1e-9 give a covariance with entries from 1e-17 to 1e300,
+    on which LAPACK's eigensolver did not return; the power-of-2 scaling decomposes it (found by
+    the fuzz campaign: case 06, seed 8585)."""
+    from kernelscale._spectral import symmetric_eigh
+
+    M = np.array([[6.97e-17, -1.51e141, 1.62e-17], [-1.51e141, 9.10e299, -8.64e140], [1.62e-17, -8.64e140, 5.06e-17]])
+    values, vectors = symmetric_eigh(M)
+    np.testing.assert_allclose(vectors @ np.diag(values) @ vectors.T, M, rtol=0, atol=1e-15 * 9.10e299)
+    np.testing.assert_allclose(vectors.T @ vectors, np.eye(3), atol=1e-15)
+    ordinary = np.cov(np.random.default_rng(0).normal(size=(5, 20)))
+    for got, expected in zip(symmetric_eigh(ordinary), linalg.eigh(ordinary)):
+        np.testing.assert_array_equal(got, expected)  # exact scaling: eigh's result bit for bit
+    with pytest.raises(ValueError, match="rescale X"):
+        symmetric_eigh(np.array([[np.inf, 0.0], [0.0, 1.0]]))

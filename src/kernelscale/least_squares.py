@@ -77,6 +77,7 @@ from ._classifier import check_class_memory, encode_classes, one_hot
 from ._estimator import INPUT_ATTRIBUTES, commit_fit, fit_weights, validate_fit_data
 from ._glm import factor_spd, softmax, softmax_loss
 from ._monitor import IterationMonitor
+from ._spectral import symmetric_eigh
 from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT, MEMORY_CONSTRAINT
 from ._validation import as_float_array, check_finite_result, validate_data
@@ -167,7 +168,7 @@ def _gcv_alpha(M, cross, ybar, yy, n_eff):
     RSS(a) = sum_i w_i |y_i - ybar|^2 - sum_j |B_j|^2 (l_j + 2a) / (l_j + a)^2,
     df(a) = 1 + sum_j l_j / (l_j + a) and n_eff the sum of the sample weights (n without them,
     so that integer weights act as repeated samples). Returns (alpha, l, V)."""
-    lam, V = linalg.eigh(M, check_finite=False)
+    lam, V = symmetric_eigh(M)
     lam = np.maximum(lam, 0.0)
     b2 = np.einsum("jk,jk->j", *(2 * [V.T @ cross]))
     return _gcv_pick(lam, b2, float(np.trace(M)) / M.shape[0], yy, n_eff), lam, V
@@ -251,7 +252,7 @@ def _dual_sigma(X, w, mean, scale, Y, sample_weight, gcv_scale):
     trace = float(np.trace(K))
     if _constant_trace(trace, d, mean):
         return None
-    lam, U = linalg.eigh(K, check_finite=False)
+    lam, U = symmetric_eigh(K)
     lam = np.maximum(lam, 0.0)
     Y = np.asarray(Y, dtype=np.float64)
     ybar = w @ Y

@@ -26,12 +26,12 @@ import math
 from numbers import Integral, Real
 
 import numpy as np
-from scipy import linalg
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._estimator import INPUT_ATTRIBUTES, commit_fit, validate_fit_data
+from ._spectral import symmetric_eigh
 from ._validation import as_float_array, check_same_features, validate_data
 from .ops.memory import parse_memory, plan_rows
 
@@ -258,7 +258,7 @@ def pca_fit(X, n_components, sample_weight=None, max_memory=None):
     op = executor(budget - fixed, X)
     w = row_weights(op, X, sample_weight, n)
     mean = op.weighted_mean(X, w)
-    values, vectors = linalg.eigh(op.weighted_gram(X, w, center=mean), check_finite=False)
+    values, vectors = symmetric_eigh(op.weighted_gram(X, w, center=mean))
     components = vectors[:, np.argsort(values)[::-1][:n_components]]
     top = np.argmax(np.abs(components), axis=0)
     components *= np.where(components[top, np.arange(n_components)] < 0, -1.0, 1.0)

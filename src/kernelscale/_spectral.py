@@ -1,0 +1,31 @@
+"""Eigendecomposition of symmetric matrices whose entries may span the whole float64 range."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import linalg
+
+
+def symmetric_eigh(M):
+    """``(eigenvalues, eigenvectors)`` of the symmetric matrix M (ascending, as ``linalg.eigh``).
+
+    M is first scaled by the power of 2 that brings its largest entry into [0.5, 1), and the
+    eigenvalues scaled back: exact in binary arithmetic, so a matrix of ordinary magnitude gets
+    ``linalg.eigh``'s result bit for bit, while one with entries near 1e300 (features of order
+    1e150 in a covariance) no longer sends LAPACK's own rescaling into a loop that does not
+    return. A ValueError names the fix when M is not finite or LAPACK does not converge."""
+    M = np.asarray(M)
+    if not np.all(np.isfinite(M)):
+        raise ValueError(_TOO_LARGE.format(why="it overflowed"))
+    top = float(np.abs(M).max()) if M.size else 0.0
+    shift = np.frexp(top)[1] if top > 0 else 0
+    try:
+        values, vectors = linalg.eigh(np.ldexp(M, -shift), check_finite=False)
+    except np.linalg.LinAlgError as err:  # "Eigenvalues did not converge"
+        raise ValueError(_TOO_LARGE.format(why=f"its eigendecomposition failed ({err})")) from err
+    return np.ldexp(values, shift), vectors
+
+
+_TOO_LARGE = ("The symmetric matrix built from X (a covariance or a kernel matrix) could not be decomposed: {why}. "
+              "X holds values too large or too small, or columns of wildly different scales; rescale X "
+              "(e.g. sklearn.preprocessing.StandardScaler).")
