@@ -61,3 +61,26 @@ def test_the_numpy_backend_uses_it_in_place_only():
     np.testing.assert_array_equal(NUMPY.cos(a, out=out), np.cos(a))  # not in place: np.cos
     b = a.copy()
     assert NUMPY.cos(b, out=b) is b and ulps(b, np.cos(a)) <= 2
+
+
+def _child_cosines(x, conn):
+    conn.send(fc.cos_inplace(x.copy()))
+    conn.close()
+
+
+def test_a_process_forked_after_the_parallel_kernel_ran_computes_its_cosines():
+    """libgomp aborts a forked child that enters the OpenMP pool its parent started; the child
+    falls back to np.cos instead (found when the robustness benchmark's forked fits died)."""
+    import multiprocessing as mp
+
+    x = np.random.default_rng(0).uniform(-50, 50, size=4 * fc.MIN_SIZE)
+    parent = fc.cos_inplace(x.copy())  # starts the kernel's thread pool, where numba is installed
+    ctx = mp.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_child_cosines, args=(x, send))
+    child.start()
+    got = recv.recv() if recv.poll(30) else None
+    child.join(30)
+    assert child.exitcode == 0 and got is not None
+    np.testing.assert_allclose(got, parent, rtol=0, atol=4e-16)
+    np.testing.assert_allclose(got, np.cos(x), rtol=0, atol=4e-16)

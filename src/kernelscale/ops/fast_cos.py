@@ -22,11 +22,12 @@ Accuracy: within 2 units in the last place of ``np.cos`` (tested), for |x| < 2^2
 from __future__ import annotations
 
 import math
+import os
 from decimal import Decimal, localcontext
 
 import numpy as np
 
-__all__ = ["cos_inplace", "MIN_SIZE", "LIMIT"]
+__all__ = ["cos_inplace", "load", "MIN_SIZE", "LIMIT"]
 
 #: arrays with fewer values use np.cos (the parallel loop's start-up costs more than it saves)
 MIN_SIZE = 1 << 15
@@ -52,6 +53,7 @@ _COS = tuple((-1) ** j / math.factorial(2 * j) for j in range(1, 10))
 _SIN = tuple((-1) ** j / math.factorial(2 * j + 1) for j in range(1, 9))
 _kernel = None
 prange = range  # numba.prange once numba is imported (_compile)
+_started = False  # the parallel kernel has been loaded in this process (its thread pool exists)
 
 
 def _compile():
@@ -69,6 +71,34 @@ def _compile():
     kernel = numba.njit(parallel=True, nogil=True, fastmath=False, cache=True)(_cos_loop)
     _kernel = kernel
     return _kernel
+
+
+def load():
+    """Load (or compile) the parallel kernel now, e.g. before timing; False without numba. This
+    starts numba's thread pool: see :func:`_after_fork_in_child` for processes forked later."""
+    global _started
+    kernel = _compile()
+    if kernel:
+        from numba import types
+
+        kernel.compile((types.float64[::1],))
+        _started = True
+    return bool(kernel)
+
+
+def _after_fork_in_child():
+    """A process forked after the parallel kernel was loaded cannot use it when numba's thread
+    pool is GNU OpenMP's: libgomp aborts the child ("fork() called from a process already using
+    GNU OpenMP"). Such a child computes its cosines with ``np.cos`` (as without numba)."""
+    global _kernel
+    if _started and _kernel:
+        import numba
+
+        if numba.threading_layer() == "omp":
+            _kernel = False
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _cos_loop(flat):
@@ -93,8 +123,10 @@ def cos_inplace(a):
     """cos(a) written into ``a`` (module docstring); returns ``a``."""
     if a.dtype != np.float64 or a.size < MIN_SIZE or not a.flags.c_contiguous:
         return np.cos(a, out=a)
+    global _started
     kernel = _compile()
     if not kernel or not (-LIMIT < a.min() and a.max() < LIMIT):  # NaN fails both comparisons too
         return np.cos(a, out=a)
+    _started = True
     kernel(a.reshape(-1))
     return a
