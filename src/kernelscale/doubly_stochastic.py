@@ -465,7 +465,7 @@ def _workers_outnumber_cores(client):
     """Whether the workers have more threads than this process's host has cores. Otherwise the
     client's own BLAS threads score a mini-batch faster than the workers (module docstring,
     "Dask": on one 2-core host, 2 one-thread workers took 42-46 s where the client took 27 s)."""
-    threads = sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values())
+    threads = sum(client.nthreads().values())  # every worker (scheduler_info may list only a few)
     return threads > (os.cpu_count() or 1)
 
 
@@ -479,7 +479,7 @@ class _DistributedScores:
 
     def __init__(self, client, spec, budget, cache_bytes):
         self.client, self.spec, self.budget, self.cache_bytes = client, spec, int(budget), int(cache_bytes)
-        self.workers = sorted(client.scheduler_info()["workers"])
+        self.workers = sorted(client.nthreads())
         self.token = f"kernelscale-dsg-{uuid.uuid4().hex}"
         self.planner = FeatureOperator(spec, budget)  # the runs only (nothing drawn)
 
