@@ -176,8 +176,6 @@ def on_workers(client, monkeypatch):
     refusing = []
     monkeypatch.setattr(FeatureOperator, "scores", refuse)
     monkeypatch.setattr(dsg_module, "dsg_iterations", iterate)
-
-    monkeypatch.setattr(FeatureOperator, "scores", refuse)
     before = client.run(dsg_module._worker_stats)
 
     def done():

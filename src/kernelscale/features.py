@@ -23,7 +23,6 @@ from sklearn.utils.validation import check_is_fitted
 from ._estimator import INPUT_ATTRIBUTES, commit_fit, validate_fit_data
 from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
-from ._spectral import symmetric_eigh
 from ._validation import (FLOAT_DTYPES, as_float_array, check_finite_result, check_positive, check_same_features,
                           validate_data)
 from .ops.kernel import iter_kernel_blocks, kernel_matrix
@@ -394,7 +393,13 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, DeviceM
         kernel = _resolve_kernel(kernel, X, rng)
         K = kernel_matrix(kernel, components.astype(np.float64), max_memory=self.max_memory)
         check_finite_result(K, "kernel values of the landmarks")
-        eigvals, eigvecs = symmetric_eigh(K)
+        try:
+            eigvals, eigvecs = np.linalg.eigh(K)
+        except np.linalg.LinAlgError as err:  # "Eigenvalues did not converge"
+            raise ValueError(
+                f"the eigendecomposition of the landmarks' kernel matrix failed ({err}): X holds values too large "
+                f"or too small for the kernel's arithmetic; rescale X (e.g. sklearn.preprocessing.StandardScaler)."
+            ) from err
         cutoff = m * np.finfo(X.dtype).eps * max(eigvals[-1], 0.0)
         keep = eigvals > cutoff
         if not keep.all():

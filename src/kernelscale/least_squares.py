@@ -280,7 +280,9 @@ def _factor_sigma(op, X, w, scale, alpha, Y=None, sample_weight=None, gcv_scale=
     mean = op.weighted_mean(X, w)
     auto = isinstance(alpha, str) and alpha == "auto"
     n, d = X.shape
-    if auto and Y is not None and d <= GCV_MAX_FEATURES and n < d and not (is_dask(X) or is_dask(Y)):
+    # the dual holds A (n x d), A A^T, its eigenvectors and B (d x n): no more than the d x d path
+    dual_fits = 2 * n * d + 3 * n * n <= 3 * d * d
+    if auto and Y is not None and d <= GCV_MAX_FEATURES and n < d and dual_fits and not (is_dask(X) or is_dask(Y)):
         dual = _dual_sigma(X, w, mean, scale, Y, sample_weight, gcv_scale)
         if dual is not None:
             return mean, dual[0], dual[1]
@@ -629,7 +631,7 @@ def _difference(A, B):
 def _calibrate(Yt, G, D, e, projection):
     Yhat = Yt + G @ D
     Yhat += e
-    return _project(Yhat, projection)
+    return _project(check_finite_result(Yhat, "calibrated scores"), projection)
 
 
 def calibrated_least_squares(

@@ -400,7 +400,7 @@ class _WholeSystem:
         # lambda_min(H) >= min(D): its 1/rcond is at most n max(H_ii) / min(D), known without a
         # pass over H; otherwise LAPACK's estimate (pocon, about 1/4 of the factorisation's time
         # at n = 4000) after the 1-norm pass
-        psd = _psd_kernel(system.op.kernel)
+        psd = _psd_kernel(system.op.kernel) and system.op.dtype == np.float64  # float32 K: rounded, maybe not PSD
         anorm = n * float(self.h_diag.max()) if psd else _one_norm(H)
         if not (np.isfinite(anorm) and np.all(np.isfinite(self.h_diag))):
             return False

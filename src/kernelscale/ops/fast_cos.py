@@ -74,7 +74,8 @@ def _compile():
     # GNU OpenMP's threads spin for a while after each parallel loop, on the cores the next GEMM's
     # BLAS threads need (and BLAS's spin on ours): a DSG fit's GEMM + cosine per block ran 2.8x
     # slower (1.07 s against 0.38 s at 4000 x 10). Sleeping threads, unless the user chose
-    # otherwise; read when the pool starts, i.e. at the first parallel call of the process.
+    # otherwise. libgomp reads it when it loads (numba loads it at the process's first parallel
+    # call); it is also inherited by subprocesses and by OpenMP runtimes loaded later.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     global prange
     prange = numba.prange  # read by _cos_loop when numba compiles it
