@@ -6,27 +6,22 @@ import numpy as np
 from scipy import linalg
 
 
-#: entries of magnitude in [2^-SAFE_EXPONENT, 2^SAFE_EXPONENT] are decomposed as they are
-SAFE_EXPONENT = 500
-
-
 def symmetric_eigh(M):
     """``(eigenvalues, eigenvectors)`` of the symmetric matrix M (ascending, as ``linalg.eigh``).
 
-    A matrix whose largest entry is beyond 2^±500 (a covariance of features of order 1e150 has
-    entries near 1e300) sent LAPACK's own rescaling into a loop that did not return; such a
-    matrix is first scaled by a power of 2 (exact in binary arithmetic, into a Fortran array
-    LAPACK overwrites: no further copy) and the eigenvalues scaled back. Any other matrix goes
-    to ``linalg.eigh`` as it is. A ValueError names the fix when M is not finite or LAPACK does
-    not converge."""
+    M is first scaled by the power of 2 that brings its largest entry into [0.5, 1) (into a
+    Fortran array LAPACK then overwrites: no copy beyond the one ``eigh`` makes anyway) and the
+    eigenvalues are scaled back. LAPACK's eigensolver did not return on matrices whose entries
+    span a huge range unless the largest is of order 1: a covariance with entries from 1e-17 to
+    1e300 (features of order 1e150), and the same matrix times 1e-150 or 1e-200. The result
+    equals ``eigh`` of M up to rounding (the solver's absolute thresholds see other numbers). A
+    ValueError names the fix when M is not finite or LAPACK does not converge."""
     M = np.asarray(M)
     if not np.all(np.isfinite(M)):
         raise ValueError(_TOO_LARGE.format(why="it overflowed"))
     top = float(np.abs(M).max()) if M.size else 0.0
-    shift = np.frexp(top)[1] if top > 0 and abs(np.frexp(top)[1]) > SAFE_EXPONENT else 0
+    shift = int(np.frexp(top)[1]) if top > 0 else 0
     try:
-        if shift == 0:
-            return linalg.eigh(M, check_finite=False)
         scaled = np.ldexp(M, -shift, out=np.empty(M.shape, order="F"))
         values, vectors = linalg.eigh(scaled, overwrite_a=True, check_finite=False)
     except np.linalg.LinAlgError as err:  # "Eigenvalues did not converge"
