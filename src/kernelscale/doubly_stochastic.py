@@ -430,10 +430,9 @@ def _worker_scores(token, spec, budget, cache_bytes, Xb, coef, first):
     Xb, coef = np.require(Xb, requirements="CA"), np.require(coef, requirements="CA")
     op = _worker_op(token, spec, budget, cache_bytes)
     parts = op.run_scores(Xb, coef, range(first, first + coef.shape[0]))
-    _WORKER_STATS["runs"] += len(parts)
-    _WORKER_STATS["tasks"] += 1
-    _WORKER_STATS["seconds"] += time.perf_counter() - start
-    _WORKER_STATS["cached_bytes"] = op._used
+    with _WORKER_LOCK:
+        _WORKER_STATS.update(runs=len(parts), tasks=1, seconds=time.perf_counter() - start)
+        _WORKER_STATS["cached_bytes"] = op._used
     return parts
 
 
@@ -611,17 +610,19 @@ def _iterate(X, Y, spec, op, S, scorer, *, coef, n_done, scale, loss, batches, s
     for batch, (Xb, Yb, wb) in zip(batches, _batch_rows(X, Y, sample_weight, batches, fetch_bytes)):
         t = n_done
         b = Xb.shape[0]
-        Phi = None
-        if S is None and scorer is not None and t and scorer.worth(b, t):
-            futures = scorer.submit(Xb, coef[:t], t)
-            Phi = op.transform(Xb, [t])  # the new block here while the workers score the earlier ones
-            F = scorer.gather(futures, (b, Yb.shape[1]), dtype)
-            F *= np.asarray(scale, dtype=dtype)
-        elif S is None:
-            F = op.scores(Xb, coef[:t], range(t))
-            F *= np.asarray(scale, dtype=dtype)
-        else:
+        if S is not None:  # the new block on every row: the batch's rows now, the running scores after the step
             F = S[batch] * np.asarray(scale, dtype=dtype)
+            Phi_all = op.transform(X, [t])
+            Phi = Phi_all[batch]
+        else:
+            if scorer is not None and t and scorer.worth(b, t):
+                futures = scorer.submit(Xb, coef[:t], t)
+                Phi = op.transform(Xb, [t])  # the new block here while the workers score the earlier ones
+                F = scorer.gather(futures, (b, Yb.shape[1]), dtype)
+            else:
+                F = op.scores(Xb, coef[:t], range(t))
+                Phi = op.transform(Xb, [t])
+            F *= np.asarray(scale, dtype=dtype)
         values, G = _loss_and_grad(loss, F, Yb)
         if wb is not None:
             values = values * wb
@@ -629,12 +630,6 @@ def _iterate(X, Y, spec, op, S, scorer, *, coef, n_done, scale, loss, batches, s
         history.append(float(values.mean()))
         zero_loss = max(zero_loss, float(_loss_and_grad(loss, np.zeros_like(Yb), Yb)[0].mean()))
         gamma = _step_size(step_size, t0, t)
-        if S is None:
-            if Phi is None:
-                Phi = op.transform(Xb, [t])
-        else:  # the new block on every row: the batch's rows now, the running scores after the step
-            Phi_all = op.transform(X, [t])
-            Phi = Phi_all[batch]
         grad = Phi.T @ G
         grad /= b
         if solver == "preconditioned":

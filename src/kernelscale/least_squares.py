@@ -275,8 +275,9 @@ def _factor_sigma(op, X, w, scale, alpha, Y=None, sample_weight=None, gcv_scale=
 
     Sigma is factorised once: by Cholesky, or, when the GCV ridge has already paid for an
     eigendecomposition, by that eigendecomposition (:class:`_EigenSolve`); with fewer rows
-    than features (host arrays) both come from the n x n dual matrix instead of the d x d
-    covariance (:func:`_dual_sigma`, :class:`_DualSolve`)."""
+    than features (host arrays, when the dual holds no more memory than the d x d path and the
+    ridge is not an interpolating one) both come from the n x n dual matrix instead of the
+    d x d covariance (:func:`_dual_sigma`, :class:`_DualSolve`)."""
     mean = op.weighted_mean(X, w)
     auto = isinstance(alpha, str) and alpha == "auto"
     n, d = X.shape

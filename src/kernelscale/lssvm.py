@@ -109,6 +109,7 @@ from ._classifier import check_class_memory, encode_classes, one_hot
 from ._monitor import IterationMonitor, check_callback
 from ._validation import as_float_array, check_finite_result, check_positive, check_sample_weight, validate_data
 from .exact import _one_norm, exact_lssvm, kernel_predict, kernel_ridge_dual
+from .ops.backend import NUMPY
 from .ops.feature_blocks import float_dtype
 from ._estimator import (INPUT_ATTRIBUTES, FiniteR2Mixin, commit_fit, fit_weights, resolve_kernel, validate_fit_data,
                          warm_start_iterations)
@@ -361,10 +362,10 @@ class _WholeSystem:
     G = Theta Theta^T (2 n^3 flops to form, n^3 / 3 to factorise, and cond(Theta)^2).
 
     With eta = H^{-1} 1 (once) and s = 1^T eta > 0, Theta [b; A] = [r0; r] is solved by
-    nu = H^{-1} r, b = (1^T nu - r0) / s, A = nu - eta b. LAPACK factorises the lower triangle
-    of the (symmetric) buffer in place and leaves its strict upper triangle, so H itself stays
-    available for the products Theta Q (``symm`` on the upper triangle, with H's diagonal swapped
-    in for the factor's): the residual is updated exactly as matching pursuit does, at 4 n^2 k
+    nu = H^{-1} r, b = (1^T nu - r0) / s, A = nu - eta b. LAPACK factorises H.T (the C-ordered
+    buffer read as a Fortran array) in place: the factor takes the buffer's upper triangle and
+    leaves its strict lower one, so H itself stays available for the products Theta Q (``symm``
+    on that half, with H's diagonal swapped in for the factor's): the residual is updated exactly as matching pursuit does, at 4 n^2 k
     flops per iteration. The factorisation runs in float64 (as the block path's J x J one; a
     float32 fit builds K in float32 and casts it, within the memory its Gram matrices were
     counted for). :meth:`factor` returns False, and nothing is kept, when H is not positive
@@ -445,8 +446,8 @@ class _WholeSystem:
     def dot(self, W):
         """Theta W for W of shape (n + 1, k), in the dtype of W."""
         self.diagonal[:] = self.h_diag
-        # the upper triangle of the C-ordered buffer is the lower one of H.T, so symm reads the
-        # C-ordered array's transpose (Fortran) with lower=0
+        # H's intact half is the buffer's strict lower triangle, i.e. the upper one of H.T: symm
+        # on H.T (Fortran) with lower=0
         A = np.asfortranarray(W[1:], dtype=np.float64)
         HA = self._symm(1.0, self.H.T, A, lower=0)
         out = np.empty(W.shape, dtype=W.dtype)
@@ -801,7 +802,7 @@ def solve_lssvm(
     runs_done, steps_done = 0, 0
     show = ("residual",) if track_r else ("update",)
     whole = None
-    if not distributed and J == n + 1 and solver in _ITERATIVE:
+    if not distributed and J == n + 1 and solver in _ITERATIVE and system.op.backend is NUMPY:  # host Cholesky
         whole = _WholeSystem(system)
         if not whole.factor():
             whole = None  # not SPD or singular to float64 precision: the block path (ridge, line search)
