@@ -113,7 +113,7 @@ AUTO_RIDGE = 1e-6
 GCV_MAX_FEATURES = 2048
 GCV_GRID = 10.0 ** np.arange(-6, 4)
 #: calibrated least squares: the GCV ridge times this, its default max_iter (see the fit)
-CLS_GCV_SCALE = 100
+CLS_GCV_SCALE = 10
 
 
 # ----------------------------------------------------------------------------------------------
@@ -158,7 +158,7 @@ def _weighted_squares(A, w, center):
     return float(w @ np.einsum("ik,ik->i", C, C))
 
 
-def _gcv_alpha(M, cross, ybar, yy, n_eff):
+def _gcv_alpha(M, cross, ybar, yy, n_eff, spare_bytes):
     """alpha="auto" for d <= GCV_MAX_FEATURES: the ridge a = r * trace(M) / d, r in GCV_GRID,
     minimising the generalized cross-validation error RSS(a) / (1 - df(a) / n_eff)^2 of the
     weighted ridge regression of Y (n, k) on the centred features with an intercept. From the
@@ -168,7 +168,7 @@ def _gcv_alpha(M, cross, ybar, yy, n_eff):
     RSS(a) = sum_i w_i |y_i - ybar|^2 - sum_j |B_j|^2 (l_j + 2a) / (l_j + a)^2,
     df(a) = 1 + sum_j l_j / (l_j + a) and n_eff the sum of the sample weights (n without them,
     so that integer weights act as repeated samples). Returns (alpha, l, V)."""
-    lam, V = symmetric_eigh(M)
+    lam, V = symmetric_eigh(M, spare_bytes)
     lam = np.maximum(lam, 0.0)
     b2 = np.einsum("jk,jk->j", *(2 * [V.T @ cross]))
     return _gcv_pick(lam, b2, float(np.trace(M)) / M.shape[0], yy, n_eff), lam, V
@@ -294,7 +294,7 @@ def _factor_sigma(op, X, w, scale, alpha, Y=None, sample_weight=None, gcv_scale=
         cross = op.weighted_gram(X, w, Y) - np.outer(mean, ybar)
         yy = op.sum(_weighted_squares, Y, w, center=ybar)
         n_eff = X.shape[0] if sample_weight is None else total(op, sample_weight)
-        gcv_alpha, lam, V = _gcv_alpha(M, cross, ybar, yy, n_eff)
+        gcv_alpha, lam, V = _gcv_alpha(M, cross, ybar, yy, n_eff, op.budget)
         alpha = gcv_scale * gcv_alpha
         return mean, _EigenSolve(lam, V, scale, alpha), alpha
     alpha = _resolve_alpha(alpha, M, mean)
@@ -405,7 +405,7 @@ def generalized_least_squares(
     L=1.0,
     alpha="auto",
     max_iter=500,
-    tol=1e-6,
+    tol=1e-4,
     solver="accelerated",
     sample_weight=None,
     offset=None,
@@ -641,7 +641,7 @@ def calibrated_least_squares(
     *,
     basis=("y", "y2", "y3"),
     alpha="auto",
-    max_iter=100,
+    max_iter=10,
     tol=1e-4,
     sample_weight=None,
     projection="simplex",
@@ -859,10 +859,13 @@ class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
         parameter-free Algorithm 1 is a fixed number of plain steps: ``solver="gls", tol=0,
         max_iter=...``.
     max_iter : int, default=500
-    tol : float >= 0, default=1e-6
+    tol : float >= 0, default=1e-4
         Stop when the guaranteed decrease of a step is at most tol * objective. This bounds
         the objective gap only from below (the gap can be 100x larger when the loss is flat,
-        as for confident predictions), hence the small default.
+        as for confident predictions). The default stops 3-7x sooner than 1e-6 at a test error
+        0.06-0.2 points higher on MNIST (pixels 8.07% / 7.85%, 4000 random Fourier features
+        1.76% / 1.70%; ``benchmarks/bench_least_squares.py``) and equal on the robustness
+        benchmark's datasets; pass 1e-6 to optimise further.
     solver : {"accelerated", "gls"}, default="accelerated"
         "gls": eq. 14 as printed (Algorithm 1). "accelerated": the same step from a
         Nesterov-extrapolated point, restarted whenever it would raise the loss; same cost per
@@ -897,7 +900,7 @@ class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
     }
 
     def __init__(
-        self, link="softmax", *, L=1.0, alpha="auto", max_iter=500, tol=1e-6, solver="accelerated",
+        self, link="softmax", *, L=1.0, alpha="auto", max_iter=500, tol=1e-4, solver="accelerated",
         class_weight=None, warm_start=False, max_memory=None, device=None, verbose=0, callback=None,
     ):
         self.link = link
@@ -977,8 +980,13 @@ class CalibratedLeastSquaresClassifier(_LeastSquaresClassifierBase):
         1e-6 times the mean feature variance; module docstring); for the calibration fits, 1e-6
         times the mean variance of the basis. The fit does not depend on the scale of X; a
         float is an absolute ridge. ``alpha_`` is the ridge of the fits on X.
-    max_iter : int, default=100
-        Total number of iterations (with ``warm_start``, including earlier ones).
+    max_iter : int, default=10
+        Total number of iterations (with ``warm_start``, including earlier ones). Each
+        iteration adds a linear model and a calibration, like a boosting stage, and the training
+        error keeps falling: the relative-decrease rule of ``tol`` rarely fires, and flexible
+        features overfit as iterations go on (MNIST with 4000 random Fourier features: test
+        error lowest after 7-9 iterations, 1.68% after 10, 1.80% after 100), while raw pixels
+        gain slowly up to 100 (8.9% after 10, 8.6% after 100).
     tol : float >= 0, default=1e-4
         Stop when the squared error decreases by at most ``tol`` times its value, or falls below
         1e-12 times its initial value (separable data); ConvergenceWarning if ``max_iter`` comes first.
@@ -1007,7 +1015,7 @@ class CalibratedLeastSquaresClassifier(_LeastSquaresClassifierBase):
     }
 
     def __init__(
-        self, basis=("y", "y2", "y3"), *, alpha="auto", max_iter=100, tol=1e-4, class_weight=None,
+        self, basis=("y", "y2", "y3"), *, alpha="auto", max_iter=10, tol=1e-4, class_weight=None,
         warm_start=False, max_memory=None, device=None, verbose=0, callback=None,
     ):
         self.basis = basis

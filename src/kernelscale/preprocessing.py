@@ -258,7 +258,7 @@ def pca_fit(X, n_components, sample_weight=None, max_memory=None):
     op = executor(budget - fixed, X)
     w = row_weights(op, X, sample_weight, n)
     mean = op.weighted_mean(X, w)
-    values, vectors = symmetric_eigh(op.weighted_gram(X, w, center=mean))
+    values, vectors = symmetric_eigh(op.weighted_gram(X, w, center=mean), op.budget)
     components = vectors[:, np.argsort(values)[::-1][:n_components]]
     top = np.argmax(np.abs(components), axis=0)
     components *= np.where(components[top, np.arange(n_components)] < 0, -1.0, 1.0)

@@ -279,7 +279,12 @@ class FeatureOperator:
         for s in range(0, A.shape[0], chunk):
             a = be.asarray(A[s : s + chunk])
             b = a if B is None else be.asarray(B[s : s + chunk])
-            out += be.to_numpy(dot(a.T, b) if uniform else dot((a * wd[s : s + chunk, None]).T, b))
+            if not uniform:  # scale the narrower side: B (n, k) is usually far narrower than A
+                if B is None or b.shape[1] > a.shape[1]:
+                    a = a * wd[s : s + chunk, None]
+                else:
+                    b = b * wd[s : s + chunk, None]
+            out += be.to_numpy(dot(a.T, b))
         if uniform:
             out *= w[0]
         return out

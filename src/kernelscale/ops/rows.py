@@ -103,6 +103,11 @@ class HostRows:
         """``op`` (a FeatureOperator, or an executor) as an executor."""
         return op if hasattr(op, "map") else cls(op.budget, op)
 
+    @property
+    def budget(self):
+        """The bytes one call may take."""
+        return self.op.budget
+
     def max_rows(self, n):
         """Rows one call holds at once (n: all of them)."""
         return n
