@@ -9,6 +9,7 @@ import numpy as np
 from scipy import linalg
 
 from ._validation import as_float_array
+from .ops.lapack_threads import one_lapack_thread
 
 
 def normalized_weights(sample_weight, n):
@@ -51,9 +52,10 @@ def factor_spd(M, what, fix):
     eps = np.finfo(np.float64).eps
     anorm = float(np.abs(M).sum(axis=0).max()) if M.size else 0.0
     try:
-        factor = linalg.cho_factor(M, lower=True, check_finite=False)
-        (pocon,) = linalg.get_lapack_funcs(("pocon",), (factor[0],))
-        rcond, info = pocon(factor[0], anorm, uplo="L")
+        with one_lapack_thread(M.shape[0]):
+            factor = linalg.cho_factor(M, lower=True, check_finite=False)
+            (pocon,) = linalg.get_lapack_funcs(("pocon",), (factor[0],))
+            rcond, info = pocon(factor[0], anorm, uplo="L")
         ok = info == 0 and rcond >= eps
     except (np.linalg.LinAlgError, ValueError):
         ok = False

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 
+from .ops.lapack_threads import SMALL_EIGH_ORDER, one_lapack_thread
+
 
 def symmetric_eigh(M, spare_bytes=0):
     """``(eigenvalues, eigenvectors)`` of the symmetric matrix M (ascending, as ``linalg.eigh``).
@@ -28,7 +30,8 @@ def symmetric_eigh(M, spare_bytes=0):
     try:
         scaled = np.ldexp(M, -shift, out=np.empty(M.shape, order="F"))
         driver = "evd" if 2 * M.size * 8 <= spare_bytes else None
-        values, vectors = linalg.eigh(scaled, overwrite_a=True, check_finite=False, driver=driver)
+        with one_lapack_thread(M.shape[0], SMALL_EIGH_ORDER):
+            values, vectors = linalg.eigh(scaled, overwrite_a=True, check_finite=False, driver=driver)
     except np.linalg.LinAlgError as err:  # "Eigenvalues did not converge"
         raise ValueError(_TOO_LARGE.format(why=f"its eigendecomposition failed ({err})")) from err
     return np.ldexp(values, shift), vectors

@@ -211,6 +211,7 @@ from .kernels import make_kernel
 from .ops.feature_blocks import FeatureBlockSpec, kernel_family, seed_from
 from .ops.backend import NUMPY, current_backend
 from .ops.features import GROUP_COLUMNS, FeatureOperator
+from .ops.lapack_threads import one_lapack_thread
 from .ops.memory import format_bytes, parse_memory
 from .ops.rows import DaskRows, executor, is_dask, total
 
@@ -315,7 +316,8 @@ def _precond_solve(C, G, ridge):
         A = C.copy()
         A.flat[:: D + 1] += ridge
         try:
-            return linalg.cho_solve(linalg.cho_factor(A, check_finite=False), G, check_finite=False)
+            with one_lapack_thread(D):
+                return linalg.cho_solve(linalg.cho_factor(A, check_finite=False), G, check_finite=False)
         except np.linalg.LinAlgError:
             ridge *= 10.0
     return linalg.lstsq(A, G, check_finite=False)[0]

@@ -81,6 +81,7 @@ from ._spectral import symmetric_eigh
 from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT, MEMORY_CONSTRAINT
 from ._validation import as_float_array, check_finite_result, validate_data
+from .ops.lapack_threads import one_lapack_thread
 from .ops.memory import parse_memory, plan_rows
 from .ops.rows import HostRows, executor, is_dask, row_weights, total, weighted_sum
 from .simplex import project_simplex, simplex_rows
@@ -197,7 +198,8 @@ class _CholeskySolve:
         self.factor = factor
 
     def __call__(self, G):
-        return linalg.cho_solve(self.factor, G, check_finite=False)
+        with one_lapack_thread(G.shape[0]):
+            return linalg.cho_solve(self.factor, G, check_finite=False)
 
 
 class _EigenSolve:
@@ -326,7 +328,8 @@ def _ridge_fit(op, F, R, w, alpha):
     gram[np.diag_indices_from(gram)] += _resolve_alpha(alpha, gram, mean)
     cross = op.weighted_gram(Fc, w, R)
     factor = factor_spd(gram, "the calibration Gram matrix", "use alpha > 0")
-    A = linalg.cho_solve(factor, cross, check_finite=False)
+    with one_lapack_thread(gram.shape[0]):
+        A = linalg.cho_solve(factor, cross, check_finite=False)
     c = op.sum(weighted_sum, R, w) - mean @ A
     return A, c
 

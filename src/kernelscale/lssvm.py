@@ -116,6 +116,7 @@ from ._estimator import (INPUT_ATTRIBUTES, FiniteR2Mixin, commit_fit, fit_weight
 from .kernels import (KERNEL_NAMES, GaussianKernel, Kernel, LaplacianKernel, LinearKernel, MaternKernel,
                       PolynomialKernel, make_kernel)
 from .ops.kernel import KernelOperator, kernel_rows
+from .ops.lapack_threads import one_lapack_thread
 from .ops.rows import is_dask
 from .simplex import project_simplex
 from .ops.memory import format_bytes, parse_memory, ufunc_workspace_bytes
@@ -300,9 +301,10 @@ class _SmallSolver:
             np.copyto(buf, H)
             diagonal += ridge
             try:
-                c, lower = linalg.cho_factor(buf, lower=True, overwrite_a=True, check_finite=False)
-                (pocon,) = linalg.get_lapack_funcs(("pocon",), (c,))
-                rcond, info = pocon(c, anorm + ridge, uplo="L")
+                with one_lapack_thread(buf.shape[0]):
+                    c, lower = linalg.cho_factor(buf, lower=True, overwrite_a=True, check_finite=False)
+                    (pocon,) = linalg.get_lapack_funcs(("pocon",), (c,))
+                    rcond, info = pocon(c, anorm + ridge, uplo="L")
                 if info == 0 and rcond >= eps and np.isfinite(rcond):
                     break
             except np.linalg.LinAlgError:
@@ -322,7 +324,8 @@ class _SmallSolver:
     def solve(factor, rhs):
         """G^{-1} rhs for the factor of G, in the dtype of rhs."""
         (c, lower), scale = factor
-        x = linalg.cho_solve((c, lower), rhs * scale[:, None], check_finite=False)
+        with one_lapack_thread(c.shape[0]):
+            x = linalg.cho_solve((c, lower), rhs * scale[:, None], check_finite=False)
         x *= scale[:, None]
         return x.astype(rhs.dtype, copy=False)
 

@@ -71,6 +71,7 @@ from .kernels import make_kernel
 from .least_squares import _squared_error, generalized_least_squares, gls_fixed_bytes
 from .ops.feature_blocks import METHODS, FeatureBlockSpec, kernel_family, seed_from
 from .ops.features import FeatureOperator
+from .ops.lapack_threads import one_lapack_thread
 from .ops.memory import parse_memory, plan_rows
 from .ops.rows import executor, is_dask, row_weights, total, weighted_sum
 from .preprocessing import pca_fit, pca_transform
@@ -202,7 +203,8 @@ def _fit_stage_ls(op, F, P, Y, w, uniform, alpha, calibrated):
             gram[edges[j] : edges[j + 1], edges[i] : edges[i + 1]] = g.T
     gram[np.diag_indices_from(gram)] += alpha
     factor = factor_spd(gram, "the Gram matrix of a feature block", "use alpha > 0 (e.g. 1e-6)")
-    sol = linalg.cho_solve(factor, cross, check_finite=False)
+    with one_lapack_thread(gram.shape[0]):
+        sol = linalg.cho_solve(factor, cross, check_finite=False)
     c0 = op.sum(weighted_sum, R, w)
     A = sol[: sizes[0]]
     A_d = A.astype(dtype)

@@ -1,0 +1,93 @@
+"""scipy's BLAS at one thread around small factorizations (kernelscale.ops.lapack_threads)."""
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import linalg
+
+from kernelscale.ops import lapack_threads
+from kernelscale.ops.lapack_threads import SMALL_ORDER, one_lapack_thread
+
+
+class FakeLibrary:
+    def __init__(self, num_threads):
+        self.num_threads = num_threads
+        self.calls = []
+
+    def set_num_threads(self, n):
+        self.calls.append(n)
+        self.num_threads = n
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    lib = FakeLibrary(2)
+    monkeypatch.setattr(lapack_threads, "_libraries", [lib])
+    return lib
+
+
+def test_small_orders_run_on_one_thread_and_the_count_is_restored(fake):
+    with one_lapack_thread(SMALL_ORDER):
+        assert fake.num_threads == 1
+        with one_lapack_thread(10):  # nested: still one thread, restored only by the outer block
+            assert fake.num_threads == 1
+        assert fake.num_threads == 1
+    assert fake.num_threads == 2 and fake.calls == [1, 2]
+
+
+def test_large_orders_keep_every_thread(fake):
+    with one_lapack_thread(SMALL_ORDER + 1):
+        assert fake.num_threads == 2
+    with one_lapack_thread(600, small=500):
+        assert fake.num_threads == 2
+    assert fake.calls == []
+
+
+def test_the_count_is_restored_after_an_exception(fake):
+    with pytest.raises(RuntimeError):
+        with one_lapack_thread(5):
+            raise RuntimeError("inside")
+    assert fake.num_threads == 2
+
+
+def test_overlapping_blocks_of_several_threads_restore_the_original_count(fake):
+    """The first block to enter lowers the count, the last to leave restores it, whatever the
+    interleaving (a per-block save and restore would leave 1 behind)."""
+    inside, release = threading.Barrier(4), threading.Event()
+
+    def work():
+        with one_lapack_thread(8):
+            inside.wait()
+            release.wait()
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    inside.wait()
+    assert fake.num_threads == 1
+    release.set()
+    for t in threads:
+        t.join()
+    assert fake.num_threads == 2 and fake.calls == [1, 2]
+
+
+def test_only_scipy_s_own_blas_is_throttled():
+    """With pip's wheels numpy and scipy load two OpenBLAS: only scipy's is found, and a small
+    Cholesky inside the block equals the one outside it."""
+    import numpy
+    import scipy
+
+    libraries = lapack_threads._scipy_blas()
+    numpy_root = Path(numpy.__file__).resolve().parent
+    for lib in libraries:
+        path = Path(lib.filepath).resolve()
+        assert numpy_root not in path.parents and numpy_root.parent / "numpy.libs" not in path.parents
+        assert Path(scipy.__file__).resolve().parent.parent in path.parents
+    M = np.cov(np.random.default_rng(0).normal(size=(50, 200)))
+    with one_lapack_thread(50):
+        inside = linalg.cholesky(M, lower=True)
+        if libraries:
+            assert all(lib.num_threads == 1 for lib in libraries)
+    np.testing.assert_array_equal(inside, linalg.cholesky(M, lower=True))
