@@ -101,6 +101,62 @@ def test_one_dask_compute_per_group_of_iterations_not_per_iteration(data, sync, 
     np.testing.assert_allclose(clone(est).fit(X, y).coef_, got.coef_, rtol=1e-12, atol=1e-12)
 
 
+def test_windowed_order_is_a_permutation_in_windows_of_whole_chunks():
+    from kernelscale.doubly_stochastic import _windowed_order
+
+    chunks = (70, 70, 70, 70, 20)
+    order = _windowed_order(chunks, 150, np.random.default_rng(0))
+    np.testing.assert_array_equal(np.sort(order), np.arange(N))
+    owner = np.searchsorted(np.cumsum(chunks), order, side="right")
+    # windows of at most 150 rows: two chunks (or one, beside the 20-row chunk's window), in turn
+    start, windows = 0, []
+    while start < N:
+        first = owner[start]
+        held = set()
+        stop = start
+        while stop < N and (owner[stop] in held or sum(chunks[c] for c in held | {owner[stop]}) <= 150):
+            held.add(owner[stop])
+            stop += 1
+        windows.append(held)
+        start = stop
+    assert all(sum(chunks[c] for c in w) <= 150 for w in windows) and len(windows) <= 4
+    assert sorted(c for w in windows for c in w) == list(range(5))  # every chunk in exactly one window
+    assert not np.array_equal(order, _windowed_order(chunks, 150, np.random.default_rng(1)))
+
+
+def test_a_pass_larger_than_a_fetch_is_drawn_window_by_window(data, sync, no_gather, monkeypatch):
+    """A pass over more rows than FETCH_MAX_BYTES: each fetch brings at most about a window of
+    rows, from a few chunks (not every chunk), every row once per pass; the fit still learns."""
+    import kernelscale.doubly_stochastic as module
+
+    X, y, _, _ = data
+    row_bytes = 8 * X.shape[1] + 8 * 1  # float64 rows and their +-1 target
+    monkeypatch.setattr(module, "FETCH_MAX_BYTES", 140 * row_bytes)  # windows of two 70-row chunks
+    rows = _take_rows(monkeypatch)
+    touched = []
+    take = module.DaskRows.taker
+
+    def chunks_per_fetch(self, *arrays):
+        inner = take(self, *arrays)
+        offsets = np.cumsum(self.chunks)
+
+        def counted(groups):
+            touched.append(len(np.unique(np.searchsorted(offsets, np.concatenate(groups), side="right"))))
+            return inner(groups)
+        return counted
+
+    monkeypatch.setattr(module.DaskRows, "taker", chunks_per_fetch)
+    est = DoublyStochasticClassifier(GaussianKernel(sigma=2.0), loss="logistic", n_iter=20, **SMALL)
+    got = clone(est).fit(_dask(X), _dask(y))
+    assert max(rows) <= 140 and sum(rows) == 4 * N  # 20 batches of 64: four passes (5 batches each)
+    # a window's chunks, or those of two or three windows at seams: 128 rows drawn from all 300
+    # would touch all five chunks nearly always
+    assert np.mean(touched) <= 3.5, touched
+    assert np.mean(got.predict(X) == y) > 0.8 and np.all(np.isfinite(got.coef_))
+    # under the cap a pass is one permutation, as on numpy (the tests above): here it is not
+    assert not np.array_equal(got.coef_, clone(est).fit(X, y).coef_)
+
+
 def test_partial_fit_streams_the_call_in_groups_within_the_budget(data, sync, no_gather, monkeypatch):
     X, y_class, _, w = data
     classes = np.unique(y_class)

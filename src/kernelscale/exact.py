@@ -65,10 +65,10 @@ def _check_gram_memory(n, dtype, max_memory, what):
 
 def _one_norm(H):
     """max_i sum_j |H_ij| (the 1-norm, as H is symmetric) in row blocks of at most 1 MiB and
-    1/16 of H: no n x n temporary."""
+    1/16 of H: no n x n temporary. Not finite when an entry is not (nan propagates)."""
     n = H.shape[0]
     step = max(1, min(2**20 // (n * H.itemsize), n // 16))
-    return max(float(np.abs(H[i : i + step]).sum(axis=1).max()) for i in range(0, n, step))
+    return float(np.max([np.abs(H[i : i + step]).sum(axis=1).max() for i in range(0, n, step)]))
 
 
 def _solve_spd(build, B):
@@ -86,10 +86,10 @@ def _solve_spd(build, B):
     """
     H = build()
     B = np.asfortranarray(B, dtype=H.dtype)
-    if not (np.all(np.isfinite(H)) and np.all(np.isfinite(B))):
+    anorm = _one_norm(H)  # not finite if an entry of H is not: no separate pass over H
+    if not (np.isfinite(anorm) and np.all(np.isfinite(B))):
         raise ValueError(_UNSOLVABLE.format(why="the regularised kernel matrix or the targets overflowed"))
     eps = np.finfo(H.dtype).eps
-    anorm = _one_norm(H)
     indefinite = False
     try:
         # H is symmetric, so its C-ordered buffer read as H.T is a Fortran array LAPACK can
