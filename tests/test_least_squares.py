@@ -528,13 +528,17 @@ def test_step_constant_below_the_lipschitz_constant_raises(link, L):
         GeneralizedLeastSquaresClassifier(link=link, L=L).fit(X, y)
 
 
-def test_calibrated_warns_when_it_stops_at_max_iter():
+def test_calibrated_stops_at_max_iter_or_tol_without_a_warning():
+    """max_iter counts stages, as a boosting model's size, not a convergence budget: reaching it
+    does not warn; the relative-decrease rule of tol may stop sooner."""
     X, y = load_digits(return_X_y=True)
-    with pytest.warns(ConvergenceWarning, match="CalibratedLeastSquaresClassifier did not converge"):
-        CalibratedLeastSquaresClassifier(max_iter=1, tol=1e-12).fit(X[:300] / 16, y[:300])
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        CalibratedLeastSquaresClassifier(max_iter=200, tol=1e-3).fit(X[:300] / 16, y[:300])
+        capped = CalibratedLeastSquaresClassifier(max_iter=3, tol=1e-12).fit(X[:300] / 16, y[:300])
+        early = CalibratedLeastSquaresClassifier(max_iter=200, tol=1e-3).fit(X[:300] / 16, y[:300])
+    assert capped.n_iter_ == 3 and early.n_iter_ < 200
+    h = early.objective_history_
+    assert h[-2] - h[-1] <= 1e-3 * h[-2] or h[-1] <= 1e-12 * h[0]
 
 
 def test_calibration_ridge_fit_of_float32_predictions_matches_float64():
