@@ -317,3 +317,17 @@ def test_bad_inputs_are_named(data):
         ExactKernelRidge(kernel="linear").fit(X, Y, sample_weight=-np.ones(len(X)))
     with pytest.raises(ValueError, match="sample_weight"):
         kernel_ridge_dual("linear", X, Y, 1.0, sample_weight=np.ones(3))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_a_non_finite_entry_in_the_last_row_block_is_refused(bad):
+    """The solve checks H's finiteness through its 1-norm, taken in row blocks: a nan in a late
+    block must not be dropped by the maximum over the blocks."""
+    from kernelscale.exact import _one_norm, _solve_spd
+
+    n = 64  # 16 row blocks of 4 rows
+    H = np.eye(n)
+    H[-1, -2] = H[-2, -1] = bad
+    assert not np.isfinite(_one_norm(H))
+    with pytest.raises(ValueError, match="overflowed"):
+        _solve_spd(lambda: H.copy(), np.ones(n))

@@ -24,7 +24,7 @@ class FakeLibrary:
 @pytest.fixture
 def fake(monkeypatch):
     lib = FakeLibrary(2)
-    monkeypatch.setattr(lapack_threads, "_libraries", [lib])
+    monkeypatch.setattr(lapack_threads._SCIPY, "libraries", [lib])
     return lib
 
 
@@ -73,13 +73,20 @@ def test_overlapping_blocks_of_several_threads_restore_the_original_count(fake):
     assert fake.num_threads == 2 and fake.calls == [1, 2]
 
 
+def _scipy_own():
+    libraries = lapack_threads._scipy_blas()
+    if not libraries:
+        pytest.skip("scipy shares numpy's BLAS here: one pool, nothing is throttled")
+    return libraries
+
+
 def test_only_scipy_s_own_blas_is_throttled():
     """With pip's wheels numpy and scipy load two OpenBLAS: only scipy's is found, and a small
     Cholesky inside the block equals the one outside it."""
     import numpy
     import scipy
 
-    libraries = lapack_threads._scipy_blas()
+    libraries = _scipy_own()
     numpy_root = Path(numpy.__file__).resolve().parent
     for lib in libraries:
         path = Path(lib.filepath).resolve()
@@ -88,6 +95,43 @@ def test_only_scipy_s_own_blas_is_throttled():
     M = np.cov(np.random.default_rng(0).normal(size=(50, 200)))
     with one_lapack_thread(50):
         inside = linalg.cholesky(M, lower=True)
-        if libraries:
-            assert all(lib.num_threads == 1 for lib in libraries)
+        assert all(lib.num_threads == 1 for lib in libraries)
     np.testing.assert_array_equal(inside, linalg.cholesky(M, lower=True))
+
+
+def test_real_libraries_are_restored_when_another_thread_leaves_last():
+    """threadpoolctl >= 3.7 ignores a limit set from a thread other than the one that last set
+    it until that one lets go: the main thread enters, a worker enters, the main thread leaves,
+    the worker leaves last and restores; a limit set in a worker afterwards still takes effect."""
+    from threadpoolctl import threadpool_limits
+
+    libraries = _scipy_own()
+    before = [lib.num_threads for lib in libraries]
+    entered, main_left, errors = threading.Event(), threading.Event(), []
+
+    def worker():
+        try:
+            with one_lapack_thread(10):
+                entered.set()
+                main_left.wait(10)
+        except Exception as err:  # reported in the main thread
+            errors.append(err)
+
+    thread = threading.Thread(target=worker)
+    with one_lapack_thread(10):
+        thread.start()
+        assert entered.wait(10)
+    main_left.set()
+    thread.join(10)
+    assert not errors and [lib.num_threads for lib in libraries] == before
+
+    seen = []
+
+    def limited():
+        with threadpool_limits(limits=1, user_api="blas"):
+            seen.append([lib.num_threads for lib in lapack_threads._blas_libraries()])
+
+    thread = threading.Thread(target=limited)
+    thread.start()
+    thread.join(10)
+    assert seen and all(count == 1 for count in seen[0]), seen

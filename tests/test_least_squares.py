@@ -581,3 +581,20 @@ def test_a_covariance_spanning_the_float_range_is_decomposed_not_hung():
         np.testing.assert_allclose(vectors * values @ vectors.T, ordinary, rtol=0, atol=1e-13 * values.max())
     with pytest.raises(ValueError, match="rescale X"):
         symmetric_eigh(np.array([[np.inf, 0.0], [0.0, 1.0]]))
+
+
+def test_divide_and_conquer_only_where_its_workspace_is_lent(monkeypatch):
+    from kernelscale import _spectral
+
+    drivers, eigh = [], linalg.eigh
+
+    def recording(*args, driver=None, **kwargs):
+        drivers.append(driver)
+        return eigh(*args, driver=driver, **kwargs)
+
+    monkeypatch.setattr(_spectral.linalg, "eigh", recording)
+    M = np.cov(np.random.default_rng(1).normal(size=(40, 100)))
+    workspace = 2 * 8 * 40**2
+    _spectral.symmetric_eigh(M, workspace - 1)
+    _spectral.symmetric_eigh(M, workspace)
+    assert drivers == [None, "evd"]

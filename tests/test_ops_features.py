@@ -106,6 +106,8 @@ def test_weighted_moments_equal_the_dense_formulas():
     np.testing.assert_allclose(mean, w @ A, rtol=1e-13)
     np.testing.assert_allclose(op.weighted_gram(A, w), (A * w[:, None]).T @ A, rtol=1e-13)
     np.testing.assert_allclose(op.weighted_gram(A, w, B), (A * w[:, None]).T @ B, rtol=1e-13)
+    wide = rng.normal(size=(50, 6))  # B wider than A: the weights scale A's rows instead
+    np.testing.assert_allclose(op.weighted_gram(A, w, wide), (A * w[:, None]).T @ wide, rtol=1e-13)
     C = A - mean
     np.testing.assert_allclose(op.weighted_gram(A, w, center=mean), (C * w[:, None]).T @ C, rtol=1e-12)
     u = np.full(50, 1 / 50)

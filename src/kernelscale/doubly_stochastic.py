@@ -133,14 +133,14 @@ Dask (issue #15). ``fit`` and ``partial_fit`` take a dask X chunked by rows
 (:mod:`kernelscale._dask_fit`): the batch indices are drawn as on numpy; the rows of a group of
 consecutive batches (one pass at most, and what fits a quarter of the budget left beside the
 iterations, at most ``FETCH_MAX_BYTES`` = 256 MB) are fetched with one dask compute
-(:func:`_batch_rows`). When one pass holds more rows than that, ``fit`` draws each pass window by
-window (:func:`_windowed_order`): the row chunks in a random order, cut into windows of at most
-256 MB, each window's rows permuted. Each row still comes once per pass, but a fetch computes only
+(:func:`_batch_rows`). When one pass holds more rows than one fetch, ``fit`` draws each pass
+window by window (:func:`_windowed_order`): the row chunks in a random order, cut into windows of
+at most one fetch, each window's rows permuted. Each row still comes once per pass, but a fetch computes only
 a window's chunks (or two at a seam) instead of every chunk of the data (a lazily generated or
 out-of-core X would be regenerated or read in full per fetch), and neither the client nor a worker
 holds more than about a window of rows: before, a fetch of one pass of 1M virtual digits (3.1 GB)
-took the client to 8.5 GB and a worker to 3.2 GB. Under 256 MB per pass the order is numpy's
-permutation, so the model is numpy's. Without a distributed client
+took the client to 8.5 GB and a worker to 3.2 GB. When a pass fits one fetch the order is
+numpy's permutation, so the model is numpy's. Without a distributed client
 (the synchronous or threaded scheduler) every iteration then runs here on those rows exactly as on
 numpy. With one (:class:`_DistributedScores`), the part that is nearly all of the work, scoring the
 mini-batch on the t earlier blocks (batch x t x block_size x d multiply-adds at iteration t), runs
@@ -375,12 +375,19 @@ def _step_size(step_size, t0, t):
     return step_size / (1.0 + t / t0)
 
 
+def _fetch_bytes(spare):
+    """Bytes of rows one fetch from a dask X holds: a quarter of the budget left beside the
+    iterations (``spare``), at most FETCH_MAX_BYTES."""
+    return min(max(spare, 0) // 4, FETCH_MAX_BYTES)
+
+
 def _windowed_order(row_chunks, window, rng):
     """One epoch's order of the rows of a dask X of ``row_chunks`` larger than a fetch: the chunks
     in a random order, cut into windows of consecutive chunks holding at most ``window`` rows (one
     chunk at least), each window's rows permuted. Every row comes once per epoch, as in a full
     permutation, but a window's batches need only its chunks, so a fetch computes (regenerates,
-    reads) a few chunks instead of every chunk, and holds at most about a window of rows."""
+    reads) a few chunks instead of every chunk, and holds at most about a window of rows. A
+    chunk larger than a window makes a window of its own, computed in full by each fetch."""
     offsets = np.cumsum((0,) + tuple(row_chunks))
     parts, rows, held = [], [], 0
     for c in rng.permutation(len(row_chunks)):
@@ -900,7 +907,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
             if running:
                 held += extra
                 spare -= extra
-        fetch = min(spare // 4, FETCH_MAX_BYTES) if distributed else 0
+        fetch = _fetch_bytes(spare) if distributed else 0
         cache = (spare - fetch) // 2
         with IterationMonitor(self.verbose, self.callback, total=len(batches), desc="doubly stochastic") as mon:
             coef, n_done, scale, history, _ = dsg_iterations(
@@ -931,14 +938,13 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
         run(scratch, *args, **kwargs)
         return commit_fit(self, vars(scratch), stale=tuple(vars(self)))
 
-    def _fit_batches(self, n, n_iter, start, row_chunks=None, row_bytes=1):
+    def _fit_batches(self, n, n_iter, start, row_chunks=None, window=1):
         """Mini-batches of fit: consecutive chunks of batch_size of one epoch order, repeated;
         each epoch permuted (shuffle=True) by a generator of (seed_, start, epoch). With the
-        ``row_chunks`` of a dask X whose n rows of ``row_bytes`` exceed FETCH_MAX_BYTES, the
+        ``row_chunks`` of a dask X of more than ``window`` rows (what one fetch holds), the
         epoch order is :func:`_windowed_order`'s."""
         bs = min(self._batch_size(), n)
         chunks = [slice(s, min(s + bs, n)) for s in range(0, n, bs)]
-        window = max(FETCH_MAX_BYTES // row_bytes, 1)
         windowed = row_chunks is not None and n > window
         batches = []
         epoch = 0
@@ -976,9 +982,18 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
             raise ValueError("warm_start=True but the number of targets changed; set warm_start=False.")
         n_total = self._n_iter(X.shape[0])
         n_new = n_total if first else warm_start_iterations(n_total, self.n_iter_)
-        chunks = X.chunks[0] if is_dask(X) else None
-        row_bytes = X.dtype.itemsize * X.shape[1] + Y.dtype.itemsize * Y.shape[1] + (sw is not None) * 8
-        return self._run(X, Y, sw, self._fit_batches(X.shape[0], n_new, self.n_iter_, chunks, row_bytes), fit=True)
+        return self._run(X, Y, sw, self._fit_batches(X.shape[0], n_new, self.n_iter_, *self._fetch_window(X, Y, sw, n_new)),
+                         fit=True)
+
+    def _fetch_window(self, X, Y, sw, n_new):
+        """(row chunks, rows one fetch of :meth:`_run` holds) for a dask X; (None, 1) for numpy."""
+        if not is_dask(X):
+            return None, 1
+        dtype = self.coef_.dtype if self.n_iter_ else X.dtype  # _run casts X and Y to it
+        _, need = dsg_memory(min(self._batch_size(), X.shape[0]), self._spec(dtype), Y.shape[1],
+                             self.n_iter_ + n_new, self.solver)
+        row = dtype.itemsize * (X.shape[1] + Y.shape[1]) + 8 * (sw is not None)
+        return X.chunks[0], max(_fetch_bytes(parse_memory(self.max_memory) - need) // row, 1)
 
     def _partial_fit(self, X, y, sample_weight, **target_kw):
         first = not hasattr(self, "coef_")

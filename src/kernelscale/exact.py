@@ -33,6 +33,7 @@ from ._estimator import FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit, resolve_ker
 from ._validation import (as_float_array, check_finite_result, check_positive, check_sample_weight,
                           validate_data)
 from .ops.kernel import KernelOperator, kernel_matrix, kernel_matvec
+from .ops.lapack_threads import one_lapack_thread
 from .ops.memory import format_bytes, parse_memory
 from .kernels import KERNEL_NAMES, Kernel, make_kernel
 
@@ -94,11 +95,12 @@ def _solve_spd(build, B):
     try:
         # H is symmetric, so its C-ordered buffer read as H.T is a Fortran array LAPACK can
         # factorise in place: no second n x n copy.
-        factor = linalg.cho_factor(H.T, lower=True, overwrite_a=True, check_finite=False)
-        (pocon,) = linalg.get_lapack_funcs(("pocon",), (factor[0],))
-        rcond, info = pocon(factor[0], anorm, uplo="L")
-        if info == 0 and rcond >= eps:
-            return linalg.cho_solve(factor, B, overwrite_b=False, check_finite=False)
+        with one_lapack_thread(H.shape[0]):
+            factor = linalg.cho_factor(H.T, lower=True, overwrite_a=True, check_finite=False)
+            (pocon,) = linalg.get_lapack_funcs(("pocon",), (factor[0],))
+            rcond, info = pocon(factor[0], anorm, uplo="L")
+            if info == 0 and rcond >= eps:
+                return linalg.cho_solve(factor, B, overwrite_b=False, check_finite=False)
     except np.linalg.LinAlgError:
         indefinite = True
     H = factor = None  # release the destroyed matrix before rebuilding it

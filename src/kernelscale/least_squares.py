@@ -29,8 +29,8 @@ Conventions shared by both (documented here once):
   features, chosen from the data: the ridge r * trace(Cov) / d, r in 1e-6 .. 1e3, with the
   smallest generalized cross-validation error of the ridge regression of the targets on the
   features (:func:`_gcv_alpha`: one d x d eigendecomposition, no n-sized work; n x n when
-  n < d), times 100 for calibrated least squares, whose 100 refits of the residual shrink like one fit with a
-  hundredth of the ridge. Above 2048 features (an eigendecomposition of 4000 x 4000 takes tens
+  n < d), times ``CLS_GCV_SCALE`` (10) for calibrated least squares, whose 10 refits of the
+  residual shrink like one fit with a tenth of the ridge. Above 2048 features (an eigendecomposition of 4000 x 4000 takes tens
   of seconds on 2 cores) it is ``AUTO_RIDGE`` (1e-6) times the mean weighted variance of the
   features, the value a validation split of MNIST's training set chose for 4000 and 8000 random
   Fourier features. Either way rescaling X does not change the predictions (1e-6 itself if every
@@ -978,7 +978,7 @@ class CalibratedLeastSquaresClassifier(_LeastSquaresClassifierBase):
         ``BASIS_FUNCTIONS`` ("y", "y2", "y3", "y4").
     alpha : float >= 0 or "auto", default="auto"
         Ridge of both least-squares fits (it keeps Sigma invertible with zero-variance or
-        collinear features). "auto": for the fits on X, 100 times the generalized
+        collinear features). "auto": for the fits on X, 10 (``CLS_GCV_SCALE``) times the generalized
         cross-validation ridge of GeneralizedLeastSquaresClassifier (up to 2048 features; above,
         1e-6 times the mean feature variance; module docstring); for the calibration fits, 1e-6
         times the mean variance of the basis. The fit does not depend on the scale of X; a

@@ -410,7 +410,8 @@ class _WholeSystem:
             return False
         # H is symmetric: its C-ordered buffer read as H.T is a Fortran array factorised in place
         try:
-            c, _ = linalg.cho_factor(H.T, lower=True, overwrite_a=True, check_finite=False)
+            with one_lapack_thread(n):
+                c, _ = linalg.cho_factor(H.T, lower=True, overwrite_a=True, check_finite=False)
         except np.linalg.LinAlgError:
             return False
         if not (psd and float(system.diag.min()) >= 1e6 * eps * anorm):
@@ -433,7 +434,8 @@ class _WholeSystem:
         rhs[:, first:] = R[1:]
         if first:
             rhs[:, 0] = 1.0
-        nu = linalg.cho_solve((self.H.T, True), rhs, overwrite_b=True, check_finite=False)
+        with one_lapack_thread(self.n):
+            nu = linalg.cho_solve((self.H.T, True), rhs, overwrite_b=True, check_finite=False)
         if first:
             self.eta, nu = nu[:, 0].copy(), nu[:, 1:]
             self.s = float(self.eta.sum())

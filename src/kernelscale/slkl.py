@@ -49,14 +49,11 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
 import numpy as np
-from threadpoolctl import OpenBLASController, threadpool_limits
 from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
@@ -73,6 +70,7 @@ from ._estimator import (FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit, fit_weight
 from ._validation import check_finite_result, validate_data
 from .kernels import KERNEL_NAMES, Kernel
 from .ops.kernel import KernelOperator
+from .ops.lapack_threads import one_blas_thread
 from .ops.memory import format_bytes, parse_memory
 from .ops.rows import DaskRows, is_dask
 from .woodbury import woodbury_append, woodbury_direct_gram, woodbury_remove, woodbury_rescale
@@ -813,9 +811,11 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
                            reserved_bytes=reserved, monitor=mon, **kw)
                 res.u = None  # n floats per output that the estimator does not use
                 return res
-        # each visit is a few small matrix-vector products, which a multithreaded BLAS slows down
-        # (see _one_blas_thread): run the coordinate loops on one thread
-        with _one_blas_thread():
+        # each visit is a few small matrix-vector products, which a multithreaded BLAS slows down:
+        # run the coordinate loops on one thread (2 cores, SLKLClassifier(n_components=1000),
+        # medians: columns="precompute" 23.4 s with it, 65.5 s without on 20000 x 100; the Gram
+        # solver within noise on idle cores, up to 10x slower without on busy ones)
+        with one_blas_thread():
             try:
                 results = self._solve_outputs(solve_one, k)
             except (ValueError, np.linalg.LinAlgError) as err:  # scipy's check_finite, a failed factorization
@@ -866,35 +866,6 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
 _OVERFLOW = ("SLKL produced non-finite weights: its arithmetic overflowed or lost all precision on the values of X, "
              "y and sample_weight (e.g. y * sqrt(sample_weight) or their squares beyond the float range); rescale X "
              "or y, scale sample_weight towards 1, or increase alpha or sparsity.")
-
-_BLAS_LIMIT = {"lock": threading.Lock(), "holders": 0, "limiter": None}
-# threadpoolctl >= 3.7 lets only the thread that last set an OpenBLAS (pthreads) limit change it
-# again until it lets go; elsewhere a change is silently ignored
-_let_go_of_blas = getattr(OpenBLASController, "clear_controlling_thread", lambda: None)
-
-
-@contextmanager
-def _one_blas_thread():
-    """Run the block on one BLAS thread, re-entrantly: the first of overlapping holders (threads)
-    sets the limit, the last restores what the first found. threadpoolctl's limit is process-wide,
-    so meanwhile other threads' BLAS calls run on one thread too. Measured (2 cores,
-    SLKLClassifier(n_components=1000), medians): columns="precompute" 23.4 s with it, 65.5 s without
-    (20000 x 100); the Gram solver within noise on idle cores, up to 10x slower without on busy ones.
-    """
-    state = _BLAS_LIMIT
-    with state["lock"]:
-        if state["holders"] == 0:
-            state["limiter"] = threadpool_limits(limits=1, user_api="blas")
-        state["holders"] += 1
-    try:
-        yield
-    finally:
-        with state["lock"]:
-            state["holders"] -= 1
-            if state["holders"] == 0:
-                state["limiter"].restore_original_limits()
-                state["limiter"] = None
-            _let_go_of_blas()  # so that the last holder, whichever thread it is, can restore
 
 
 def _class_bytes(n, M, k):

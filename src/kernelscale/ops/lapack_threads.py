@@ -1,79 +1,117 @@
-"""One thread for scipy's small factorizations when numpy and scipy each bring their own BLAS.
+"""BLAS libraries held at one thread for a block of code, re-entrantly and across threads.
 
-numpy and scipy installed from wheels each load their own OpenBLAS, and each OpenBLAS keeps a
-pool of threads that spin for a while after every call. A scipy factorization right after a
-numpy product (a Gram matrix, then its Cholesky: the pattern of every iteration of the
-stagewise and least-squares fits) then runs its threads against numpy's spinning ones. On 2 cores,
-after a numpy product, a 333 x 333 Cholesky took 3.6 ms with scipy's two threads and 0.8 ms with
-one (32 ms inside a stagewise fit); one thread was also faster for Cholesky factors and solves
-up to order 2048 and for eigendecompositions up to 768. :func:`one_lapack_thread` runs a block
-with scipy's own BLAS at one thread when the matrix is small (``SMALL_ORDER``; ``SMALL_EIGH_ORDER``
-for eigendecompositions); it does
-nothing where scipy shares numpy's BLAS (one pool, nothing to fight) or threadpoolctl cannot
-find scipy's.
+:func:`one_lapack_thread`: numpy and scipy installed from wheels each load their own OpenBLAS,
+and each OpenBLAS keeps a pool of threads that spin for a while after every call. A scipy
+factorization right after a numpy product (a Gram matrix, then its Cholesky: the pattern of every
+iteration of the stagewise and least-squares fits) then runs its threads against numpy's spinning
+ones. On 2 cores, after a numpy product, a 333 x 333 Cholesky took 3.6 ms with scipy's two
+threads and 0.8 ms with one (32 ms inside a stagewise fit); one thread was faster for Cholesky
+factors and solves up to order 2048 (by 15-30% at 1024-2048, where the run-to-run spread is of
+that order, hence the threshold of 1024) and for eigendecompositions up to 768. It holds scipy's
+own BLAS at one thread while the matrix is small (``SMALL_ORDER``; ``SMALL_EIGH_ORDER`` for
+eigendecompositions), and does nothing where scipy shares numpy's BLAS (one pool, nothing to
+fight) or threadpoolctl cannot find scipy's.
+
+:func:`one_blas_thread`: every BLAS library at one thread (SLKL's coordinate loops).
+
+The limits are process-wide: while one thread holds a block, another thread's calls into the
+same libraries run on one thread too. threadpoolctl >= 3.7 lets only the thread that last set an
+OpenBLAS (pthreads) limit change it again until it lets go, so each change is followed by letting
+go: the last holder, whichever thread it is, restores the counts the first one found.
 """
 
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-__all__ = ["SMALL_EIGH_ORDER", "SMALL_ORDER", "one_lapack_thread"]
+__all__ = ["SMALL_EIGH_ORDER", "SMALL_ORDER", "one_blas_thread", "one_lapack_thread"]
 
 #: largest matrix order whose factorization runs on one thread of scipy's BLAS
 SMALL_ORDER = 1024
 #: the same for eigendecompositions (two threads won from order 1024 on)
 SMALL_EIGH_ORDER = 768
 
-_lock = threading.Lock()
-_libraries = None  # scipy's own BLAS libraries (threadpoolctl controllers), found on first use
-_depth = 0  # blocks inside one_lapack_thread, over all threads
-_saved = ()  # their thread counts before the first of those blocks
+
+def _let_go():
+    """Release threadpoolctl's controlling thread of OpenBLAS (a no-op before threadpoolctl 3.7)."""
+    try:
+        from threadpoolctl import OpenBLASController
+    except ImportError:
+        return
+    getattr(OpenBLASController, "clear_controlling_thread", lambda: None)()
+
+
+def _blas_libraries():
+    """threadpoolctl's controllers of every BLAS library loaded ([] without threadpoolctl)."""
+    try:
+        from threadpoolctl import ThreadpoolController
+
+        return [lib for lib in ThreadpoolController().lib_controllers if lib.user_api == "blas"]
+    except Exception:  # noqa: BLE001 - an unreadable library: leave the thread counts alone
+        return []
 
 
 def _scipy_blas():
-    """threadpoolctl's controllers of the BLAS libraries that scipy ships apart from numpy's."""
+    """The BLAS libraries that scipy ships apart from numpy's ([] when both use one library)."""
     try:
         import scipy
         import scipy.linalg  # noqa: F401 (loads scipy's BLAS)
-        from threadpoolctl import ThreadpoolController
     except ImportError:
         return []
-    root = Path(scipy.__file__).resolve().parent
-    own = (root, root.parent / "scipy.libs")
-    blas = [lib for lib in ThreadpoolController().lib_controllers if lib.user_api == "blas"]
+    blas = _blas_libraries()
     if len({lib.filepath for lib in blas}) < 2:
         return []  # one BLAS for both packages: one pool, nothing to fight
+    root = Path(scipy.__file__).resolve().parent
+    own = (root, root.parent / "scipy.libs")
     return [lib for lib in blas if any(parent in own for parent in Path(lib.filepath).resolve().parents)]
 
 
-@contextmanager
-def one_lapack_thread(order, small=SMALL_ORDER):
-    """Run the block with scipy's own BLAS at one thread if ``order`` <= ``small``.
+class _OneThread:
+    """Hold the libraries ``find()`` returns at one thread while any holder is inside ``hold()``:
+    the first holder (of any thread) lowers them, the last one restores what the first found.
+    ``cache``: look the libraries up once (else at every first holder)."""
 
-    Safe across threads: the thread counts are lowered by the first block to enter and restored
-    by the last to leave."""
-    global _libraries, _depth, _saved
-    if order > small:
-        yield
-        return
-    with _lock:
-        if _libraries is None:
-            _libraries = _scipy_blas()
-        libs = _libraries
-        if libs:
-            if _depth == 0:
-                _saved = tuple(lib.num_threads for lib in libs)
-                for lib in libs:
+    def __init__(self, find, cache):
+        self.find, self.cache = find, cache
+        self.lock = threading.Lock()
+        self.holders = 0
+        self.saved = ()
+        self.libraries = None
+
+    @contextmanager
+    def hold(self):
+        with self.lock:
+            if self.holders == 0:
+                if self.libraries is None or not self.cache:
+                    self.libraries = self.find()
+                self.saved = tuple((lib, lib.num_threads) for lib in self.libraries)
+                for lib, _ in self.saved:
                     lib.set_num_threads(1)
-            _depth += 1
-    try:
-        yield
-    finally:
-        if libs:
-            with _lock:
-                _depth -= 1
-                if _depth == 0:
-                    for lib, count in zip(libs, _saved):
+                _let_go()
+            self.holders += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.holders -= 1
+                if self.holders == 0:
+                    for lib, count in self.saved:
                         lib.set_num_threads(count)
+                    self.saved = ()
+                    _let_go()
+
+
+_SCIPY = _OneThread(_scipy_blas, cache=True)
+_ALL = _OneThread(_blas_libraries, cache=False)
+
+
+def one_lapack_thread(order, small=SMALL_ORDER):
+    """Context: scipy's own BLAS at one thread if ``order`` <= ``small`` (module docstring)."""
+    return _SCIPY.hold() if order <= small else nullcontext()
+
+
+def one_blas_thread():
+    """Context: every BLAS library loaded at one thread (module docstring)."""
+    return _ALL.hold()
