@@ -135,11 +135,11 @@ consecutive batches (one pass at most, and what fits a quarter of the budget lef
 iterations, at most ``FETCH_MAX_BYTES`` = 256 MB) are fetched with one dask compute
 (:func:`_batch_rows`). When one pass holds more rows than one fetch, ``fit`` draws each pass
 window by window (:func:`_windowed_order`): the row chunks in a random order, cut into windows of
-at most one fetch, each window's rows permuted. Each row still comes once per pass, but a fetch computes only
-a window's chunks (or two at a seam) instead of every chunk of the data (a lazily generated or
-out-of-core X would be regenerated or read in full per fetch), and neither the client nor a worker
-holds more than about a window of rows: before, a fetch of one pass of 1M virtual digits (3.1 GB)
-took the client to 8.5 GB and a worker to 3.2 GB. When a pass fits one fetch the order is
+at most one fetch, each window's rows permuted. Each row still comes once per pass, but a fetch
+computes only a window's chunks (or two at a seam) instead of every chunk of the data (a lazily
+generated or out-of-core X would be regenerated or read in full per fetch), and the client holds
+about a window of rows: before, a fetch of one pass of 1M virtual digits (3.1 GB) took the client
+to 8.5 GB (1.45 GB now; benchmarks/bench_scale.py). When a pass fits one fetch the order is
 numpy's permutation, so the model is numpy's. Without a distributed client
 (the synchronous or threaded scheduler) every iteration then runs here on those rows exactly as on
 numpy. With one (:class:`_DistributedScores`), the part that is nearly all of the work, scoring the
@@ -982,8 +982,8 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
             raise ValueError("warm_start=True but the number of targets changed; set warm_start=False.")
         n_total = self._n_iter(X.shape[0])
         n_new = n_total if first else warm_start_iterations(n_total, self.n_iter_)
-        return self._run(X, Y, sw, self._fit_batches(X.shape[0], n_new, self.n_iter_, *self._fetch_window(X, Y, sw, n_new)),
-                         fit=True)
+        batches = self._fit_batches(X.shape[0], n_new, self.n_iter_, *self._fetch_window(X, Y, sw, n_new))
+        return self._run(X, Y, sw, batches, fit=True)
 
     def _fetch_window(self, X, Y, sw, n_new):
         """(row chunks, rows one fetch of :meth:`_run` holds) for a dask X; (None, 1) for numpy."""
