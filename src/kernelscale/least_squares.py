@@ -32,8 +32,8 @@ Conventions shared by both (documented here once):
   n < d), times ``CLS_GCV_SCALE`` (10) for calibrated least squares, whose 10 refits of the
   residual shrink like one fit with a tenth of the ridge. Above 2048 features (an
   eigendecomposition of 4000 x 4000 takes tens of seconds on 2 cores) it is ``AUTO_RIDGE``
-  (1e-6) times the mean weighted variance of the features, the value a validation split of MNIST's training set chose for 4000 and 8000 random
-  Fourier features. Either way rescaling X does not change the predictions (1e-6 itself if every
+  (1e-6) times the mean weighted variance of the features, the value a validation split of
+  MNIST's training set chose for 4000 and 8000 random Fourier features. Either way rescaling X does not change the predictions (1e-6 itself if every
   feature is constant). The fixed 1e-6 let 1024 random Fourier features interpolate a few
   hundred samples (breast_cancer: 11.2% test error for calibrated least squares, 6.3% with the
   GCV ridge; benchmarks/bench_robustness.py). An absolute ridge would not be scale-free:
