@@ -28,17 +28,17 @@ Conventions shared by both (documented here once):
   ``alpha="auto"`` is relative to the feature scale and, up to ``GCV_MAX_FEATURES`` (2048)
   features, chosen from the data: the ridge r * trace(Cov) / d, r in 1e-6 .. 1e3, with the
   smallest generalized cross-validation error of the ridge regression of the targets on the
-  features (:func:`_gcv_alpha`: one d x d eigendecomposition, no n-sized work; n x n when
-  n < d), times ``CLS_GCV_SCALE`` (10) for calibrated least squares, whose 10 refits of the
-  residual shrink like one fit with a tenth of the ridge. Above 2048 features (an
-  eigendecomposition of 4000 x 4000 takes tens of seconds on 2 cores) it is ``AUTO_RIDGE``
-  (1e-6) times the mean weighted variance of the features, the value a validation split of
-  MNIST's training set chose for 4000 and 8000 random Fourier features. Either way rescaling X does not change the predictions (1e-6 itself if every
-  feature is constant). The fixed 1e-6 let 1024 random Fourier features interpolate a few
-  hundred samples (breast_cancer: 11.2% test error for calibrated least squares, 6.3% with the
-  GCV ridge; benchmarks/bench_robustness.py). An absolute ridge would not be scale-free:
-  1e-6 is 1e-5 of the variance of MNIST pixels in [0, 1] but about 7e-3 of that of 4000
-  random Fourier features of scale sqrt(2 / D), where it took 44% of the converged softmax
+  features (:func:`_gcv_alpha`: one d x d eigendecomposition, no n-sized work; n x n when n < d),
+  times ``CLS_GCV_SCALE`` (10) for calibrated least squares, whose 10 refits of the residual
+  shrink like one fit with a tenth of the ridge. Above 2048 features (an eigendecomposition of
+  4000 x 4000 takes tens of seconds on 2 cores) it is ``AUTO_RIDGE`` (1e-6) times the mean
+  weighted variance of the features, the value a validation split of MNIST's training set chose
+  for 4000 and 8000 random Fourier features. Either way rescaling X does not change the
+  predictions (1e-6 itself if every feature is constant). The fixed 1e-6 let 1024 random Fourier
+  features interpolate a few hundred samples (breast_cancer: 11.2% test error for calibrated least
+  squares, 6.3% with the GCV ridge; benchmarks/bench_robustness.py). An absolute ridge would not
+  be scale-free: 1e-6 is 1e-5 of the variance of MNIST pixels in [0, 1] but about 7e-3 of that of
+  4000 random Fourier features of scale sqrt(2 / D), where it took 44% of the converged softmax
   objective and cost 0.2-0.55 points of test error on MNIST (see the least-squares benchmark).
 - Factorisation: Sigma is factorised once per fit. A float ``alpha`` (or "auto" above
   ``GCV_MAX_FEATURES``) uses its Cholesky factor. The GCV ridge has already paid for the
