@@ -76,13 +76,13 @@ below 12288 samples, and the least-squares solves reusing the GCV eigendecomposi
 dual for fewer rows than features): error goal 98/104, time goal 85/104. The timed fits run in
 forked children: the parent's warm-up keeps numba's parallel cosine unused (a child forked
 after its OpenMP threads started computes np.cos) and each child loads it before timing.
-Fourth (session 11, quiet machine, 121 s), after scipy's small factorizations on one thread of
-its own OpenBLAS (``kernelscale.ops.lapack_threads``: stagewise at n = 4000 from 0.5-0.75 s to
-0.15 s), the least-squares defaults (GLS tol 1e-4, CLS 10 stages), a divide-and-conquer
+Fourth (session 11, quiet machine, 121 s), after scipy's small factorizations on one thread of its
+own OpenBLAS (``kernelscale.ops.lapack_threads``: stagewise at n = 4000 from 0.5-0.75 s to 0.15
+s), the least-squares defaults (GLS tol 1e-4, CLS 10 stages), a divide-and-conquer
 eigendecomposition for the GCV ridge, and fits under 1 s timed as the median of three after a
 warm-up (the fastest fits, SLKL's and LS-SVM's, got faster warm: 0.025-0.04 s at n = 4000, which
-tightens every limit): error goal 99/104, time goal 86/104 (SINGLE_FIT_COUNT below for one fit
-per estimator, as in the runs before). What still fails, from side checks (not part of the suite):
+tightens every limit): error goal 99/104, time goal 86/104 (one fit per estimator, as in the runs
+before: 97/104, 55 s). What still fails, from side checks (not part of the suite):
 
 - many classes k=30: three one-vs-rest estimators at 1.66-1.82x SVC's 0.121, but SVC is
   one-vs-ONE; scikit-learn ``OneVsRestClassifier(SVC)`` at the same C and gamma makes 0.195,
