@@ -12,8 +12,9 @@ from kernelscale.ops.lapack_threads import SMALL_ORDER, one_lapack_thread
 
 
 class FakeLibrary:
-    def __init__(self, num_threads):
+    def __init__(self, num_threads, filepath="fake-blas.so"):
         self.num_threads = num_threads
+        self.filepath = filepath
         self.calls = []
 
     def set_num_threads(self, n):
@@ -24,7 +25,7 @@ class FakeLibrary:
 @pytest.fixture
 def fake(monkeypatch):
     lib = FakeLibrary(2)
-    monkeypatch.setattr(lapack_threads._SCIPY, "libraries", [lib])
+    monkeypatch.setattr(lapack_threads, "_scipy_libraries", [lib])
     return lib
 
 
@@ -71,6 +72,20 @@ def test_overlapping_blocks_of_several_threads_restore_the_original_count(fake):
     for t in threads:
         t.join()
     assert fake.num_threads == 2 and fake.calls == [1, 2]
+
+
+def test_the_two_contexts_share_the_count_of_a_library(fake, monkeypatch):
+    """A small factorization enters, SLKL's every-BLAS block enters (it finds 1), the factorization
+    leaves, then the block: the library must end at its original count, not at the 1 found."""
+    other = FakeLibrary(4, "other-blas.so")
+    monkeypatch.setattr(lapack_threads, "_blas_libraries", lambda: [fake, other])
+    small = lapack_threads.one_lapack_thread(8)
+    small.__enter__()
+    with lapack_threads.one_blas_thread():
+        assert fake.num_threads == 1 and other.num_threads == 1
+        small.__exit__(None, None, None)
+        assert fake.num_threads == 1  # still held by the outer block
+    assert fake.num_threads == 2 and other.num_threads == 4
 
 
 def _scipy_own():

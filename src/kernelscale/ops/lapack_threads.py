@@ -17,7 +17,8 @@ fight) or threadpoolctl cannot find scipy's.
 The limits are process-wide: while one thread holds a block, another thread's calls into the
 same libraries run on one thread too. threadpoolctl >= 3.7 lets only the thread that last set an
 OpenBLAS (pthreads) limit change it again until it lets go, so each change is followed by letting
-go: the last holder, whichever thread it is, restores the counts the first one found.
+go: the last holder of a library, whichever thread and context it is, restores the count the
+first one found.
 """
 
 from __future__ import annotations
@@ -68,50 +69,48 @@ def _scipy_blas():
     return [lib for lib in blas if any(parent in own for parent in Path(lib.filepath).resolve().parents)]
 
 
-class _OneThread:
-    """Hold the libraries ``find()`` returns at one thread while any holder is inside ``hold()``:
-    the first holder (of any thread) lowers them, the last one restores what the first found.
-    ``cache``: look the libraries up once (else at every first holder)."""
-
-    def __init__(self, find, cache):
-        self.find, self.cache = find, cache
-        self.lock = threading.Lock()
-        self.holders = 0
-        self.saved = ()
-        self.libraries = None
-
-    @contextmanager
-    def hold(self):
-        with self.lock:
-            if self.holders == 0:
-                if self.libraries is None or not self.cache:
-                    self.libraries = self.find()
-                self.saved = tuple((lib, lib.num_threads) for lib in self.libraries)
-                for lib, _ in self.saved:
-                    lib.set_num_threads(1)
-                _let_go()
-            self.holders += 1
-        try:
-            yield
-        finally:
-            with self.lock:
-                self.holders -= 1
-                if self.holders == 0:
-                    for lib, count in self.saved:
-                        lib.set_num_threads(count)
-                    self.saved = ()
-                    _let_go()
+_lock = threading.Lock()
+#: library path -> [holders, thread count before the first holder, controller], shared by both
+#: contexts, so that a library held by either is restored only when the last holder of either leaves
+_held = {}
+_scipy_libraries = None  # scipy's own BLAS, looked up on first use
 
 
-_SCIPY = _OneThread(_scipy_blas, cache=True)
-_ALL = _OneThread(_blas_libraries, cache=False)
+@contextmanager
+def _hold(libraries):
+    """Hold ``libraries`` at one thread while any holder (of any thread, of either context) is
+    inside: the first holder of a library lowers it, the last one restores what the first found."""
+    with _lock:
+        for lib in libraries:
+            entry = _held.get(lib.filepath)
+            if entry is None:
+                entry = _held[lib.filepath] = [0, lib.num_threads, lib]
+                lib.set_num_threads(1)
+            entry[0] += 1
+        _let_go()
+    try:
+        yield
+    finally:
+        with _lock:
+            for lib in libraries:
+                entry = _held[lib.filepath]
+                entry[0] -= 1
+                if entry[0] == 0:
+                    del _held[lib.filepath]
+                    entry[2].set_num_threads(entry[1])
+            _let_go()
 
 
 def one_lapack_thread(order, small=SMALL_ORDER):
     """Context: scipy's own BLAS at one thread if ``order`` <= ``small`` (module docstring)."""
-    return _SCIPY.hold() if order <= small else nullcontext()
+    global _scipy_libraries
+    if order > small:
+        return nullcontext()
+    if _scipy_libraries is None:
+        _scipy_libraries = _scipy_blas()
+    return _hold(_scipy_libraries)
 
 
 def one_blas_thread():
     """Context: every BLAS library loaded at one thread (module docstring)."""
-    return _ALL.hold()
+    return _hold(_blas_libraries())
