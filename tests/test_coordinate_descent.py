@@ -266,6 +266,39 @@ def test_compiled_and_python_sweeps_give_the_same_iterates(loss, rule, monkeypat
         assert b.n_iter == a.n_iter
 
 
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba is not installed")
+@pytest.mark.parametrize("loss", LOSSES)
+def test_compiled_runs_of_sweeps_replay_the_sweeps_one_by_one(loss, monkeypatch):
+    """Without a callback the kernel path runs many sweeps per compiled call (objectives,
+    shrinking and the stopping rule inside it); a callback makes it return after every sweep,
+    and the Python sweeps never leave Python: all three give the same iterates and histories, also
+    when rows are evicted mid-run (a budget below the kernel matrix) and the run hands an
+    unfinished sweep back for its rows."""
+    X, y = make_problem(loss, n=200, seed=21)
+    kern = GaussianKernel(SIGMA)
+    C = 0.5 if loss in ("absolute", "epsilon_insensitive") else 1.5  # the absolute losses interpolate slowly
+    args = dict(rule="random", tol=1e-6, max_iter=5000, epsilon=EPS, random_state=4, shrinking=True,
+                intercept_scaling=0.5)
+    seen = []
+    out = {}
+    for name, flag, callback, budget in [("runs", True, None, None), ("tight", True, None, 450_000),
+                                         ("single", True, seen.append, None), ("python", False, None, None)]:
+        monkeypatch.setattr(cd, "USE_NUMBA", flag)
+        out[name] = kernel_coordinate_descent(kern, X, y, loss, C, callback=callback, max_memory=budget, **args)
+    assert out["tight"].info["rows_computed"] > 200  # rows were evicted and recomputed
+    assert len(seen) == out["single"].n_iter
+    for name in ("tight", "single", "python"):
+        a, b = out[name], out["runs"]
+        assert a.n_iter == b.n_iter and a.converged and b.converged
+        np.testing.assert_allclose(b.coef, a.coef, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(b.objective_history, a.objective_history, rtol=1e-10)
+        np.testing.assert_allclose(b.dual_history, a.dual_history, rtol=1e-10)
+    K = kern(X)
+    assert out["runs"].objective_history[-1] == pytest.approx(
+        primal_objective(make_loss(loss, EPS), y, K @ out["runs"].coef + 0.25 * out["runs"].coef.sum(),
+                         out["runs"].coef, C), rel=1e-8)
+
+
 def test_custom_loss_subclass_uses_the_python_sweeps():
     class MyHinge(HingeLoss):
         pass

@@ -33,6 +33,7 @@ def blobs(n=120, centers=2, seed=0):
 
 @pytest.mark.parametrize("make", [
     lambda: RegularizedKernelClassifier(GaussianKernel(1.0), C=2.0, tol=1e-6, random_state=0),
+    lambda: RegularizedKernelClassifier(GaussianKernel(1.0), multi_class="ovr", tol=1e-6, random_state=0),
     lambda: RegularizedKernelClassifier(loss="logistic", tol=1e-6, random_state=0),
     lambda: RegularizedKernelClassifier(kernel="linear", loss="squared_hinge", fit_intercept=True, tol=1e-6),
     lambda: RegularizedKernelRegressor(loss="epsilon_insensitive", solver="fixed_point", step_size="power", tol=1e-6),
@@ -105,6 +106,63 @@ def test_linear_kernel_is_linear_svc_one_vs_rest(loss):
         assert est.coef_.shape == (3, 3)
         assert rel_err(est.coef_, svc.coef_) < 1e-4
         np.testing.assert_array_equal(est.predict(X), svc.predict(X))
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
+def test_one_vs_one_solves_each_pair_on_its_own_rows(loss):
+    X, y = blobs(150, centers=4, seed=5)
+    kern = GaussianKernel(1.2)
+    est = RegularizedKernelClassifier(kern, loss=loss, C=2.0, tol=1e-10, max_iter=100000, random_state=0).fit(X, y)
+    assert est.multi_class_ == "ovo" and est.dual_coef_.shape == (150, 6) and est.intercept_.shape == (6,)
+    for j, (a, b) in enumerate([(a, b) for a in range(4) for b in range(a + 1, 4)]):
+        rows = np.flatnonzero((y == a) | (y == b))
+        expected = np.zeros(150)
+        expected[rows] = reference_coef(loss, kern(X[rows]), np.where(y[rows] == a, 1.0, -1.0), 2.0)
+        assert rel_err(est.dual_coef_[:, j], expected) < 1e-6
+    # predict is the majority vote of the pairwise decisions, decision_function ranks it
+    X_new = np.random.default_rng(2).normal(size=(60, 2))
+    pair = kern(X_new, X) @ est.dual_coef_
+    votes = np.zeros((60, 4))
+    for j, (a, b) in enumerate([(a, b) for a in range(4) for b in range(a + 1, 4)]):
+        votes[:, a] += pair[:, j] > 0
+        votes[:, b] += pair[:, j] <= 0
+    scores = est.decision_function(X_new)
+    assert scores.shape == (60, 4)
+    np.testing.assert_array_equal(np.floor(scores + 1 / 3), votes)  # votes plus a term in (-1/3, 1/3)
+    np.testing.assert_array_equal(est.predict(X_new), est.classes_[np.argmax(scores, axis=1)])
+
+
+def test_one_vs_one_matches_svc_where_one_vs_rest_does_not():
+    """Fifteen classes: LIBSVM's one-vs-one errs far less than one-vs-rest; ours by default too
+    (0.106 and 0.167 against SVC's 0.103)."""
+    from sklearn.datasets import make_classification
+    from sklearn.svm import SVC
+
+    X, y = make_classification(n_samples=1200, n_features=20, n_informative=10, n_redundant=0, n_classes=15,
+                               n_clusters_per_class=1, class_sep=2.0, random_state=0)
+    X = (X - X.mean(0)) / X.std(0)
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
+    sigma = 6.0
+    svc = SVC(C=1.0, gamma=1 / (2 * sigma**2)).fit(Xtr, ytr)
+    errors = {scheme: np.mean(RegularizedKernelClassifier(GaussianKernel(sigma), multi_class=scheme, random_state=0)
+                              .fit(Xtr, ytr).predict(Xte) != yte) for scheme in ("auto", "ovr")}
+    svc_error = np.mean(svc.predict(Xte) != yte)
+    assert errors["auto"] <= svc_error + 0.01 and svc_error + 0.04 < errors["ovr"]
+
+
+def test_multi_class_resolution_and_refusals():
+    X, y = blobs(90, centers=3, seed=6)
+    cases = [(dict(), "ovo"), (dict(multi_class="ovr"), "ovr"), (dict(loss="logistic"), "ovr"),
+             (dict(kernel="linear"), "ovr"), (dict(solver="fixed_point"), "ovr"),
+             (dict(loss="logistic", multi_class="ovo"), "ovo")]
+    for params, scheme in cases:
+        est = RegularizedKernelClassifier(random_state=0, **params).fit(X, y)
+        assert est.multi_class_ == scheme, params
+        assert hasattr(est, "predict_proba") == (params.get("loss") == "logistic" and scheme == "ovr")
+        assert est.dual_coef_.shape[1] == 3
+    assert RegularizedKernelClassifier(multi_class="ovo").fit(X, y == 0).multi_class_ == "ovr"  # two classes
+    with pytest.raises(ValueError, match="multi_class='ovo' needs solver='coordinate_descent'"):
+        RegularizedKernelClassifier(multi_class="ovo", solver="fixed_point").fit(X, y)
 
 
 def test_linear_kernel_with_intercept_is_liblinear_with_bias():

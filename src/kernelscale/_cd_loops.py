@@ -326,6 +326,148 @@ def _nb_linear_run(work, active, order, rand, ist, fst, sparse, indptr, indices,
     return outcome, done
 
 
+RUN_ROW = 4  # a coordinate that moves has no cached row: the caller fetches it and ends the sweep
+
+
+def _nb_value(code, y, z, eps):
+    """Scalar form of the Loss.value methods."""
+    if code == 0:
+        return 0.5 * (y - z) ** 2
+    if code == 1 or code == 2:
+        a = 1.0 - y * z
+        a = a if a > 0.0 else 0.0
+        return a if code == 1 else a * a
+    if code == 3 or code == 4:
+        a = abs(y - z) - (eps if code == 4 else 0.0)
+        return a if a > 0.0 else 0.0
+    t = y * z  # logistic: log(1 + exp(-t)), stably
+    return math.log1p(math.exp(-t)) if t > 0.0 else -t + math.log1p(math.exp(t))
+
+
+def _nb_conjugate(code, c, y, C, eps):
+    """Scalar form of the Loss.conjugate methods (inf outside their domain)."""
+    if code == 0:
+        if C > 0.0:
+            return c * c / (2.0 * C) - c * y
+        return 0.0 if c == 0.0 else math.inf
+    if code == 1 or code == 2:
+        a = y * c
+        if a < 0.0 or (code == 1 and a > C) or (code == 2 and C <= 0.0 and a != 0.0):
+            return math.inf
+        if code == 1:
+            return -a
+        return (a * a / (4.0 * C) if C > 0.0 else 0.0) - a
+    if code == 3 or code == 4:
+        if abs(c) > C:
+            return math.inf
+        return -c * y + (eps * abs(c) if code == 4 else 0.0)
+    a = y * c / C if C > 0.0 else 0.0
+    if a < 0.0 or a > 1.0 or (C <= 0.0 and c != 0.0):
+        return math.inf
+    return C * ((a * math.log(a) if a > 0.0 else 0.0) + (1.0 - a) * (math.log(1.0 - a) if a < 1.0 else 0.0))
+
+
+def _nb_kernel_run(work, active, order, rand, ist, fst, Q, z, rows, slot_of, last_used, lru, diag, code, eps, s2,
+                   hbuf, changed, steps, mark, state, counts, stat_change, stat_size, stat_primal, stat_dual):
+    """Sweeps of Algorithm 1 with the objectives, the shrinking and the stopping rule of
+    ``_Sweeps.after_sweep`` (kernel path), without returning to Python between sweeps.
+
+    work[:m] is the working set, active all active coordinates, Q the coordinate table, z = K c
+    without the intercept b = state[0]. ist = [m, sweeps so far, position in rand, max_sweeps,
+    rule (0 cyclic, 1 aitken, 2 random), shrinking, position reached in the interrupted sweep];
+    fst = [tol, precision floor factor, last sweep's largest change, z_floor of the last
+    sweep]. Sweep t leaves its largest change, working-set size and objectives F, D in
+    stat_change[t], stat_size[t], stat_primal[t], stat_dual[t]. Returns (outcome, sweeps done);
+    on RUN_ROW, order[:m] is the interrupted sweep's order, ist[6] where it stopped, state and
+    counts as :func:`_nb_kernel_sweep` left them.
+    """
+    n_active = active.shape[0]
+    n = z.shape[0]
+    m, sweep, rpos, max_sweeps, rule, shrinking = ist[0], ist[1], ist[2], ist[3], ist[4], ist[5]
+    tol, floor_eps, last_change = fst[0], fst[1], fst[2]
+    outcome = RUN_LIMIT
+    done = 0
+    while done < max_sweeps:
+        if rule == 2:
+            need = m - 1 if m > 1 else 0
+            if rpos + need > rand.shape[0]:
+                outcome = RUN_RANDOM
+                break
+            order[:m] = work[:m]
+            shuffle(order, m, rand, rpos)
+            rpos += need
+        elif rule == 1 and sweep % 2 == 1:
+            order[:m] = work[:m][::-1]
+        else:
+            order[:m] = work[:m]
+        state[1] = 0.0
+        counts[0] = 0
+        pos = _nb_kernel_sweep(order[:m], 0, Q, z, rows, slot_of, last_used, lru, code, eps, s2, state, hbuf,
+                               changed, steps, counts)
+        if pos < m:
+            ist[6] = pos
+            outcome = RUN_ROW
+            break
+        b, max_h, k = state[0], state[1], counts[0]
+        primal = 0.0
+        dual = 0.0
+        cz = 0.0
+        for i in range(n):
+            zi = z[i] + b
+            ci = Q[i, Q_COEF]
+            primal += Q[i, Q_C] * _nb_value(code, Q[i, Q_Y], zi, eps)
+            dual += _nb_conjugate(code, ci, Q[i, Q_Y], Q[i, Q_C], eps)
+            cz += ci * zi
+        stat_primal[done] = primal + 0.5 * cz
+        stat_dual[done] = dual + 0.5 * cz
+        stat_change[done] = max_h
+        stat_size[done] = m
+        sweep += 1
+        done += 1
+        full = m == n_active
+        zmax = 1.0
+        for t in range(m):
+            a = abs(z[work[t]] + b)
+            if a > zmax:
+                zmax = a
+        z_floor = floor_eps * zmax
+        fst[3] = z_floor
+        moved = 0.0
+        for t in range(k):
+            a = abs(steps[t]) * diag[changed[t]]
+            if a > moved:
+                moved = a
+        if max_h < tol or moved < z_floor:
+            if not full:  # un-shrink: a full sweep must confirm
+                m = n_active
+                work[:m] = active
+                last_change = math.inf
+                continue
+            outcome = RUN_TOL
+            break
+        if shrinking and sweep > 1:
+            for t in range(k):
+                mark[changed[t]] = True
+            kept = 0
+            for t in range(m):
+                i = work[t]
+                drop = False
+                if not mark[i]:
+                    ai = Q[i, Q_INV_D]
+                    v = (z[i] + b) * ai - Q[i, Q_COEF]
+                    drop = _nb_kink_push(code, Q[i, Q_COEF], v, Q[i, Q_Y], ai, Q[i, Q_C], eps) > last_change
+                if not drop:
+                    work[kept] = i
+                    kept += 1
+            for t in range(k):
+                mark[changed[t]] = False
+            m = kept
+        last_change = max_h
+    ist[0], ist[1], ist[2] = m, sweep, rpos
+    fst[2] = last_change
+    return outcome, done
+
+
 def compile_loops():
     """Replace the loops of this module by their numba versions (once; needs numba). The
     compiled loops call each other through these module globals.
@@ -339,6 +481,7 @@ def compile_loops():
     """
     global _compiled, _nb_sigmoid, _nb_logistic_margin, _nb_step, _nb_update, _nb_note, _nb_kernel_sweep
     global _nb_linear_visit, _nb_linear_sweep, _nb_kink_push, shuffle, _nb_linear_run
+    global _nb_value, _nb_conjugate, _nb_kernel_run
     if _compiled:
         return
     import numba
@@ -358,4 +501,7 @@ def compile_loops():
     _nb_linear_sweep = _fast(_nb_linear_sweep)
     shuffle = _jit(shuffle)
     _nb_linear_run = _jit(_nb_linear_run)
+    _nb_value = _jit(_nb_value)
+    _nb_conjugate = _jit(_nb_conjugate)
+    _nb_kernel_run = _jit(_nb_kernel_run)
     _compiled = True

@@ -1,6 +1,6 @@
 """Shared logic of the classifiers: class encoding, the memory check of the class-sized arrays,
-the two target codings (one-vs-rest +-1, one-hot), and one-vs-rest prediction from per-class
-scores."""
+the target codings (one-vs-rest +-1, one-hot, one-vs-one pairs), and prediction from per-class
+scores or from the votes of the pairwise ones."""
 
 import numpy as np
 from sklearn.utils.multiclass import check_classification_targets
@@ -57,6 +57,36 @@ def one_hot(codes, n_classes, dtype=np.float64):
     Y = np.zeros((codes.size, n_classes), dtype=dtype)
     Y[np.arange(codes.size), codes] = 1.0
     return Y
+
+
+def class_pairs(n_classes):
+    """(a, b) for every pair of class codes a < b, in the order of the one-vs-one problems."""
+    a, b = np.triu_indices(n_classes, k=1)
+    return np.stack([a, b], axis=1)
+
+
+def one_vs_one_problems(codes, n_classes):
+    """For each pair (a, b) of :func:`class_pairs`: the rows of classes a and b and their +-1
+    targets (+1 for a, as LIBSVM's pairwise decision values)."""
+    rows = [np.flatnonzero(codes == c) for c in range(n_classes)]
+    problems = []
+    for a, b in class_pairs(n_classes):
+        idx = np.sort(np.concatenate([rows[a], rows[b]]))
+        problems.append((idx, np.where(codes[idx] == a, 1.0, -1.0)))
+    return problems
+
+
+def one_vs_one_scores(pair_scores, n_classes):
+    """(n, n_classes) scores from the (n, n_pairs) pairwise decision values: each class's votes
+    (a positive value votes for the pair's first class) plus its summed signed decision values
+    squashed into (-1/3, 1/3), which breaks ties between equal vote counts without overturning a
+    vote; the argmax is the majority vote."""
+    pairs = class_pairs(n_classes)
+    first, second = (one_hot(pairs[:, j], n_classes) for j in (0, 1))  # (n_pairs, n_classes) each
+    wins = (pair_scores > 0).astype(np.float64)
+    votes = wins @ first + (1.0 - wins) @ second
+    confidence = pair_scores @ (first - second)
+    return (votes + confidence / (3.0 * (np.abs(confidence) + 1.0))).astype(pair_scores.dtype, copy=False)
 
 
 class OneVsRestScoresMixin:

@@ -73,8 +73,7 @@ from .losses import (
     LogisticLoss,
     SquaredHingeLoss,
     SquaredLoss,
-    dual_objective,
-    primal_objective,
+    objectives,
 )
 
 __all__ = ["kernel_coordinate_descent", "linear_coordinate_descent", "RULES"]
@@ -141,7 +140,9 @@ class _Sweeps:
     def random_floats(self, need):
         """Make rand[rpos:] hold at least ``need`` floats of the "random" rule's stream."""
         if self.rpos + need > self.rand.size:
-            fresh = self.rng.random_sample(max(need, RANDOM_CHUNK))
+            # a chunk sized to the problem (small ones would spend most of their time drawing);
+            # the stream is the same however it is chunked
+            fresh = self.rng.random_sample(max(need, min(RANDOM_CHUNK, 64 * self.n_active)))
             self.rand = np.concatenate((self.rand[self.rpos:], fresh))
             self.rpos = 0
 
@@ -153,18 +154,23 @@ class _Sweeps:
             self.converged = True
 
     def record(self, c, z):
-        p = primal_objective(self.loss, self.y, z, c, self.C)
-        d = dual_objective(self.loss, self.y, z, c, self.C)
+        p, d = objectives(self.loss, self.y, z, c, self.C)
         self.primal.append(p)
         self.dual.append(d)
         return p, d
 
-    def account(self, outcome, done, max_changes, sizes, c, z, refresh, z_floor):
-        """Book-keeping after a compiled run of ``done`` linear sweeps (loops._nb_linear_run did
-        the shrinking); the same histories and stopping decision as :meth:`after_sweep`."""
+    def account(self, outcome, done, max_changes, sizes, c, z, refresh, z_floor, objectives=None):
+        """Book-keeping after a compiled run of ``done`` sweeps (loops._nb_linear_run or
+        _nb_kernel_run did the shrinking); the same histories and stopping decision as
+        :meth:`after_sweep`. ``objectives``: F and D of every sweep (the kernel path), else they
+        are evaluated after the run's last sweep when it covered all coordinates (``z(None)``)."""
         for t in range(done):
             self.sweep += 1
-            if t == done - 1 and outcome in (loops.RUN_FULL, loops.RUN_TOL):
+            if objectives is not None:
+                p, d = float(objectives[0][t]), float(objectives[1][t])
+                self.primal.append(p)
+                self.dual.append(d)
+            elif t == done - 1 and outcome in (loops.RUN_FULL, loops.RUN_TOL):
                 p, d = self.record(c, z(None))
             else:
                 p = d = math.nan
@@ -366,7 +372,20 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
         hbuf = np.zeros(1, dtype=dtype)
         changed_buf = np.empty(n, dtype=np.intp)
         steps_buf = np.empty(n, dtype=np.float64)
+        # a callback sees every sweep as it ends: then one compiled sweep at a time
+        runs = callback is None
+        if runs:
+            active_idx = np.flatnonzero(active).astype(np.intp)
+            work_buf, order_buf = np.empty(n, dtype=np.intp), np.empty(n, dtype=np.intp)
+            # [working-set size, sweeps, position in the random stream, max sweeps, rule, shrinking,
+            # position reached in an interrupted sweep]
+            ist = np.array([0, 0, 0, 0, 0, int(shrinking), 0], dtype=np.int64)
+            # [tol, precision floor factor, last sweep's largest change, z_floor]
+            fst = np.array([tol, PRECISION_FLOOR * float(np.finfo(dtype).eps), math.inf, 0.0])
+            stats = (np.empty(RUN_SWEEPS), np.empty(RUN_SWEEPS, dtype=np.int64), np.empty(RUN_SWEEPS),
+                     np.empty(RUN_SWEEPS))
     else:  # the Python sweeps run on lists
+        runs = False
         c_l, y_l, C_l, inv_d = c.tolist(), y.tolist(), C.tolist(), inv_d_arr.tolist()
 
         def score(i):
@@ -402,13 +421,38 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
         sweeps = _Sweeps(active, loss, y, C, rule=rule, tol=tol, max_iter=max_iter, shrinking=shrinking,
                          random_state=random_state, monitor=monitor, dtype=dtype)
         sweeps.start(c, z_eff(), diag, inv_d_arr)
+        if runs:
+            ist[4] = RULES.index(rule)
         while not sweeps.converged and sweeps.sweep < max_iter:
-            order_arr = sweeps.order()
+            pos = 0
+            if runs:  # compiled runs of whole sweeps; one that meets a row not cached is finished here
+                m = sweeps.work.size
+                work_buf[:m] = sweeps.work
+                ist[0], ist[1], ist[2], ist[3] = m, sweeps.sweep, sweeps.rpos, min(max_iter - sweeps.sweep, RUN_SWEEPS)
+                fst[2] = sweeps.last_change
+                counts[1] = cache.clock
+                outcome, done = loops._nb_kernel_run(work_buf, active_idx, order_buf, sweeps.rand, ist, fst, Q, z,
+                                                     rows, slot_of, last_used, lru, diag, code, eps_loss, s2, hbuf,
+                                                     changed_buf, steps_buf, sweeps.mark, state, counts, *stats)
+                cache.clock = int(counts[1])
+                b = float(state[0])
+                sweeps.rpos, sweeps.last_change = int(ist[2]), float(fst[2])
+                sweeps.work = work_buf[: ist[0]].copy()
+                if sweeps.account(outcome, done, stats[0], stats[1], c_arr, None, refresh, float(fst[3]),
+                                  objectives=stats[2:]):
+                    break
+                if outcome == loops.RUN_RANDOM:
+                    sweeps.random_floats(max(int(ist[0]) - 1, 0))
+                if outcome != loops.RUN_ROW:
+                    continue
+                order_arr, pos = order_buf[: ist[0]].copy(), int(ist[6])
+            else:
+                order_arr = sweeps.order()
             if code >= 0:
-                order_arr = np.ascontiguousarray(order_arr, dtype=np.intp)
-                state[1] = 0.0
-                counts[0] = 0
-                pos = 0
+                if pos == 0:
+                    order_arr = np.ascontiguousarray(order_arr, dtype=np.intp)
+                    state[1] = 0.0
+                    counts[0] = 0
                 while True:
                     counts[1] = cache.clock
                     pos = loops._nb_kernel_sweep(order_arr, pos, Q, z, rows, slot_of, last_used, lru, code, eps_loss,

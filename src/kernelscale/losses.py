@@ -498,6 +498,13 @@ def make_loss(loss, epsilon=0.1):
     raise ValueError(f"loss={loss!r} is not a loss; pass one of {', '.join(map(repr, LOSSES))}.")
 
 
+def objectives(loss, y, z, c, C):
+    """(F(c), D(c)) of :func:`primal_objective` and :func:`dual_objective`, sharing c^T z."""
+    z64, c64 = np.asarray(z, dtype=np.float64), np.asarray(c, dtype=np.float64)
+    half_cz = 0.5 * np.sum(c64 * z64)
+    return float(np.sum(C * loss.value(y, z64)) + half_cz), float(np.sum(loss.conjugate(c64, y, C)) + half_cz)
+
+
 def primal_objective(loss, y, z, c, C):
     """F(c) = sum_i C_i L(y_i, z_i) + c^T z / 2 with z = K c (problem (2)); float."""
     z64 = np.asarray(z, dtype=np.float64)
