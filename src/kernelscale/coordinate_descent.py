@@ -34,8 +34,12 @@ The sweeps run compiled when numba is installed (the optional ``numba`` extra; `
 switches it off; the loops are in kernelscale._cd_loops), else as Python loops with the same
 iterates. On the linear path one compiled call runs sweeps, shrinking included, until a sweep over
 all coordinates (after every sweep when a callback is given), so that the many short sweeps over a
-shrunk working set cost no Python overhead. The "random" rule shuffles with one stream of floats
-drawn from ``random_state``, shared by both forms.
+shrunk working set cost no Python overhead. On the kernel path one compiled call runs sweeps,
+their objectives, shrinking and stopping rule included, until the stopping rule asks for an exact
+z or a coordinate that moves has no cached row (that sweep is then finished with the row fetched);
+with a callback, one sweep per call. One-vs-one fits of many small problems (435 pairs of 270
+points: 30000 sweeps) went from 2.7 s to 0.9 s by it. The "random" rule shuffles with one stream
+of floats drawn from ``random_state``, shared by both forms.
 
 Points with k_ii = 0 (a zero kernel row: the paper removes them) and points of zero weight keep
 c_i = 0; the former are listed in ``SolverResult.dropped``. When the solver would stop, z (or w)
