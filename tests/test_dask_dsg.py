@@ -101,37 +101,33 @@ def test_one_dask_compute_per_group_of_iterations_not_per_iteration(data, sync, 
     np.testing.assert_allclose(clone(est).fit(X, y).coef_, got.coef_, rtol=1e-12, atol=1e-12)
 
 
-def test_windowed_order_is_a_permutation_in_windows_of_whole_chunks():
-    from kernelscale.doubly_stochastic import _windowed_order
+def test_epoch_windows_are_a_permutation_in_windows_of_whole_chunks():
+    from kernelscale.doubly_stochastic import _epoch_windows
 
     chunks = (70, 70, 70, 70, 20)
-    order = _windowed_order(chunks, 150, np.random.default_rng(0))
-    np.testing.assert_array_equal(np.sort(order), np.arange(N))
-    owner = np.searchsorted(np.cumsum(chunks), order, side="right")
-    # windows of at most 150 rows: two chunks (or one, beside the 20-row chunk's window), in turn
-    start, windows = 0, []
-    while start < N:
-        first = owner[start]
-        held = set()
-        stop = start
-        while stop < N and (owner[stop] in held or sum(chunks[c] for c in held | {owner[stop]}) <= 150):
-            held.add(owner[stop])
-            stop += 1
-        windows.append(held)
-        start = stop
-    assert all(sum(chunks[c] for c in w) <= 150 for w in windows) and len(windows) <= 4
-    assert sorted(c for w in windows for c in w) == list(range(5))  # every chunk in exactly one window
-    assert not np.array_equal(order, _windowed_order(chunks, 150, np.random.default_rng(1)))
+    offsets = np.cumsum((0,) + chunks)
+    windows = _epoch_windows(chunks, 150, np.random.default_rng(0))
+    np.testing.assert_array_equal(np.sort(np.concatenate(windows)), np.arange(N))
+    held = []
+    for w in windows:  # each window: whole chunks, at most 150 rows (two 70-row chunks, or one)
+        owners = np.unique(np.searchsorted(offsets, w, side="right") - 1)
+        assert w.size == sum(chunks[c] for c in owners) <= 150
+        held.extend(owners)
+    assert sorted(held) == list(range(5)) and len(windows) <= 4  # every chunk in exactly one window
+    again = _epoch_windows(chunks, 150, np.random.default_rng(1))
+    assert not np.array_equal(np.concatenate(windows), np.concatenate(again))
 
 
 def test_a_pass_larger_than_a_fetch_is_drawn_window_by_window(data, sync, no_gather, monkeypatch):
-    """A pass over more rows than FETCH_MAX_BYTES: each fetch brings at most about a window of
-    rows, from a few chunks (not every chunk), every row once per pass; the fit still learns."""
+    """A pass over more rows than FETCH_MAX_BYTES: the rows are fetched window by window, each
+    fetch computing the chunks of one window only, each chunk once per pass, every row once per
+    pass; the fit still learns."""
     import kernelscale.doubly_stochastic as module
 
     X, y, _, _ = data
     row_bytes = 8 * X.shape[1] + 8 * 1  # float64 rows and their +-1 target
-    monkeypatch.setattr(module, "FETCH_MAX_BYTES", 140 * row_bytes)  # windows of two 70-row chunks
+    # fetches of 140 rows: windows of at most 140 - 64 rows, so single 70-row chunks
+    monkeypatch.setattr(module, "FETCH_MAX_BYTES", 140 * row_bytes)
     rows = _take_rows(monkeypatch)
     touched = []
     take = module.DaskRows.taker
@@ -141,18 +137,24 @@ def test_a_pass_larger_than_a_fetch_is_drawn_window_by_window(data, sync, no_gat
         offsets = np.cumsum(self.chunks)
 
         def counted(groups):
-            touched.append(len(np.unique(np.searchsorted(offsets, np.concatenate(groups), side="right"))))
+            touched.append(np.unique(np.searchsorted(offsets, np.concatenate(groups), side="right")))
             return inner(groups)
         return counted
 
     monkeypatch.setattr(module.DaskRows, "taker", chunks_per_fetch)
     est = DoublyStochasticClassifier(GaussianKernel(sigma=2.0), loss="logistic", n_iter=20, **SMALL)
     got = clone(est).fit(_dask(X), _dask(y))
-    assert max(rows) <= 140 and sum(rows) == 4 * N  # 20 batches of 64: four passes (5 batches each)
-    # a window's chunks, or those of two or three windows at seams: 128 rows drawn from all 300
-    # would touch all five chunks nearly always
-    assert np.mean(touched) <= 3.5, touched
+    assert max(rows) <= 70 and sum(rows) == 4 * N  # 20 batches of 64: four passes (5 batches each)
+    assert all(t.size == 1 for t in touched)  # one chunk per fetch ...
+    counts = np.bincount(np.concatenate(touched))
+    np.testing.assert_array_equal(counts, 4)  # ... and each chunk once per pass
     assert np.mean(got.predict(X) == y) > 0.8 and np.all(np.isfinite(got.coef_))
+    # the batches are consecutive slices of the windows, and each gets its own rows
+    batches, windows = got._fit_batches(N, 20, 0, _dask(X).chunks[0], 140)
+    np.testing.assert_array_equal(np.concatenate(batches), np.concatenate(windows)[: 20 * 64 - 4 * 20])
+    Xd = _dask(X)
+    for b, (Xb, _, _) in zip(batches, module._batch_rows(Xd, None, None, batches, 140 * row_bytes, windows)):
+        np.testing.assert_array_equal(Xb, X[b])
     # under the cap a pass is one permutation, as on numpy (the tests above): here it is not
     assert not np.array_equal(got.coef_, clone(est).fit(X, y).coef_)
 

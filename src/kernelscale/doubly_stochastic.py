@@ -134,12 +134,15 @@ Dask (issue #15). ``fit`` and ``partial_fit`` take a dask X chunked by rows
 consecutive batches (one pass at most, and what fits a quarter of the budget left beside the
 iterations, at most ``FETCH_MAX_BYTES`` = 256 MB) are fetched with one dask compute
 (:func:`_batch_rows`). When one pass holds more rows than one fetch, ``fit`` draws each pass
-window by window (:func:`_windowed_order`): the row chunks in a random order, cut into windows of
-at most one fetch, each window's rows permuted. Each row still comes once per pass, but a fetch
-computes only a window's chunks (or two at a seam) instead of every chunk of the data (a lazily
-generated or out-of-core X would be regenerated or read in full per fetch), and the client holds
-about a window of rows: before, a fetch of one pass of 1M virtual digits (3.1 GB) took the client
-to 8.5 GB (1.45 GB now; benchmarks/bench_scale.py). When a pass fits one fetch the order is
+window by window (:func:`_epoch_windows`): the row chunks in a random order, cut into windows of
+at most one fetch less a batch, each window's rows permuted, and fetches the rows window by
+window, a batch that runs past a window taking its rest from the next. Each row still comes once
+per pass, and each chunk is computed once per pass instead of for every fetch (a lazily
+generated or out-of-core X would be regenerated or read in full per fetch); the client holds a
+window of rows and the rest of a batch: before windows, a fetch of one pass of 1M virtual digits
+(3.1 GB) took the client to 8.5 GB (1.45 GB with them; benchmarks/bench_scale.py). Until
+session 12 a fetch was a group of whole batches, which ran over a window's end into the next
+window and so computed the chunks of two windows: about twice the regeneration. When a pass fits one fetch the order is
 numpy's permutation, so the model is numpy's. Without a distributed client
 (the synchronous or threaded scheduler) every iteration then runs here on those rows exactly as on
 numpy. With one (:class:`_DistributedScores`), the part that is nearly all of the work, scoring the
@@ -381,35 +384,39 @@ def _fetch_bytes(spare):
     return min(max(spare, 0) // 4, FETCH_MAX_BYTES)
 
 
-def _windowed_order(row_chunks, window, rng):
-    """One epoch's order of the rows of a dask X of ``row_chunks`` larger than a fetch: the chunks
-    in a random order, cut into windows of consecutive chunks holding at most ``window`` rows (one
-    chunk at least), each window's rows permuted. Every row comes once per epoch, as in a full
-    permutation, but a window's batches need only its chunks, so a fetch computes (regenerates,
-    reads) a few chunks instead of every chunk, and holds at most about a window of rows. A
-    chunk larger than a window makes a window of its own, computed in full by each fetch."""
+def _epoch_windows(row_chunks, window, rng):
+    """One epoch of the rows of a dask X of ``row_chunks`` larger than a fetch, as windows: the
+    chunks in a random order, cut into windows of consecutive chunks holding at most ``window``
+    rows (one chunk at least), each window's rows permuted. The epoch's order is the windows one
+    after the other: every row comes once, as in a full permutation, but a window needs only its
+    own chunks, so fetching it computes (regenerates, reads) those chunks once
+    (:func:`_batch_rows`). A chunk larger than a window makes a window of its own."""
     offsets = np.cumsum((0,) + tuple(row_chunks))
-    parts, rows, held = [], [], 0
+    windows, rows, held = [], [], 0
     for c in rng.permutation(len(row_chunks)):
         size = int(offsets[c + 1] - offsets[c])
         if held and held + size > window:
-            parts.append(rng.permutation(np.concatenate(rows)))
+            windows.append(rng.permutation(np.concatenate(rows)))
             rows, held = [], 0
         rows.append(np.arange(offsets[c], offsets[c + 1]))
         held += size
-    parts.append(rng.permutation(np.concatenate(rows)))
-    return np.concatenate(parts)
+    windows.append(rng.permutation(np.concatenate(rows)))
+    return windows
 
 
 def _batch_len(batch, n):
     return len(range(n)[batch]) if isinstance(batch, slice) else len(batch)
 
 
-def _batch_rows(X, Y, sample_weight, batches, fetch_bytes=0):
+def _batch_rows(X, Y, sample_weight, batches, fetch_bytes=0, windows=None):
     """Yield (X[b], Y[b], sample_weight[b]) for each batch b (index array or slice; None for
     None). Dask arrays (module docstring, "Dask"): consecutive batches are fetched in groups,
     each with ONE compute of the rows it holds (:meth:`kernelscale.ops.rows.DaskRows.taker`); a
-    group holds at most ``fetch_bytes`` of rows (one batch at least) and at most n rows."""
+    group holds at most ``fetch_bytes`` of rows (one batch at least) and at most n rows. With
+    ``windows`` (index arrays whose concatenation is that of the batches) the rows are fetched
+    window by window instead, each with one compute of its chunks: a batch that runs past a
+    window takes its rest from the next one, so every chunk is computed once per window that
+    holds it, and the rows held are a window and less than a batch."""
     if not is_dask(X):
         for b in batches:
             yield X[b], None if Y is None else Y[b], None if sample_weight is None else sample_weight[b]
@@ -418,6 +425,9 @@ def _batch_rows(X, Y, sample_weight, batches, fetch_bytes=0):
     width = X.dtype.itemsize * X.shape[1] + (0 if Y is None else Y.dtype.itemsize * Y.shape[1])
     limit = min(n, max(int(fetch_bytes) // (width + (0 if sample_weight is None else 8)), 1))
     take = DaskRows(X.chunks[0], 0).taker(X, Y, sample_weight)
+    if windows is not None:
+        yield from _window_rows(take, batches, iter(windows), n)
+        return
     start = 0
     while start < len(batches):
         stop, held = start + 1, _batch_len(batches[start], n)
@@ -427,6 +437,21 @@ def _batch_rows(X, Y, sample_weight, batches, fetch_bytes=0):
         groups = [np.arange(*b.indices(n)) if isinstance(b, slice) else b for b in batches[start:stop]]
         yield from take(groups)
         start = stop
+
+
+def _window_rows(take, batches, windows, n):
+    """:func:`_batch_rows` window by window: the rows not yet used stay held, the next window is
+    fetched when a batch needs more."""
+    held, used = None, 0
+    for b in batches:
+        size = _batch_len(b, n)
+        while held is None or held[0].shape[0] - used < size:
+            (rows,) = take([next(windows)])
+            held = rows if held is None else tuple(
+                None if a is None else np.concatenate([a[used:], r]) for a, r in zip(held, rows))
+            used = 0
+        yield tuple(None if a is None else a[used:used + size] for a in held)
+        used += size
 
 
 # ----------------------------------------------------------------------------------------------
@@ -566,7 +591,7 @@ class _DistributedScores:
 def dsg_iterations(
     X, Y, spec, *, loss, batches, coef=None, n_done=0, scale=1.0, sample_weight=None, nu=1e-5,
     step_size=1.0, t0=100.0, solver="sgd", precond_ridge=1e-3, monitor=None, cache_bytes=0, max_memory=None,
-    fetch_bytes=0, running_scores=False,
+    fetch_bytes=0, fetch_windows=None, running_scores=False,
 ):
     """Run one iteration per entry of ``batches`` (index arrays or slices into X), continuing
     from ``n_done`` fitted blocks.
@@ -591,6 +616,8 @@ def dsg_iterations(
     fetch_bytes : int
         Dask X, Y and sample_weight (X's row chunks): the bytes of batch rows fetched at once
         (:func:`_batch_rows`); the iterations are those numpy runs on the same rows.
+    fetch_windows : list of index arrays or None
+        Dask X: fetch the rows window by window (:func:`_batch_rows`).
     running_scores : bool, default=False
         (numpy X only) Keep the unscaled scores S = sum_j phi_j(X) coef[j] of EVERY row of X and
         add each new block's phi_t(X) coef[t] to them (n x block_size features per iteration,
@@ -630,7 +657,7 @@ def dsg_iterations(
         return _iterate(
             X, Y, spec, op, S, scorer, coef=coef, n_done=n_done, scale=scale, loss=loss, batches=batches,
             sample_weight=sample_weight, nu=nu, step_size=step_size, t0=t0, solver=solver,
-            precond_ridge=precond_ridge, monitor=monitor, fetch_bytes=fetch_bytes,
+            precond_ridge=precond_ridge, monitor=monitor, fetch_bytes=fetch_bytes, fetch_windows=fetch_windows,
         )
     finally:
         if scorer is not None:
@@ -638,7 +665,7 @@ def dsg_iterations(
 
 
 def _iterate(X, Y, spec, op, S, scorer, *, coef, n_done, scale, loss, batches, sample_weight, nu, step_size, t0,
-             solver, precond_ridge, monitor, fetch_bytes):
+             solver, precond_ridge, monitor, fetch_bytes, fetch_windows):
     """The loop of :func:`dsg_iterations`; ``scorer`` (:class:`_DistributedScores` or None)
     scores the mini-batches on the workers."""
     D = spec.block_size
@@ -646,7 +673,8 @@ def _iterate(X, Y, spec, op, S, scorer, *, coef, n_done, scale, loss, batches, s
     history = []
     stopped = False
     zero_loss = 0.0  # largest mini-batch loss of f = 0 seen: the scale that flags a blow-up
-    for batch, (Xb, Yb, wb) in zip(batches, _batch_rows(X, Y, sample_weight, batches, fetch_bytes)):
+    for batch, (Xb, Yb, wb) in zip(batches, _batch_rows(X, Y, sample_weight, batches, fetch_bytes,
+                                                                          fetch_windows)):
         t = n_done
         b = Xb.shape[0]
         if S is not None:  # the new block on every row: the batch's rows now, the running scores after the step
@@ -867,9 +895,10 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
             return self.coef_  # e.g. after load: dsg_iterations grows it
         return buf
 
-    def _run(self, X, Y, sw, batches, fit=False):
+    def _run(self, X, Y, sw, batches, fit=False, fetch_windows=None):
         """Run the iterations of ``batches`` and commit the state (only on success); ``fit``:
-        the batches are those of a ``fit`` over all rows of X (running scores may be used)."""
+        the batches are those of a ``fit`` over all rows of X (running scores may be used);
+        ``fetch_windows``: fetch a dask X's rows by these windows (:func:`_batch_rows`)."""
         dtype = self.coef_.dtype if self.n_iter_ else X.dtype
         distributed = is_dask(X)
         if distributed:  # cast per chunk, as numpy casts the whole array
@@ -916,7 +945,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
                 scale=self.scale_, sample_weight=sw, nu=self.alpha, step_size=step,
                 t0=self._t0(), solver=self.solver, precond_ridge=self.precond_ridge, monitor=mon,
                 cache_bytes=cache, max_memory=budget - held - cache - fetch, fetch_bytes=fetch,
-                running_scores=running,
+                fetch_windows=fetch_windows, running_scores=running,
             )
         if not curvature:
             self.__dict__.pop("step_size_", None)
@@ -938,25 +967,33 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
         run(scratch, *args, **kwargs)
         return commit_fit(self, vars(scratch), stale=tuple(vars(self)))
 
-    def _fit_batches(self, n, n_iter, start, row_chunks=None, window=1):
-        """Mini-batches of fit: consecutive chunks of batch_size of one epoch order, repeated;
-        each epoch permuted (shuffle=True) by a generator of (seed_, start, epoch). With the
-        ``row_chunks`` of a dask X of more than ``window`` rows (what one fetch holds), the
-        epoch order is :func:`_windowed_order`'s."""
+    def _fit_batches(self, n, n_iter, start, row_chunks=None, fetch_rows=1):
+        """(mini-batches of fit, windows to fetch them by or None): consecutive chunks of
+        batch_size of one epoch order, repeated; each epoch permuted (shuffle=True) by a
+        generator of (seed_, start, epoch). With the ``row_chunks`` of a dask X of more than
+        ``fetch_rows`` rows (what one fetch holds), the epoch order is :func:`_epoch_windows`'s
+        windows of at most fetch_rows - batch_size rows one after the other (a window and the
+        rest of a batch are held at once), returned for :func:`_batch_rows`."""
         bs = min(self._batch_size(), n)
         chunks = [slice(s, min(s + bs, n)) for s in range(0, n, bs)]
-        windowed = row_chunks is not None and n > window
-        batches = []
+        windowed = self.shuffle and row_chunks is not None and n > fetch_rows
+        window = max(fetch_rows - bs, 1)
+        batches, windows = [], []
         epoch = 0
         while len(batches) < n_iter:
             if self.shuffle:
                 rng = np.random.default_rng([self.seed_, start, epoch])
-                order = _windowed_order(row_chunks, window, rng) if windowed else rng.permutation(n)
+                if windowed:
+                    epoch_windows = _epoch_windows(row_chunks, window, rng)
+                    windows.extend(epoch_windows)
+                    order = np.concatenate(epoch_windows)
+                else:
+                    order = rng.permutation(n)
                 batches.extend(order[c] for c in chunks)
             else:
                 batches.extend(chunks)
             epoch += 1
-        return batches[:n_iter]
+        return batches[:n_iter], (windows if windowed else None)
 
     def _fit(self, X, y, sample_weight):
         first = not (self.warm_start and hasattr(self, "coef_"))
@@ -982,8 +1019,8 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
             raise ValueError("warm_start=True but the number of targets changed; set warm_start=False.")
         n_total = self._n_iter(X.shape[0])
         n_new = n_total if first else warm_start_iterations(n_total, self.n_iter_)
-        batches = self._fit_batches(X.shape[0], n_new, self.n_iter_, *self._fetch_window(X, Y, sw, n_new))
-        return self._run(X, Y, sw, batches, fit=True)
+        batches, windows = self._fit_batches(X.shape[0], n_new, self.n_iter_, *self._fetch_window(X, Y, sw, n_new))
+        return self._run(X, Y, sw, batches, fit=True, fetch_windows=windows)
 
     def _fetch_window(self, X, Y, sw, n_new):
         """(row chunks, rows one fetch of :meth:`_run` holds) for a dask X; (None, 1) for numpy."""
