@@ -132,12 +132,14 @@ class _RegularizedBase(DeviceMixin, BaseEstimator):
             c0 = previous.reshape(n, m)
         common = dict(loss=loss, tol=self.tol * tol_scale, max_iter=self.max_iter, intercept_scaling=s,
                       random_state=rng, verbose=self.verbose)
-        def row_cache(rows):
-            return KernelOperator(kernel, rows, self.max_memory).row_cache(
-                reserved_bytes=vector_bytes(n, m, X.dtype) + _ESTIMATOR_BYTES_PER_SAMPLE * n + ufunc_workspace_bytes(),
-                max_rows=self._cache_rows(rows.shape[0], X.dtype, int(np.count_nonzero(sample_weight)) or 1))
 
-        cache = row_cache(X) if not linear and not distributed and problems is None else None
+        def row_cache(points, weights):
+            """The kernel row cache of one solve on ``points`` (all of X, or a pair's rows)."""
+            return KernelOperator(kernel, points, self.max_memory).row_cache(
+                reserved_bytes=vector_bytes(n, m, X.dtype) + _ESTIMATOR_BYTES_PER_SAMPLE * n + ufunc_workspace_bytes(),
+                max_rows=self._cache_rows(points.shape[0], X.dtype, int(np.count_nonzero(weights)) or 1))
+
+        cache = row_cache(X, sample_weight) if not linear and not distributed and problems is None else None
         if self.solver == "fixed_point":
             common.update(step_size=self.step_size, c0=c0, callback=self.callback)
             if linear:
@@ -165,7 +167,7 @@ class _RegularizedBase(DeviceMixin, BaseEstimator):
                 else:
                     results.append(kernel_coordinate_descent(
                         kernel, Xj, y, C=Cj, c0=start, callback=cb,
-                        cache=cache if problems is None else row_cache(Xj), **common))
+                        cache=cache if problems is None else row_cache(Xj, sample_weight[rows]), **common))
             coef = np.zeros((n, m), dtype=results[0].coef.dtype)
             for j, r in enumerate(results):
                 coef[slice(None) if problems is None else problems[j][0], j] = r.coef
@@ -382,8 +384,7 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
         On 30 classes of 4000 points (benchmarks/bench_robustness.py) one-vs-rest hinge errs on
         0.200 of the test points, one-vs-one on 0.119 (LIBSVM's SVC 0.121).""" + _COMMON_DOC + """
     class_weight : dict, "balanced" or None
-        Multiplies each sample's weight by the weight of its class (in every one-vs-rest
-        problem).
+        Multiplies each sample's weight by the weight of its class (in every binary problem).
 
     Attributes
     ----------
