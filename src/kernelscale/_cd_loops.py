@@ -238,6 +238,35 @@ RUN_RANDOM = 2  # the stream of random floats is too short for the next sweep
 RUN_LIMIT = 3  # max_sweeps sweeps are done
 
 
+def _nb_sweep_order(work, m, order, rand, rpos, rule, sweep):
+    """order[:m]: the working set work[:m] in the rule's order for sweep number ``sweep`` (rule 0
+    cyclic, 1 aitken, 2 random: shuffled with rand[rpos:]). Returns the new position in rand, or
+    -1 when rand holds too few floats for the shuffle (order untouched)."""
+    if rule == 2:
+        need = m - 1 if m > 1 else 0
+        if rpos + need > rand.shape[0]:
+            return -1
+        order[:m] = work[:m]
+        shuffle(order, m, rand, rpos)
+        return rpos + need
+    if rule == 1 and sweep % 2 == 1:
+        order[:m] = work[:m][::-1]
+    else:
+        order[:m] = work[:m]
+    return rpos
+
+
+def _nb_largest_move(steps, changed, k, diag):
+    """max_t |steps[t]| k_ii over the k coordinates i = changed[t] that moved in a sweep: the
+    largest change of a z_i by its own update (0 when none moved)."""
+    moved = 0.0
+    for t in range(k):
+        a = abs(steps[t]) * diag[changed[t]]
+        if a > moved:
+            moved = a
+    return moved
+
+
 def _nb_linear_run(work, active, order, rand, ist, fst, sparse, indptr, indices, data, X, w, Q, diag, code, eps, s,
                    hbuf, changed, steps, drop, stat_change, stat_size):
     """Sweeps of Algorithm 2 with the shrinking and the stopping rule of ``_Sweeps.after_sweep``
@@ -258,18 +287,11 @@ def _nb_linear_run(work, active, order, rand, ist, fst, sparse, indptr, indices,
     outcome = RUN_LIMIT
     done = 0
     while done < max_sweeps:
-        if rule == 2:
-            need = m - 1 if m > 1 else 0
-            if rpos + need > rand.shape[0]:
-                outcome = RUN_RANDOM
-                break
-            order[:m] = work[:m]
-            shuffle(order, m, rand, rpos)
-            rpos += need
-        elif rule == 1 and sweep % 2 == 1:
-            order[:m] = work[:m][::-1]
-        else:
-            order[:m] = work[:m]
+        moved_to = _nb_sweep_order(work, m, order, rand, rpos, rule, sweep)
+        if moved_to < 0:
+            outcome = RUN_RANDOM
+            break
+        rpos = moved_to
         up_limit = last_up if shrinking else math.inf
         down_limit = last_down if shrinking else math.inf
         k = _nb_linear_sweep(order[:m], sparse, indptr, indices, data, X, w, Q, code, eps, s, state, hbuf, changed,
@@ -282,11 +304,7 @@ def _nb_linear_run(work, active, order, rand, ist, fst, sparse, indptr, indices,
         full = m == n_active
         z_floor = floor_eps * state[2]
         fst[5] = z_floor
-        moved = 0.0
-        for t in range(k):
-            a = abs(steps[t]) * diag[changed[t]]
-            if a > moved:
-                moved = a
+        moved = _nb_largest_move(steps, changed, k, diag)
         kept = 0
         for t in range(m):  # shrink (unless the solver stops or un-shrinks below)
             i = work[t]
@@ -388,18 +406,11 @@ def _nb_kernel_run(work, active, order, rand, ist, fst, Q, z, rows, slot_of, las
     outcome = RUN_LIMIT
     done = 0
     while done < max_sweeps:
-        if rule == 2:
-            need = m - 1 if m > 1 else 0
-            if rpos + need > rand.shape[0]:
-                outcome = RUN_RANDOM
-                break
-            order[:m] = work[:m]
-            shuffle(order, m, rand, rpos)
-            rpos += need
-        elif rule == 1 and sweep % 2 == 1:
-            order[:m] = work[:m][::-1]
-        else:
-            order[:m] = work[:m]
+        moved_to = _nb_sweep_order(work, m, order, rand, rpos, rule, sweep)
+        if moved_to < 0:
+            outcome = RUN_RANDOM
+            break
+        rpos = moved_to
         state[1] = 0.0
         counts[0] = 0
         pos = _nb_kernel_sweep(order[:m], 0, Q, z, rows, slot_of, last_used, lru, code, eps, s2, state, hbuf,
@@ -432,11 +443,7 @@ def _nb_kernel_run(work, active, order, rand, ist, fst, Q, z, rows, slot_of, las
                 zmax = a
         z_floor = floor_eps * zmax
         fst[3] = z_floor
-        moved = 0.0
-        for t in range(k):
-            a = abs(steps[t]) * diag[changed[t]]
-            if a > moved:
-                moved = a
+        moved = _nb_largest_move(steps, changed, k, diag)
         if max_h < tol or moved < z_floor:
             if not full:  # un-shrink: a full sweep must confirm
                 m = n_active
@@ -481,7 +488,7 @@ def compile_loops():
     """
     global _compiled, _nb_sigmoid, _nb_logistic_margin, _nb_step, _nb_update, _nb_note, _nb_kernel_sweep
     global _nb_linear_visit, _nb_linear_sweep, _nb_kink_push, shuffle, _nb_linear_run
-    global _nb_value, _nb_conjugate, _nb_kernel_run
+    global _nb_value, _nb_conjugate, _nb_kernel_run, _nb_sweep_order, _nb_largest_move
     if _compiled:
         return
     import numba
@@ -501,6 +508,8 @@ def compile_loops():
     _nb_linear_sweep = _fast(_nb_linear_sweep)
     shuffle = _jit(shuffle)
     _nb_linear_run = _jit(_nb_linear_run)
+    _nb_sweep_order = _inline(_nb_sweep_order)
+    _nb_largest_move = _inline(_nb_largest_move)
     _nb_value = _jit(_nb_value)
     _nb_conjugate = _jit(_nb_conjugate)
     _nb_kernel_run = _jit(_nb_kernel_run)
