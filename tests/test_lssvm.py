@@ -359,6 +359,27 @@ def test_auto_batch_is_the_whole_system_up_to_4096_rows():
     b, A = exact_lssvm(kernel, X, y, 10.0)
     np.testing.assert_allclose(reg.predict(Xt), gaussian_scores(Xt, X, A, b, sigma=1.0), rtol=1e-6, atol=1e-7)
     assert lssvm_mod._auto_batch(4095) == 4096 and lssvm_mod._auto_batch(4096) == 2000
+    # larger systems whole only where their memory fits, and not beyond AUTO_WHOLE_MAX
+    assert lssvm_mod._auto_batch(10000, lambda J: True) == 10001
+    assert lssvm_mod._auto_batch(10000, lambda J: False) == 2000
+    assert lssvm_mod._auto_batch(lssvm_mod.AUTO_WHOLE_MAX, lambda J: True) == 2000
+
+
+def test_auto_batch_beyond_4096_rows_is_whole_within_the_budget():
+    """n = 4500: one exact solve by default (the exact LS-SVM), blocks of 2000 when max_memory
+    cannot hold the n x n system or on another solver's path."""
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-3, 3, size=(4500, 2))
+    y = np.sinc(X[:, 0]) + 0.1 * rng.normal(size=4500)
+    kernel = GaussianKernel(sigma=1.0)
+    reg = LSSVMRegressor(kernel=kernel, random_state=0).fit(X, y)
+    assert reg.batch_size_ == 4501 and reg.n_iter_ == 1
+    b, A = exact_lssvm(kernel, X, y, 10.0)
+    np.testing.assert_allclose(reg.dual_coef_, A, rtol=1e-6, atol=1e-8 * np.abs(A).max())
+    tight = lssvm_mod.lssvm_fit_memory(4500, 2, 1, 4501, np.float64, kernel) - 1
+    small = LSSVMRegressor(kernel=kernel, max_memory=tight, n_iter=1, random_state=0).fit(X, y)
+    assert small.batch_size_ == 2000
+    assert LSSVMRegressor(kernel=kernel, solver="nystrom", n_iter=1, random_state=0).fit(X, y).batch_size_ == 2000
 
 
 def test_regressor_multi_output_equals_separate_fits():

@@ -43,7 +43,7 @@ are routinely singular to float32 precision:
   with sample weights :func:`exact_weighted_lssvm`).
 
 When one block is the whole system (J = n + 1, what ``batch_size="auto"`` gives up to 4095
-samples), the three iterative solvers' steps coincide: W <- W + Theta^{-1} (Z - Theta W). It is
+samples, and up to 24575 when the n x n arrays fit ``max_memory``), the three iterative solvers' steps coincide: W <- W + Theta^{-1} (Z - Theta W). It is
 then computed without the Gram matrix G = Theta Theta^T (2 n^3 flops to form, n^3 / 3 to
 factorise, cond(Theta)^2): one in-place float64 Cholesky of H = K + D (n^3 / 3 flops) and the
 bias by its Schur complement (:class:`_WholeSystem`), each iteration a pair of triangular solves
@@ -75,7 +75,7 @@ the J x J Gram matrix G and of Theta[s, :] W; W and the residual R stay partitio
 J x J factorisation and solves run here. The hybrid's full product Theta dW is one task per pair
 of row chunks. The model equals numpy's up to the order of the sums (1e-8 relative in float64).
 When one block is the whole system (``solver="exact"``, or J = n + 1, as ``batch_size="auto"``
-gives up to 4095 samples) the rows are gathered and numpy's solve runs on them: it needs an
+gives up to 4095 samples, or more within the budget) the rows are gathered and numpy's solve runs on them: it needs an
 n x n block anyway. Either way the fitted model holds the training rows and the dual
 coefficients (``X_fit_``, ``dual_coef_``, n x d and n x k), as numpy's does, since predictions
 need them: they are gathered once, at the end of the fit.
@@ -359,7 +359,8 @@ def _one_norm_lower_free(H, h_diag):
 
 
 class _WholeSystem:
-    """The block that is the whole system (J = n + 1, ``batch_size="auto"`` up to 4095 samples):
+    """The block that is the whole system (J = n + 1, ``batch_size="auto"`` up to 4095 samples,
+    or 24575 within the budget):
     Theta^{-1} by one in-place Cholesky of H = K + D (n x n), the bias by its Schur complement,
     as :func:`kernelscale.exact.exact_lssvm` does, instead of the block path's Gram matrix
     G = Theta Theta^T (2 n^3 flops to form, n^3 / 3 to factorise, and cond(Theta)^2).
@@ -925,11 +926,21 @@ def _nystrom(system, Z, blocks, T, small, monitor, run):
 # estimators
 
 
-def _auto_batch(n):
+#: batch_size="auto" takes the whole system up to 4096 rows, and up to AUTO_WHOLE_MAX rows when
+#: its n x n arrays fit the memory budget: its Cholesky (n^3 / 3 flops) costs less than the 15-60
+#: iterations of 4 J^2 n flops that blocks of J = 2000 take to reach tol (at C = 10, n = 4000 to
+#: 16512), up to about 25000 rows
+AUTO_WHOLE_MAX = 24576
+
+
+def _auto_batch(n, fits=None):
     """batch_size="auto": the whole system (n + 1 rows, one Cholesky solve of K + D,
-    :class:`_WholeSystem`) up to 4096 rows, else blocks of 2000 (the estimator docstring gives
-    the costs)."""
-    return n + 1 if n + 1 <= 4096 else 2000
+    :class:`_WholeSystem`) up to 4096 rows, or up to AUTO_WHOLE_MAX when ``fits(n + 1)`` (its
+    memory is within the budget), else blocks of 2000 (the estimator docstring gives the costs)."""
+    whole = n + 1
+    if whole <= 4096 or (whole <= AUTO_WHOLE_MAX and fits is not None and fits(whole)):
+        return whole
+    return 2000
 
 
 class _LSSVMBase(DeviceMixin, BaseEstimator):
@@ -952,6 +963,18 @@ class _LSSVMBase(DeviceMixin, BaseEstimator):
 
     def _work_dtype(self, X):
         return X.dtype if self.dtype is None else float_dtype(self.dtype, "dtype")
+
+    def _auto_batch(self, X, Y, dtype, kernel):
+        """batch_size="auto" (:func:`_auto_batch`): beyond 4096 rows the whole system only for
+        the iterative solvers on the host (the path of :class:`_WholeSystem`) within max_memory."""
+        n, d = X.shape
+        k = Y.shape[1] if Y.ndim == 2 else 1
+        budget = parse_memory(self.max_memory)
+
+        def fits(J):
+            return (self.solver in _ITERATIVE and self.device is None
+                    and lssvm_fit_memory(n, d, k, J, dtype, kernel, self.solver, self.n_averaged) <= budget)
+        return _auto_batch(n, fits)
 
     #: every attribute a fit may set (a refit deletes those it does not set again)
     _FITTED = ("kernel_", "X_fit_", "intercept_", "dual_coef_", "n_iter_", "batch_size_", "n_regularized_",
@@ -1004,7 +1027,7 @@ class _LSSVMBase(DeviceMixin, BaseEstimator):
             self.C,
             self.solver,
             sample_weight=sample_weight,
-            batch_size=_auto_batch(X.shape[0]) if self.batch_size == "auto" else self.batch_size,
+            batch_size=self._auto_batch(X, Y, dtype, kernel) if self.batch_size == "auto" else self.batch_size,
             n_iter=n_iter,
             tol=self.tol,
             n_averaged=self.n_averaged,
@@ -1079,11 +1102,13 @@ _PARAMS_DOC = """
         See :mod:`kernelscale.lssvm`. "exact" builds the n x n kernel matrix.
     batch_size : int >= 1 or "auto", default="auto"
         J, the number of rows of Theta per block; a number is clipped with a warning to
-        n_samples + 1. "auto": n_samples + 1 up to 4096 rows, else 2000. With J = n_samples + 1
-        one block is the whole system and one iteration solves it, by a Cholesky factorisation
-        of K + D (n^3 / 3 flops, about 0.3 s in all at n = 4000 on 2 cores; see
-        :mod:`kernelscale.lssvm`), far less than the 10 to 15 iterations of J = 2000 blocks
-        (4 J^2 n flops each) that C = 10 needs at that size to reach tol.
+        n_samples + 1. "auto": n_samples + 1 up to 4096 rows, and up to 24576 rows when the
+        iterative solvers run on the host (``device=None``) and the n x n system fits
+        ``max_memory``; else 2000. With J = n_samples + 1 one block is the whole system and one
+        iteration solves it, by a Cholesky factorisation of K + D (n^3 / 3 flops, about 0.3 s in
+        all at n = 4000 on 2 cores; see :mod:`kernelscale.lssvm`), far less than the 10 to 60
+        iterations of J = 2000 blocks (4 J^2 n flops each) that C = 10 needs to reach tol (at
+        n = 16512, California housing: 241 s with blocks, 60 s as one system, on 2 cores).
     n_iter : int >= 1, default=100
         T, the most iterations per run (committee members for "nystrom"); ignored by "exact".
     tol : float > 0 or None, default=1e-4
