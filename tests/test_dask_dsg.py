@@ -159,6 +159,29 @@ def test_a_pass_larger_than_a_fetch_is_drawn_window_by_window(data, sync, no_gat
     assert not np.array_equal(got.coef_, clone(est).fit(X, y).coef_)
 
 
+def test_window_rows_copy_each_batch_out_of_its_windows():
+    """Batches spanning two windows get the end of one and the start of the next; no batch is a
+    view of a fetched window (which would keep it alive while the next one is fetched)."""
+    from kernelscale.doubly_stochastic import _window_rows
+
+    X = np.arange(200.0).reshape(100, 2)
+    rng = np.random.default_rng(0)
+    windows = [rng.permutation(np.arange(s, s + 25)) for s in range(0, 100, 25)]
+    order = np.concatenate(windows)
+    batches = [order[s:s + 30] for s in range(0, 100, 30)]  # 30, 30, 30, 10: three span a seam
+    fetched = []
+
+    def take(groups):
+        fetched.append(X[groups[0]])
+        return [(fetched[-1], None, None)]
+
+    for b, (Xb, Yb, wb) in zip(batches, _window_rows(take, batches, iter(windows), 100)):
+        np.testing.assert_array_equal(Xb, X[b])
+        assert Yb is None and wb is None
+        assert not any(np.shares_memory(Xb, f) for f in fetched)
+    assert len(fetched) == 4  # each window fetched once
+
+
 def test_partial_fit_streams_the_call_in_groups_within_the_budget(data, sync, no_gather, monkeypatch):
     X, y_class, _, w = data
     classes = np.unique(y_class)

@@ -15,6 +15,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.kernel_ridge import KernelRidge
 from sklearn.model_selection import train_test_split
 from sklearn.svm import LinearSVC
+from memcheck import peak_bytes
 from test_fixed_point import reference_coef, rel_err
 
 from kernelscale.kernels import GaussianKernel, PolynomialKernel
@@ -160,9 +161,26 @@ def test_multi_class_resolution_and_refusals():
         assert est.multi_class_ == scheme, params
         assert hasattr(est, "predict_proba") == (params.get("loss") == "logistic" and scheme == "ovr")
         assert est.dual_coef_.shape[1] == 3
-    assert RegularizedKernelClassifier(multi_class="ovo").fit(X, y == 0).multi_class_ == "ovr"  # two classes
+    binary = RegularizedKernelClassifier(multi_class="ovo", loss="logistic").fit(X, y == 0)
+    assert binary.multi_class_ == "ovr" and hasattr(binary, "predict_proba")  # two classes: one problem
     with pytest.raises(ValueError, match="multi_class='ovo' needs solver='coordinate_descent'"):
         RegularizedKernelClassifier(multi_class="ovo", solver="fixed_point").fit(X, y)
+
+
+def test_one_vs_one_memory_is_the_pairs_coefficients_not_k_squared_solver_states():
+    """20 classes, 190 pairs: one-vs-one holds the (n, 190) coefficients and one pair's solver
+    state at a time, so it fits in a budget where one-vs-rest does, and stays within it."""
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(1000, 5)), rng.integers(0, 20, 1000)
+    budget = 10 * 2**20
+    for scheme in ("ovr", "ovo"):
+        est = RegularizedKernelClassifier(multi_class=scheme, max_memory=budget, max_iter=50, random_state=0)
+        peak, _ = peak_bytes(lambda: est.fit(X, y))
+        assert est.dual_coef_.shape == (1000, 190 if scheme == "ovo" else 20)
+        if scheme == "ovo":
+            assert peak <= budget
+    with pytest.raises(ValueError, match="the coefficients of the 190 one-vs-one problems"):
+        RegularizedKernelClassifier(max_memory=2 * 2**20).fit(X, y)
 
 
 def test_linear_kernel_with_intercept_is_liblinear_with_bias():

@@ -397,7 +397,9 @@ def _nb_kernel_run(work, active, order, rand, ist, fst, Q, z, rows, slot_of, las
     sweep]. Sweep t leaves its largest change, working-set size and objectives F, D in
     stat_change[t], stat_size[t], stat_primal[t], stat_dual[t]. Returns (outcome, sweeps done);
     on RUN_ROW, order[:m] is the interrupted sweep's order, ist[6] where it stopped, state and
-    counts as :func:`_nb_kernel_sweep` left them.
+    counts as :func:`_nb_kernel_sweep` left them. hbuf (one entry of z's dtype) also rounds b to
+    that dtype for the objectives, the shrinking and the precision floor, which see z + b as the
+    Python book-keeping does (in float32 for float32 rows).
     """
     n_active = active.shape[0]
     n = z.shape[0]
@@ -420,11 +422,13 @@ def _nb_kernel_run(work, active, order, rand, ist, fst, Q, z, rows, slot_of, las
             outcome = RUN_ROW
             break
         b, max_h, k = state[0], state[1], counts[0]
+        hbuf[0] = b  # z_i + b in the dtype of z, as the Python book-keeping rounds it
+        bz = hbuf[0]
         primal = 0.0
         dual = 0.0
         cz = 0.0
         for i in range(n):
-            zi = z[i] + b
+            zi = float(z[i] + bz)
             ci = Q[i, Q_COEF]
             primal += Q[i, Q_C] * _nb_value(code, Q[i, Q_Y], zi, eps)
             dual += _nb_conjugate(code, ci, Q[i, Q_Y], Q[i, Q_C], eps)
@@ -438,7 +442,7 @@ def _nb_kernel_run(work, active, order, rand, ist, fst, Q, z, rows, slot_of, las
         full = m == n_active
         zmax = 1.0
         for t in range(m):
-            a = abs(z[work[t]] + b)
+            a = abs(float(z[work[t]] + bz))
             if a > zmax:
                 zmax = a
         z_floor = floor_eps * zmax
@@ -461,7 +465,7 @@ def _nb_kernel_run(work, active, order, rand, ist, fst, Q, z, rows, slot_of, las
                 drop = False
                 if not mark[i]:
                     ai = Q[i, Q_INV_D]
-                    v = (z[i] + b) * ai - Q[i, Q_COEF]
+                    v = float(z[i] + bz) * ai - Q[i, Q_COEF]
                     drop = _nb_kink_push(code, Q[i, Q_COEF], v, Q[i, Q_Y], ai, Q[i, Q_C], eps) > last_change
                 if not drop:
                     work[kept] = i

@@ -31,9 +31,11 @@ def as_float_array(X, name="X", *, ensure_2d=True, allow_empty=False, copy=False
             f"{name} has dtype {dtype}, which is not numeric; convert it to numbers first, "
             f"e.g. np.asarray({name}, dtype=np.float64)."
         )
-    if (type(X) is np.ndarray and X.ndim == 2 and X.dtype in FLOAT_DTYPES and min(X.shape) >= 1
-            and not copy and np.isfinite(X.sum())):  # the common case without check_array's ~0.1 ms
-        return X
+    if type(X) is np.ndarray and X.ndim == 2 and X.dtype in FLOAT_DTYPES and min(X.shape) >= 1 and not copy:
+        with np.errstate(over="ignore", invalid="ignore"):  # a sum overflowing: check_array decides
+            finite = np.isfinite(X.sum())
+        if finite:  # the common case without check_array's ~0.1 ms
+            return X
     try:
         return check_array(
             X,

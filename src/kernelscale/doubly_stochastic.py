@@ -419,7 +419,7 @@ def _batch_rows(X, Y, sample_weight, batches, fetch_bytes=0, windows=None):
     ``windows`` (index arrays whose concatenation is that of the batches) the rows are fetched
     window by window instead, each with one compute of its chunks: a batch that runs past a
     window takes its rest from the next one, so every chunk is computed once per window that
-    holds it, and the rows held are a window and less than a batch."""
+    holds it, and the rows held are a window and about two batches."""
     if not is_dask(X):
         for b in batches:
             yield X[b], None if Y is None else Y[b], None if sample_weight is None else sample_weight[b]
@@ -443,18 +443,22 @@ def _batch_rows(X, Y, sample_weight, batches, fetch_bytes=0, windows=None):
 
 
 def _window_rows(take, batches, windows, n):
-    """:func:`_batch_rows` window by window: the rows not yet used stay held, the next window is
-    fetched when a batch needs more."""
+    """:func:`_batch_rows` window by window: each batch is copied out of the fetched window (or
+    the end of one and the start of the next), so nothing keeps a window alive once its rows are
+    used, and the next window is fetched only then."""
     held, used = None, 0
     for b in batches:
-        size = _batch_len(b, n)
-        while held is None or held[0].shape[0] - used < size:
-            (rows,) = take([next(windows)])
-            held = rows if held is None else tuple(
-                None if a is None else np.concatenate([a[used:], r]) for a, r in zip(held, rows))
-            used = 0
-        yield tuple(None if a is None else a[used:used + size] for a in held)
-        used += size
+        size, parts = _batch_len(b, n), []
+        while size:
+            if held is None or used == held[0].shape[0]:
+                parts = [tuple(None if a is None else a.copy() for a in p) for p in parts]  # off the old window
+                held = None
+                (held,) = take([next(windows)])
+                used = 0
+            step = min(size, held[0].shape[0] - used)
+            parts.append(tuple(None if a is None else a[used:used + step] for a in held))
+            used, size = used + step, size - step
+        yield tuple(None if p[0] is None else np.concatenate(p) for p in zip(*parts))
 
 
 # ----------------------------------------------------------------------------------------------

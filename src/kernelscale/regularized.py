@@ -134,10 +134,14 @@ class _RegularizedBase(DeviceMixin, BaseEstimator):
                       random_state=rng, verbose=self.verbose)
 
         def row_cache(points, weights):
-            """The kernel row cache of one solve on ``points`` (all of X, or a pair's rows)."""
+            """The kernel row cache of one solve on ``points`` (all of X, or a pair's rows, beside the
+            (n, m) coefficients of all pairs)."""
+            p = points.shape[0]
+            state = (vector_bytes(n, m, X.dtype) if problems is None
+                     else vector_bytes(p, 1, X.dtype) + (8 + X.dtype.itemsize) * n * m)
             return KernelOperator(kernel, points, self.max_memory).row_cache(
-                reserved_bytes=vector_bytes(n, m, X.dtype) + _ESTIMATOR_BYTES_PER_SAMPLE * n + ufunc_workspace_bytes(),
-                max_rows=self._cache_rows(points.shape[0], X.dtype, int(np.count_nonzero(weights)) or 1))
+                reserved_bytes=state + _ESTIMATOR_BYTES_PER_SAMPLE * p + ufunc_workspace_bytes(),
+                max_rows=self._cache_rows(p, X.dtype, int(np.count_nonzero(weights)) or 1))
 
         cache = row_cache(X, sample_weight) if not linear and not distributed and problems is None else None
         if self.solver == "fixed_point":
@@ -447,14 +451,17 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
         sample_weight = fit_weights(sample_weight, self.class_weight, X, codes, classes, ones=True)
         if self._scheme(classes.size) == "ovo":
             m = classes.size * (classes.size - 1) // 2
-            check_class_memory(vector_bytes(X.shape[0], m, X.dtype) + 8 * X.shape[0] * m, self.max_memory,
+            # the pairs are solved one at a time on their rows: what lasts is the (n, m) coefficients
+            # (float64, then the model's copy in X's dtype)
+            check_class_memory((8 + X.dtype.itemsize) * X.shape[0] * m, self.max_memory,
                                classes.size, f"the coefficients of the {m} one-vs-one problems")
             problems = one_vs_one_problems(codes, classes.size)
             fitted.update(classes_=classes, multi_class_="ovo")
             same = (np.array_equal(getattr(self, "classes_", None), classes)
                     and getattr(self, "multi_class_", "ovr") == "ovo")
-            return self._solve(X, np.empty((X.shape[0], m)), sample_weight, make_loss(self.loss), fitted,
-                               warm_start=same, problems=problems)
+            shape_only = np.broadcast_to(np.float64(0.0), (X.shape[0], m))  # no memory: Y's shape
+            return self._solve(X, shape_only, sample_weight, make_loss(self.loss), fitted, warm_start=same,
+                               problems=problems)
         m = 1 if classes.size == 2 else classes.size
         check_class_memory(vector_bytes(X.shape[0], m, X.dtype) + 8 * X.shape[0] * m, self.max_memory,
                            classes.size, "the one-vs-rest targets and the per-class solver state")
@@ -495,7 +502,9 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
         return one_vs_one_scores(scores, self.classes_.size) if getattr(self, "multi_class_", "ovr") == "ovo" else scores
 
     def _has_proba(self):
-        return self.loss == "logistic" and self.multi_class != "ovo"
+        """The logistic loss fitted (or, before fit, to be fitted) one-vs-rest."""
+        scheme = getattr(self, "multi_class_", None)
+        return self.loss == "logistic" and (scheme == "ovr" if scheme is not None else self.multi_class != "ovo")
 
     @available_if(_has_proba)
     def predict_proba(self, X):
