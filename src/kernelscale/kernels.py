@@ -315,11 +315,13 @@ def median_heuristic(X, metric="euclidean", n_samples=MEDIAN_SAMPLES, random_sta
         t = math.ldexp(1.0, min(math.frexp(float(np.abs(X).max()))[1], 1023))
         with np.errstate(over="ignore"):
             dist = pdist(X / t, metric=metric) * t
-    if weights is None:  # sorted in place: one array of the pairs, no copies
-        dist.sort()
-        dist = dist[np.searchsorted(dist, 0.0, side="right"):]
-        _check_some_positive(dist.size)
-        return _check_finite_median(0.5 * (float(dist[(dist.size - 1) // 2]) + float(dist[dist.size // 2])))
+    if weights is None:  # the two middle positive distances, partitioned in place: no sort, no copy
+        zeros = dist.size - np.count_nonzero(dist)  # distances are >= 0: the zeros come first
+        m = dist.size - zeros
+        _check_some_positive(m)
+        lo, hi = zeros + (m - 1) // 2, zeros + m // 2
+        dist.partition([lo, hi])
+        return _check_finite_median(0.5 * (float(dist[lo]) + float(dist[hi])))
     positive = dist > 0
     _check_some_positive(np.count_nonzero(positive))
     i, j = np.triu_indices(X.shape[0], 1)
