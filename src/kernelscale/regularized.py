@@ -137,12 +137,16 @@ class _RegularizedBase(DeviceMixin, BaseEstimator):
             """The kernel row cache of one solve on ``points`` (all of X, or a pair's rows, beside the
             (n, m) coefficients of all pairs)."""
             p = points.shape[0]
+            # one-vs-one: beside this pair's state and its copy of the rows, the coefficients of all
+            # pairs and the solutions (c and K c over each pair's rows) kept until the end
             state = (vector_bytes(n, m, X.dtype) if problems is None
-                     else vector_bytes(p, 1, X.dtype) + (8 + X.dtype.itemsize) * n * m)
+                     else vector_bytes(p, 1, X.dtype) + points.nbytes + (8 + X.dtype.itemsize) * n * m
+                     + 2 * X.dtype.itemsize * pair_rows)
             return KernelOperator(kernel, points, self.max_memory).row_cache(
                 reserved_bytes=state + _ESTIMATOR_BYTES_PER_SAMPLE * p + ufunc_workspace_bytes(),
                 max_rows=self._cache_rows(p, X.dtype, int(np.count_nonzero(weights)) or 1))
 
+        pair_rows = 0 if problems is None else sum(rows.size for rows, _ in problems)
         cache = row_cache(X, sample_weight) if not linear and not distributed and problems is None else None
         if self.solver == "fixed_point":
             common.update(step_size=self.step_size, c0=c0, callback=self.callback)
@@ -452,8 +456,9 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
         if self._scheme(classes.size) == "ovo":
             m = classes.size * (classes.size - 1) // 2
             # the pairs are solved one at a time on their rows: what lasts is the (n, m) coefficients
-            # (float64, then the model's copy in X's dtype)
-            check_class_memory((8 + X.dtype.itemsize) * X.shape[0] * m, self.max_memory,
+            # (float64, then the model's copy in X's dtype) and each pair's solution (2 values a row)
+            check_class_memory((8 + X.dtype.itemsize) * X.shape[0] * m
+                               + 2 * X.dtype.itemsize * X.shape[0] * (classes.size - 1), self.max_memory,
                                classes.size, f"the coefficients of the {m} one-vs-one problems")
             problems = one_vs_one_problems(codes, classes.size)
             fitted.update(classes_=classes, multi_class_="ovo")
