@@ -85,8 +85,11 @@ tightens every limit): error goal 99/104, time goal 86/104 (one fit per estimato
 before: 97/104, 55 s). Fifth (session 12, 150 s; this machine ran about twice slower than in
 session 11: SLKL's fits 0.05 s where they took 0.025 s, which loosens the time limits), after
 ``RegularizedKernelClassifier``'s one-vs-one default and the compiled runs of kernel
-coordinate-descent sweeps: error goal 100/104, time goal 99/104. What still fails, from side
-checks (not part of the suite):
+coordinate-descent sweeps: error goal 100/104, time goal 99/104. Sixth (session 12, 127 s),
+after the median heuristic's partition (the median of 500k distances no longer sorts them: about
+25 ms off every fit with sigma="median", which makes the fastest fits, SLKL's, 0.032-0.045 s at
+n = 4000, and so tightens every limit): error goal 100/104, time goal 89/104 (the 10x limit is
+relative: nothing else got slower). What still fails, from side checks (not part of the suite):
 
 - many classes k=30: SLKL and DSG at 1.77-1.82x SVC's 0.121, but SVC is one-vs-ONE;
   scikit-learn ``OneVsRestClassifier(SVC)`` at the same C and gamma makes 0.195, level with
