@@ -425,12 +425,12 @@ def _batch_rows(X, Y, sample_weight, batches, fetch_bytes=0, windows=None):
             yield X[b], None if Y is None else Y[b], None if sample_weight is None else sample_weight[b]
         return
     n = X.shape[0]
-    width = X.dtype.itemsize * X.shape[1] + (0 if Y is None else Y.dtype.itemsize * Y.shape[1])
-    limit = min(n, max(int(fetch_bytes) // (width + (0 if sample_weight is None else 8)), 1))
     take = DaskRows(X.chunks[0], 0).taker(X, Y, sample_weight)
     if windows is not None:
         yield from _window_rows(take, batches, iter(windows), n)
         return
+    width = X.dtype.itemsize * X.shape[1] + (0 if Y is None else Y.dtype.itemsize * Y.shape[1])
+    limit = min(n, max(int(fetch_bytes) // (width + (0 if sample_weight is None else 8)), 1))
     start = 0
     while start < len(batches):
         stop, held = start + 1, _batch_len(batches[start], n)
@@ -680,8 +680,8 @@ def _iterate(X, Y, spec, op, S, scorer, *, coef, n_done, scale, loss, batches, s
     history = []
     stopped = False
     zero_loss = 0.0  # largest mini-batch loss of f = 0 seen: the scale that flags a blow-up
-    for batch, (Xb, Yb, wb) in zip(batches, _batch_rows(X, Y, sample_weight, batches, fetch_bytes,
-                                                                          fetch_windows)):
+    rows = _batch_rows(X, Y, sample_weight, batches, fetch_bytes, fetch_windows)
+    for batch, (Xb, Yb, wb) in zip(batches, rows):
         t = n_done
         b = Xb.shape[0]
         if S is not None:  # the new block on every row: the batch's rows now, the running scores after the step

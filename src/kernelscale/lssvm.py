@@ -43,10 +43,10 @@ are routinely singular to float32 precision:
   with sample weights :func:`exact_weighted_lssvm`).
 
 When one block is the whole system (J = n + 1, what ``batch_size="auto"`` gives up to 4095
-samples, and up to 24575 when the n x n arrays fit ``max_memory``), the three iterative solvers' steps coincide: W <- W + Theta^{-1} (Z - Theta W). It is
-then computed without the Gram matrix G = Theta Theta^T (2 n^3 flops to form, n^3 / 3 to
-factorise, cond(Theta)^2): one in-place float64 Cholesky of H = K + D (n^3 / 3 flops) and the
-bias by its Schur complement (:class:`_WholeSystem`), each iteration a pair of triangular solves
+samples, and up to 24575 when the n x n arrays fit ``max_memory``), the three iterative solvers'
+steps coincide: W <- W + Theta^{-1} (Z - Theta W). It is then computed without the Gram matrix
+G = Theta Theta^T (2 n^3 flops to form, n^3 / 3 to factorise, cond(Theta)^2): one in-place
+float64 Cholesky of H = K + D (n^3 / 3 flops) and the bias by its Schur complement (:class:`_WholeSystem`), each iteration a pair of triangular solves
 and a product with H (4 n^2 k flops), with the same line search, histories and stopping rules.
 At n = 4000, d = 10 a default fit went from about 1.9 s to 0.3-0.45 s on 2 cores (Cholesky 0.2 s,
 kernel matrix 0.06 s). When H is not positive definite (a kernel that is not) or singular to
@@ -75,8 +75,8 @@ the J x J Gram matrix G and of Theta[s, :] W; W and the residual R stay partitio
 J x J factorisation and solves run here. The hybrid's full product Theta dW is one task per pair
 of row chunks. The model equals numpy's up to the order of the sums (1e-8 relative in float64).
 When one block is the whole system (``solver="exact"``, or J = n + 1, as ``batch_size="auto"``
-gives up to 4095 samples, or more within the budget) the rows are gathered and numpy's solve runs on them: it needs an
-n x n block anyway. Either way the fitted model holds the training rows and the dual
+gives up to 4095 samples, or more within the budget) the rows are gathered and numpy's solve
+runs on them: it needs an n x n block anyway. Either way the fitted model holds the training rows and the dual
 coefficients (``X_fit_``, ``dual_coef_``, n x d and n x k), as numpy's does, since predictions
 need them: they are gathered once, at the end of the fit.
 
@@ -360,10 +360,10 @@ def _one_norm_lower_free(H, h_diag):
 
 class _WholeSystem:
     """The block that is the whole system (J = n + 1, ``batch_size="auto"`` up to 4095 samples,
-    or 24575 within the budget):
-    Theta^{-1} by one in-place Cholesky of H = K + D (n x n), the bias by its Schur complement,
-    as :func:`kernelscale.exact.exact_lssvm` does, instead of the block path's Gram matrix
-    G = Theta Theta^T (2 n^3 flops to form, n^3 / 3 to factorise, and cond(Theta)^2).
+    or 24575 within the budget): Theta^{-1} by one in-place Cholesky of H = K + D (n x n), the
+    bias by its Schur complement, as :func:`kernelscale.exact.exact_lssvm` does, instead of the
+    block path's Gram matrix G = Theta Theta^T (2 n^3 flops to form, n^3 / 3 to factorise, and
+    cond(Theta)^2).
 
     With eta = H^{-1} 1 (once) and s = 1^T eta > 0, Theta [b; A] = [r0; r] is solved by
     nu = H^{-1} r, b = (1^T nu - r0) / s, A = nu - eta b. LAPACK factorises H.T (the C-ordered
