@@ -46,14 +46,14 @@ When one block is the whole system (J = n + 1, what ``batch_size="auto"`` gives 
 samples, and up to 24575 when the n x n arrays fit ``max_memory``), the three iterative solvers'
 steps coincide: W <- W + Theta^{-1} (Z - Theta W). It is then computed without the Gram matrix
 G = Theta Theta^T (2 n^3 flops to form, n^3 / 3 to factorise, cond(Theta)^2): one in-place
-float64 Cholesky of H = K + D (n^3 / 3 flops) and the bias by its Schur complement (:class:`_WholeSystem`), each iteration a pair of triangular solves
-and a product with H (4 n^2 k flops), with the same line search, histories and stopping rules.
-At n = 4000, d = 10 a default fit went from about 1.9 s to 0.3-0.45 s on 2 cores (Cholesky 0.2 s,
-kernel matrix 0.06 s). When H is not positive definite (a kernel that is not) or singular to
-float64 precision (LAPACK's condition estimate below eps; skipped, with the pass over H for
-||H||_1, for positive semi-definite kernels whose bound min(D) / (n max_i H_ii) on it is above
-1e6 eps, as at the defaults), the block path runs instead,
-with its ridge and line search. "nystrom" keeps the block path.
+float64 Cholesky of H = K + D (n^3 / 3 flops) and the bias by its Schur complement
+(:class:`_WholeSystem`), each iteration a pair of triangular solves and a product with H (4 n^2 k
+flops), with the same line search, histories and stopping rules. At n = 4000, d = 10 a default fit
+went from about 1.9 s to 0.3-0.45 s on 2 cores (Cholesky 0.2 s, kernel matrix 0.06 s). When H is
+not positive definite (a kernel that is not) or singular to float64 precision (LAPACK's condition
+estimate below eps; skipped, with the pass over H for ||H||_1, for positive semi-definite kernels
+whose bound min(D) / (n max_i H_ii) on it is above 1e6 eps, as at the defaults), the block path
+runs instead, with its ridge and line search. "nystrom" keeps the block path.
 
 sample_weight with integer weights is exactly equivalent to repeating samples for the LS-SVM
 solution, which the iterative solvers converge to; the Nystrom committee is an approximation

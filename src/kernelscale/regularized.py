@@ -504,7 +504,9 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
         """(n, n_classes) scores (one column for two classes); one-vs-one pairwise decision values
         become votes (:func:`kernelscale._classifier.one_vs_one_scores`)."""
         scores = super()._scores(X)
-        return one_vs_one_scores(scores, self.classes_.size) if getattr(self, "multi_class_", "ovr") == "ovo" else scores
+        if getattr(self, "multi_class_", "ovr") == "ovo":
+            return one_vs_one_scores(scores, self.classes_.size)
+        return scores
 
     def _has_proba(self):
         """The logistic loss fitted (or, before fit, to be fitted) one-vs-rest."""
