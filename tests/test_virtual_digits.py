@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
+import kernelscale.virtual_digits as virtual_digits
 from kernelscale.datasets import VirtualDigits as ReExported
 from kernelscale.virtual_digits import VirtualDigits
 
@@ -24,6 +25,15 @@ def blobs(n=7, side=16, seed=0, dtype=np.float64):
         images[k] = ndimage.gaussian_filter(images[k], 1.5)
         images[k] /= images[k].max()
     return images.astype(dtype), np.arange(n) * 10 + 3
+
+
+@pytest.fixture(params=["numba", "scipy"])
+def resampler(request, monkeypatch):
+    """Runs a test with the compiled resampling and with scipy's map_coordinates."""
+    if request.param == "numba" and not virtual_digits.NUMBA_AVAILABLE:
+        pytest.skip("numba is not installed")
+    monkeypatch.setattr(virtual_digits, "USE_NUMBA", request.param == "numba")
+    return request.param
 
 
 def stream(images=None, labels=None, **kw):
@@ -164,7 +174,7 @@ def test_deformation_is_small_but_not_trivial():
         assert (only > 0).all() and np.median(only) < 0.6, part
 
 
-def test_known_affine_maps():
+def test_known_affine_maps(resampler):
     images, labels = blobs(n=2)
     vd = stream(images, labels)
     base = np.array([0, 1])
@@ -183,7 +193,7 @@ def test_known_affine_maps():
     assert np.abs(out[interior] - big[interior]).max() < 0.35  # bilinear vs nearest upsampling
 
 
-def test_no_bleeding_between_images_of_a_chunk():
+def test_no_bleeding_between_images_of_a_chunk(resampler):
     """The chunk is resampled as one stacked image: big moves must not pull in a neighbour."""
     images = np.zeros((3, 32, 32))
     images[1] = 1.0
@@ -199,7 +209,7 @@ def test_no_bleeding_between_images_of_a_chunk():
     assert (full.min(axis=(1, 2)) < 1).all()  # background moves in at the borders
 
 
-def test_tall_stack_matches_3d_map_coordinates():
+def test_resampling_matches_map_coordinates_image_by_image(resampler):
     images, labels = blobs(n=5)
     vd = stream(images, labels, include_originals=False)
     rng = np.random.default_rng(1)
@@ -217,6 +227,28 @@ def test_tall_stack_matches_3d_map_coordinates():
         ref = ndimage.map_coordinates(images[base[k]], coords, order=1, mode="grid-constant",
                                       cval=0.0)
         np.testing.assert_allclose(out[k], ref, atol=1e-12)
+
+
+def test_compiled_and_scipy_resampling_give_the_same_chunks(monkeypatch):
+    """Elastic field included: the two resamplers interpolate in float64 and agree to rounding."""
+    if not virtual_digits.NUMBA_AVAILABLE:
+        pytest.skip("numba is not installed")
+    images, labels = blobs(n=5)
+    vd = stream(images, labels, include_originals=False, max_rotation=20.0, elastic_alpha=7.3)
+    compiled = np.concatenate([vd.chunk(c)[0] for c in range(3)])
+    monkeypatch.setattr(virtual_digits, "USE_NUMBA", False)
+    reference = np.concatenate([vd.chunk(c)[0] for c in range(3)])
+    np.testing.assert_allclose(compiled, reference, rtol=0, atol=1e-12)
+    assert np.abs(compiled - images[np.arange(24) % 5]).max() > 0.1  # really deformed
+
+
+@pytest.mark.parametrize("n, sigma", [(16, 3.0), (28, 3.0), (9, 1.5)])
+def test_gaussian_matrix_is_the_reflecting_gaussian_filter(n, sigma):
+    field = np.random.default_rng(0).uniform(-1, 1, size=(4, 2, n, n))
+    G = virtual_digits._gaussian_matrix(n, sigma, np.float64)
+    smoothed = np.matmul(G, field @ G.T)
+    expected = ndimage.gaussian_filter(field, sigma=(0, 0, sigma, sigma), truncate=3.0)
+    np.testing.assert_allclose(smoothed, expected, rtol=0, atol=1e-13)
 
 
 @pytest.mark.parametrize("kw, match", [

@@ -16,12 +16,20 @@ order, bit for bit, and the whole stream never exists at once.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import math
 import numbers
 
 import numpy as np
 from scipy import ndimage
 
 __all__ = ["VirtualDigits"]
+
+#: numba is installed: the resampling runs compiled (set USE_NUMBA = False for scipy's
+#: map_coordinates, the same images to rounding)
+NUMBA_AVAILABLE = importlib.util.find_spec("numba") is not None
+USE_NUMBA = True
 
 
 def _check_int(value, name, minimum):
@@ -209,43 +217,26 @@ class VirtualDigits:
     def _deform(self, base, shift, angle, scale, field):
         """Resample the base images ``base`` through their affine + elastic maps (bilinear).
 
-        One ``map_coordinates`` call does the whole chunk: the images are stacked into one tall
-        2-d image with a row of background between neighbours, and row coordinates are clipped
-        into that row, so the interpolation never mixes two images (2-d bilinear reads 4 pixels
-        per output pixel; the same on a 3-d (chunk, h, w) volume reads 8 and takes twice as long).
+        Output pixel p samples the input at ``R(-angle) (p - centre - shift) / scale + centre``
+        plus ``elastic_alpha`` times the smoothed field; samples outside the image read the
+        background. The field (uniform in (-1, 1), Simard et al. 2003) is smoothed by a Gaussian
+        of width ``elastic_sigma`` (truncated at 3 widths, reflected at the borders) as two
+        matrix products per image with the filter's h x h and w x w matrices (one GEMM each over
+        the chunk; 10000 MNIST fields: 0.19 s -> 0.05 s). With numba the resampling runs compiled
+        (:func:`_resample`; 10000 digits: 0.26 s -> 0.06 s), else by scipy's ``map_coordinates``;
+        both interpolate in float64 and agree to rounding.
         """
-        h, w = self.image_shape
-        k = base.size
-        rows = h + 2
-        cr, cc = (h - 1) / 2.0, (w - 1) / 2.0
-        # output pixel p samples the input at  R(-angle) (p - centre - shift) / scale + centre
-        cos = (np.cos(angle) / scale)[:, None, None]
-        sin = (np.sin(angle) / scale)[:, None, None]
-        u = (np.arange(h) - cr)[None, :, None] - shift[0][:, None, None]
-        v = (np.arange(w) - cc)[None, None, :] - shift[1][:, None, None]
-        coords = np.empty((2, k, h, w))
-        np.multiply(cos, u, out=coords[0])
-        coords[0] += sin * v
-        coords[0] += cr
-        np.multiply(cos, v, out=coords[1])
-        coords[1] -= sin * u
-        coords[1] += cc
         if field is not None:
-            # Simard et al. 2003: uniform(-1, 1) displacements, Gaussian-smoothed, times alpha
             field *= 2.0
             field -= 1.0
-            s = self.elastic_sigma
-            ndimage.gaussian_filter(field, sigma=(0, 0, s, s), output=field, truncate=3.0)
-            coords += self.elastic_alpha * field.transpose(1, 0, 2, 3)
-        background = self.value_range[0]
-        tall = np.full((k, rows, w), background, dtype=self._volume.dtype)
-        tall[:, 1:-1] = self._volume[base]
-        np.clip(coords[0], -1.0, h, out=coords[0])  # -1 and h are the background rows
-        coords[0] += (np.arange(k) * rows + 1.0)[:, None, None]
-        out = np.empty((k, h, w), dtype=self.dtype)
-        ndimage.map_coordinates(tall.reshape(k * rows, w), coords, output=out, order=1,
-                                mode="grid-constant", cval=background, prefilter=False)
-        np.clip(out, *self.value_range, out=out)
+            h, w = self.image_shape
+            field = (field.reshape(-1, w) @ _gaussian_matrix(w, self.elastic_sigma, field.dtype).T).reshape(field.shape)
+            field = np.matmul(_gaussian_matrix(h, self.elastic_sigma, field.dtype), field)
+        out = np.empty((base.size, *self.image_shape), dtype=self.dtype)
+        resample = _compiled_resample() or _resample_scipy
+        resample(self._volume, base, np.asarray(shift, dtype=np.float64), np.cos(angle) / scale,
+                 np.sin(angle) / scale, _NO_FIELD if field is None else field, self.elastic_alpha,
+                 self.value_range[0], self.value_range[1], out)
         return out
 
     def iter_chunks(self, start=0, stop=None):
@@ -313,6 +304,103 @@ class VirtualDigits:
                 f"max_rotation={self.max_rotation}, scale_range={self.scale_range}, "
                 f"elastic_alpha={self.elastic_alpha}, elastic_sigma={self.elastic_sigma}, "
                 f"include_originals={self.include_originals})")
+
+
+@functools.lru_cache(maxsize=8)
+def _gaussian_matrix(n, sigma, dtype):
+    """The n x n matrix of scipy's 1-d Gaussian filter (width ``sigma``, truncated at 3 widths,
+    mode "reflect"): ``G @ x`` equals ``gaussian_filter1d(x, sigma, truncate=3.0)``."""
+    G = ndimage.gaussian_filter1d(np.eye(n), sigma, axis=0, truncate=3.0)
+    G = G.astype(dtype)
+    G.flags.writeable = False
+    return G
+
+
+#: the field argument of the resamplers when there is no elastic deformation
+_NO_FIELD = np.zeros((0, 2, 1, 1), dtype=np.float32)
+
+
+def _resample(volume, base, shift, cos, sin, field, alpha, lo, hi, out):
+    """out[k] = the image ``volume[base[k]]`` resampled bilinearly at the coordinates of
+    :meth:`VirtualDigits._deform` (``cos`` and ``sin`` already divided by the scale; ``field``
+    of shape (k, 2, h, w) when it holds one field per image), clipped to [lo, hi]; samples
+    outside the image read ``lo``, the background. Compiled by numba (:func:`_compiled_resample`)."""
+    h, w = out.shape[1], out.shape[2]
+    cr, cc = (h - 1) / 2.0, (w - 1) / 2.0
+    elastic = field.shape[0] > 0
+    for k in range(out.shape[0]):
+        image = volume[base[k]]
+        for i in range(h):
+            u = (i - cr) - shift[0, k]
+            for j in range(w):
+                v = (j - cc) - shift[1, k]
+                r = cos[k] * u + sin[k] * v + cr
+                c = cos[k] * v - sin[k] * u + cc
+                if elastic:
+                    r += alpha * field[k, 0, i, j]
+                    c += alpha * field[k, 1, i, j]
+                r0 = math.floor(r)
+                c0 = math.floor(c)
+                fr = r - r0
+                fc = c - c0
+                value = 0.0
+                for di in range(2):
+                    ri = r0 + di
+                    wr = fr if di else 1.0 - fr
+                    for dj in range(2):
+                        cj = c0 + dj
+                        wc = fc if dj else 1.0 - fc
+                        if 0 <= ri < h and 0 <= cj < w:
+                            value += wr * wc * image[ri, cj]
+                        else:
+                            value += wr * wc * lo
+                out[k, i, j] = min(max(value, lo), hi)
+
+
+def _resample_scipy(volume, base, shift, cos, sin, field, alpha, lo, hi, out):
+    """:func:`_resample` by one ``map_coordinates`` call for the whole chunk (without numba).
+
+    The images are stacked into one tall 2-d image with a row of background between neighbours,
+    and row coordinates are clipped into that row, so the interpolation never mixes two images
+    (2-d bilinear reads 4 pixels per output pixel; the same on a 3-d (chunk, h, w) volume reads
+    8 and takes twice as long)."""
+    k, h, w = out.shape
+    rows = h + 2
+    cr, cc = (h - 1) / 2.0, (w - 1) / 2.0
+    cos, sin = cos[:, None, None], sin[:, None, None]
+    u = (np.arange(h) - cr)[None, :, None] - shift[0][:, None, None]
+    v = (np.arange(w) - cc)[None, None, :] - shift[1][:, None, None]
+    coords = np.empty((2, k, h, w))
+    np.multiply(cos, u, out=coords[0])
+    coords[0] += sin * v
+    coords[0] += cr
+    np.multiply(cos, v, out=coords[1])
+    coords[1] -= sin * u
+    coords[1] += cc
+    if field.shape[0]:
+        coords += np.float64(alpha) * field.transpose(1, 0, 2, 3)  # in float64, as _resample
+    tall = np.full((k, rows, w), lo, dtype=volume.dtype)
+    tall[:, 1:-1] = volume[base]
+    np.clip(coords[0], -1.0, h, out=coords[0])  # -1 and h are the background rows
+    coords[0] += (np.arange(k) * rows + 1.0)[:, None, None]
+    ndimage.map_coordinates(tall.reshape(k * rows, w), coords, output=out, order=1,
+                            mode="grid-constant", cval=lo, prefilter=False)
+    np.clip(out, lo, hi, out=out)
+
+
+_compiled = {}
+
+
+def _compiled_resample():
+    """:func:`_resample` compiled by numba (on first use, cached on disk); None without numba or
+    when ``USE_NUMBA`` is off."""
+    if not (USE_NUMBA and NUMBA_AVAILABLE):
+        return None
+    if "resample" not in _compiled:
+        import numba
+
+        _compiled["resample"] = numba.njit(cache=True, nogil=True, fastmath=False)(_resample)
+    return _compiled["resample"]
 
 
 def _chunk_rows(stream, c):
