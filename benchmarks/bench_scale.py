@@ -58,7 +58,12 @@ SUITE = "scale"
 SIZES = (60_000, 250_000, 1_000_000, 4_000_000)
 CHUNK = 10_000
 SEED = 0
-WORKER_MEMORY = 8 * 2**30
+#: each worker's dask memory limit: above 60% of it dask spills the persisted per-row state to
+#: local disk, so a worker's memory is bounded by it whatever n (its kernelscale budget is half of it)
+WORKER_MEMORY = 3 * 2**29
+#: every example is a deformed one, the first n_base too: the cost of an example is the same at
+#: every n (with the undeformed originals first, the smallest n costs nothing to generate)
+INCLUDE_ORIGINALS = False
 DEFAULT_STATE_DIR = Path.home() / ".cache" / "kernelscale" / "bench-scale"
 logger = logging.getLogger("kernelscale.benchmarks.scale")
 
@@ -107,7 +112,8 @@ def fit_once(method, n, workers, data, chunk=CHUNK):
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # _peak_rss runs on the workers
     X_base, y_base, X_test, y_test = data
-    stream = VirtualDigits(X_base, y_base, n_examples=n, chunk_size=chunk, seed=SEED, dtype=np.float32)
+    stream = VirtualDigits(X_base, y_base, n_examples=n, chunk_size=chunk, seed=SEED, dtype=np.float32,
+                           include_originals=INCLUDE_ORIGINALS)
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, memory_limit=WORKER_MEMORY,
                       dashboard_address=None, silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
         X, y = stream.to_dask()

@@ -10,7 +10,9 @@ from sklearn.svm import SVC
 from kernelscale.doubly_stochastic import (
     DoublyStochasticClassifier,
     DoublyStochasticRegressor,
+    _loss_and_grad,
     _use_running_scores,
+    _zero_loss,
     dsg_auto_sizes,
     dsg_iterations,
 )
@@ -85,6 +87,20 @@ def test_algorithm_1_matches_naive_reference(kernel, method):
     np.testing.assert_allclose(est.predict(X_new), naive_predict(X_new, spec, alphas)[:, 0], rtol=1e-10, atol=1e-12)
     # the stored blocks are unscaled; the decay is the single scalar scale_
     np.testing.assert_allclose(est.scale_ * est.coef_, np.stack(alphas), rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("loss, k", [("squared", 1), ("squared", 3), ("hinge", 1), ("hinge", 4),
+                                     ("logistic", 1), ("softmax", 3), ("softmax", 10)])
+def test_zero_loss_is_the_mean_loss_of_f_equal_zero(loss, k):
+    rng = np.random.default_rng(0)
+    if loss == "softmax":
+        Y = np.eye(k)[rng.integers(0, k, size=50)]
+    elif loss == "squared":
+        Y = rng.normal(size=(50, k))
+    else:
+        Y = rng.choice([-1.0, 1.0], size=(50, k))
+    expected = _loss_and_grad(loss, np.zeros_like(Y), Y)[0].mean()
+    assert _zero_loss(loss, Y) == pytest.approx(expected, rel=1e-14)
 
 
 def test_running_scale_renormalises_when_it_underflows():

@@ -301,6 +301,15 @@ def _loss_and_grad(loss, F, Y):
     return value, softmax(F) - Y
 
 
+def _zero_loss(loss, Y):
+    """The mean over the rows of Y of the loss of f = 0: what ``_loss_and_grad(loss, 0, Y)``
+    averages, in closed form (hinge: 1 per output; logistic: log 2 per output; softmax: log k)."""
+    k = Y.shape[1]
+    if loss == "squared":
+        return 0.5 * float(np.einsum("ij,ij->", Y, Y, dtype=np.float64)) / Y.shape[0]
+    return float({"hinge": k, "logistic": k * math.log(2.0), "softmax": math.log(k)}[loss])
+
+
 # ----------------------------------------------------------------------------------------------
 # the method on arrays
 
@@ -702,7 +711,7 @@ def _iterate(X, Y, spec, op, S, scorer, *, coef, n_done, scale, loss, batches, s
             values = values * wb
             G = G * wb.astype(dtype)[:, None]
         history.append(float(values.mean()))
-        zero_loss = max(zero_loss, float(_loss_and_grad(loss, np.zeros_like(Yb), Yb)[0].mean()))
+        zero_loss = max(zero_loss, _zero_loss(loss, Yb))
         gamma = _step_size(step_size, t0, t)
         grad = Phi.T @ G
         grad /= b
