@@ -22,7 +22,15 @@ fit seconds after each pass.
 Part ``qm7`` (the squared loss on the paper's regression set): QM7's training part cut 80 / 20,
 validation MAE at (n_iter, block_size) configurations.
 
-Run: ``python benchmarks/bench_dsg_defaults.py [--quick] [--part small|adult|qm7 ...]`` (under
+Part ``solver`` (the "auto" solver): sgd against the preconditioned solver, each with every
+other parameter at its default, on the fit / validation parts of the sets of part ``small``,
+of adult (the hinge and the logistic loss), of MNIST (its training part cut 80 / 20, pixels
+scaled to [0, 1], the median bandwidth) and of cadata (its training part cut
+80 / 20, targets standardised with the fit part's mean and std, the median bandwidth):
+validation error, its ratio to the exact peer's on the small sets, and fit seconds, against the
+number of fit rows n.
+
+Run: ``python benchmarks/bench_dsg_defaults.py [--quick] [--part small|adult|qm7|solver ...]`` (under
 ``flock /tmp/kernelscale-heavy.lock`` on a shared machine). Results: results/dsg_defaults.json.
 """
 
@@ -43,7 +51,7 @@ from harness import Suite, cli_main  # noqa: E402
 
 SUITE = "dsg_defaults"
 SEED = 0
-PARTS = ("small", "adult", "qm7")
+PARTS = ("small", "adult", "qm7", "solver")
 logger = logging.getLogger("kernelscale.benchmarks.dsg_defaults")
 
 #: (passes, min_iter, features) configurations of part "small"
@@ -200,6 +208,69 @@ def run_qm7(suite, quick=False):
                   params={"n_iter": T, "block_size": D, "features": T * D, "sigma": float(sigma)})
 
 
+def _solver_rows(suite, dataset, task, make, Xf, yf, Xv, yv, peer_err=None, score=None):
+    """sgd and the preconditioned solver at their defaults on one fit / validation split."""
+    score = score or (lambda est: _error(task, est.predict(Xv), yv))
+    for solver in ("sgd", "preconditioned"):
+        est = make(solver)
+        t = time.perf_counter()
+        est.fit(Xf, yf)
+        fit_s = time.perf_counter() - t
+        err = score(est)
+        metrics = {"val_error": err, "fit_s": fit_s, "n_iter": int(est.n_iter_)}
+        if peer_err is not None:
+            metrics["error_ratio"] = _ratio(task, err, peer_err, len(yv))
+        logger.info("%-40s %-15s n=%d: err %.4g%s %.2f s", dataset, solver, Xf.shape[0], err,
+                    "" if peer_err is None else f" (x{metrics['error_ratio']:.2f} the peer's)", fit_s)
+        suite.add(f"solver: {dataset}", f"DSG {solver}", metrics=metrics,
+                  params={"solver": solver, "n_fit": int(Xf.shape[0]), "task": task})
+
+
+def run_solver(suite, quick=False, datasets=None):
+    from sklearn.model_selection import train_test_split
+
+    import bench_robustness as rob
+    from kernelscale import DoublyStochasticClassifier, DoublyStochasticRegressor, GaussianKernel, load_dataset
+
+    for name in datasets or list(rob.DATASETS):
+        data = rob.make_dataset(name, 1000 if quick else None)
+        task = data.task
+        Xf, Xv, yf, yv = train_test_split(data.X_train, data.y_train, test_size=0.25, random_state=SEED,
+                                          stratify=data.y_train if task == "classification" else None)
+        sigma = rob.median_sigma(Xf)
+        peer_err = _error(task, rob.peer_factory(task, sigma)[2]().fit(Xf, yf).predict(Xv), yv)
+        cls = DoublyStochasticRegressor if task == "regression" else DoublyStochasticClassifier
+        _solver_rows(suite, name, task, lambda solver: cls(GaussianKernel(sigma=sigma), solver=solver,
+                                                           random_state=SEED), Xf, yf, Xv, yv, peer_err)
+    if quick:
+        return
+    d = load_dataset("adult")
+    X, y = d.X_train.astype(np.float64), d.y_train
+    perm = np.random.RandomState(SEED).permutation(X.shape[0])
+    n_val = X.shape[0] // 5
+    for loss in ("hinge", "logistic"):
+        _solver_rows(suite, f"adult {loss}", "classification", lambda solver: DoublyStochasticClassifier(
+            GaussianKernel(sigma=math.sqrt(10.0)), loss=loss, solver=solver, random_state=SEED),
+            X[perm[n_val:]], y[perm[n_val:]], X[perm[:n_val]], y[perm[:n_val]])
+    d = load_dataset("mnist")
+    X, y = d.X_train.astype(np.float32) / 255, d.y_train
+    perm = np.random.RandomState(SEED).permutation(X.shape[0])
+    n_val = X.shape[0] // 5
+    _solver_rows(suite, "mnist", "classification", lambda solver: DoublyStochasticClassifier(
+        GaussianKernel(sigma="median"), solver=solver, random_state=SEED),
+        X[perm[n_val:]], y[perm[n_val:]], X[perm[:n_val]], y[perm[:n_val]])
+    d = load_dataset("cadata")
+    X, y = d.X_train.astype(np.float64), d.y_train.astype(np.float64)
+    perm = np.random.RandomState(SEED).permutation(X.shape[0])
+    n_val = X.shape[0] // 5
+    Xv, yv, Xf, yf = X[perm[:n_val]], y[perm[:n_val]], X[perm[n_val:]], y[perm[n_val:]]
+    mu, sd = float(yf.mean()), float(yf.std())
+    sigma = GaussianKernel("median").resolve(Xf, random_state=SEED).sigma
+    _solver_rows(suite, "cadata", "regression", lambda solver: DoublyStochasticRegressor(
+        GaussianKernel(sigma), solver=solver, random_state=SEED), Xf, (yf - mu) / sd, Xv, yv,
+        score=lambda est: float(np.sqrt(np.mean((est.predict(Xv) * sd + mu - yv) ** 2))))
+
+
 def run(quick=False, out_dir=None, parts=None, datasets=None):
     from threadpoolctl import threadpool_limits
 
@@ -211,7 +282,7 @@ def run(quick=False, out_dir=None, parts=None, datasets=None):
     if out_dir is None and set(parts) != set(PARTS) and suite.path.exists():
         old = json.loads(suite.path.read_text())
         def part(r):
-            return next((p for p in ("adult", "qm7") if r["dataset"].startswith(p)), "small")
+            return next((p for p in ("adult", "qm7", "solver") if r["dataset"].startswith(p)), "small")
         keep = [r for r in old["records"] if part(r) not in parts]
     suite.records.extend(keep)
     with threadpool_limits(limits=2):
@@ -221,6 +292,8 @@ def run(quick=False, out_dir=None, parts=None, datasets=None):
             run_adult(suite, quick)
         if "qm7" in parts:
             run_qm7(suite, quick)
+        if "solver" in parts:
+            run_solver(suite, quick, datasets)
     return suite.write(plot=False)
 
 
