@@ -15,7 +15,7 @@ keeps (the per-row arrays a fit persists) to its local disk: that bounds its mem
 more virtual examples keep helping when the model may grow with them: 8 * sqrt(n / 60000)
 stages (its fit time grows like n^1.5, so its slope is not the goal's).
 
-The doubly stochastic classifier gets ``batch_size = ceil(2n / 256)`` (two passes over the n
+The doubly stochastic classifier runs sgd with ``batch_size = ceil(2n / 256)`` (two passes over the n
 examples in its default 256 iterations; its "auto" batch of 256 rows would see 65536 examples
 whatever n is); everything else is at its defaults. Recorded per fit:
 
@@ -82,11 +82,12 @@ def _stagewise(n):
 
 
 def _dsg(n):
-    """Two passes over the n examples in the default 256 iterations: the "auto" batch (256 rows)
-    would see 65536 examples whatever n is."""
+    """sgd, two passes over the n examples in its default 256 iterations: the "auto" batch (256
+    rows) would see 65536 examples whatever n is. (Session 13's run; the "auto" solver, chosen
+    after it, is the preconditioned one from 2048 samples: MNIST 3.2% validation error vs 10.8%.)"""
     from kernelscale import DoublyStochasticClassifier
 
-    return DoublyStochasticClassifier(batch_size=-(-2 * n // 256), random_state=SEED)
+    return DoublyStochasticClassifier(solver="sgd", batch_size=-(-2 * n // 256), random_state=SEED)
 
 
 def _stagewise_growing(n):
@@ -100,7 +101,7 @@ def _stagewise_growing(n):
 #: method: (label, estimator for n examples, most examples predicted on the workers)
 METHODS = {"stagewise": ("StagewiseClassifier()", _stagewise, None),
            "stagewise-growing": ("StagewiseClassifier(n_stages=8*sqrt(n/60000))", _stagewise_growing, None),
-           "dsg": ("DoublyStochasticClassifier(batch_size=ceil(2n/256))", _dsg, 10_000)}
+           "dsg": ("DoublyStochasticClassifier(solver='sgd', batch_size=ceil(2n/256))", _dsg, 10_000)}
 
 
 def _peak_rss():

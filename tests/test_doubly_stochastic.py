@@ -593,6 +593,27 @@ def test_auto_sizes_are_resolved_in_fit_only():
     assert stream.n_iter_ == 2 and stream.coef_.shape[1] == 256
 
 
+def test_auto_solver_is_preconditioned_from_2048_samples_and_sgd_below(tmp_path):
+    X, y = sinc_data(n=2048)
+    big = DoublyStochasticRegressor(GaussianKernel(sigma=1.0), random_state=0).fit(X, y)
+    assert big.solver_ == "preconditioned"
+    explicit = DoublyStochasticRegressor(GaussianKernel(sigma=1.0), solver="preconditioned", random_state=0)
+    np.testing.assert_array_equal(big.coef_, explicit.fit(X, y).coef_)  # the same fit as naming it
+    small = DoublyStochasticRegressor(GaussianKernel(sigma=1.0), random_state=0).fit(X[:2047], y[:2047])
+    assert small.solver_ == "sgd"
+    named = DoublyStochasticRegressor(GaussianKernel(sigma=1.0), solver="sgd", random_state=0).fit(X, y)
+    assert named.solver_ == "sgd" and named.n_iter_ != big.n_iter_
+    # partial_fit does not know n: sgd, and the stream keeps it
+    stream = DoublyStochasticRegressor(GaussianKernel(sigma=1.0), random_state=0).partial_fit(X, y)
+    assert stream.solver_ == "sgd"
+    # a saved model continues with the solver it started with
+    save(big, tmp_path / "m.ksm")
+    again = load(tmp_path / "m.ksm")
+    assert again.solver_ == "preconditioned"
+    np.testing.assert_array_equal(again.partial_fit(X[:512], y[:512]).coef_,
+                                  big.partial_fit(X[:512], y[:512]).coef_)
+
+
 @pytest.mark.parametrize("name", ["diabetes", "breast_cancer"])
 def test_auto_defaults_on_small_data_match_the_exact_peer(name):
     """issue #18: at the defaults, a small set's fit is small (bounded features) and its error

@@ -241,7 +241,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-SOLVERS = ("sgd", "preconditioned")
+SOLVERS = ("auto", "sgd", "preconditioned")
+#: solver="auto": the preconditioned solver for a ``fit`` on at least this many rows, sgd below it
+#: and for ``partial_fit`` (chosen on training data: benchmarks/bench_dsg_defaults.py, part "solver")
+_AUTO_PRECONDITIONED_ROWS = 2048
 _AUTO_T0_SGD = 100.0  # "preconditioned": the mini-batches of one pass (module docstring)
 _AUTO_BLOCK = {"sgd": 256, "preconditioned": 1024}
 _AUTO_BATCH = 256  # sgd; "preconditioned": 4 * block_size, as the authors' 32768 points per 8192 columns
@@ -800,6 +803,13 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
 
     # subclasses: _loss_name(k) and _targets(y, first) -> (Y coded, k)
 
+    def _solver(self):
+        """The solver in use: a named one, or what "auto" resolved to when the model started
+        (``solver_``; "sgd" before a model exists)."""
+        if self.solver != "auto":
+            return self.solver
+        return getattr(self, "solver_", "sgd")
+
     def _block_size(self, n=None):
         """The block size; ``n``: the samples of a ``fit`` that starts a model (with n_iter and
         block_size "auto", the block then scales with n: :func:`dsg_auto_sizes`)."""
@@ -808,24 +818,24 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
         if self.block_size != "auto":
             return self.block_size
         if n is not None and self.n_iter == "auto":
-            return dsg_auto_sizes(n, self.solver, self.batch_size, "auto")[2]
-        return _AUTO_BLOCK[self.solver]
+            return dsg_auto_sizes(n, self._solver(), self.batch_size, "auto")[2]
+        return _AUTO_BLOCK[self._solver()]
 
     def _n_iter(self, n):
         """The total iterations of ``fit`` on n samples (n_iter="auto": :func:`dsg_auto_sizes`)."""
         if self.n_iter != "auto":
             return self.n_iter
-        return dsg_auto_sizes(n, self.solver, self.batch_size, self._block_size())[0]
+        return dsg_auto_sizes(n, self._solver(), self.batch_size, self._block_size())[0]
 
     def _batch_size(self):
         if self.batch_size != "auto":
             return self.batch_size
-        return _AUTO_BATCH if self.solver == "sgd" else 4 * self._block_size()
+        return _AUTO_BATCH if self._solver() == "sgd" else 4 * self._block_size()
 
     def _step(self):
         if self.step_size != "auto":
             return float(self.step_size)
-        if self.solver == "preconditioned":
+        if self._solver() == "preconditioned":
             return 1.0
         if self._loss_name(1) == "squared":
             # resolved from the data when the model started (_run); a model started with a
@@ -835,7 +845,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
         return _AUTO_STEP_SOFTMAX if self._loss_name(k) == "softmax" else _AUTO_STEP_LIPSCHITZ
 
     def _uses_curvature_step(self, k):
-        return self.step_size == "auto" and self.solver == "sgd" and self._loss_name(k) == "squared"
+        return self.step_size == "auto" and self._solver() == "sgd" and self._loss_name(k) == "squared"
 
     def _curvature_step(self, Xb, wb, spec, budget):
         """"auto" step of sgd with the squared loss: 1.5 / (lambda_1 + nu), lambda_1 the top
@@ -859,7 +869,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
 
     def _auto_t0(self, n):
         """t0="auto" for a model started on n samples (module docstring)."""
-        if self.solver == "sgd":
+        if self._solver() == "sgd":
             return _AUTO_T0_SGD
         return float(-(-n // min(self._batch_size(), n)))
 
@@ -883,6 +893,10 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
         """Fresh state: resolved kernel, seed, empty coefficient store (``n_auto``: the samples
         that size an "auto" block, ``fit`` only)."""
         self.__dict__.pop("coef_", None)  # "auto" sizes come from the parameters again
+        self.solver_ = self.solver
+        if self.solver == "auto":
+            rows = n_auto is not None and n_auto >= _AUTO_PRECONDITIONED_ROWS
+            self.solver_ = "preconditioned" if rows else "sgd"
         kernel = make_kernel(self.kernel, "kernel")
         kernel_family(kernel)  # a clear error for kernels without random features
         if not kernel.is_resolved and X.shape[0] < 2:
@@ -925,7 +939,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
         spec = self._spec(dtype)
         n = X.shape[0]
         held, need = dsg_memory(max(_batch_len(b, n) for b in batches) if batches else 1, spec, Y.shape[1],
-                                self.n_iter_ + len(batches), self.solver)
+                                self.n_iter_ + len(batches), self._solver())
         budget = parse_memory(self.max_memory)
         if need > budget:
             raise ValueError(
@@ -959,7 +973,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
                 X, Y, spec, loss=self._loss_name(Y.shape[1]), batches=batches,
                 coef=self._buffer_view() if self.n_iter_ else None, n_done=self.n_iter_,
                 scale=self.scale_, sample_weight=sw, nu=self.alpha, step_size=step,
-                t0=self._t0(), solver=self.solver, precond_ridge=self.precond_ridge, monitor=mon,
+                t0=self._t0(), solver=self._solver(), precond_ridge=self.precond_ridge, monitor=mon,
                 cache_bytes=cache, max_memory=budget - held - cache - fetch, fetch_bytes=fetch,
                 fetch_windows=fetch_windows, running_scores=running,
             )
@@ -1044,7 +1058,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
             return None, 1
         dtype = self.coef_.dtype if self.n_iter_ else X.dtype  # _run casts X and Y to it
         _, need = dsg_memory(min(self._batch_size(), X.shape[0]), self._spec(dtype), Y.shape[1],
-                             self.n_iter_ + n_new, self.solver)
+                             self.n_iter_ + n_new, self._solver())
         row = dtype.itemsize * (X.shape[1] + Y.shape[1]) + 8 * (sw is not None)
         return X.chunks[0], max(_fetch_bytes(parse_memory(self.max_memory) - need) // row, 1)
 
@@ -1149,8 +1163,10 @@ _DOC_PARAMS = """
         ``partial_fit`` call: its own mini-batches), so gamma_t ~ step_size / passes; the
         authors' nearly constant 1 / (1 + 1e-4 t) made the error grow over many passes (module
         docstring).
-    solver : {"sgd", "preconditioned"}, default="sgd"
-        Algorithm 1, or the authors' preconditioned block variant (module docstring).
+    solver : {"auto", "sgd", "preconditioned"}, default="auto"
+        Algorithm 1, or the authors' preconditioned block variant (module docstring). "auto"
+        (resolved in ``solver_``): "preconditioned" for a ``fit`` on at least 2048 samples, "sgd"
+        on fewer and for ``partial_fit`` (a study on training data, module docstring).
     feature_method : str or None, default=None
         Random-feature form (kernelscale.ops.feature_blocks): "cos" or "cossin" for shift-invariant
         kernels, "tensorsketch" or "maclaurin" for polynomial; None is the kernel's default.
@@ -1184,6 +1200,9 @@ _DOC_ATTRS = """
     feature_method_ : str
     coef_ : (n_iter_, block_size, k)
         Unscaled coefficient blocks; the model is f(x) = scale_ * sum_t phi_t(x) coef_[t].
+    solver_ : str
+        The solver of the model, "sgd" or "preconditioned" (``solver="auto"`` resolved when the
+        model started).
     t0_ : float
         The t0 of the step sizes, resolved when the model started ("auto": module docstring).
     step_size_ : float
@@ -1219,7 +1238,7 @@ class DoublyStochasticRegressor(FiniteR2Mixin, RegressorMixin, _DoublyStochastic
 
     def __init__(
         self, kernel="gaussian", *, loss="squared", alpha=1e-5, n_iter="auto", batch_size="auto",
-        block_size="auto", step_size="auto", t0="auto", solver="sgd", feature_method=None, precond_ridge=1e-3,
+        block_size="auto", step_size="auto", t0="auto", solver="auto", feature_method=None, precond_ridge=1e-3,
         shuffle=True, warm_start=False, random_state=None, max_memory=None, device=None, verbose=0, callback=None,
     ):
         self.kernel = kernel
@@ -1334,7 +1353,7 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
 
     def __init__(
         self, kernel="gaussian", *, loss="hinge", alpha=1e-5, n_iter="auto", batch_size="auto",
-        block_size="auto", step_size="auto", t0="auto", solver="sgd", feature_method=None, precond_ridge=1e-3,
+        block_size="auto", step_size="auto", t0="auto", solver="auto", feature_method=None, precond_ridge=1e-3,
         class_weight=None, shuffle=True, warm_start=False, random_state=None, max_memory=None, device=None,
         verbose=0, callback=None,
     ):
