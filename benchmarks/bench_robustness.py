@@ -89,7 +89,11 @@ coordinate-descent sweeps: error goal 100/104, time goal 99/104. Sixth (session 
 after the median heuristic's partition (the median of 500k distances no longer sorts them: about
 25 ms off every fit with sigma="median", which makes the fastest fits, SLKL's, 0.032-0.045 s at
 n = 4000, and so tightens every limit): error goal 100/104, time goal 89/104 (the 10x limit is
-relative: nothing else got slower). What still fails, from side checks (not part of the suite):
+relative: nothing else got slower). Seventh (session 13, 2026-11-27), after the doubly
+stochastic ``solver="auto"`` (the preconditioned solver from 2048 samples): error goal 103/104
+(DSG on friedman1 0.67x, on 30 classes 0.179 against the limit 0.1825; only SLKL on 30 classes
+fails, 0.214), time goal 88/104 (a slower day: exact kernel ridge 0.53 s at n = 4000 where
+session 12 measured 0.41 s). What still fails, from side checks (not part of the suite):
 
 - many classes k=30: SLKL and DSG at 1.77-1.82x SVC's 0.121, but SVC is one-vs-ONE;
   scikit-learn ``OneVsRestClassifier(SVC)`` at the same C and gamma makes 0.195, level with
@@ -98,9 +102,9 @@ relative: nothing else got slower). What still fails, from side checks (not part
   a 100x smaller sparsity, alpha 0.1 and 512 columns; DSG's softmax loss makes 0.186 and its
   preconditioned solver 0.179 (one-hot kernel ridge at a smaller ridge reaches 0.143).
   Calibrated least squares passes since its 10 stages (0.168).
-- DoublyStochasticRegressor on friedman1: 1.52x. Not the features (16000-32000 give
-  1.51-1.57x): plain SGD converges slowly there (256 / 512 iterations: 1.47x / 1.41x), while
-  ``solver="preconditioned"`` reaches 0.67x in 4 iterations.
+- DoublyStochasticRegressor on friedman1 (before the seventh run): 1.52x. Not the features
+  (16000-32000 give 1.51-1.57x): plain SGD converges slowly there (256 / 512 iterations: 1.47x /
+  1.41x), while ``solver="preconditioned"`` reaches 0.67x in 4 iterations; "auto" now picks it.
 - time (18 rows in the fourth run): the fastest fits are 0.002-0.05 s (LS-SVM on the bundled
   sets, SLKL, the stagewise fit), so at n = 4000 the limit is 0.25-0.4 s: the exact solvers'
   O(n^3) Cholesky (exact kernel ridge 0.36 s, LS-SVM 0.32-0.34 s), DSG's two passes over 16000
