@@ -39,8 +39,8 @@ undeformed 60000 cost nothing to generate), the doubly stochastic classifier 29 
 settings above and ``VirtualDigits``' compiled resampling (a chunk 3x faster); results/scale.json.
 
 Resumable: every finished fit is written to ``--state-dir`` (default
-``~/.cache/kernelscale/bench-scale``), and a later run skips the fits already there (``--fresh``
-starts over), so the sizes can be run in several parts (``--sizes``).
+``~/.cache/kernelscale/bench-scale``) with its ``SETTINGS``, and a later run skips the fits
+already there with the same settings (``--fresh`` starts over), so the sizes can be run in several parts (``--sizes``).
 
 Run: ``python benchmarks/bench_scale.py [--sizes 60000,250000] [--part stagewise] [--fresh]``
 (``--quick``: n = 20k and 40k from 6000 base digits, 1000 test digits).
@@ -110,6 +110,10 @@ def _peak_rss():
         return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmHWM:"))
 
 
+#: the settings a finished fit in the state was run with; fits run with others are run again
+SETTINGS = {"include_originals": INCLUDE_ORIGINALS, "worker_memory_limit": WORKER_MEMORY}
+
+
 def fit_once(method, n, workers, data, chunk=CHUNK):
     """One fit on a fresh LocalCluster of ``workers`` processes; the record's metrics."""
     from distributed import Client, LocalCluster
@@ -176,10 +180,11 @@ def run(quick=False, out_dir=None, *, parts=None, sizes=None, speedup_n=None, st
         for n in sizes:
             for workers in ((1, 2) if n == speedup_n else (2,)):
                 key = f"{method}/{n}/{workers}"
-                if key in done:
+                if key in done and done[key].get("settings") == SETTINGS:
                     continue
                 logger.info("fitting %s on %d virtual digits with %d worker(s)", method, n, workers)
-                done[key] = fit_once(method, n, workers, data, chunk=CHUNK if not quick else 5000)
+                done[key] = {**fit_once(method, n, workers, data, chunk=CHUNK if not quick else 5000),
+                             "settings": SETTINGS}
                 logger.info("%s: %s", key, done[key])
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(json.dumps(done, indent=1))
@@ -203,8 +208,9 @@ def write_suite(done, quick, out_dir=None):
         for n, workers, v in rows:
             rec = suite.add("mnist virtual digits (test: the real 10000)", f"{label} {workers} worker(s), n={n}",
                             params={"n": n, "workers": workers, "chunk_rows": CHUNK, "seed": SEED,
-                                    "include_originals": INCLUDE_ORIGINALS, "worker_memory_limit": WORKER_MEMORY},
-                            metrics=v, time_median_s=v["fit_s"], times_s=[v["fit_s"]],
+                                    **v.get("settings", {})},
+                            metrics={k: x for k, x in v.items() if k != "settings"}, time_median_s=v["fit_s"],
+                            times_s=[v["fit_s"]],
                             peak_memory_bytes=v["worker_peak_rss_bytes"])
             one = done.get(f"{method}/{n}/1")
             if workers == 2 and one:

@@ -20,7 +20,9 @@ def _digits():
 def test_one_fit_on_a_local_cluster_of_virtual_digits():
     pytest.importorskip("distributed")
     got = scale.fit_once("stagewise", 2000, 1, _digits(), chunk=1000)
-    assert got["test_error"] < 0.2 and got["train_error"] < 0.2  # it learns (chance is 0.9)
+    # it learns (chance is 0.9); every example is deformed, and MNIST's deformations (2-pixel
+    # shifts, elastic alpha 10) are large on 8 x 8 digits
+    assert got["test_error"] < 0.5 and got["train_error"] < 0.5
     assert got["fit_s"] > 0 and got["predict_s"] > 0 and got["worker_peak_rss_bytes"] > 2**20
 
 
@@ -39,6 +41,12 @@ def test_resumes_from_the_finished_fits_and_reports_slope_and_speedup(tmp_path, 
     assert calls == [("stagewise", 1000, 2), ("stagewise", 2000, 1), ("stagewise", 2000, 2)]
     scale.run(sizes=(1000, 2000, 4000), **kw)  # only the new size is fitted
     assert calls[3:] == [("stagewise", 4000, 2)]
+    state = tmp_path / "state" / "full.json"
+    fits = json.loads(state.read_text())
+    fits["stagewise/1000/2"]["settings"] = {**scale.SETTINGS, "include_originals": True}  # another run's settings
+    state.write_text(json.dumps(fits))
+    scale.run(sizes=(1000, 2000, 4000), **kw)  # fitted again
+    assert calls[4:] == [("stagewise", 1000, 2)]
     doc = json.loads((tmp_path / "results" / "scale.json").read_text())
     assert doc["paper"]["summary"]["stagewise log-log slope of fit time"] == pytest.approx(1.2)
     assert doc["paper"]["summary"]["stagewise speed-up 1->2 workers at n=2000"] == pytest.approx(2.0)

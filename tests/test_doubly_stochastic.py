@@ -614,6 +614,17 @@ def test_auto_solver_is_preconditioned_from_2048_samples_and_sgd_below(tmp_path)
                                   big.partial_fit(X[:512], y[:512]).coef_)
 
 
+def test_class_memory_check_sizes_the_solver_auto_will_run():
+    """The check before any array: a fit on 2048 samples runs the preconditioned solver, whose
+    mini-batch (4096 rows, all 2048 here) and blocks (1024) the budget must hold."""
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(2048, 2)), np.arange(2048) % 3
+    need = 8 * 3 * (2048 + 4 * 2048 + 1024)  # sgd's sizes would need 8 * 3 * (2048 + 4 * 256 + 256)
+    est = DoublyStochasticClassifier(GaussianKernel(sigma=1.0), max_memory=need - 1, random_state=0)
+    with pytest.raises(ValueError, match=f"3 classes: .* take .*{need} bytes"):
+        est.fit(X, y)
+
+
 @pytest.mark.parametrize("name", ["diabetes", "breast_cancer"])
 def test_auto_defaults_on_small_data_match_the_exact_peer(name):
     """issue #18: at the defaults, a small set's fit is small (bounded features) and its error

@@ -242,6 +242,14 @@ def test_compiled_and_scipy_resampling_give_the_same_chunks(monkeypatch):
     assert np.abs(compiled - images[np.arange(24) % 5]).max() > 0.1  # really deformed
 
 
+def test_byte_swapped_images_give_the_same_stream():
+    images, labels = blobs(n=5)
+    swapped = images.astype(images.dtype.newbyteorder(">" if images.dtype.byteorder != ">" else "<"))
+    kw = dict(include_originals=False, elastic_alpha=7.3)
+    np.testing.assert_allclose(stream(swapped, labels, **kw).take(24)[0], stream(images, labels, **kw).take(24)[0],
+                               rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("n, sigma", [(16, 3.0), (28, 3.0), (9, 1.5)])
 def test_gaussian_matrix_is_the_reflecting_gaussian_filter(n, sigma):
     field = np.random.default_rng(0).uniform(-1, 1, size=(4, 2, n, n))

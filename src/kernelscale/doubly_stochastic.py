@@ -811,23 +811,28 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
 
     # subclasses: _loss_name(k) and _targets(y, first) -> (Y coded, k)
 
-    def _solver(self):
-        """The solver in use: a named one, or what "auto" resolved to when the model started
-        (``solver_``; "sgd" before a model exists)."""
+    def _solver(self, n=None):
+        """The solver in use: a named one; for "auto", the one a ``fit`` on ``n`` samples starts
+        a model with (given n), else the one the model started with (``solver_``; "sgd" before a
+        model exists: ``partial_fit``)."""
         if self.solver != "auto":
             return self.solver
+        if n is not None:
+            return "preconditioned" if n >= _AUTO_PRECONDITIONED_ROWS else "sgd"
         return getattr(self, "solver_", "sgd")
 
-    def _block_size(self, n=None):
+    def _block_size(self, n=None, solver=None):
         """The block size; ``n``: the samples of a ``fit`` that starts a model (with n_iter and
-        block_size "auto", the block then scales with n: :func:`dsg_auto_sizes`)."""
+        block_size "auto", the block then scales with n: :func:`dsg_auto_sizes`); ``solver``:
+        the solver to size for (default: :meth:`_solver`)."""
         if hasattr(self, "coef_"):
             return self.coef_.shape[1]
         if self.block_size != "auto":
             return self.block_size
+        solver = solver or self._solver()
         if n is not None and self.n_iter == "auto":
-            return dsg_auto_sizes(n, self._solver(), self.batch_size, "auto")[2]
-        return _AUTO_BLOCK[self._solver()]
+            return dsg_auto_sizes(n, solver, self.batch_size, "auto")[2]
+        return _AUTO_BLOCK[solver]
 
     def _n_iter(self, n):
         """The total iterations of ``fit`` on n samples (n_iter="auto": :func:`dsg_auto_sizes`)."""
@@ -835,10 +840,11 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
             return self.n_iter
         return dsg_auto_sizes(n, self._solver(), self.batch_size, self._block_size())[0]
 
-    def _batch_size(self):
+    def _batch_size(self, solver=None):
         if self.batch_size != "auto":
             return self.batch_size
-        return _AUTO_BATCH if self._solver() == "sgd" else 4 * self._block_size()
+        solver = solver or self._solver()
+        return _AUTO_BATCH if solver == "sgd" else 4 * self._block_size(solver=solver)
 
     def _step(self):
         if self.step_size != "auto":
@@ -900,11 +906,9 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
     def _start(self, X, sample_weight, rng, n_auto=None):
         """Fresh state: resolved kernel, seed, empty coefficient store (``n_auto``: the samples
         that size an "auto" block, ``fit`` only)."""
-        self.__dict__.pop("coef_", None)  # "auto" sizes come from the parameters again
-        self.solver_ = self.solver
-        if self.solver == "auto":
-            rows = n_auto is not None and n_auto >= _AUTO_PRECONDITIONED_ROWS
-            self.solver_ = "preconditioned" if rows else "sgd"
+        for name in ("coef_", "solver_"):  # "auto" sizes and solver come from the parameters again
+            self.__dict__.pop(name, None)
+        self.solver_ = self._solver(n_auto)
         kernel = make_kernel(self.kernel, "kernel")
         kernel_family(kernel)  # a clear error for kernels without random features
         if not kernel.is_resolved and X.shape[0] < 2:
@@ -985,6 +989,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
                 cache_bytes=cache, max_memory=budget - held - cache - fetch, fetch_bytes=fetch,
                 fetch_windows=fetch_windows, running_scores=running,
             )
+        self.solver_ = self._solver()  # a warm start may name another solver
         if not curvature:
             self.__dict__.pop("step_size_", None)
         elif fresh:
@@ -1457,8 +1462,10 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
         k = self.classes_.size
         # the coded targets, the batch's scores and gradients and the coefficient store per class
         columns = 1 if k == 2 else k
-        check_class_memory(X.dtype.itemsize * columns * (codes.size + 4 * min(self._batch_size(), codes.size)
-                                                         + self._block_size()), self.max_memory, k,
+        solver = self._solver(codes.size if first and not partial else None)
+        batch = min(self._batch_size(solver), codes.size)
+        check_class_memory(X.dtype.itemsize * columns * (codes.size + 4 * batch + self._block_size(solver=solver)),
+                           self.max_memory, k,
                            "the coded targets, one mini-batch's scores and one coefficient block")
         if k == 2 or self.loss_ != "softmax":
             Y = one_vs_rest_targets(codes, k, X.dtype)

@@ -233,7 +233,8 @@ class VirtualDigits:
             field = (field.reshape(-1, w) @ _gaussian_matrix(w, self.elastic_sigma, field.dtype).T).reshape(field.shape)
             field = np.matmul(_gaussian_matrix(h, self.elastic_sigma, field.dtype), field)
         out = np.empty((base.size, *self.image_shape), dtype=self.dtype)
-        resample = _compiled_resample() or _resample_scipy
+        # numba compiles native byte orders only
+        resample = (_compiled_resample() if self._volume.dtype.isnative else None) or _resample_scipy
         resample(self._volume, base, np.asarray(shift, dtype=np.float64), np.cos(angle) / scale,
                  np.sin(angle) / scale, _NO_FIELD if field is None else field, self.elastic_alpha,
                  self.value_range[0], self.value_range[1], out)
@@ -378,7 +379,7 @@ def _resample_scipy(volume, base, shift, cos, sin, field, alpha, lo, hi, out):
     coords[1] -= sin * u
     coords[1] += cc
     if field.shape[0]:
-        coords += np.float64(alpha) * field.transpose(1, 0, 2, 3)  # in float64, as _resample
+        coords += np.multiply(field.transpose(1, 0, 2, 3), alpha, dtype=np.float64)  # as _resample
     tall = np.full((k, rows, w), lo, dtype=volume.dtype)
     tall[:, 1:-1] = volume[base]
     np.clip(coords[0], -1.0, h, out=coords[0])  # -1 and h are the background rows
