@@ -1,7 +1,8 @@
 """The study behind ``DoublyStochastic*``'s "auto" n_iter / block_size (issues #17 item 2, #18).
 
 TRAINING data only: every set is the training part of its benchmark split, cut again into a
-fit part and a held-out validation part; nothing here reads a test set.
+fit part and a held-out validation part; nothing here reads a test set. Parts ``small``, ``adult``
+and ``qm7`` study the sgd solver (named: "auto" would run the preconditioned one from 2048 samples).
 
 Part ``small`` (the data sets of benchmarks/bench_robustness.py, issue #18): the training part
 of each set split 75 / 25 (stratified for classification); the exact peer of that suite
@@ -25,9 +26,9 @@ validation MAE at (n_iter, block_size) configurations.
 Part ``solver`` (the "auto" solver): sgd against the preconditioned solver, each with every
 other parameter at its default, on the fit / validation parts of the sets of part ``small``,
 of adult (the hinge and the logistic loss), of MNIST (its training part cut 80 / 20, pixels
-scaled to [0, 1], the median bandwidth) and of cadata (no official split: all rows cut 80 / 20, targets standardised with the fit part's mean and std, the median bandwidth):
-validation error, its ratio to the exact peer's on the small sets, and fit seconds, against the
-number of fit rows n.
+scaled to [0, 1], the median bandwidth) and of cadata (no official split: all rows cut 80 / 20,
+targets standardised with the fit part's mean and std, the median bandwidth): validation error,
+its ratio to the exact peer's on the small sets, and fit seconds, against the number of fit rows n.
 
 Run: ``python benchmarks/bench_dsg_defaults.py [--quick] [--part small|adult|qm7|solver ...]`` (under
 ``flock /tmp/kernelscale-heavy.lock`` on a shared machine). Results: results/dsg_defaults.json.
@@ -109,7 +110,7 @@ def run_small(suite, quick=False, datasets=None, grid=None):
         rows = []
         for passes, min_iter, features in grid:
             T, D = _resolve(Xf.shape[0], 256, passes, min_iter, features)
-            est = cls(GaussianKernel(sigma=sigma), n_iter=T, block_size=D, random_state=SEED)
+            est = cls(GaussianKernel(sigma=sigma), solver="sgd", n_iter=T, block_size=D, random_state=SEED)
             t = time.perf_counter()
             try:
                 est.fit(Xf, yf)
@@ -159,7 +160,8 @@ def run_adult(suite, quick=False):
     n = Xf.shape[0]
     grid = ADULT_GRID if not quick else [(256, 256, 2), (512, 128, 2)]
     for batch, block, passes in grid:
-        est = DoublyStochasticClassifier(GaussianKernel(sigma=math.sqrt(10.0)), loss="hinge", random_state=SEED,
+        est = DoublyStochasticClassifier(GaussianKernel(sigma=math.sqrt(10.0)), loss="hinge", solver="sgd",
+                                         random_state=SEED,
                                          batch_size=batch, block_size=block, warm_start=True)
         per_pass = n / batch
         curve = []
@@ -196,7 +198,7 @@ def run_qm7(suite, quick=False):
     mu, sd = float(yf.mean()), float(yf.std())
     sigma = GaussianKernel("median").resolve(Xf, random_state=SEED).sigma
     for T, D in (QM7_GRID if not quick else QM7_GRID[:2]):
-        est = DoublyStochasticRegressor(GaussianKernel(sigma), n_iter=T, block_size=D, random_state=SEED)
+        est = DoublyStochasticRegressor(GaussianKernel(sigma), solver="sgd", n_iter=T, block_size=D, random_state=SEED)
         t = time.perf_counter()
         est.fit(Xf, (yf - mu) / sd)
         fit_s = time.perf_counter() - t
