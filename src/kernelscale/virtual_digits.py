@@ -11,7 +11,10 @@ random displacement field smoothed by a Gaussian of width ``elastic_sigma`` and 
 
 The stream is cut into chunks of ``chunk_size`` examples. Chunk ``c`` depends on ``(seed, c)``
 alone (``np.random.default_rng([seed, c])``), so any worker can regenerate any chunk, in any
-order, bit for bit, and the whole stream never exists at once.
+order, bit for bit, and the whole stream never exists at once. (Bit for bit on one kind of
+machine and environment: the smoothing of the elastic field is a BLAS matrix product and the
+resampling is compiled when numba is installed, so the last bits of a pixel can differ between
+CPU types, or with and without numba.)
 """
 
 from __future__ import annotations
