@@ -213,3 +213,93 @@ def test_gpu_benchmark_records_the_device_and_the_ratio_to_torch_gemm(tmp_path):
     ours = [r for r in records if r["role"] == "ours"]
     assert len(ours) == 2 and all("torch CPU" in r["params"]["device"] for r in ours)
     assert all(r["ratio_to_peer"]["gflops"] > 0 for r in ours)
+
+
+def _stream(device, monkeypatch=None, keep=True, chunks=6):
+    from kernelscale import DoublyStochasticClassifier
+
+    rng = np.random.default_rng(6)
+    X = rng.random((chunks * 512, 12)).astype(np.float32)
+    y = np.digitize(X[:, 0] + X[:, 1], [0.8, 1.2])
+    model = DoublyStochasticClassifier(loss="softmax", solver="preconditioned", block_size=256, batch_size=256,
+                                       t0=4, random_state=0, device=device)
+    if not keep:
+        monkeypatch.setattr(type(model), "_stream_operator", lambda self, spec: None)
+    for s in range(0, len(y), 512):
+        model.partial_fit(X[s : s + 512], y[s : s + 512], classes=[0, 1, 2])
+    return model, X
+
+
+def test_a_device_stream_draws_each_block_once_and_equals_redrawing(monkeypatch):
+    """partial_fit on a torch device keeps the drawn blocks between calls (doubly_stochastic module
+    docstring, "Streaming on a GPU"): the same coefficients bit for bit as redrawing every block
+    at every call, with each block drawn once; save and pickle drop the kept blocks."""
+    import pickle
+
+    from kernelscale.ops.feature_blocks import FeatureBlockSpec
+
+    draws = []
+    real = FeatureBlockSpec.block
+
+    def counted(spec, t):
+        draws.append(t)
+        return real(spec, t)
+
+    monkeypatch.setattr(FeatureBlockSpec, "block", counted)
+    kept, X = _stream("cpu")
+    kept_draws, draws[:] = list(draws), []
+    redrawn, _ = _stream("cpu", monkeypatch, keep=False)
+    assert kept.n_iter_ == redrawn.n_iter_ == 12
+    np.testing.assert_array_equal(kept.coef_, redrawn.coef_)
+    # kept: every block drawn once (its group filled as it grew); redrawn: each call draws all earlier blocks
+    assert sorted(set(kept_draws)) == list(range(12)) and len(kept_draws) == 12
+    assert len(draws) > 3 * len(kept_draws)
+    groups = [v for key, v in kept._stream_op._cache.items() if isinstance(key, tuple)]
+    assert groups and all(g.device is not None for g in groups if g.full)  # complete groups moved to the device
+    assert "_stream_op" not in vars(pickle.loads(pickle.dumps(kept)))
+    np.testing.assert_array_equal(kept.predict_proba(X), redrawn.predict_proba(X))
+
+
+def test_a_stream_on_numpy_keeps_nothing_between_calls():
+    model, _ = _stream(None, chunks=2)
+    assert "_stream_op" not in vars(model)
+
+
+def test_a_fresh_fit_drops_the_kept_blocks():
+    model, X = _stream("cpu", chunks=2)
+    assert "_stream_op" in vars(model)
+    model.fit(X, np.arange(len(X)) % 3)
+    assert "_stream_op" not in vars(model)
+
+
+def test_group_scores_on_the_device_equal_the_host_draws():
+    """Complete cached groups held on the device give the scores of groups drawn per call, and a
+    block of a moved group read back on the host is the drawn one."""
+    from kernelscale.ops.feature_blocks import FeatureBlockSpec
+    from kernelscale.ops.features import FeatureOperator
+
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(300, 6))
+    spec = FeatureBlockSpec(GaussianKernel(2.0), 6, 512, 3)
+    coef = rng.normal(size=(20, 512, 2))
+    backend = get_backend("cpu")
+    cached = FeatureOperator(spec, 2**30, cache_bytes=2**30, backend=backend)
+    first = cached.scores(X, coef, range(20))
+    second = cached.scores(X, coef, range(20))  # from the groups now on the device
+    fresh = FeatureOperator(spec, 2**30, backend=backend).scores(X, coef, range(20))
+    np.testing.assert_array_equal(first, fresh)
+    np.testing.assert_array_equal(second, fresh)
+    # groups of 8 blocks: the two complete ones moved, the third (blocks 16-19 of 16-23) stays on the host
+    assert [g.device is backend for g in cached._cache.values()] == [True, True, False]
+    np.testing.assert_array_equal(cached.block(9).weights, spec.block(9).weights)
+
+
+@gpu
+def test_a_gpu_stream_keeps_its_blocks_on_the_gpu_and_agrees_with_torch_cpu():
+    on_gpu, X = _stream("cuda")
+    on_cpu, _ = _stream("cpu")
+    groups = [g for g in on_gpu._stream_op._cache.values() if g.full]
+    assert groups and all(g.weights_t.device.type == "cuda" for g in groups)
+    # float32 on two devices: the same model up to rounding carried through 12 iterations
+    np.testing.assert_allclose(on_gpu.coef_, on_cpu.coef_, rtol=1e-2, atol=1e-3 * np.abs(on_cpu.coef_).max())
+    assert np.mean(on_gpu.predict(X) == on_cpu.predict(X)) > 0.99

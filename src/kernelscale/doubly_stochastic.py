@@ -128,6 +128,16 @@ iteration's own workspace), and blocks are evaluated in groups of about 4096 col
 each): regenerating every earlier block at every iteration cost as much as the GEMMs themselves
 for blocks of 256 features (profiled on MNIST), and small per-block GEMMs run far below peak.
 The iterates are bit-for-bit those of pure regeneration (tested).
+Streaming on a GPU (issue #17). With ``device="cuda"`` the products run on the GPU and the draws
+on the host (the same blocks on every device), so redrawing all t earlier blocks at every
+``partial_fit`` call of a stream would cost far more than the GPU's arithmetic. There a stream of
+``partial_fit`` calls shares one operator: each group of blocks is drawn once, moved to the GPU
+when complete and kept there while it fits in the cache budget (half of what a call leaves
+spare of ``max_memory``, itself half the GPU's free memory by default). Host memory stays flat;
+GPU memory grows with the blocks kept, O(t d), until the budget is reached, after which the
+remaining blocks are redrawn per call. On numpy every call redraws its blocks, as before. The
+kept blocks are not part of the model: save, pickle and copies drop them, and results are the
+same with or without them.
 The decay of all earlier coefficients is ONE running scalar: the stored (unscaled) blocks a_j give
 alpha_j = scale_ * a_j; a new block is stored as alpha_t / scale after the decay is applied to
 scale. When scale drops below 1e-10 it is folded into the blocks
@@ -618,7 +628,7 @@ class _DistributedScores:
 def dsg_iterations(
     X, Y, spec, *, loss, batches, coef=None, n_done=0, scale=1.0, sample_weight=None, nu=1e-5,
     step_size=1.0, t0=100.0, solver="sgd", precond_ridge=1e-3, monitor=None, cache_bytes=0, max_memory=None,
-    fetch_bytes=0, fetch_windows=None, running_scores=False,
+    fetch_bytes=0, fetch_windows=None, running_scores=False, operator=None,
 ):
     """Run one iteration per entry of ``batches`` (index arrays or slices into X), continuing
     from ``n_done`` fitted blocks.
@@ -652,9 +662,10 @@ def dsg_iterations(
         so that a mini-batch's f is scale * S[batch] instead of a pass over all t earlier blocks
         (batch x t x block_size): cheaper when n < batch * t / 2 (module docstring, "Running
         scores"). The same iterates up to rounding (the sums are added in another order).
-    device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
-        Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
-        (a torch tensor as input selects its device); the others need torch.
+    operator : FeatureOperator of ``spec`` or None
+        An operator an earlier call used, kept with its cached parameters (``partial_fit`` on a
+        torch device: each block is drawn and copied to the device once in a stream of calls);
+        its budget and cache size are set to this call's. None: a new one.
 
     Returns
     -------
@@ -678,7 +689,11 @@ def dsg_iterations(
     scorer = None if client is None else _DistributedScores(client, spec, budget, cache_bytes)
     # the workers cache the blocks they score; here each new block is used once (and the small
     # first iterations scored here redraw their few blocks), so nothing O(t d) is kept here
-    op = FeatureOperator(spec, budget, cache_bytes=0 if scorer is not None else cache_bytes)
+    cache_bytes = 0 if scorer is not None else cache_bytes
+    if operator is None:
+        op = FeatureOperator(spec, budget, cache_bytes=cache_bytes)
+    else:
+        op, op.budget, op.cache_bytes = operator, budget, cache_bytes
     S = op.scores(X, coef[:n_done], range(n_done)) if running_scores else None
     try:
         return _iterate(
@@ -906,7 +921,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
     def _start(self, X, sample_weight, rng, n_auto=None):
         """Fresh state: resolved kernel, seed, empty coefficient store (``n_auto``: the samples
         that size an "auto" block, ``fit`` only)."""
-        for name in ("coef_", "solver_"):  # "auto" sizes and solver come from the parameters again
+        for name in ("coef_", "solver_", "_stream_op"):  # "auto" sizes and solver come from the parameters again
             self.__dict__.pop(name, None)
         self.solver_ = self._solver(n_auto)
         kernel = make_kernel(self.kernel, "kernel")
@@ -988,6 +1003,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
                 t0=self._t0(), solver=self._solver(), precond_ridge=self.precond_ridge, monitor=mon,
                 cache_bytes=cache, max_memory=budget - held - cache - fetch, fetch_bytes=fetch,
                 fetch_windows=fetch_windows, running_scores=running,
+                operator=None if fit or distributed else self._stream_operator(spec),
             )
         self.solver_ = self._solver()  # a warm start may name another solver
         if not curvature:
@@ -999,6 +1015,26 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
         self.n_iter_ = n_done
         self.objective_history_ = np.concatenate([self.objective_history_, history])
         return self
+
+    def _stream_operator(self, spec):
+        """The FeatureOperator that ``partial_fit`` calls share on a torch device, or None (numpy:
+        each call redraws its blocks, so host memory stays flat in the stream's length). On a
+        device the host's draws would cost more than the device's products, so the blocks are
+        drawn once and kept there, within the cache budget of each call (module docstring,
+        "Streaming on a GPU"). Not saved, pickled or copied; a fresh start drops it."""
+        backend = current_backend()
+        if backend is NUMPY:
+            return None
+        op = self.__dict__.get("_stream_op")
+        if op is None or op.backend != backend or op.spec.dtype != spec.dtype or op.spec.block_size != spec.block_size:
+            op = FeatureOperator(spec, 0, backend=backend)
+        self._stream_op = op
+        return op
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_stream_op", None)
+        return state
 
     def _commit_run(self, run, *args, **kwargs):
         """``run(estimator, *args, **kwargs)`` (``_fit`` or ``_partial_fit``) on a scratch copy of

@@ -106,9 +106,13 @@ class FeatureOperator:
         self._keep(t, block, block.nbytes)
         return block
 
-    def _fourier_run(self, start, stop):
+    def _fourier_run(self, start, stop, on_device=False):
         """Frequencies^T ((stop - start) m, d) and phases (or None) of the blocks [start, stop),
-        which lie in one group; from the group's cached buffer, or drawn for this call only."""
+        which lie in one group; from the group's cached buffer, or drawn for this call only.
+
+        ``on_device``: the caller takes the backend's arrays. On a torch backend a cached group,
+        once all its blocks are drawn, then moves to the device and stays there (its host copy
+        released): the frequencies cross to the device once, not at every use."""
         key = ("group", start // self._group)
         group = self._cache.get(key)
         if group is None:
@@ -116,8 +120,14 @@ class FeatureOperator:
             if not self._keep(key, group, group.nbytes):  # transient: draw the run only
                 group = _Group(self.spec, start, stop - start, self._m)
         group.fill(stop)
+        if on_device and self.backend is not NUMPY and group.full and self._cache.get(key) is group:
+            group.move_to(self.backend)
         lo, hi = (start - group.first) * self._m, (stop - group.first) * self._m
-        return group.weights_t[lo:hi], None if group.offset is None else group.offset[lo:hi]
+        weights_t, offset = group.weights_t[lo:hi], None if group.offset is None else group.offset[lo:hi]
+        if not on_device and group.device is not None:
+            weights_t = self.backend.to_numpy(weights_t)
+            offset = None if offset is None else self.backend.to_numpy(offset)
+        return weights_t, offset
 
     def _runs(self, blocks):
         """(position in ``blocks``, first block, stop): runs of consecutive blocks of one group
@@ -206,18 +216,22 @@ class FeatureOperator:
         width, params = self.spec.n_features_out, self.spec.block_bytes
         counts = {stop - start for _, start, stop in runs}
         item = X.dtype.itemsize
+        # on a device the rows cross once for all runs, not once per run (X within an eighth of the budget)
+        held = X.nbytes if self.backend is not NUMPY and len(runs) > 1 and X.nbytes <= self.budget // 8 else 0
         chunks = {
-            count: self._chunk(n, count * width, k, count * params, max(1, PROJECTION_BYTES // (count * width * item)))
+            count: self._chunk(n, count * width, k, count * params + held,
+                               max(1, PROJECTION_BYTES // (count * width * item)))
             for count in counts
         }
+        rows = self.backend.asarray(X) if held else X
         for i, (j, start, stop) in enumerate(runs):
             chunk, c = chunks[stop - start], coef[j : j + stop - start]
             if self._group:
-                part, params = self._group_scores, self._fourier_run(start, stop)
+                part, params = self._group_scores, self._fourier_run(start, stop, on_device=True)
             else:
                 part, params = self._block_scores, self.block(start)
             for s in range(0, n, chunk):
-                yield i, slice(s, s + chunk), part(self.backend.asarray(X[s : s + chunk]), params, c)
+                yield i, slice(s, s + chunk), part(self.backend.asarray(rows[s : s + chunk]), params, c)
 
     def _block_scores(self, X, block, c):
         return self.backend.matmul(block.apply(X, self.backend), c[0])
@@ -299,7 +313,20 @@ class _Group:
         self.weights_t = np.empty((count * m, spec.n_features_in), dtype=spec.dtype)
         self.offset = np.empty(count * m, dtype=spec.dtype) if spec.method == "cos" else None
         self.filled = first
+        self.stop = first + count
+        self.device = None  # the backend holding the arrays once moved (move_to); None: the host
         self.nbytes = self.weights_t.nbytes + (0 if self.offset is None else self.offset.nbytes)
+
+    @property
+    def full(self):
+        return self.filled >= self.stop
+
+    def move_to(self, backend):
+        """Hold the (fully drawn) arrays on ``backend``'s device instead of the host."""
+        if self.device is None:
+            self.weights_t = backend.asarray(self.weights_t)
+            self.offset = None if self.offset is None else backend.asarray(self.offset)
+            self.device = backend
 
     def fill(self, stop):
         m = self.m
