@@ -11,12 +11,22 @@ product with the block's coefficients, with the frequencies
 drawn beforehand (no regeneration, no validation, no chunking). Goals (doubly stochastic issue):
 predict at least 10x faster than LIBSVM's, and within 1.5x of the bound.
 
-Run: ``python benchmarks/bench_dsg_predict.py [--quick]`` (``--quick``: 4000 training points,
-20 iterations, no LIBSVM fit beyond 4000 points).
+``--devices cuda`` predicts on a GPU instead (float32 there, as the library computes float64
+input on a CUDA device; the bound likewise, its tensors on the GPU and the device synchronised
+before the clock stops); the results go to ``results/dsg-predict-cuda.json``.
+
+``--svc-cache FILE`` keeps the fitted SVC (joblib) for a later run on the same machine, e.g. one
+fitted in the background while the GPU is busy (``--fit-svc-only``): :func:`libsvm` fits it or
+loads it.
+
+Run: ``python benchmarks/bench_dsg_predict.py [--quick] [--devices numpy,cpu] [--repeats 3]
+[--svc-cache FILE]`` (``--quick``: 4000 training points, 20 iterations, no LIBSVM fit beyond 4000
+points).
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
 import math
 import sys
@@ -26,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
-from harness import Suite, cli_main, compare, measure, print_table  # noqa: E402
+from harness import RESULTS_DIR, Suite, compare, measure, print_table  # noqa: E402
 from kernelscale import DoublyStochasticClassifier, GaussianKernel, load_dataset  # noqa: E402
 from kernelscale.ops.fast_cos import cos_inplace  # noqa: E402
 
@@ -55,33 +65,61 @@ def _bound(model, X, backend):
         return run
     import torch
 
-    Xt = torch.from_numpy(X)
-    params = [(torch.from_numpy(b.weights), torch.from_numpy(b.offset), torch.from_numpy(c)) for b, c in
-              zip(blocks, model.coef_)]
-    buf = torch.empty((X.shape[0], spec.block_size), dtype=Xt.dtype)
+    device = torch.device("cuda" if backend == "cuda" else "cpu")
+    dtype = torch.float32 if backend == "cuda" else torch.from_numpy(X[:1]).dtype  # float32 on a GPU
+
+    def put(a):
+        return torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=dtype)
+
+    Xt = put(X)
+    params = [(put(b.weights), put(b.offset), put(c)) for b, c in zip(blocks, model.coef_)]
+    buf = torch.empty((X.shape[0], spec.block_size), dtype=dtype, device=device)
 
     def run_torch():
-        F = torch.zeros((X.shape[0], model.coef_.shape[2]), dtype=Xt.dtype)
+        F = torch.zeros((X.shape[0], model.coef_.shape[2]), dtype=dtype, device=device)
         for w, b, c in params:
             torch.matmul(Xt, w, out=buf)
             buf.add_(b)
             torch.cos(buf, out=buf)
             F += buf @ c
+        if device.type == "cuda":
+            torch.cuda.synchronize()
         return F
 
     return run_torch
 
 
-def run(quick=False, out_dir=None, *, n_train=None, n_iter=None, repeats=None):
+def _adult(n_train=None):
+    d = load_dataset("adult")
+    n_train = n_train or d.X_train.shape[0]
+    return d.X_train[:n_train].astype(np.float64), d.y_train[:n_train], d.X_test.astype(np.float64), d.y_test
+
+
+def libsvm(X, y, cache=None):
+    """scikit-learn's SVC (C=1, gamma=1/(2 sigma^2)) fitted on X, y; with ``cache`` (a path) loaded
+    from there when it holds a fit of the same rows, else fitted and stored there."""
+    import joblib
     from sklearn.svm import SVC
 
-    d = load_dataset("adult")
-    n_train = n_train or (4000 if quick else d.X_train.shape[0])
+    key = (X.shape, float(X.sum()), int(np.sum(y == y.max())))
+    if cache is not None and Path(cache).exists():
+        stored_key, svc = joblib.load(cache)
+        if stored_key == key:
+            return svc
+    svc = SVC(C=1.0, gamma=1.0 / (2 * SIGMA**2)).fit(X, y)
+    if cache is not None:
+        joblib.dump((key, svc), cache)
+    return svc
+
+
+def run(quick=False, out_dir=None, *, n_train=None, n_iter=None, repeats=None, devices=(None, "cpu"),
+        svc_cache=None):
+    X, y, Xte, yte = _adult(n_train or (4000 if quick else None))
+    n_train = X.shape[0]
     repeats = repeats or (1 if quick else 3)
     n_iter = n_iter or (20 if quick else None)
-    X, y = d.X_train[:n_train].astype(np.float64), d.y_train[:n_train]
-    Xte, yte = d.X_test.astype(np.float64), d.y_test
-    suite = Suite(SUITE, quick=quick, out_dir=out_dir, paper={
+    on_gpu = any(str(d).startswith("cuda") for d in devices if d is not None)
+    suite = Suite(f"{SUITE}-cuda" if on_gpu else SUITE, quick=quick, out_dir=out_dir, paper={
         "source": "doubly stochastic issue: adult predict >= 10x faster than LIBSVM, within 1.5x of "
                   "the GEMM + cos lower bound",
         "speedup_goal": SPEEDUP_GOAL, "bound_goal": BOUND_GOAL,
@@ -91,7 +129,7 @@ def run(quick=False, out_dir=None, *, n_train=None, n_iter=None, repeats=None):
     model = DoublyStochasticClassifier(kernel=GaussianKernel(sigma=SIGMA), loss="hinge", random_state=0, **params)
     logger.info("fitting DSG and SVC on %d points", n_train)
     model.fit(X, y)
-    svc = SVC(C=1.0, gamma=1.0 / (2 * SIGMA**2)).fit(X, y)
+    svc = libsvm(X, y, svc_cache)
     base = {"n_features_model": int(model.coef_.shape[0] * model.coef_.shape[1]), "n_test": int(Xte.shape[0]),
             "n_blocks": int(model.coef_.shape[0])}
     m = measure(lambda: svc.predict(Xte), repeats=repeats, warmup=0)
@@ -99,9 +137,9 @@ def run(quick=False, out_dir=None, *, n_train=None, n_iter=None, repeats=None):
                      params={"n_support": int(svc.n_support_.sum())},
                      metrics={"test_error": float(np.mean(svc.predict(Xte) != yte))})
     lines = []
-    for device in (None, "cpu"):
+    for device in devices:
         model.set_params(device=device)
-        name = "numpy" if device is None else "torch"
+        name = "numpy" if device is None else "cuda" if str(device).startswith("cuda") else "torch"
         m = measure(lambda: model.predict(Xte), repeats=repeats, warmup=1)
         rec = suite.add(dataset, f"DSG predict device={device!r}", role="ours", measurement=m,
                         params=dict(base, device=device),
@@ -122,5 +160,26 @@ def run(quick=False, out_dir=None, *, n_train=None, n_iter=None, repeats=None):
     return path
 
 
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="small sizes and fewer repeats")
+    p.add_argument("--out-dir", default=None, help=f"where results go (default {RESULTS_DIR})")
+    p.add_argument("--devices", default="numpy,cpu",
+                   help="comma-separated devices to predict on: numpy (device=None), cpu, cuda")
+    p.add_argument("--repeats", type=int, default=None, help="timed repeats (default 3; --quick 1)")
+    p.add_argument("--svc-cache", default=None, help="joblib file of the fitted SVC (loaded or stored)")
+    p.add_argument("--fit-svc-only", action="store_true", help="fit (or load) the SVC into --svc-cache, then stop")
+    a = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if a.fit_svc_only:
+        X, y, _, _ = _adult(4000 if a.quick else None)
+        libsvm(X, y, a.svc_cache)
+        return 0
+    devices = tuple(None if d == "numpy" else d for d in a.devices.split(","))
+    path = run(quick=a.quick, out_dir=a.out_dir, devices=devices, repeats=a.repeats, svc_cache=a.svc_cache)
+    print(f"results: {path}")
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(cli_main(run, description=__doc__.splitlines()[0]))
+    sys.exit(main())

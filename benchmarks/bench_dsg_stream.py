@@ -26,18 +26,26 @@ Peers, recorded from the other suites (not rerun here): LIBSVM's 1.47% on the 60
 digits (the paper's table), and the best kernelscale result without virtual examples
 (``results/dsg.json``, MNIST 10-class).
 
-Run: ``python benchmarks/bench_dsg_stream.py [--budget-s 1200] [--until 1000000] [--fresh]``
-(``--quick``: 12k real digits and a stream to 40k, a few seconds).
+On a GPU (``--device cuda``; results in ``results/dsg-stream-cuda.json``) the model's products
+run on the device (float32) and the stream's chunks are generated ahead by ``--workers`` threads
+(the resampling is compiled without the GIL); the peak GPU memory (torch's allocator) is recorded
+beside the host's peak RSS. A stream of ``partial_fit`` calls keeps its drawn blocks on the GPU
+(doubly_stochastic module docstring, "Streaming on a GPU").
+
+Run: ``python benchmarks/bench_dsg_stream.py [--budget-s 1200] [--until 1000000] [--fresh]
+[--device cuda] [--workers 8]`` (``--quick``: 12k real digits and a stream to 40k, a few seconds).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import logging
 import math
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -59,9 +67,37 @@ PAPER = {
 logger = logging.getLogger("kernelscale.benchmarks.dsg_stream")
 
 
-def make_model(n_base):
+def make_model(n_base, device=None):
     t0 = math.ceil(n_base / 4096)
-    return DoublyStochasticClassifier(loss="softmax", solver="preconditioned", t0=t0, random_state=SEED)
+    return DoublyStochasticClassifier(loss="softmax", solver="preconditioned", t0=t0, random_state=SEED,
+                                      device=device)
+
+
+def _chunks(stream, first, workers):
+    """Chunks first, first + 1, ... of ``stream``: generated here (workers=0) or ahead by a pool
+    of ``workers`` threads, at most 2 * workers chunks held."""
+    if workers <= 0:
+        c = first
+        while True:
+            yield stream.chunk(c)
+            c += 1
+    with ThreadPoolExecutor(workers) as pool:
+        ahead = collections.deque(pool.submit(stream.chunk, c) for c in range(first, first + 2 * workers))
+        c = first + 2 * workers
+        while True:
+            chunk = ahead.popleft().result()
+            ahead.append(pool.submit(stream.chunk, c))
+            c += 1
+            yield chunk
+
+
+def _gpu_peak(device):
+    """(device name, peak bytes torch's allocator held) on a CUDA device; (None, None) otherwise."""
+    if device is None or not str(device).startswith("cuda"):
+        return None, None
+    import torch
+
+    return torch.cuda.get_device_name(), int(torch.cuda.max_memory_allocated())
 
 
 def _load_state(state_dir):
@@ -81,7 +117,7 @@ def _save_state(state_dir, model, state):
 
 
 def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=None, fresh=False, data=None,
-        checkpoints=None):
+        checkpoints=None, device=None, workers=0):
     """One part of the run (module docstring); ``data`` (X_train, y_train, X_test, y_test with
     pixel values in 0..255) and ``checkpoints`` replace MNIST and its checkpoints (tests)."""
     if data is None:
@@ -92,20 +128,23 @@ def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=Non
         X, y, Xt, yt = X[:12000], y[:12000], Xt[:2000], yt[:2000]
     checkpoints = tuple(checkpoints or ((12_000, 24_000, 40_000) if quick else CHECKPOINTS))
     Xt = np.asarray(Xt, dtype=np.float32) / np.float32(255)
-    state_dir = Path(state_dir) if state_dir is not None else DEFAULT_STATE_DIR / ("quick" if quick else "full")
+    tag = ("quick" if quick else "full") + ("" if device is None else f"-{device}")
+    state_dir = Path(state_dir) if state_dir is not None else DEFAULT_STATE_DIR / tag
     if fresh:
         for name in ("state.json", "model.ks"):
             (state_dir / name).unlink(missing_ok=True)
     model, state = _load_state(state_dir)
     if model is None:
-        model = make_model(len(y))
+        model = make_model(len(y), device)
+    model.set_params(device=device)
     until = min(until or checkpoints[-1], checkpoints[-1])
     stream = VirtualDigits(X, y, n_examples=checkpoints[-1], chunk_size=CHUNK, seed=SEED, dtype=np.float32)
     classes = np.unique(y)
     start = time.perf_counter()
+    chunks = _chunks(stream, state["chunks_done"], workers)
     with PeakMemory() as mem:
         while state["examples"] < until and time.perf_counter() - start < budget_s:
-            Xc, yc = stream.chunk(state["chunks_done"])
+            Xc, yc = next(chunks)
             Xc /= np.float32(255)
             t = time.perf_counter()
             model.partial_fit(Xc, yc, classes=classes)
@@ -115,26 +154,38 @@ def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=Non
             state["chunks_done"] += 1
             state["peak_rss"] = max(state["peak_rss"], current_rss())
             crossed = [c for c in checkpoints if before < c <= state["examples"]]
+            if state["chunks_done"] % 64 == 0:
+                print(f"  {state['examples']} examples, fit {state['fit_s']:.1f} s, "
+                      f"wall {time.perf_counter() - start:.1f} s this part", flush=True)
             if crossed:
                 err = float(np.mean(model.predict(Xt) != yt))
+                device_name, gpu_peak = _gpu_peak(device)
+                wall = state.get("wall_s", 0.0) + time.perf_counter() - start  # with the chunks' generation
                 state["records"].append({
+                    "device": device_name or "host", "gpu_peak_bytes": gpu_peak, "wall_s": wall,
                     "examples": state["examples"], "test_error": err, "fit_s": state["fit_s"],
                     "peak_rss_bytes": state["peak_rss"], "model_bytes": int(model.coef_.nbytes),
                     "n_iter": int(model.n_iter_), "n_features": int(model.coef_.shape[0] * model.coef_.shape[1]),
                 })
                 logger.info("%d examples: test error %.4f, fit %.0f s", state["examples"], err, state["fit_s"])
                 print(f"{state['examples']:>9d} examples  test error {err:.4f}  fit {state['fit_s']:.0f} s  "
-                      f"peak RSS {state['peak_rss'] / 2**20:.0f} MiB  model {model.coef_.nbytes / 2**20:.1f} MiB",
+                      f"peak RSS {state['peak_rss'] / 2**20:.0f} MiB  model {model.coef_.nbytes / 2**20:.1f} MiB"
+                      + ("" if gpu_peak is None else f"  GPU peak {gpu_peak / 2**20:.0f} MiB  wall {wall:.0f} s"),
                       flush=True)
                 _save_state(state_dir, model, state)
+    chunks.close()
+    state["wall_s"] = state.get("wall_s", 0.0) + time.perf_counter() - start
     _save_state(state_dir, model, state)
-    suite = Suite(SUITE, quick=quick, out_dir=out_dir, paper=dict(PAPER, peak_rss_this_part=mem.peak_rss))
+    suite = Suite(SUITE if device is None else f"{SUITE}-{device}", quick=quick, out_dir=out_dir,
+                  paper=dict(PAPER, peak_rss_this_part=mem.peak_rss))
     for rec in state["records"]:
         suite.add("mnist virtual stream", f"DSG softmax preconditioned, {rec['examples']} examples",
                   params={"examples": rec["examples"], "n_iter": rec["n_iter"], "n_features": rec["n_features"],
-                          "chunk": CHUNK, "t0": model.t0, "seed": SEED},
+                          "chunk": CHUNK, "t0": model.t0, "seed": SEED, "device": rec.get("device", "host")},
                   metrics={"test_error": rec["test_error"], "fit_s": rec["fit_s"],
-                           "peak_rss_bytes": rec["peak_rss_bytes"], "model_bytes": rec["model_bytes"]})
+                           "peak_rss_bytes": rec["peak_rss_bytes"], "model_bytes": rec["model_bytes"],
+                           **({"gpu_peak_bytes": rec["gpu_peak_bytes"], "wall_s": rec["wall_s"]}
+                              if rec.get("gpu_peak_bytes") else {})})
     path = suite.write(plot=False)
     done = state["examples"] >= until
     print(f"{'done' if done else 'paused'} at {state['examples']} examples (state in {state_dir}); wrote {path}")
@@ -149,9 +200,12 @@ def main(argv=None):
     p.add_argument("--until", type=int, default=None, help="stop after this many examples")
     p.add_argument("--state-dir", default=None, help=f"model and position (default {DEFAULT_STATE_DIR})")
     p.add_argument("--fresh", action="store_true", help="discard a saved state and start over")
+    p.add_argument("--device", default=None, help="the model's device (e.g. cuda); default numpy")
+    p.add_argument("--workers", type=int, default=0, help="threads generating chunks ahead (0: inline)")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    run(a.quick, a.out_dir, budget_s=a.budget_s, until=a.until, state_dir=a.state_dir, fresh=a.fresh)
+    run(a.quick, a.out_dir, budget_s=a.budget_s, until=a.until, state_dir=a.state_dir, fresh=a.fresh,
+        device=a.device, workers=a.workers)
     return 0
 
 
