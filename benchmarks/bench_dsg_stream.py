@@ -116,6 +116,23 @@ def _save_state(state_dir, model, state):
     tmp.replace(state_dir / "state.json")
 
 
+def _evaluate(model, Xt, yt, state, device, start):
+    """The record of the model now: test error, times, memory (printed and logged)."""
+    err = float(np.mean(model.predict(Xt) != yt))
+    device_name, gpu_peak = _gpu_peak(device)
+    wall = state.get("wall_s", 0.0) + time.perf_counter() - start  # with the chunks' generation
+    logger.info("%d examples: test error %.4f, fit %.0f s", state["examples"], err, state["fit_s"])
+    print(f"{state['examples']:>9d} examples  test error {err:.4f}  fit {state['fit_s']:.0f} s  "
+          f"peak RSS {state['peak_rss'] / 2**20:.0f} MiB  model {model.coef_.nbytes / 2**20:.1f} MiB"
+          + ("" if gpu_peak is None else f"  GPU peak {gpu_peak / 2**20:.0f} MiB  wall {wall:.0f} s"), flush=True)
+    return {
+        "device": device_name or "host", "gpu_peak_bytes": gpu_peak, "wall_s": wall,
+        "examples": state["examples"], "test_error": err, "fit_s": state["fit_s"],
+        "peak_rss_bytes": state["peak_rss"], "model_bytes": int(model.coef_.nbytes),
+        "n_iter": int(model.n_iter_), "n_features": int(model.coef_.shape[0] * model.coef_.shape[1]),
+    }
+
+
 def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=None, fresh=False, data=None,
         checkpoints=None, device=None, workers=0):
     """One part of the run (module docstring); ``data`` (X_train, y_train, X_test, y_test with
@@ -158,28 +175,20 @@ def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=Non
                 print(f"  {state['examples']} examples, fit {state['fit_s']:.1f} s, "
                       f"wall {time.perf_counter() - start:.1f} s this part", flush=True)
             if crossed:
-                err = float(np.mean(model.predict(Xt) != yt))
-                device_name, gpu_peak = _gpu_peak(device)
-                wall = state.get("wall_s", 0.0) + time.perf_counter() - start  # with the chunks' generation
-                state["records"].append({
-                    "device": device_name or "host", "gpu_peak_bytes": gpu_peak, "wall_s": wall,
-                    "examples": state["examples"], "test_error": err, "fit_s": state["fit_s"],
-                    "peak_rss_bytes": state["peak_rss"], "model_bytes": int(model.coef_.nbytes),
-                    "n_iter": int(model.n_iter_), "n_features": int(model.coef_.shape[0] * model.coef_.shape[1]),
-                })
-                logger.info("%d examples: test error %.4f, fit %.0f s", state["examples"], err, state["fit_s"])
-                print(f"{state['examples']:>9d} examples  test error {err:.4f}  fit {state['fit_s']:.0f} s  "
-                      f"peak RSS {state['peak_rss'] / 2**20:.0f} MiB  model {model.coef_.nbytes / 2**20:.1f} MiB"
-                      + ("" if gpu_peak is None else f"  GPU peak {gpu_peak / 2**20:.0f} MiB  wall {wall:.0f} s"),
-                      flush=True)
+                state["records"].append(_evaluate(model, Xt, yt, state, device, start))
                 _save_state(state_dir, model, state)
     chunks.close()
+    if state["examples"] and (not state["records"] or state["records"][-1]["examples"] < state["examples"]):
+        state["paused_at"] = _evaluate(model, Xt, yt, state, device, start)  # where this part stopped
     state["wall_s"] = state.get("wall_s", 0.0) + time.perf_counter() - start
     _save_state(state_dir, model, state)
     suite = Suite(SUITE if device is None else f"{SUITE}-{device}", quick=quick, out_dir=out_dir,
                   paper=dict(PAPER, peak_rss_this_part=mem.peak_rss))
-    for rec in state["records"]:
-        suite.add("mnist virtual stream", f"DSG softmax preconditioned, {rec['examples']} examples",
+    paused = state.get("paused_at")
+    last = state["records"][-1]["examples"] if state["records"] else 0
+    for rec in state["records"] + ([paused] if paused and paused["examples"] > last else []):
+        where = " (a part's end)" if rec is paused else ""
+        suite.add("mnist virtual stream", f"DSG softmax preconditioned, {rec['examples']} examples{where}",
                   params={"examples": rec["examples"], "n_iter": rec["n_iter"], "n_features": rec["n_features"],
                           "chunk": CHUNK, "t0": model.t0, "seed": SEED, "device": rec.get("device", "host")},
                   metrics={"test_error": rec["test_error"], "fit_s": rec["fit_s"],

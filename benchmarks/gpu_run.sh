@@ -30,7 +30,7 @@ svc_pid=$!
 
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
   python -c "import torch, numpy, scipy, sklearn; print('torch', torch.__version__, 'numpy', numpy.__version__, 'scipy', scipy.__version__, 'sklearn', sklearn.__version__)"
-  timeout 120 python -m pytest -q -p no:cacheprovider tests/test_torch_backend.py 2>&1 | tail -25
+  timeout 120 python -m pytest -q -p no:cacheprovider tests/test_torch_backend.py 2>&1
 } >"$OUT/tests.log" 2>&1
 
 timeout 60 python benchmarks/bench_gpu.py $QUICK --device "$DEVICE" --out-dir "$OUT" >"$OUT/bench-gpu.log" 2>&1

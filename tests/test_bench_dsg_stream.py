@@ -31,3 +31,15 @@ def test_a_run_paused_and_resumed_from_its_saved_state_equals_one_run(tmp_path):
     assert one["records"][-1]["test_error"] < 0.5  # it learns (chance is 0.9)
     doc = json.loads((tmp_path / "results" / "dsg-stream.json").read_text())
     assert [r["params"]["examples"] for r in doc["records"]] == [16384, 20000]
+
+
+def test_a_part_that_stops_between_checkpoints_records_where_it_stopped(tmp_path):
+    kw = dict(data=_digits(), checkpoints=(9000, 40000), out_dir=tmp_path / "results", state_dir=tmp_path / "s")
+    stream.run(until=20000, **kw)  # 3 chunks: past 20000, short of the 40000 checkpoint
+    doc = json.loads((tmp_path / "results" / "dsg-stream.json").read_text())
+    assert [(r["params"]["examples"], "part's end" in r["method"]) for r in doc["records"]] == [
+        (16384, False), (24576, True)]
+    assert 0 <= doc["records"][-1]["metrics"]["test_error"] < 0.5
+    stream.run(**kw)  # resumed to the end: the part's end is superseded by the checkpoints
+    doc = json.loads((tmp_path / "results" / "dsg-stream.json").read_text())
+    assert [r["params"]["examples"] for r in doc["records"]] == [16384, 40000]

@@ -192,13 +192,16 @@ def test_gpu_blocks_stay_within_max_memory():
     rng = np.random.default_rng(5)
     X, V = rng.normal(size=(20000, 10)).astype(np.float32), rng.normal(size=(20000, 1)).astype(np.float32)
     budget = 64 * 2**20  # a 20000 x 20000 float32 block would be 1.6 GB
+    warm = torch.ones((64, 64), device=backend.device)
+    warm @ warm  # cuBLAS's workspace, allocated at a first product, is held before the count starts
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     start = torch.cuda.memory_allocated()
     with using(backend):
         KernelOperator(GaussianKernel(3.0), X, budget).matvec(V)
     torch.cuda.synchronize()
-    assert torch.cuda.max_memory_allocated() - start <= budget
+    used = torch.cuda.max_memory_allocated() - start
+    assert used <= budget, f"{used} bytes held at the peak, over max_memory={budget}"
 
 
 def test_gpu_benchmark_records_the_device_and_the_ratio_to_torch_gemm(tmp_path):
@@ -215,13 +218,14 @@ def test_gpu_benchmark_records_the_device_and_the_ratio_to_torch_gemm(tmp_path):
     assert all(r["ratio_to_peer"]["gflops"] > 0 for r in ours)
 
 
-def _stream(device, monkeypatch=None, keep=True, chunks=6):
+def _stream(device, monkeypatch=None, keep=True, chunks=6, solver="preconditioned"):
+    """12 iterations of blocks of 1024 features (groups of 4 blocks) over 6 partial_fit calls."""
     from kernelscale import DoublyStochasticClassifier
 
     rng = np.random.default_rng(6)
     X = rng.random((chunks * 512, 12)).astype(np.float32)
     y = np.digitize(X[:, 0] + X[:, 1], [0.8, 1.2])
-    model = DoublyStochasticClassifier(loss="softmax", solver="preconditioned", block_size=256, batch_size=256,
+    model = DoublyStochasticClassifier(loss="softmax", solver=solver, block_size=1024, batch_size=256,
                                        t0=4, random_state=0, device=device)
     if not keep:
         monkeypatch.setattr(type(model), "_stream_operator", lambda self, spec: None)
@@ -254,8 +258,8 @@ def test_a_device_stream_draws_each_block_once_and_equals_redrawing(monkeypatch)
     # kept: every block drawn once (its group filled as it grew); redrawn: each call draws all earlier blocks
     assert sorted(set(kept_draws)) == list(range(12)) and len(kept_draws) == 12
     assert len(draws) > 3 * len(kept_draws)
-    groups = [v for key, v in kept._stream_op._cache.items() if isinstance(key, tuple)]
-    assert groups and all(g.device is not None for g in groups if g.full)  # complete groups moved to the device
+    # groups 0-3 and 4-7 moved to the device once complete; 8-11, drawn up to the last block, stay on the host
+    assert [g.device is not None for g in kept._stream_op._cache.values()] == [True, True, False]
     assert "_stream_op" not in vars(pickle.loads(pickle.dumps(kept)))
     np.testing.assert_array_equal(kept.predict_proba(X), redrawn.predict_proba(X))
 
@@ -296,10 +300,11 @@ def test_group_scores_on_the_device_equal_the_host_draws():
 
 @gpu
 def test_a_gpu_stream_keeps_its_blocks_on_the_gpu_and_agrees_with_torch_cpu():
-    on_gpu, X = _stream("cuda")
-    on_cpu, _ = _stream("cpu")
-    groups = [g for g in on_gpu._stream_op._cache.values() if g.full]
-    assert groups and all(g.weights_t.device.type == "cuda" for g in groups)
-    # float32 on two devices: the same model up to rounding carried through 12 iterations
-    np.testing.assert_allclose(on_gpu.coef_, on_cpu.coef_, rtol=1e-2, atol=1e-3 * np.abs(on_cpu.coef_).max())
+    on_gpu, X = _stream("cuda", solver="sgd")
+    on_cpu, _ = _stream("cpu", solver="sgd")
+    moved = [g for g in on_gpu._stream_op._cache.values() if g.device is not None]
+    assert len(moved) == 2 and all(g.weights_t.device.type == "cuda" for g in moved)
+    # float32 on two devices: the same model up to rounding carried through 12 sgd iterations
+    # (sgd: no ill-conditioned solve of a 1024 x 1024 covariance from 256 rows to amplify it)
+    assert np.linalg.norm(on_gpu.coef_ - on_cpu.coef_) <= 1e-3 * np.linalg.norm(on_cpu.coef_)
     assert np.mean(on_gpu.predict(X) == on_cpu.predict(X)) > 0.99
