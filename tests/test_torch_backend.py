@@ -228,7 +228,7 @@ def _stream(device, monkeypatch=None, keep=True, chunks=6, solver="preconditione
     model = DoublyStochasticClassifier(loss="softmax", solver=solver, block_size=1024, batch_size=256,
                                        t0=4, random_state=0, device=device)
     if not keep:
-        monkeypatch.setattr(type(model), "_stream_operator", lambda self, spec: None)
+        monkeypatch.setattr(type(model), "_device_operator", lambda self, spec, group=True: None)
     for s in range(0, len(y), 512):
         model.partial_fit(X[s : s + 512], y[s : s + 512], classes=[0, 1, 2])
     return model, X
@@ -259,21 +259,21 @@ def test_a_device_stream_draws_each_block_once_and_equals_redrawing(monkeypatch)
     assert sorted(set(kept_draws)) == list(range(12)) and len(kept_draws) == 12
     assert len(draws) > 3 * len(kept_draws)
     # groups 0-3 and 4-7 moved to the device once complete; 8-11, drawn up to the last block, stay on the host
-    assert [g.device is not None for g in kept._stream_op._cache.values()] == [True, True, False]
-    assert "_stream_op" not in vars(pickle.loads(pickle.dumps(kept)))
+    assert [g.device is not None for g in kept._device_ops[True]._cache.values()] == [True, True, False]
+    assert "_device_ops" not in vars(pickle.loads(pickle.dumps(kept)))
     np.testing.assert_array_equal(kept.predict_proba(X), redrawn.predict_proba(X))
 
 
 def test_a_stream_on_numpy_keeps_nothing_between_calls():
     model, _ = _stream(None, chunks=2)
-    assert "_stream_op" not in vars(model)
+    assert "_device_ops" not in vars(model)
 
 
 def test_a_fresh_fit_drops_the_kept_blocks():
     model, X = _stream("cpu", chunks=2)
-    assert "_stream_op" in vars(model)
+    assert "_device_ops" in vars(model)
     model.fit(X, np.arange(len(X)) % 3)
-    assert "_stream_op" not in vars(model)
+    assert "_device_ops" not in vars(model)
 
 
 def test_group_scores_on_the_device_equal_the_host_draws():
@@ -302,9 +302,30 @@ def test_group_scores_on_the_device_equal_the_host_draws():
 def test_a_gpu_stream_keeps_its_blocks_on_the_gpu_and_agrees_with_torch_cpu():
     on_gpu, X = _stream("cuda", solver="sgd")
     on_cpu, _ = _stream("cpu", solver="sgd")
-    moved = [g for g in on_gpu._stream_op._cache.values() if g.device is not None]
+    moved = [g for g in on_gpu._device_ops[True]._cache.values() if g.device is not None]
     assert len(moved) == 2 and all(g.weights_t.device.type == "cuda" for g in moved)
     # float32 on two devices: the same model up to rounding carried through 12 sgd iterations
     # (sgd: no ill-conditioned solve of a 1024 x 1024 covariance from 256 rows to amplify it)
     assert np.linalg.norm(on_gpu.coef_ - on_cpu.coef_) <= 1e-3 * np.linalg.norm(on_cpu.coef_)
     assert np.mean(on_gpu.predict(X) == on_cpu.predict(X)) > 0.99
+
+
+def test_device_predictions_draw_the_blocks_once_and_equal_drawing_them_each_time(monkeypatch):
+    from kernelscale import DoublyStochasticClassifier
+    from kernelscale.ops.feature_blocks import FeatureBlockSpec
+
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(600, 5))
+    y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    model = DoublyStochasticClassifier(solver="sgd", n_iter=6, block_size=64, batch_size=100, random_state=0)
+    model.fit(X, y)
+    drawn = model.set_params(device="cpu").decision_function(X)  # no kept blocks yet: drawn, then kept
+    draws = []
+    real = FeatureBlockSpec.block
+    monkeypatch.setattr(FeatureBlockSpec, "block", lambda spec, t: draws.append(t) or real(spec, t))
+    kept = model.decision_function(X)
+    assert draws == []  # every block from the device
+    np.testing.assert_array_equal(kept, drawn)
+    model.__dict__.pop("_device_ops")
+    np.testing.assert_array_equal(model.decision_function(X), drawn)  # drawn again: the same values
+    assert sorted(draws) == list(range(6))

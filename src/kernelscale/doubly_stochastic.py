@@ -135,9 +135,11 @@ on the host (the same blocks on every device), so redrawing all t earlier blocks
 when complete and kept there while it fits in the cache budget (half of what a call leaves
 spare of ``max_memory``, itself half the GPU's free memory by default). Host memory stays flat;
 GPU memory grows with the blocks kept, O(t d), until the budget is reached, after which the
-remaining blocks are redrawn per call. On numpy every call redraws its blocks, as before. The
-kept blocks are not part of the model: save, pickle and copies drop them, and results are the
-same with or without them.
+remaining blocks are redrawn per call. Predictions on a device keep theirs likewise (a second
+operator, evaluating block by block as numpy does; within half of ``max_memory``): the first
+call draws, later ones run the device's arithmetic only. On numpy every call redraws its blocks,
+as before. The kept blocks are not part of the model: save, pickle and copies drop them, a fresh
+fit drops them, and results are the same with or without them.
 The decay of all earlier coefficients is ONE running scalar: the stored (unscaled) blocks a_j give
 alpha_j = scale_ * a_j; a new block is stored as alpha_t / scale after the decay is applied to
 scale. When scale drops below 1e-10 it is folded into the blocks
@@ -777,10 +779,16 @@ def _iterate(X, Y, spec, op, S, scorer, *, coef, n_done, scale, loss, batches, s
     return coef, n_done, scale, history, stopped
 
 
-def dsg_predict(X, spec, coef, scale, max_memory=None):
+def dsg_predict(X, spec, coef, scale, max_memory=None, operator=None):
     """f(X) (n, k) in X's dtype: Algorithm 2, every block regenerated once from its seed and
-    applied to row chunks that fit in ``max_memory``."""
-    op = FeatureOperator(spec.astype(X.dtype), parse_memory(max_memory), group=False)
+    applied to row chunks that fit in ``max_memory``. ``operator``: an estimator's kept operator
+    of ``spec`` on a torch device (module docstring, "Streaming on a GPU"), whose blocks are
+    drawn at its first use and kept on the device within half of ``max_memory``."""
+    budget = parse_memory(max_memory)
+    if operator is None:
+        op = FeatureOperator(spec.astype(X.dtype), budget, group=False)
+    else:
+        op, op.budget, op.cache_bytes = operator, budget // 2, budget // 2
     F = op.scores(X, coef, range(coef.shape[0]))
     F *= np.asarray(scale, dtype=X.dtype)
     return F
@@ -921,7 +929,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
     def _start(self, X, sample_weight, rng, n_auto=None):
         """Fresh state: resolved kernel, seed, empty coefficient store (``n_auto``: the samples
         that size an "auto" block, ``fit`` only)."""
-        for name in ("coef_", "solver_", "_stream_op"):  # "auto" sizes and solver come from the parameters again
+        for name in ("coef_", "solver_", "_device_ops"):  # "auto" sizes and solver come from the parameters again
             self.__dict__.pop(name, None)
         self.solver_ = self._solver(n_auto)
         kernel = make_kernel(self.kernel, "kernel")
@@ -1003,7 +1011,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
                 t0=self._t0(), solver=self._solver(), precond_ridge=self.precond_ridge, monitor=mon,
                 cache_bytes=cache, max_memory=budget - held - cache - fetch, fetch_bytes=fetch,
                 fetch_windows=fetch_windows, running_scores=running,
-                operator=None if fit or distributed else self._stream_operator(spec),
+                operator=None if fit or distributed else self._device_operator(spec),
             )
         self.solver_ = self._solver()  # a warm start may name another solver
         if not curvature:
@@ -1016,24 +1024,27 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
         self.objective_history_ = np.concatenate([self.objective_history_, history])
         return self
 
-    def _stream_operator(self, spec):
-        """The FeatureOperator that ``partial_fit`` calls share on a torch device, or None (numpy:
-        each call redraws its blocks, so host memory stays flat in the stream's length). On a
-        device the host's draws would cost more than the device's products, so the blocks are
-        drawn once and kept there, within the cache budget of each call (module docstring,
-        "Streaming on a GPU"). Not saved, pickled or copied; a fresh start drops it."""
+    def _device_operator(self, spec, group=True):
+        """The FeatureOperator that ``partial_fit`` and prediction calls share on a torch device,
+        or None (numpy: each call redraws its blocks, so host memory stays flat in the stream's
+        length). On a device the host's draws would cost more than the device's products, so the
+        blocks are drawn once and kept there, within the cache budget of each call (module
+        docstring, "Streaming on a GPU"). Not saved, pickled or copied; a fresh start drops it.
+        ``group``: blocks evaluated in groups (fits) or one by one (predictions, as on numpy, so
+        that both backends sum the same terms in the same order): one kept operator each."""
         backend = current_backend()
         if backend is NUMPY:
             return None
-        op = self.__dict__.get("_stream_op")
+        ops = self.__dict__.get("_device_ops", {})
+        op = ops.get(group)
         if op is None or op.backend != backend or op.spec.dtype != spec.dtype or op.spec.block_size != spec.block_size:
-            op = FeatureOperator(spec, 0, backend=backend)
-        self._stream_op = op
+            op = FeatureOperator(spec, 0, backend=backend, group=group)
+        self._device_ops = {**ops, group: op}
         return op
 
     def __getstate__(self):
         state = super().__getstate__()
-        state.pop("_stream_op", None)
+        state.pop("_device_ops", None)
         return state
 
     def _commit_run(self, run, *args, **kwargs):
@@ -1163,7 +1174,8 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
     def _outputs(self, X):
         check_is_fitted(self)
         X = validate_data(self, X, dtype=_FLOAT_DTYPES, reset=False)
-        F = dsg_predict(X, self._spec(X.dtype), self.coef_, self.scale_, self.max_memory)
+        spec = self._spec(X.dtype)
+        F = dsg_predict(X, spec, self.coef_, self.scale_, self.max_memory, operator=self._device_operator(spec, group=False))
         return check_finite_result(F, "decision values" if hasattr(self, "classes_") else "predictions")
 
 

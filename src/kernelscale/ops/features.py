@@ -322,9 +322,11 @@ class _Group:
         return self.filled >= self.stop
 
     def move_to(self, backend):
-        """Hold the (fully drawn) arrays on ``backend``'s device instead of the host."""
+        """Hold the (fully drawn) arrays on ``backend``'s device instead of the host; the
+        frequencies as the transpose of a C-ordered (d, count m) array, so the GEMM of a whole
+        group takes them as they are (no copy per use)."""
         if self.device is None:
-            self.weights_t = backend.asarray(self.weights_t)
+            self.weights_t = backend.asarray(np.ascontiguousarray(self.weights_t.T)).T
             self.offset = None if self.offset is None else backend.asarray(self.offset)
             self.device = backend
 
