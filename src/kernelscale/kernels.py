@@ -197,12 +197,27 @@ def _sq_norms(A):
     return _namespace(A).einsum("ij,ij->i", A, A)
 
 
+#: on a torch device the augmented operands have a multiple of this many columns (zeros padded
+#: before the last two): cuBLAS takes GEMMs whose rows are not 32-byte aligned on slower paths
+_DEVICE_ALIGN = 8
+
+
+def _augmented(xp, A, center):
+    """An (n, width) array for the augmented operand of A (n, d), its first d columns A - c and
+    its last two to be filled; width is d + 2 on numpy, rounded up to a multiple of
+    _DEVICE_ALIGN with zero columns in between on a torch device (the products do not change)."""
+    n, d = A.shape
+    pad = 0 if xp is np else -(d + 2) % _DEVICE_ALIGN
+    out = xp.empty((n, d + 2 + pad), dtype=A.dtype, like=A)
+    xp.subtract(A, center, out=out[:, :d])
+    if pad:
+        out[:, d : d + pad] = 0.0
+    return out, out[:, :d]
+
+
 def _augmented_left(X, center, scale, shift):
     """[scale (x - c), shift |x - c|^2, 1], so that left @ right.T sums all three terms."""
-    xp = _namespace(X)
-    out = xp.empty((X.shape[0], X.shape[1] + 2), dtype=X.dtype, like=X)
-    centered = out[:, :-2]
-    xp.subtract(X, center, out=centered)
+    out, centered = _augmented(_namespace(X), X, center)
     out[:, -2] = shift * _sq_norms(centered)
     centered *= scale
     out[:, -1] = 1.0
@@ -211,12 +226,10 @@ def _augmented_left(X, center, scale, shift):
 
 def _prepare_distances(Z, shift):
     """PreparedSet with aux = [z - c, 1, shift |z - c|^2], c the mean of Z."""
-    xp = _namespace(Z)
     center = Z.mean(axis=0)
-    aux = xp.empty((Z.shape[0], Z.shape[1] + 2), dtype=Z.dtype, like=Z)
-    xp.subtract(Z, center, out=aux[:, :-2])
+    aux, centered = _augmented(_namespace(Z), Z, center)
     aux[:, -2] = 1.0
-    aux[:, -1] = shift * _sq_norms(aux[:, :-2])
+    aux[:, -1] = shift * _sq_norms(centered)
     return PreparedSet(Z, aux, Z.dtype, center)
 
 
