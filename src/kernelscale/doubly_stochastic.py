@@ -1175,7 +1175,8 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, dtype=_FLOAT_DTYPES, reset=False)
         spec = self._spec(X.dtype)
-        F = dsg_predict(X, spec, self.coef_, self.scale_, self.max_memory, operator=self._device_operator(spec, group=False))
+        kept = self._device_operator(spec, group=False)
+        F = dsg_predict(X, spec, self.coef_, self.scale_, self.max_memory, operator=kept)
         return check_finite_result(F, "decision values" if hasattr(self, "classes_") else "predictions")
 
 
