@@ -49,8 +49,10 @@ from __future__ import annotations
 
 import argparse
 import collections
+import cProfile
 import json
 import logging
+import pstats
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -146,7 +148,7 @@ def _evaluate(model, Xt, yt, state, device, start):
 
 
 def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=None, fresh=False, data=None,
-        checkpoints=None, device=None, workers=0, t0=None, validation=False):
+        checkpoints=None, device=None, workers=0, t0=None, validation=False, profile=None):
     """One part of the run (module docstring); ``data`` (X_train, y_train, X_test, y_test with
     pixel values in 0..255) and ``checkpoints`` replace MNIST and its checkpoints (tests).
     ``validation``: a study on training data only (module docstring, "Choosing settings")."""
@@ -176,6 +178,9 @@ def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=Non
     classes = np.unique(y)
     start = time.perf_counter()
     chunks = _chunks(stream, state["chunks_done"], workers)
+    profiler = cProfile.Profile() if profile else None
+    if profiler:
+        profiler.enable()
     with PeakMemory() as mem:
         while state["examples"] < until and time.perf_counter() - start < budget_s:
             Xc, yc = next(chunks)
@@ -195,6 +200,10 @@ def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=Non
                 state["records"].append(_evaluate(model, Xt, yt, state, device, start))
                 _save_state(state_dir, model, state)
     chunks.close()
+    if profiler:  # where this thread's time went, by own time (the generating threads are not seen)
+        profiler.disable()
+        with open(profile, "w") as f:
+            pstats.Stats(profiler, stream=f).sort_stats("tottime").print_stats(40)
     if state["examples"] and (not state["records"] or state["records"][-1]["examples"] < state["examples"]):
         state["paused_at"] = _evaluate(model, Xt, yt, state, device, start)  # where this part stopped
     state["wall_s"] = state.get("wall_s", 0.0) + time.perf_counter() - start
@@ -234,12 +243,13 @@ def main(argv=None):
     p.add_argument("--device", default=None, help="the model's device (e.g. cuda); default numpy")
     p.add_argument("--workers", type=int, default=0, help="threads generating chunks ahead (0: inline)")
     p.add_argument("--t0", type=float, default=None, help=f"the step's t0 (default {T0})")
+    p.add_argument("--profile", default=None, help="write cProfile's top functions of the loop to this file")
     p.add_argument("--validation", action="store_true",
                    help="stream the first 50000 training digits, evaluate on the last 10000 (a study)")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     run(a.quick, a.out_dir, budget_s=a.budget_s, until=a.until, state_dir=a.state_dir, fresh=a.fresh,
-        device=a.device, workers=a.workers, t0=a.t0, validation=a.validation)
+        device=a.device, workers=a.workers, t0=a.t0, validation=a.validation, profile=a.profile)
     return 0
 
 
