@@ -45,24 +45,49 @@ def test_the_kernel_runs_where_it_should_and_np_cos_elsewhere(monkeypatch):
 
 
 @pytest.mark.parametrize("odd", [2 * fc.LIMIT, np.nan, -np.inf])
-def test_a_segment_beyond_the_exact_reduction_is_np_cos(odd):
+@pytest.mark.parametrize("segment", [5, 16])  # 16: the last one, shorter than SEGMENT
+def test_a_segment_beyond_the_exact_reduction_is_np_cos(odd, segment, monkeypatch):
     """A value beyond the reduction's range (or NaN, or an infinity) sends its segment of
     SEGMENT values to np.cos, found by the compiled loop itself; the other segments are the
     polynomial's."""
-    a = np.linspace(-5, 5, 4 * fc.SEGMENT)
-    where = 2 * fc.SEGMENT + 17
-    a[where] = odd
+    kernel, calls = fc._compile(), []
+    monkeypatch.setattr(fc, "_kernel", lambda flat, outside: calls.append(outside.size) or kernel(flat, outside))
+    a = np.linspace(-5, 5, 2 * fc.MIN_SIZE + 123)  # 17 segments, the last of 123 values
+    a[segment * fc.SEGMENT + 17] = odd
     with np.errstate(invalid="ignore"):  # cos(inf) is NaN
         want = np.cos(a)
         got = fc.cos_inplace(a.copy())
-    inside = slice(2 * fc.SEGMENT, 3 * fc.SEGMENT)
+    assert calls == [17]
+    inside = np.zeros(a.size, dtype=bool)
+    inside[segment * fc.SEGMENT : (segment + 1) * fc.SEGMENT] = True
     np.testing.assert_array_equal(got[inside], want[inside])  # np.cos's own values there
-    rest = np.r_[0 : 2 * fc.SEGMENT, 3 * fc.SEGMENT : 4 * fc.SEGMENT]
-    assert np.max(np.abs(got[rest] - want[rest])) <= 4 * np.spacing(1.0)
-    flat, outside = a.copy(), np.zeros(4, dtype=np.uint8)
-    fc._compile()(flat, outside)  # the compiled loop flags that segment and leaves it as it was
-    assert outside.tolist() == [0, 0, 1, 0]
+    assert np.max(np.abs(got[~inside] - want[~inside])) <= 4 * np.spacing(1.0)
+    flat, outside = a.copy(), np.zeros(17, dtype=np.uint8)
+    kernel(flat, outside)  # the compiled loop flags that segment and leaves it as it was
+    assert np.flatnonzero(outside).tolist() == [segment]
     np.testing.assert_array_equal(flat[inside], a[inside])
+
+
+def test_compiling_from_several_threads_at_once_or_twice_works(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(fc, "_kernel", None)  # compiled again (from the Python functions)
+    a = np.linspace(-5, 5, 2 * fc.MIN_SIZE)
+    results, errors = [], []
+
+    def run():
+        try:
+            results.append(fc.cos_inplace(a.copy()))
+        except Exception as err:  # noqa: BLE001 - the test reports it
+            errors.append(err)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(results) == 4
+    assert all(np.max(np.abs(r - np.cos(a))) <= 4 * np.spacing(1.0) for r in results)
 
 
 def test_without_numba_it_is_np_cos(monkeypatch):

@@ -218,7 +218,16 @@ def test_gpu_benchmark_records_the_device_and_the_ratio_to_torch_gemm(tmp_path):
     assert all(r["ratio_to_peer"]["gflops"] > 0 for r in ours)
 
 
-def _stream(device, monkeypatch=None, keep=True, chunks=6, solver="preconditioned"):
+@pytest.fixture
+def keep_on_torch_cpu(monkeypatch):
+    """Kept blocks (doubly_stochastic module docstring, "Streaming on a GPU") on torch's CPU
+    kernels too, where they are off by default, so that these tests run without a GPU."""
+    import kernelscale.doubly_stochastic as dsg
+
+    monkeypatch.setattr(dsg, "_KEEP_ON_DEVICES", frozenset({"cuda", "cpu"}))
+
+
+def _stream(device, chunks=6, solver="preconditioned", **params):
     """12 iterations of blocks of 1024 features (groups of 4 blocks) over 6 partial_fit calls."""
     from kernelscale import DoublyStochasticClassifier
 
@@ -226,54 +235,71 @@ def _stream(device, monkeypatch=None, keep=True, chunks=6, solver="preconditione
     X = rng.random((chunks * 512, 12)).astype(np.float32)
     y = np.digitize(X[:, 0] + X[:, 1], [0.8, 1.2])
     model = DoublyStochasticClassifier(loss="softmax", solver=solver, block_size=1024, batch_size=256,
-                                       t0=4, random_state=0, device=device)
-    if not keep:
-        monkeypatch.setattr(type(model), "_device_operator", lambda self, spec, group=True: None)
+                                       t0=4, random_state=0, device=device, **params)
     for s in range(0, len(y), 512):
         model.partial_fit(X[s : s + 512], y[s : s + 512], classes=[0, 1, 2])
     return model, X
 
 
-def test_a_device_stream_draws_each_block_once_and_equals_redrawing(monkeypatch):
-    """partial_fit on a torch device keeps the drawn blocks between calls (doubly_stochastic module
-    docstring, "Streaming on a GPU"): the same coefficients bit for bit as redrawing every block
-    at every call, with each block drawn once; save and pickle drop the kept blocks."""
+def test_a_device_stream_draws_each_block_once_and_equals_redrawing(monkeypatch, tmp_path):
+    """partial_fit on a GPU keeps the drawn blocks between calls (doubly_stochastic module
+    docstring, "Streaming on a GPU"; here on torch CPU): the same coefficients bit for bit as
+    redrawing every block at every call, with each block drawn once; save and pickle drop them."""
     import pickle
 
+    import kernelscale.doubly_stochastic as dsg
+    from kernelscale import load, save
     from kernelscale.ops.feature_blocks import FeatureBlockSpec
 
     draws = []
     real = FeatureBlockSpec.block
-
-    def counted(spec, t):
-        draws.append(t)
-        return real(spec, t)
-
-    monkeypatch.setattr(FeatureBlockSpec, "block", counted)
-    kept, X = _stream("cpu")
-    kept_draws, draws[:] = list(draws), []
-    redrawn, _ = _stream("cpu", monkeypatch, keep=False)
+    monkeypatch.setattr(FeatureBlockSpec, "block", lambda spec, t: draws.append(t) or real(spec, t))
+    redrawn, X = _stream("cpu")  # torch CPU keeps nothing by default
+    redrawn_draws, draws[:] = list(draws), []
+    assert "_device_ops" not in vars(redrawn)
+    monkeypatch.setattr(dsg, "_KEEP_ON_DEVICES", frozenset({"cpu"}))
+    kept, _ = _stream("cpu")
     assert kept.n_iter_ == redrawn.n_iter_ == 12
     np.testing.assert_array_equal(kept.coef_, redrawn.coef_)
     # kept: every block drawn once (its group filled as it grew); redrawn: each call draws all earlier blocks
-    assert sorted(set(kept_draws)) == list(range(12)) and len(kept_draws) == 12
-    assert len(draws) > 3 * len(kept_draws)
+    assert sorted(draws) == list(range(12))
+    assert len(redrawn_draws) > 3 * len(draws)
     # groups 0-3 and 4-7 moved to the device once complete; 8-11, drawn up to the last block, stay on the host
     assert [g.device is not None for g in kept._device_ops[True]._cache.values()] == [True, True, False]
-    assert "_device_ops" not in vars(pickle.loads(pickle.dumps(kept)))
-    np.testing.assert_array_equal(kept.predict_proba(X), redrawn.predict_proba(X))
+    np.testing.assert_array_equal(kept.predict_proba(X), redrawn.predict_proba(X))  # kept for predictions too
+    assert set(kept._device_ops) == {True, False}
+    state = pickle.loads(pickle.dumps(kept))
+    assert "_device_ops" not in vars(state) and "_device_ops" in vars(kept)  # pickling leaves the model alone
+    save(kept, tmp_path / "m.ks")
+    assert "_device_ops" not in vars(load(tmp_path / "m.ks"))
 
 
-def test_a_stream_on_numpy_keeps_nothing_between_calls():
+def test_a_stream_on_numpy_keeps_nothing_between_calls(keep_on_torch_cpu):
     model, _ = _stream(None, chunks=2)
     assert "_device_ops" not in vars(model)
 
 
-def test_a_fresh_fit_drops_the_kept_blocks():
+def test_a_fresh_fit_drops_the_kept_blocks(keep_on_torch_cpu):
     model, X = _stream("cpu", chunks=2)
     assert "_device_ops" in vars(model)
     model.fit(X, np.arange(len(X)) % 3)
     assert "_device_ops" not in vars(model)
+
+
+def test_the_kept_blocks_of_fits_and_predictions_share_the_budget(keep_on_torch_cpu):
+    """Each call counts what the other kept operator holds, first cut to a quarter of its budget
+    (the latest blocks dropped): together they stay within max_memory."""
+    budget = 8 * 2**20  # 48 blocks of 12 x 1024 float32 frequencies: 2.4 MiB
+    model, X = _stream("cpu", chunks=24, solver="sgd", max_memory=budget)
+    fit_op = model._device_ops[True]
+    before = fit_op._used
+    assert before > budget // 4
+    model.predict(X[:100])
+    predict_op = model._device_ops[False]
+    assert fit_op._used <= budget // 4 < before and predict_op._used > budget // 4
+    assert fit_op._used + predict_op._used <= budget
+    model.partial_fit(X[:512], np.arange(512) % 3)
+    assert predict_op._used <= budget // 4 and fit_op._used + predict_op._used <= budget
 
 
 def test_group_scores_on_the_device_equal_the_host_draws():
@@ -302,6 +328,7 @@ def test_group_scores_on_the_device_equal_the_host_draws():
 def test_a_gpu_stream_keeps_its_blocks_on_the_gpu_and_agrees_with_torch_cpu():
     on_gpu, X = _stream("cuda", solver="sgd")
     on_cpu, _ = _stream("cpu", solver="sgd")
+    assert "_device_ops" not in vars(on_cpu)  # kept on CUDA devices only
     moved = [g for g in on_gpu._device_ops[True]._cache.values() if g.device is not None]
     assert len(moved) == 2 and all(g.weights_t.device.type == "cuda" for g in moved)
     # float32 on two devices: the same model up to rounding carried through 12 sgd iterations
@@ -310,7 +337,7 @@ def test_a_gpu_stream_keeps_its_blocks_on_the_gpu_and_agrees_with_torch_cpu():
     assert np.mean(on_gpu.predict(X) == on_cpu.predict(X)) > 0.99
 
 
-def test_device_predictions_draw_the_blocks_once_and_equal_drawing_them_each_time(monkeypatch):
+def test_device_predictions_draw_the_blocks_once_and_equal_drawing_them_each_time(monkeypatch, keep_on_torch_cpu):
     from kernelscale import DoublyStochasticClassifier
     from kernelscale.ops.feature_blocks import FeatureBlockSpec
 
@@ -329,3 +356,24 @@ def test_device_predictions_draw_the_blocks_once_and_equal_drawing_them_each_tim
     model.__dict__.pop("_device_ops")
     np.testing.assert_array_equal(model.decision_function(X), drawn)  # drawn again: the same values
     assert sorted(draws) == list(range(6))
+
+
+def test_padded_augmented_operands_give_the_same_kernel_products(monkeypatch):
+    """On a CUDA device the distance kernels' augmented operands are padded with zero columns
+    to a multiple of 8 (cuBLAS alignment); here padded on torch CPU: the same products as numpy,
+    and the memory estimates count the padding."""
+    import kernelscale.kernels as kernels_module
+    from kernelscale import MaternKernel
+    from kernelscale.ops import kernel_matrix
+
+    monkeypatch.setattr(kernels_module, "_PAD_ON_DEVICES", frozenset({"cuda", "cpu"}))
+    rng = np.random.default_rng(9)
+    X, Z = rng.normal(size=(50, 13)), rng.normal(size=(40, 13))
+    kernels = (GaussianKernel(2.0), MaternKernel(2.0, nu=1.5))
+    on_numpy = [kernel_matrix(kernel, X, Z) for kernel in kernels]
+    with using(get_backend("cpu")):
+        assert kernels_module._prepare_distances(torch.as_tensor(Z), 1.0).aux.shape == (40, 16)
+        assert GaussianKernel(2.0).aux_bytes(40, 13, np.float64) == 40 * 16 * 8
+        for kernel, want in zip(kernels, on_numpy):
+            np.testing.assert_allclose(kernel_matrix(kernel, X, Z), want, rtol=1e-12, atol=1e-14)
+    assert GaussianKernel(2.0).aux_bytes(40, 13, np.float64) == 40 * 15 * 8  # numpy: no padding

@@ -135,11 +135,14 @@ on the host (the same blocks on every device), so redrawing all t earlier blocks
 when complete and kept there while it fits in the cache budget (half of what a call leaves
 spare of ``max_memory``, itself half the GPU's free memory by default). Host memory stays flat;
 GPU memory grows with the blocks kept, O(t d), until the budget is reached, after which the
-remaining blocks are redrawn per call. Predictions on a device keep theirs likewise (a second
+remaining blocks are redrawn per call. Predictions on the GPU keep theirs likewise (a second
 operator, evaluating block by block as numpy does; within half of ``max_memory``): the first
-call draws, later ones run the device's arithmetic only. On numpy every call redraws its blocks,
-as before. The kept blocks are not part of the model: save, pickle and copies drop them, a fresh
-fit drops them, and results are the same with or without them.
+call draws, later ones run the device's arithmetic only. The two share the budget: a call
+counts what the other operator keeps, first cut to a quarter of the call's budget. On numpy and
+on torch's CPU kernels every call redraws its blocks, as before (there the draws cost little
+beside the products, and host memory stays flat). The kept blocks are not part of the model:
+save, pickle and copies drop them, a fresh fit drops them, and results are the same with or
+without them.
 The decay of all earlier coefficients is ONE running scalar: the stored (unscaled) blocks a_j give
 alpha_j = scale_ * a_j; a new block is stored as alpha_t / scale after the decay is applied to
 scale. When scale drops below 1e-10 it is folded into the blocks
@@ -290,6 +293,10 @@ _AUTO_MAX_FEATURES = 51200  # the former 200 x 256: no model predicts slower tha
 _AUTO_PASSES_PRECOND = 4.0
 _AUTO_MAX_ITER_PRECOND = 200
 _RENORMALIZE_BELOW = 1e-10
+#: torch device types on which partial_fit and predictions keep their drawn blocks between calls
+#: (module docstring, "Streaming on a GPU"); elsewhere the host's draws cost little beside the
+#: products, and kept blocks would grow host memory with the stream
+_KEEP_ON_DEVICES = frozenset({"cuda"})
 _BLOWUP = 1e6
 #: most bytes of rows (with their targets and weights) that one fetch from a dask X brings here;
 #: a pass over more is drawn window by window of row chunks (module docstring, "Dask")
@@ -667,7 +674,8 @@ def dsg_iterations(
     operator : FeatureOperator of ``spec`` or None
         An operator an earlier call used, kept with its cached parameters (``partial_fit`` on a
         torch device: each block is drawn and copied to the device once in a stream of calls);
-        its budget and cache size are set to this call's. None: a new one.
+        its budget and cache size are set to this call's (dropping what no longer fits). None: a
+        new one.
 
     Returns
     -------
@@ -695,7 +703,8 @@ def dsg_iterations(
     if operator is None:
         op = FeatureOperator(spec, budget, cache_bytes=cache_bytes)
     else:
-        op, op.budget, op.cache_bytes = operator, budget, cache_bytes
+        op = operator
+        op.limit(budget, cache_bytes)
     S = op.scores(X, coef[:n_done], range(n_done)) if running_scores else None
     try:
         return _iterate(
@@ -788,7 +797,8 @@ def dsg_predict(X, spec, coef, scale, max_memory=None, operator=None):
     if operator is None:
         op = FeatureOperator(spec.astype(X.dtype), budget, group=False)
     else:
-        op, op.budget, op.cache_bytes = operator, budget // 2, budget // 2
+        op = operator
+        op.limit(budget // 2, budget // 2)
     F = op.scores(X, coef, range(coef.shape[0]))
     F *= np.asarray(scale, dtype=X.dtype)
     return F
@@ -973,9 +983,11 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
             Y = np.ascontiguousarray(Y, dtype=dtype)
         spec = self._spec(dtype)
         n = X.shape[0]
+        budget = parse_memory(self.max_memory)
+        operator, kept = (None, 0) if fit or distributed else self._device_operator(spec, budget)
+        budget -= kept
         held, need = dsg_memory(max(_batch_len(b, n) for b in batches) if batches else 1, spec, Y.shape[1],
                                 self.n_iter_ + len(batches), self._solver())
-        budget = parse_memory(self.max_memory)
         if need > budget:
             raise ValueError(
                 f"max_memory={format_bytes(budget)} is too small for {len(batches)} doubly stochastic "
@@ -1011,7 +1023,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
                 t0=self._t0(), solver=self._solver(), precond_ridge=self.precond_ridge, monitor=mon,
                 cache_bytes=cache, max_memory=budget - held - cache - fetch, fetch_bytes=fetch,
                 fetch_windows=fetch_windows, running_scores=running,
-                operator=None if fit or distributed else self._device_operator(spec),
+                operator=operator,
             )
         self.solver_ = self._solver()  # a warm start may name another solver
         if not curvature:
@@ -1024,26 +1036,33 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
         self.objective_history_ = np.concatenate([self.objective_history_, history])
         return self
 
-    def _device_operator(self, spec, group=True):
+    def _device_operator(self, spec, budget, group=True):
         """The FeatureOperator that ``partial_fit`` and prediction calls share on a torch device,
         or None (numpy: each call redraws its blocks, so host memory stays flat in the stream's
         length). On a device the host's draws would cost more than the device's products, so the
         blocks are drawn once and kept there, within the cache budget of each call (module
         docstring, "Streaming on a GPU"). Not saved, pickled or copied; a fresh start drops it.
         ``group``: blocks evaluated in groups (fits) or one by one (predictions, as on numpy, so
-        that both backends sum the same terms in the same order): one kept operator each."""
+        that both backends sum the same terms in the same order): one kept operator each.
+
+        Returns (operator or None, bytes the other kept operator holds): the call's ``budget``
+        less those bytes is its own; the other one keeps at most a quarter of ``budget``."""
         backend = current_backend()
-        if backend is NUMPY:
-            return None
+        if getattr(getattr(backend, "device", None), "type", None) not in _KEEP_ON_DEVICES:
+            return None, 0
         ops = self.__dict__.get("_device_ops", {})
         op = ops.get(group)
-        if op is None or op.backend != backend or op.spec.dtype != spec.dtype or op.spec.block_size != spec.block_size:
+        if op is None or op.backend != backend or repr(op.spec) != repr(spec):
             op = FeatureOperator(spec, 0, backend=backend, group=group)
         self._device_ops = {**ops, group: op}
-        return op
+        kept = 0
+        for other in (o for g, o in self._device_ops.items() if g != group):
+            other.limit(other.budget, min(other.cache_bytes, budget // 4))
+            kept += other._used
+        return op, kept
 
     def __getstate__(self):
-        state = super().__getstate__()
+        state = dict(super().__getstate__())  # may be this estimator's own __dict__
         state.pop("_device_ops", None)
         return state
 
@@ -1175,8 +1194,9 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, dtype=_FLOAT_DTYPES, reset=False)
         spec = self._spec(X.dtype)
-        kept = self._device_operator(spec, group=False)
-        F = dsg_predict(X, spec, self.coef_, self.scale_, self.max_memory, operator=kept)
+        budget = parse_memory(self.max_memory)
+        operator, kept = self._device_operator(spec, budget, group=False)
+        F = dsg_predict(X, spec, self.coef_, self.scale_, budget - kept, operator=operator)
         return check_finite_result(F, "decision values" if hasattr(self, "classes_") else "predictions")
 
 

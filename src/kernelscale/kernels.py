@@ -135,14 +135,15 @@ class Kernel(BaseEstimator):
         """Bytes ``block`` allocates per row of X: the block row and its temporaries, plus the
         row's cast copy, augmented operand and norm (an upper bound)."""
         item = np.dtype(dtype).itemsize
-        return int(item * (n_cols * (1.0 + self._workspace_per_entry) + 2 * n_features + 3))
+        width = _augmented_width(n_features)
+        return int(item * (n_cols * (1.0 + self._workspace_per_entry) + n_features + width + 1))
 
     def aux_bytes(self, n_points, n_features, dtype, input_dtype=None):
         """Bytes ``prepare`` allocates for a point set: the augmented operand, plus the cast
         copy when ``input_dtype`` differs from ``dtype``."""
         item = np.dtype(dtype).itemsize
         cast = n_points * n_features * item if np.dtype(input_dtype or dtype) != np.dtype(dtype) else 0
-        return cast + n_points * (n_features + 2) * item
+        return cast + n_points * _augmented_width(n_features) * item
 
     # -- subclass hooks -------------------------------------------------------------------------
     def _prepare(self, Z):
@@ -197,18 +198,35 @@ def _sq_norms(A):
     return _namespace(A).einsum("ij,ij->i", A, A)
 
 
-#: on a torch device the augmented operands have a multiple of this many columns (zeros padded
+#: on a CUDA device the augmented operands have a multiple of this many columns (zeros padded
 #: before the last two): cuBLAS takes GEMMs whose rows are not 32-byte aligned on slower paths
 _DEVICE_ALIGN = 8
+#: torch device types whose augmented operands are padded so
+_PAD_ON_DEVICES = frozenset({"cuda"})
+
+
+def _padded(device_type, d):
+    """Columns of the augmented operand of d features on a device of ``device_type`` (None:
+    numpy)."""
+    return -(-(d + 2) // _DEVICE_ALIGN) * _DEVICE_ALIGN if device_type in _PAD_ON_DEVICES else d + 2
+
+
+def _augmented_width(d):
+    """Columns of an augmented operand of d features on the backend in use (for the memory
+    estimates, which are made under the backend that computes)."""
+    from .ops.backend import current_backend  # ops imports this module
+
+    return _padded(getattr(getattr(current_backend(), "device", None), "type", None), d)
 
 
 def _augmented(xp, A, center):
     """An (n, width) array for the augmented operand of A (n, d), its first d columns A - c and
-    its last two to be filled; width is d + 2 on numpy, rounded up to a multiple of
-    _DEVICE_ALIGN with zero columns in between on a torch device (the products do not change)."""
+    its last two to be filled; width is d + 2, rounded up to a multiple of _DEVICE_ALIGN on a
+    CUDA device with zero columns in between (the products do not change)."""
     n, d = A.shape
-    pad = 0 if xp is np else -(d + 2) % _DEVICE_ALIGN
-    out = xp.empty((n, d + 2 + pad), dtype=A.dtype, like=A)
+    width = _padded(None if xp is np else A.device.type, d)
+    pad = width - d - 2
+    out = xp.empty((n, width), dtype=A.dtype, like=A)
     xp.subtract(A, center, out=out[:, :d])
     if pad:
         out[:, d : d + pad] = 0.0

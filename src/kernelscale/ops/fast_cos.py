@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from decimal import Decimal, localcontext
 
 import numpy as np
@@ -64,13 +65,18 @@ _SIN = tuple((-1) ** j / math.factorial(2 * j + 1) for j in range(1, 9))
 _kernel = None
 prange = range  # numba.prange once numba is imported (_compile)
 _started = False  # the parallel kernel has been loaded in this process (its thread pool exists)
+_compile_lock = threading.Lock()
 
 
 def _compile():
-    """The numba kernel (compiled on first use; None without numba)."""
+    """The numba kernel (compiled on first use, once, whichever thread asks first; False
+    without numba)."""
+    with _compile_lock:
+        return _kernel if _kernel is not None else _compile_once()
+
+
+def _compile_once():
     global _kernel
-    if _kernel is not None:
-        return _kernel
     try:
         import numba
     except ImportError:
@@ -84,8 +90,10 @@ def _compile():
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     global prange, _count_outside, _cos_segment  # read by _cos_loop when numba compiles it
     prange = numba.prange
-    _count_outside = numba.njit(nogil=True, fastmath=False, cache=True)(_count_outside)
-    _cos_segment = numba.njit(nogil=True, fastmath=False, cache=True)(_cos_segment)
+    helper = numba.njit(nogil=True, fastmath=False, cache=True)
+    # py_func: a second compile (after the kernel was reset) starts from the Python functions
+    _count_outside = helper(getattr(_count_outside, "py_func", _count_outside))
+    _cos_segment = helper(getattr(_cos_segment, "py_func", _cos_segment))
     kernel = numba.njit(parallel=True, nogil=True, fastmath=False, cache=True)(_cos_loop)
     _kernel = kernel
     return _kernel

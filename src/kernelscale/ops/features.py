@@ -80,6 +80,7 @@ class FeatureOperator:
         self._used = 0
         # block index -> block, or ("group", g) -> _Group of Fourier blocks
         self._cache = dict(blocks or {})
+        self._kept = {}  # key -> bytes of what _keep added to the cache (not the given blocks)
         fourier = spec is not None and spec.method in ("cos", "cossin")
         self._m = (spec.block_size // 2 if spec.method == "cossin" else spec.block_size) if fourier else 0
         self._group = (max(1, GROUP_COLUMNS // spec.block_size) if group else 1) if fourier else 0
@@ -91,8 +92,19 @@ class FeatureOperator:
         if self._used + nbytes > self.cache_bytes:
             return False
         self._cache[key] = value
+        self._kept[key] = nbytes
         self._used += nbytes
         return True
+
+    def limit(self, budget, cache_bytes):
+        """Set the budget and the cache's size for the next calls (an operator kept between
+        calls); cached parameters beyond the new size are dropped, the latest first."""
+        self.budget, self.cache_bytes = int(budget), max(int(cache_bytes), 0)
+        for key in reversed(list(self._kept)):
+            if self._used <= self.cache_bytes:
+                break
+            del self._cache[key]
+            self._used -= self._kept.pop(key)
 
     def block(self, t):
         """The parameters of block t (given, cached, or regenerated from (seed, t))."""
