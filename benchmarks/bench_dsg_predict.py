@@ -65,8 +65,8 @@ def _bound(model, X, backend):
         return run
     import torch
 
-    device = torch.device("cuda" if backend == "cuda" else "cpu")
-    dtype = torch.float32 if backend == "cuda" else torch.from_numpy(X[:1]).dtype  # float32 on a GPU
+    device = torch.device(backend if str(backend).startswith("cuda") else "cpu")
+    dtype = torch.float32 if device.type == "cuda" else torch.from_numpy(X[:1]).dtype  # float32 on a GPU
 
     def put(a):
         return torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=dtype)
@@ -101,7 +101,7 @@ def libsvm(X, y, cache=None):
     import joblib
     from sklearn.svm import SVC
 
-    key = (X.shape, float(X.sum()), int(np.sum(y == y.max())))
+    key = (X.shape, float(X.sum()), int(np.sum(y == y.max())), 1.0, SIGMA)  # the rows, C and sigma
     if cache is not None and Path(cache).exists():
         stored_key, svc = joblib.load(cache)
         if stored_key == key:
@@ -139,7 +139,7 @@ def run(quick=False, out_dir=None, *, n_train=None, n_iter=None, repeats=None, d
     lines = []
     for device in devices:
         model.set_params(device=device)
-        name = "numpy" if device is None else "cuda" if str(device).startswith("cuda") else "torch"
+        name = "numpy" if device is None else device if str(device).startswith("cuda") else "torch"
         m = measure(lambda: model.predict(Xte), repeats=repeats, warmup=1)
         rec = suite.add(dataset, f"DSG predict device={device!r}", role="ours", measurement=m,
                         params=dict(base, device=device),

@@ -208,9 +208,10 @@ def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=Non
         state["paused_at"] = _evaluate(model, Xt, yt, state, device, start)  # where this part stopped
     state["wall_s"] = state.get("wall_s", 0.0) + time.perf_counter() - start
     _save_state(state_dir, model, state)
-    suite = Suite(SUITE + ("" if device is None else f"-{device}") + ("-validation" if validation else ""),
+    # a study's settings share one file, each named in its records; another t0 is a run of its own
+    suite = Suite(SUITE + ("" if device is None else f"-{device}") + ("-validation" if validation else study),
                   quick=quick, out_dir=out_dir, paper=dict(PAPER, peak_rss_this_part=mem.peak_rss))
-    setting = "" if t0 is None else f", t0={t0:g}"
+    setting = f", t0={model.t0:g}" if validation else ""
     if validation and suite.path.exists():  # one file for the study: the other settings' records stay
         suite.records.extend(r for r in json.loads(suite.path.read_text())["records"]
                              if not r["method"].endswith(setting))

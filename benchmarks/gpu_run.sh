@@ -48,7 +48,7 @@ timeout 60 python benchmarks/bench_gpu.py $QUICK --device "$DEVICE" --out-dir "$
 for t0 in $STUDY_T0; do
   step "validation study, t0=$t0"
   timeout 200 python benchmarks/bench_dsg_stream.py $QUICK --device "$DEVICE" --workers 6 --validation \
-    --t0 "$t0" --until "$STUDY_UNTIL" --state-dir "/tmp/dsg-study-$t0" --out-dir "$OUT" >>"$LOG" 2>&1
+    --t0 "$t0" --until "$STUDY_UNTIL" --budget-s 150 --state-dir "/tmp/dsg-study-$t0" --out-dir "$OUT" >>"$LOG" 2>&1
 done
 
 stream_s=$((SECONDS_TOTAL - SECONDS - 130))
