@@ -34,8 +34,8 @@ Part ``t0`` (the preconditioned solver's step decay): the same splits, the preco
 with t0 = 1 (its "auto"), 4 and 1e4 passes over the fit part. Larger t0 did not help a fit's
 four passes: adult hinge 16.66 / 17.49 / 18.32%, adult logistic 15.77 / 15.99 / 16.49%, 30
 classes 19.6 / 21.0 / 21.5%, MNIST 3.20 / 3.20 / 3.17%, cadata RMSE 85.5k / 98.5k / 127k
-(session 14; a stream of fresh virtual
-digits is another matter: benchmarks/bench_dsg_stream.py, "Choosing settings").
+(session 14; a stream of fresh virtual digits is another matter: benchmarks/bench_dsg_stream.py,
+"Choosing settings").
 
 Run: ``python benchmarks/bench_dsg_defaults.py [--quick] [--part small|adult|qm7|solver|t0 ...]`` (under
 ``flock /tmp/kernelscale-heavy.lock`` on a shared machine). Results: results/dsg_defaults.json.
