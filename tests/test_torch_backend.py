@@ -377,3 +377,25 @@ def test_padded_augmented_operands_give_the_same_kernel_products(monkeypatch):
         for kernel, want in zip(kernels, on_numpy):
             np.testing.assert_allclose(kernel_matrix(kernel, X, Z), want, rtol=1e-12, atol=1e-14)
     assert GaussianKernel(2.0).aux_bytes(40, 13, np.float64) == 40 * 15 * 8  # numpy: no padding
+
+
+@pytest.mark.parametrize("solver", ["sgd", "preconditioned"])
+def test_a_device_fit_takes_the_new_blocks_moments_where_its_features_are(solver, monkeypatch):
+    """On a torch backend the new block's gradient and covariance are taken on the device
+    (doubly_stochastic._block_moments; only the D x k and D x D results cross): the same
+    iterates as numpy's host products, weighted rows included, in float64."""
+    from kernelscale import DoublyStochasticClassifier
+    from kernelscale import doubly_stochastic as dsg
+
+    seen = []
+    real = dsg._block_moments
+    monkeypatch.setattr(dsg, "_block_moments", lambda be, Phi, *a: seen.append(type(Phi)) or real(be, Phi, *a))
+    rng = np.random.default_rng(10)
+    X = rng.normal(size=(900, 6))
+    y = np.digitize(X[:, 0] - X[:, 1], [-0.5, 0.5])
+    w = rng.uniform(0.5, 2.0, size=900)
+    params = dict(solver=solver, n_iter=5, block_size=128, batch_size=300, random_state=0)
+    on_numpy = DoublyStochasticClassifier(**params).fit(X, y, sample_weight=w)
+    on_torch = DoublyStochasticClassifier(device="cpu", **params).fit(X, y, sample_weight=w)
+    assert seen[:5] == [np.ndarray] * 5 and seen[5:] == [torch.Tensor] * 5
+    np.testing.assert_allclose(on_torch.coef_, on_numpy.coef_, rtol=1e-9, atol=1e-12 * np.abs(on_numpy.coef_).max())

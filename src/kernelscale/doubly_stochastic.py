@@ -741,7 +741,7 @@ def _iterate(X, Y, spec, op, S, scorer, *, coef, n_done, scale, loss, batches, s
                 F = scorer.gather(futures, (b, Yb.shape[1]), dtype)
             else:
                 F = op.scores(Xb, coef[:t], range(t))
-                Phi = op.transform(Xb, [t])
+                Phi = op.transform(Xb, [t], on_device=op.backend is not NUMPY)
             F *= np.asarray(scale, dtype=dtype)
         values, G = _loss_and_grad(loss, F, Yb)
         if wb is not None:
@@ -750,11 +750,8 @@ def _iterate(X, Y, spec, op, S, scorer, *, coef, n_done, scale, loss, batches, s
         history.append(float(values.mean()))
         zero_loss = max(zero_loss, _zero_loss(loss, Yb))
         gamma = _step_size(step_size, t0, t)
-        grad = Phi.T @ G
-        grad /= b
+        grad, C = _block_moments(op.backend, Phi, G, wb, solver == "preconditioned")
         if solver == "preconditioned":
-            Phiw = Phi if wb is None else Phi * np.sqrt(wb).astype(dtype)[:, None]
-            C = (Phiw.T @ Phiw).astype(np.float64) / b
             ridge = precond_ridge * max(np.trace(C) / D, np.finfo(np.float64).tiny)
             step = _precond_solve(C, grad.astype(np.float64), ridge)
             alpha = (-gamma * step).astype(dtype)
@@ -786,6 +783,24 @@ def _iterate(X, Y, spec, op, S, scorer, *, coef, n_done, scale, loss, batches, s
             stopped = True
             break
     return coef, n_done, scale, history, stopped
+
+
+def _block_moments(backend, Phi, G, wb, preconditioned):
+    """The new block's gradient Phi^T G / b (in Phi's dtype, a host array) and, for the
+    preconditioned solver, its weighted covariance Phi^T W Phi / b (float64; else None). Phi
+    (b, D) is a host array, or the backend's array on a torch device: there the products run
+    where Phi is, and only the D x k and D x D results cross to the host."""
+    b = Phi.shape[0]
+    host = isinstance(Phi, np.ndarray)
+    grad = Phi.T @ G if host else backend.to_numpy(backend.matmul(Phi.T, backend.asarray(G)))
+    grad /= b
+    if not preconditioned:
+        return grad, None
+    if wb is not None:
+        root = np.sqrt(wb).astype(G.dtype)[:, None]
+        Phi = Phi * (root if host else backend.asarray(root))
+    C = Phi.T @ Phi if host else backend.to_numpy(backend.matmul(Phi.T, Phi))
+    return grad, C.astype(np.float64) / b
 
 
 def dsg_predict(X, spec, coef, scale, max_memory=None, operator=None):

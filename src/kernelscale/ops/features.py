@@ -171,11 +171,13 @@ class FeatureOperator:
         max_rows = n if max_rows is None else max_rows
         return plan_rows(n, per_row, fixed, self.budget, f"{columns} random features per row", _FIX, max_rows=max_rows)
 
-    def transform(self, X, blocks):
+    def transform(self, X, blocks, on_device=False):
         """[phi_t(X) for t in blocks] side by side: (n, len(blocks) * width), in the map's dtype.
 
         Each block alone estimates the kernel without bias (module docstring of
         :mod:`~kernelscale.ops.feature_blocks`); the concatenation is not rescaled.
+        ``on_device``: returned as the backend's array (for this operator's weighted moments),
+        not copied to the host.
         """
         X = self._rows(X)
         blocks = list(blocks)
@@ -188,7 +190,7 @@ class FeatureOperator:
             for s in range(0, n, chunk):
                 rows = self.backend.asarray(X[s : s + chunk])
                 block.apply(rows, self.backend, out=out[s : s + chunk, j * width : (j + 1) * width])
-        return self.backend.to_numpy(out)
+        return out if on_device else self.backend.to_numpy(out)
 
     def scores(self, X, coef, blocks):
         """f(X) = sum_j phi_{blocks[j]}(X) coef[j]: (n, k) in the map's dtype.
