@@ -70,8 +70,17 @@ def test_a_segment_beyond_the_exact_reduction_is_np_cos(odd, segment, monkeypatc
 
 def test_compiling_from_several_threads_at_once_or_twice_works(monkeypatch):
     import threading
+    import time
 
     monkeypatch.setattr(fc, "_kernel", None)  # compiled again (from the Python functions)
+    compiles, real = [], fc._compile_once
+
+    def slow_compile():  # the threads all arrive while the first one compiles
+        compiles.append(1)
+        time.sleep(0.2)
+        return real()
+
+    monkeypatch.setattr(fc, "_compile_once", slow_compile)
     a = np.linspace(-5, 5, 2 * fc.MIN_SIZE)
     results, errors = [], []
 
@@ -86,7 +95,7 @@ def test_compiling_from_several_threads_at_once_or_twice_works(monkeypatch):
         t.start()
     for t in threads:
         t.join()
-    assert errors == [] and len(results) == 4
+    assert errors == [] and len(results) == 4 and len(compiles) == 1
     assert all(np.max(np.abs(r - np.cos(a))) <= 4 * np.spacing(1.0) for r in results)
 
 

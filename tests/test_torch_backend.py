@@ -399,3 +399,29 @@ def test_a_device_fit_takes_the_new_blocks_moments_where_its_features_are(solver
     on_torch = DoublyStochasticClassifier(device="cpu", **params).fit(X, y, sample_weight=w)
     assert seen[:5] == [np.ndarray] * 5 and seen[5:] == [torch.Tensor] * 5
     np.testing.assert_allclose(on_torch.coef_, on_numpy.coef_, rtol=1e-9, atol=1e-12 * np.abs(on_numpy.coef_).max())
+
+
+def test_a_partial_fit_after_predictions_has_the_room_it_needs(keep_on_torch_cpu):
+    """The blocks kept for predictions are cut to what a partial_fit leaves spare, so a budget
+    that fits the iterations keeps fitting them after a prediction."""
+    from kernelscale.doubly_stochastic import dsg_memory
+
+    model, X = _stream("cpu", chunks=8, solver="sgd")
+    _, need = dsg_memory(256, model._spec(np.float32), 3, model.n_iter_ + 2, "sgd")
+    model.set_params(max_memory=int(need / 0.8))
+    model.predict(X)
+    assert model._device_ops[False]._used > need // 4  # more than the partial_fit can spare
+    model.partial_fit(X[:512], np.arange(512) % 3)
+    assert model.n_iter_ == 18 and model._device_ops[False]._used <= need // 4 + 1
+
+
+def test_kept_blocks_go_with_a_warm_start_fit_and_a_change_of_device(keep_on_torch_cpu):
+    model, X = _stream("cpu", chunks=2)
+    model.predict(X)
+    assert set(model._device_ops) == {True, False}
+    model.set_params(device=None).predict(X)  # numpy now: nothing kept on the old device
+    assert "_device_ops" not in vars(model)
+    model.set_params(device="cpu").partial_fit(X[:512], np.arange(512) % 3)
+    assert "_device_ops" in vars(model)
+    model.set_params(warm_start=True, n_iter=model.n_iter_ + 2).fit(X, np.arange(len(X)) % 3)
+    assert "_device_ops" not in vars(model)

@@ -792,15 +792,20 @@ def _block_moments(backend, Phi, G, wb, preconditioned):
     where Phi is, and only the D x k and D x D results cross to the host."""
     b = Phi.shape[0]
     host = isinstance(Phi, np.ndarray)
-    grad = Phi.T @ G if host else backend.to_numpy(backend.matmul(Phi.T, backend.asarray(G)))
+    mm = np.matmul if host else backend.xp.matmul  # transposed operands as they are (no copy)
+    grad = mm(Phi.T, G if host else backend.asarray(G))
+    grad = grad if host else backend.to_numpy(grad)
     grad /= b
     if not preconditioned:
         return grad, None
     if wb is not None:
         root = np.sqrt(wb).astype(G.dtype)[:, None]
-        Phi = Phi * (root if host else backend.asarray(root))
-    C = Phi.T @ Phi if host else backend.to_numpy(backend.matmul(Phi.T, Phi))
-    return grad, C.astype(np.float64) / b
+        if host:
+            Phi = Phi * root
+        else:
+            Phi *= backend.asarray(root)  # the caller's Phi is not used again
+    C = mm(Phi.T, Phi)
+    return grad, (C if host else backend.to_numpy(C)).astype(np.float64) / b
 
 
 def dsg_predict(X, spec, coef, scale, max_memory=None, operator=None):
@@ -999,8 +1004,6 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
         spec = self._spec(dtype)
         n = X.shape[0]
         budget = parse_memory(self.max_memory)
-        operator, kept = (None, 0) if fit or distributed else self._device_operator(spec, budget)
-        budget -= kept
         held, need = dsg_memory(max(_batch_len(b, n) for b in batches) if batches else 1, spec, Y.shape[1],
                                 self.n_iter_ + len(batches), self._solver())
         if need > budget:
@@ -1010,6 +1013,12 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
                 f"plus batch x block_size features); increase max_memory, or use a smaller "
                 f"batch_size, block_size or n_iter."
             )
+        if fit or distributed:  # no kept blocks: a fit draws each block once anyway
+            self.__dict__.pop("_device_ops", None)
+            operator = None
+        else:
+            operator, kept = self._device_operator(spec, min(budget // 4, budget - need))
+            budget -= kept
         fresh = not self.n_iter_
         curvature = self._uses_curvature_step(Y.shape[1])
         if fresh and curvature and batches:
@@ -1051,7 +1060,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
         self.objective_history_ = np.concatenate([self.objective_history_, history])
         return self
 
-    def _device_operator(self, spec, budget, group=True):
+    def _device_operator(self, spec, room, group=True):
         """The FeatureOperator that ``partial_fit`` and prediction calls share on a torch device,
         or None (numpy: each call redraws its blocks, so host memory stays flat in the stream's
         length). On a device the host's draws would cost more than the device's products, so the
@@ -1060,21 +1069,24 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
         ``group``: blocks evaluated in groups (fits) or one by one (predictions, as on numpy, so
         that both backends sum the same terms in the same order): one kept operator each.
 
-        Returns (operator or None, bytes the other kept operator holds): the call's ``budget``
-        less those bytes is its own; the other one keeps at most a quarter of ``budget``."""
+        Returns (operator or None, bytes the other kept operator holds, after cutting it to at
+        most ``room``): the caller takes them off its budget. With ``max_memory=None`` the budget
+        comes from the GPU's free memory, which already excludes them: then nothing is taken
+        off. Operators of another device (or of none: numpy) are dropped."""
         backend = current_backend()
+        ops = {g: o for g, o in self.__dict__.get("_device_ops", {}).items() if o.backend == backend}
         if getattr(getattr(backend, "device", None), "type", None) not in _KEEP_ON_DEVICES:
+            self.__dict__.pop("_device_ops", None)
             return None, 0
-        ops = self.__dict__.get("_device_ops", {})
         op = ops.get(group)
-        if op is None or op.backend != backend or repr(op.spec) != repr(spec):
+        if op is None or repr(op.spec) != repr(spec):
             op = FeatureOperator(spec, 0, backend=backend, group=group)
         self._device_ops = {**ops, group: op}
         kept = 0
         for other in (o for g, o in self._device_ops.items() if g != group):
-            other.limit(other.budget, min(other.cache_bytes, budget // 4))
+            other.limit(other.budget, min(other.cache_bytes, max(room, 0)))
             kept += other._used
-        return op, kept
+        return op, 0 if self.max_memory is None else kept
 
     def __getstate__(self):
         state = dict(super().__getstate__())  # may be this estimator's own __dict__
@@ -1210,7 +1222,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
         X = validate_data(self, X, dtype=_FLOAT_DTYPES, reset=False)
         spec = self._spec(X.dtype)
         budget = parse_memory(self.max_memory)
-        operator, kept = self._device_operator(spec, budget, group=False)
+        operator, kept = self._device_operator(spec, budget // 4, group=False)
         F = dsg_predict(X, spec, self.coef_, self.scale_, budget - kept, operator=operator)
         return check_finite_result(F, "decision values" if hasattr(self, "classes_") else "predictions")
 

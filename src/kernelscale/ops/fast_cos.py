@@ -71,6 +71,8 @@ _compile_lock = threading.Lock()
 def _compile():
     """The numba kernel (compiled on first use, once, whichever thread asks first; False
     without numba)."""
+    if _kernel is not None:  # compiled (or known absent) already: no lock to take
+        return _kernel
     with _compile_lock:
         return _kernel if _kernel is not None else _compile_once()
 
@@ -116,7 +118,8 @@ def _after_fork_in_child():
     """A process forked after the parallel kernel was loaded cannot use it when numba's thread
     pool is GNU OpenMP's: libgomp aborts the child ("fork() called from a process already using
     GNU OpenMP"). Such a child computes its cosines with ``np.cos`` (as without numba)."""
-    global _kernel
+    global _kernel, _compile_lock
+    _compile_lock = threading.Lock()  # a fork while another thread compiled would leave it held
     if _started and _kernel:
         import numba
 

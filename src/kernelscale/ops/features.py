@@ -103,8 +103,8 @@ class FeatureOperator:
         for key in reversed(list(self._kept)):
             if self._used <= self.cache_bytes:
                 break
-            del self._cache[key]
-            self._used -= self._kept.pop(key)
+            self._cache.pop(key, None)  # pop, not del: another thread may have dropped it already
+            self._used -= self._kept.pop(key, 0)
 
     def block(self, t):
         """The parameters of block t (given, cached, or regenerated from (seed, t))."""
