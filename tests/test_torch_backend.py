@@ -425,3 +425,16 @@ def test_kept_blocks_go_with_a_warm_start_fit_and_a_change_of_device(keep_on_tor
     assert "_device_ops" in vars(model)
     model.set_params(warm_start=True, n_iter=model.n_iter_ + 2).fit(X, np.arange(len(X)) % 3)
     assert "_device_ops" not in vars(model)
+
+
+def test_the_prepared_points_count_their_copy_on_a_cuda_device():
+    """X's copy on a CUDA device is memory the budget must hold (on the host, X in the
+    computation dtype is used as it is); here a torch CPU backend that reports a CUDA device."""
+    import types
+
+    X = np.random.default_rng(11).normal(size=(500, 7)).astype(np.float32)
+    host = KernelOperator(GaussianKernel(2.0), X, 2**26)
+    cuda_like = TorchBackend("cpu")
+    cuda_like.device = types.SimpleNamespace(type="cuda")  # only the device type is read
+    on_cuda = KernelOperator(GaussianKernel(2.0), X, 2**26, backend=cuda_like)
+    assert on_cuda.prepared_bytes == host.prepared_bytes + X.nbytes

@@ -162,8 +162,11 @@ class KernelOperator:
 
     @property
     def prepared_bytes(self):
-        """Bytes the prepared X takes (whether or not it exists yet)."""
-        return self.kernel.aux_bytes(self.n, self.n_features, self.dtype, self.X.dtype)
+        """Bytes the prepared X takes (whether or not it exists yet); on a CUDA device that
+        includes X's copy there, which a host array in the computation dtype does not need."""
+        copy = getattr(getattr(self.backend, "device", None), "type", None) == "cuda" and self.X.dtype == self.dtype
+        return self.kernel.aux_bytes(self.n, self.n_features, self.dtype, self.X.dtype) + (
+            self.X.nbytes if copy else 0)
 
     @property
     def prepared_extra_bytes(self):
