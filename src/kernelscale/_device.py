@@ -28,7 +28,7 @@ import inspect
 import numpy as np
 
 from . import _dask
-from .ops.backend import current_backend, get_backend, using
+from .ops.backend import current_backend, device_type, get_backend, using
 
 __all__ = ["DeviceMixin", "is_tensor"]
 
@@ -46,8 +46,7 @@ def _host(a):
 
 
 def _on_cuda(backend):
-    device = getattr(backend, "device", None)
-    return device is not None and getattr(device, "type", None) == "cuda"
+    return device_type(backend) == "cuda"
 
 
 def _run_on_device(method):

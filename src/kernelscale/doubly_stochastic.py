@@ -246,7 +246,7 @@ from ._params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
 from ._validation import check_finite_result, check_sample_weight, validate_data
 from .kernels import make_kernel
 from .ops.feature_blocks import FeatureBlockSpec, kernel_family, seed_from
-from .ops.backend import NUMPY, current_backend
+from .ops.backend import NUMPY, current_backend, device_type
 from .ops.features import GROUP_COLUMNS, FeatureOperator
 from .ops.lapack_threads import one_lapack_thread
 from .ops.memory import format_bytes, parse_memory
@@ -959,7 +959,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
     def _start(self, X, sample_weight, rng, n_auto=None):
         """Fresh state: resolved kernel, seed, empty coefficient store (``n_auto``: the samples
         that size an "auto" block, ``fit`` only)."""
-        for name in ("coef_", "solver_", "_device_ops"):  # "auto" sizes and solver come from the parameters again
+        for name in ("coef_", "solver_"):  # "auto" sizes and solver come from the parameters again
             self.__dict__.pop(name, None)
         self.solver_ = self._solver(n_auto)
         kernel = make_kernel(self.kernel, "kernel")
@@ -1013,7 +1013,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
                 f"plus batch x block_size features); increase max_memory, or use a smaller "
                 f"batch_size, block_size or n_iter."
             )
-        if fit or distributed:  # no kept blocks: a fit draws each block once anyway
+        if fit or distributed:  # no kept blocks (a fit draws each block once anyway); old ones go
             self.__dict__.pop("_device_ops", None)
             operator = None
         else:
@@ -1075,7 +1075,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
         off. Operators of another device (or of none: numpy) are dropped."""
         backend = current_backend()
         ops = {g: o for g, o in self.__dict__.get("_device_ops", {}).items() if o.backend == backend}
-        if getattr(getattr(backend, "device", None), "type", None) not in _KEEP_ON_DEVICES:
+        if device_type(backend) not in _KEEP_ON_DEVICES:
             self.__dict__.pop("_device_ops", None)
             return None, 0
         op = ops.get(group)

@@ -214,9 +214,9 @@ def _padded(device_type, d):
 def _augmented_width(d):
     """Columns of an augmented operand of d features on the backend in use (for the memory
     estimates, which are made under the backend that computes)."""
-    from .ops.backend import current_backend  # ops imports this module
+    from .ops.backend import current_backend, device_type  # ops imports this module
 
-    return _padded(getattr(getattr(current_backend(), "device", None), "type", None), d)
+    return _padded(device_type(current_backend()), d)
 
 
 def _augmented(xp, A, center):

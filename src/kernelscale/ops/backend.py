@@ -24,7 +24,7 @@ import numpy as np
 from .fast_cos import cos_inplace
 from .memory import available_memory
 
-__all__ = ["Backend", "NUMPY", "get_backend", "current_backend", "using", "DEVICES"]
+__all__ = ["Backend", "NUMPY", "get_backend", "current_backend", "device_type", "using", "DEVICES"]
 
 DEVICES = "None (numpy), 'auto', 'cpu', 'cuda' or 'cuda:N'"
 
@@ -80,6 +80,11 @@ _TORCH_BACKENDS = {}
 def current_backend():
     """The backend the estimator being run asked for (numpy outside any :func:`using`)."""
     return _CURRENT.get()
+
+
+def device_type(backend):
+    """The torch device type of ``backend`` ("cuda", "cpu"), or None for numpy."""
+    return getattr(getattr(backend, "device", None), "type", None)
 
 
 @contextlib.contextmanager

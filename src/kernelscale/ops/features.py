@@ -176,7 +176,7 @@ class FeatureOperator:
 
         Each block alone estimates the kernel without bias (module docstring of
         :mod:`~kernelscale.ops.feature_blocks`); the concatenation is not rescaled.
-        ``on_device``: returned as the backend's array (for this operator's weighted moments),
+        ``on_device``: returned as the backend's array (for further products on the device),
         not copied to the host.
         """
         X = self._rows(X)

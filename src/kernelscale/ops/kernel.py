@@ -33,7 +33,7 @@ import numpy as np
 
 from .._validation import as_float_array, check_same_features, result_dtype
 from ..kernels import make_kernel
-from .backend import NUMPY, current_backend, get_backend
+from .backend import NUMPY, current_backend, device_type, get_backend
 from .memory import MAX_BLOCK_BYTES, format_bytes, parse_memory, rows_per_block, ufunc_workspace_bytes
 from .row_cache import KernelRowCache
 
@@ -164,7 +164,7 @@ class KernelOperator:
     def prepared_bytes(self):
         """Bytes the prepared X takes (whether or not it exists yet); on a CUDA device that
         includes X's copy there, which a host array in the computation dtype does not need."""
-        copy = getattr(getattr(self.backend, "device", None), "type", None) == "cuda" and self.X.dtype == self.dtype
+        copy = device_type(self.backend) == "cuda" and self.X.dtype == self.dtype
         return self.kernel.aux_bytes(self.n, self.n_features, self.dtype, self.X.dtype) + (
             self.X.nbytes if copy else 0)
 
