@@ -727,12 +727,13 @@ def _iterate(X, Y, spec, op, S, scorer, *, coef, n_done, scale, loss, batches, s
     stopped = False
     zero_loss = 0.0  # largest mini-batch loss of f = 0 seen: the scale that flags a blow-up
     rows = _batch_rows(X, Y, sample_weight, batches, fetch_bytes, fetch_windows)
+    ahead = _FeaturesAhead(op, X, n_done + len(batches)) if S is not None else None
     for batch, (Xb, Yb, wb) in zip(batches, rows):
         t = n_done
         b = Xb.shape[0]
         if S is not None:  # the new block on every row: the batch's rows now, the running scores after the step
             F = S[batch] * np.asarray(scale, dtype=dtype)
-            Phi_all = op.transform(X, [t])
+            Phi_all = ahead(t)
             Phi = Phi_all[batch]
         else:
             if scorer is not None and t and scorer.worth(b, t):
@@ -783,6 +784,29 @@ def _iterate(X, Y, spec, op, S, scorer, *, coef, n_done, scale, loss, batches, s
             stopped = True
             break
     return coef, n_done, scale, history, stopped
+
+
+#: bytes of new blocks' features on every row that the running scores compute ahead, in one call
+_AHEAD_BYTES = 8 * 2**20
+
+
+class _FeaturesAhead:
+    """phi_t(X) on every row of X for the blocks t < ``stop`` of the running scores, computed
+    for several blocks at once when they are small (one GEMM and one cosine pass per group of
+    Fourier blocks, instead of one call per iteration: on a few hundred rows the calls cost
+    more than their arithmetic), within _AHEAD_BYTES and an eighth of the operator's budget."""
+
+    def __init__(self, op, X, stop):
+        self.op, self.X, self.stop = op, X, stop
+        self.width = op.spec.n_features_out
+        self.count = max(1, min(_AHEAD_BYTES, op.budget // 8) // (X.shape[0] * self.width * X.itemsize))
+        self.first, self.Phi = 0, None
+
+    def __call__(self, t):
+        if self.Phi is None or not self.first <= t < self.first + self.Phi.shape[1] // self.width:
+            self.first, self.Phi = t, self.op.transform(self.X, range(t, min(t + self.count, self.stop)))
+        j = t - self.first
+        return self.Phi[:, j * self.width : (j + 1) * self.width]
 
 
 def _block_moments(backend, Phi, G, wb, preconditioned):

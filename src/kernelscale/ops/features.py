@@ -182,15 +182,44 @@ class FeatureOperator:
         X = self._rows(X)
         blocks = list(blocks)
         n, width = X.shape[0], self.spec.n_features_out
-        # the features are written in place, so rows are cut only where the budget requires
-        chunk = self._chunk(n, width, fixed=n * len(blocks) * width * X.dtype.itemsize + self.spec.block_bytes)
         out = self.backend.empty((n, len(blocks) * width), dtype=X.dtype)
-        for j, t in enumerate(blocks):
-            block = self.block(t)
-            for s in range(0, n, chunk):
-                rows = self.backend.asarray(X[s : s + chunk])
-                block.apply(rows, self.backend, out=out[s : s + chunk, j * width : (j + 1) * width])
+        fixed = out.nbytes
+        for j, start, stop in self._runs(blocks):
+            count = stop - start
+            if count > 1 and not any(t in self._cache for t in range(start, stop)):
+                # a run of one group's Fourier blocks: one GEMM and one trigonometric pass, written
+                # in place (same values as block by block, up to the GEMM's rounding)
+                chunk = self._chunk(n, count * width, fixed=fixed + count * self.spec.block_bytes)
+                params = self._fourier_run(start, stop, on_device=True)
+                for s in range(0, n, chunk):
+                    rows = self.backend.asarray(X[s : s + chunk])
+                    self._group_features(rows, params, out[s : s + chunk, j * width : (j + count) * width])
+                continue
+            # the features are written in place, so rows are cut only where the budget requires
+            chunk = self._chunk(n, width, fixed=fixed + self.spec.block_bytes)
+            for i, t in enumerate(range(start, stop), start=j):
+                block = self.block(t)
+                for s in range(0, n, chunk):
+                    rows = self.backend.asarray(X[s : s + chunk])
+                    block.apply(rows, self.backend, out=out[s : s + chunk, i * width : (i + 1) * width])
         return out if on_device else self.backend.to_numpy(out)
+
+    def _group_features(self, X, params, out):
+        """phi_t(X) of consecutive Fourier blocks side by side into ``out`` (rows, count width):
+        :meth:`FourierBlock.apply` of each block, with one GEMM for all of them."""
+        be, m = self.backend, self._m
+        weights_t, offset = params
+        if offset is not None:
+            proj = be.matmul(X, weights_t.T, out=out)
+            proj += be.asarray(offset)
+            be.cos(proj, out=proj)
+            proj *= math.sqrt(2.0 / m)
+            return
+        proj = be.matmul(X, weights_t.T)
+        for i in range(proj.shape[1] // m):
+            be.cos(proj[:, i * m : (i + 1) * m], out=out[:, 2 * i * m : (2 * i + 1) * m])
+            be.sin(proj[:, i * m : (i + 1) * m], out=out[:, (2 * i + 1) * m : (2 * i + 2) * m])
+        out *= math.sqrt(1.0 / m)
 
     def scores(self, X, coef, blocks):
         """f(X) = sum_j phi_{blocks[j]}(X) coef[j]: (n, k) in the map's dtype.
