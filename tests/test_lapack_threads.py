@@ -150,3 +150,14 @@ def test_real_libraries_are_restored_when_another_thread_leaves_last():
     thread.start()
     thread.join(10)
     assert seen and all(count == 1 for count in seen[0]), seen
+
+
+def test_the_library_lookup_is_repeated_only_after_new_imports(monkeypatch):
+    import sys
+    import types
+
+    first = lapack_threads._blas_libraries()
+    assert lapack_threads._blas_libraries() is first  # no new module: the same lookup
+    monkeypatch.setitem(sys.modules, "kernelscale_test_new_module", types.ModuleType("kernelscale_test_new_module"))
+    again = lapack_threads._blas_libraries()
+    assert again is not first and {lib.filepath for lib in again} == {lib.filepath for lib in first}

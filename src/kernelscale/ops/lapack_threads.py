@@ -23,6 +23,7 @@ first one found.
 
 from __future__ import annotations
 
+import sys
 import threading
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -44,14 +45,26 @@ def _let_go():
     getattr(OpenBLASController, "clear_controlling_thread", lambda: None)()
 
 
+_found = (None, [])  # (number of modules imported then, controllers): the last lookup
+
+
 def _blas_libraries():
-    """threadpoolctl's controllers of every BLAS library loaded ([] without threadpoolctl)."""
+    """threadpoolctl's controllers of every BLAS library loaded ([] without threadpoolctl).
+
+    The lookup reads the process's loaded libraries (about 4 ms); it is repeated only after
+    new modules were imported, since a BLAS library arrives with the module that links it."""
+    global _found
+    modules = len(sys.modules)
+    if _found[0] == modules:
+        return _found[1]
     try:
         from threadpoolctl import ThreadpoolController
 
-        return [lib for lib in ThreadpoolController().lib_controllers if lib.user_api == "blas"]
+        libraries = [lib for lib in ThreadpoolController().lib_controllers if lib.user_api == "blas"]
     except Exception:  # noqa: BLE001 - an unreadable library: leave the thread counts alone
-        return []
+        libraries = []
+    _found = (len(sys.modules), libraries)
+    return libraries
 
 
 def _scipy_blas():
