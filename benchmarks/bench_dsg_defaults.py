@@ -58,7 +58,7 @@ from harness import Suite, cli_main  # noqa: E402
 
 SUITE = "dsg_defaults"
 SEED = 0
-PARTS = ("small", "adult", "qm7", "solver", "t0")
+PARTS = ("small", "adult", "qm7", "solver", "t0", "damping")
 #: part "t0": the preconditioned solver's t0 in passes over the fit part (1 is its "auto")
 T0_PASSES = (1, 4, 1e4)
 logger = logging.getLogger("kernelscale.benchmarks.dsg_defaults")
@@ -69,6 +69,8 @@ SMALL_GRID = ([(p, m, f) for p in (2, 4, 8) for m in (16, 32, 64) for f in (1024
               + [(2, 128, 8192), (2, 128, 16384)])
 #: the former default, for reference
 FORMER = (None, 200, 51200)
+#: part "damping": (step_size, precond_ridge) of the preconditioned solver ((1, 1e-3) was its "auto")
+DAMPING_GRID = [(step, ridge) for step in (1.0, 0.5) for ridge in (1e-3, 1e-2, 0.1, 0.3)]
 #: (batch_size, block_size, passes) of part "adult"
 ADULT_GRID = [(256, 256, 3), (256, 128, 2), (512, 128, 5), (1024, 128, 6), (1024, 256, 5)]
 #: (n_iter, block_size) of part "qm7" (squared loss)
@@ -252,6 +254,19 @@ def _t0_rows(suite, dataset, task, make, Xf, yf, Xv, yv, peer_err=None, score=No
                  Xv, yv, peer_err, score, {"t0_passes": passes, "t0": passes * one_pass})
 
 
+def _damping_rows(suite, dataset, task, make, Xf, yf, Xv, yv, peer_err=None, score=None):
+    """The preconditioned solver at the (step_size, precond_ridge) of DAMPING_GRID, the rest at
+    its defaults, on one fit / validation split of at least 2048 fit rows (where "auto" runs it)."""
+    from kernelscale.doubly_stochastic import _AUTO_PRECONDITIONED_ROWS
+
+    if Xf.shape[0] < _AUTO_PRECONDITIONED_ROWS:
+        return
+    for step, ridge in DAMPING_GRID:
+        est = make("preconditioned").set_params(step_size=step, precond_ridge=ridge)
+        _fit_row(suite, f"damping: {dataset}", f"DSG preconditioned, step {step:g}, ridge {ridge:g}", est, task,
+                 Xf, yf, Xv, yv, peer_err, score, {"step_size": step, "precond_ridge": ridge})
+
+
 def run_solver(suite, quick=False, datasets=None, rows=_solver_rows):
     from sklearn.model_selection import train_test_split
 
@@ -308,7 +323,7 @@ def run(quick=False, out_dir=None, parts=None, datasets=None):
     if out_dir is None and set(parts) != set(PARTS) and suite.path.exists():
         old = json.loads(suite.path.read_text())
         def part(r):
-            return next((p for p in ("adult", "qm7", "solver", "t0") if r["dataset"].startswith(p)), "small")
+            return next((p for p in PARTS[1:] if r["dataset"].startswith(p)), "small")
         keep = [r for r in old["records"] if part(r) not in parts]
     suite.records.extend(keep)
     with threadpool_limits(limits=2):
@@ -322,6 +337,8 @@ def run(quick=False, out_dir=None, parts=None, datasets=None):
             run_solver(suite, quick, datasets)
         if "t0" in parts:
             run_solver(suite, quick, datasets, rows=_t0_rows)
+        if "damping" in parts:
+            run_solver(suite, quick, datasets, rows=_damping_rows)
     return suite.write(plot=False)
 
 

@@ -100,7 +100,11 @@ the fit to 0.04-0.07 s (iris, wine, breast_cancer 0.04-0.06 s). At n = 4000 (128
 2.6-3.5 s became 1.0-2 s on a loaded 2-core machine: n x 16384 cosines (most of it) and
 n x d x 16384 GEMM work, one (n, block_size) array per iteration, small enough that the threaded
 cosine loses much of its speed when the cores are shared (digits: 1.0 s with numpy's cosine, 2.5
-s with the threaded one at a load of 4). ``partial_fit`` and warm starts rescore as before.
+s with the threaded one at a load of 4). The new blocks' features on all rows are computed several
+blocks at a time (:class:`_FeaturesAhead`, within 8 MB: one GEMM and one cosine pass per group of
+Fourier blocks), since on a few hundred rows one call per iteration cost more than its
+arithmetic (wine, 128 x 32: about 40 ms a fit, 22 ms after). ``partial_fit`` and warm starts
+rescore as before.
 
 Why the sgd step is so much smaller per sample than Pegasos' 1 / (nu t): a mini-batch mean
 gradient step changes f along the kernel's top eigenfunction by gamma lambda_1, and with the
