@@ -467,8 +467,11 @@ def test_auto_sizes_and_steps_follow_the_solver_and_loss():
     assert DoublyStochasticClassifier(loss="hinge", n_iter=1, random_state=0).fit(X3, y3)._step() == 10.0
     assert DoublyStochasticClassifier(loss="logistic", n_iter=1, random_state=0).fit(X3, y3)._step() == 10.0
     assert DoublyStochasticClassifier(loss="softmax", n_iter=1, random_state=0).fit(X3, y3)._step() == 30.0
-    assert DoublyStochasticClassifier(loss="softmax", solver="preconditioned", n_iter=1,
-                                      random_state=0).fit(X3, y3)._step() == 1.0
+    # the preconditioned solver: 1 for the squared loss (above), 0.5 for every classification loss
+    for loss in ("hinge", "logistic", "softmax"):
+        clf = DoublyStochasticClassifier(loss=loss, solver="preconditioned", n_iter=1, random_state=0)
+        assert clf.fit(X3, y3)._step() == 0.5 and clf.precond_ridge == 1e-2
+    assert DoublyStochasticRegressor().precond_ridge == 1e-3
 
 
 def test_auto_n_iter_and_block_scale_with_n():
