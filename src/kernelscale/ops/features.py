@@ -188,7 +188,8 @@ class FeatureOperator:
             count = stop - start
             if count > 1 and not any(t in self._cache for t in range(start, stop)):
                 # a run of one group's Fourier blocks: one GEMM and one trigonometric pass, written
-                # in place (same values as block by block, up to the GEMM's rounding)
+                # in place (block by block up to rounding: the GEMM's, and the threaded cosine's on
+                # large runs)
                 chunk = self._chunk(n, count * width, fixed=fixed + count * self.spec.block_bytes)
                 params = self._fourier_run(start, stop, on_device=True)
                 for s in range(0, n, chunk):
