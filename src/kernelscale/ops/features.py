@@ -18,7 +18,9 @@ trigonometric pass (a block of 256 columns alone is a small, slow GEMM). The gro
 the block indices only and a group's buffer always has the same layout, so results are bit for
 bit the same whether the regenerated parameters were cached or not (they are cached for the
 operator's life, e.g. one ``fit`` call, while they fit in ``cache_bytes``); a budget that cuts
-the rows into smaller chunks changes them by rounding only.
+the rows into smaller chunks changes them by rounding only. ``transform`` of several consecutive
+blocks of one group takes one GEMM and one trigonometric pass too: the features of block by
+block calls up to rounding.
 
 On a torch backend the row chunks, projections and products run on the device; block parameters
 are drawn on the host (the same on every device) and copied over; verbs return host arrays.
