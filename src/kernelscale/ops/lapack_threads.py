@@ -9,7 +9,8 @@ threads and 0.8 ms with one (32 ms inside a stagewise fit); one thread was faste
 factors and solves up to order 2048 (by 15-30% at 1024-2048, where the run-to-run spread is of
 that order, hence the threshold of 1024) and for eigendecompositions up to 768. It holds scipy's
 own BLAS at one thread while the matrix is small (``SMALL_ORDER``; ``SMALL_EIGH_ORDER`` for
-eigendecompositions), and does nothing where scipy shares numpy's BLAS (one pool, nothing to
+eigendecompositions) but not tiny (``THREADED_ORDER``: OpenBLAS threads nothing below it, and
+holding costs time), and does nothing where scipy shares numpy's BLAS (one pool, nothing to
 fight) or threadpoolctl cannot find scipy's.
 
 :func:`one_blas_thread`: every BLAS library at one thread (SLKL's coordinate loops).
@@ -28,10 +29,14 @@ import threading
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-__all__ = ["SMALL_EIGH_ORDER", "SMALL_ORDER", "one_blas_thread", "one_lapack_thread"]
+__all__ = ["SMALL_EIGH_ORDER", "SMALL_ORDER", "THREADED_ORDER", "one_blas_thread", "one_lapack_thread"]
 
 #: largest matrix order whose factorization runs on one thread of scipy's BLAS
 SMALL_ORDER = 1024
+#: smallest order held: below it OpenBLAS factorises on one thread anyway, and holding costs about
+#: 0.1 ms a call (after a numpy product on 2 cores, a Cholesky and solve of order 16-112 took
+#: 0.09-0.24 ms free and 0.1 ms more held; at 128, 3.2 ms free and 0.36 ms held)
+THREADED_ORDER = 128
 #: the same for eigendecompositions (two threads won from order 1024 on)
 SMALL_EIGH_ORDER = 768
 
@@ -115,9 +120,10 @@ def _hold(libraries):
 
 
 def one_lapack_thread(order, small=SMALL_ORDER):
-    """Context: scipy's own BLAS at one thread if ``order`` <= ``small`` (module docstring)."""
+    """Context: scipy's own BLAS at one thread if THREADED_ORDER <= ``order`` <= ``small``
+    (module docstring)."""
     global _scipy_libraries
-    if order > small:
+    if not THREADED_ORDER <= order <= small:
         return nullcontext()
     if _scipy_libraries is None:
         _scipy_libraries = _scipy_blas()
