@@ -33,10 +33,11 @@ __all__ = ["SMALL_EIGH_ORDER", "SMALL_ORDER", "THREADED_ORDER", "one_blas_thread
 
 #: largest matrix order whose factorization runs on one thread of scipy's BLAS
 SMALL_ORDER = 1024
-#: smallest order held: below it OpenBLAS factorises on one thread anyway, and holding costs about
-#: 0.1 ms a call (after a numpy product on 2 cores, a Cholesky and solve of order 16-112 took
-#: 0.09-0.24 ms free and 0.1 ms more held; at 128, 3.2 ms free and 0.36 ms held)
-THREADED_ORDER = 128
+#: smallest order held: below it OpenBLAS runs one thread anyway, and holding costs about 0.1 ms
+#: a call (after a numpy product on 2 cores: a Cholesky and solve of order 16-112 took 0.09-0.24
+#: ms free and 0.1 ms more held, at 128 3.2 ms free and 0.36 ms held; an eigendecomposition of
+#: order 16-64 0.28-0.62 ms free and 0.05-0.1 ms more held, at 96 4.0 ms free and 1.2 ms held)
+THREADED_ORDER = 64
 #: the same for eigendecompositions (two threads won from order 1024 on)
 SMALL_EIGH_ORDER = 768
 
