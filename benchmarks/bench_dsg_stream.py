@@ -87,10 +87,19 @@ T0 = 240
 STEP_SIZE, PRECOND_RIDGE = 1.0, 1e-3
 
 
-def make_model(device=None, t0=None):
+def make_model(device=None, t0=None, step_size=None, precond_ridge=None):
     t0 = T0 if t0 is None else t0
-    return DoublyStochasticClassifier(loss="softmax", solver="preconditioned", t0=t0, step_size=STEP_SIZE,
-                                      precond_ridge=PRECOND_RIDGE, random_state=SEED, device=device)
+    step_size = STEP_SIZE if step_size is None else step_size
+    precond_ridge = PRECOND_RIDGE if precond_ridge is None else precond_ridge
+    return DoublyStochasticClassifier(loss="softmax", solver="preconditioned", t0=t0, step_size=step_size,
+                                      precond_ridge=precond_ridge, random_state=SEED, device=device)
+
+
+def _damping(model):
+    """The step and ridge of ``model`` as a name ("" for the recorded STEP_SIZE and PRECOND_RIDGE)."""
+    if (model.step_size, model.precond_ridge) == (STEP_SIZE, PRECOND_RIDGE):
+        return ""
+    return f", step={model.step_size:g}, ridge={model.precond_ridge:g}"
 
 
 def _chunks(stream, first, workers):
@@ -154,7 +163,8 @@ def _evaluate(model, Xt, yt, state, device, start):
 
 
 def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=None, fresh=False, data=None,
-        checkpoints=None, device=None, workers=0, t0=None, validation=False, profile=None):
+        checkpoints=None, device=None, workers=0, t0=None, validation=False, profile=None, step_size=None,
+        precond_ridge=None):
     """One part of the run (module docstring); ``data`` (X_train, y_train, X_test, y_test with
     pixel values in 0..255) and ``checkpoints`` replace MNIST and its checkpoints (tests).
     ``validation``: a study on training data only (module docstring, "Choosing settings")."""
@@ -169,7 +179,9 @@ def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=Non
         X, y, Xt, yt = X[:12000], y[:12000], Xt[:2000], yt[:2000]
     checkpoints = tuple(checkpoints or ((12_000, 24_000, 40_000) if quick else CHECKPOINTS))
     Xt = np.asarray(Xt, dtype=np.float32) / np.float32(255)
-    study = ("-validation" if validation else "") + ("" if t0 is None else f"-t0-{t0:g}")
+    study = (("-validation" if validation else "") + ("" if t0 is None else f"-t0-{t0:g}")
+             + ("" if step_size is None else f"-step-{step_size:g}")
+             + ("" if precond_ridge is None else f"-ridge-{precond_ridge:g}"))
     tag = ("quick" if quick else "full") + ("" if device is None else f"-{device}") + study
     state_dir = Path(state_dir) if state_dir is not None else DEFAULT_STATE_DIR / tag
     if fresh:
@@ -177,7 +189,7 @@ def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=Non
             (state_dir / name).unlink(missing_ok=True)
     model, state = _load_state(state_dir)
     if model is None:
-        model = make_model(device, t0)
+        model = make_model(device, t0, step_size, precond_ridge)
     model.set_params(device=device)
     until = min(until or checkpoints[-1], checkpoints[-1])
     stream = VirtualDigits(X, y, n_examples=checkpoints[-1], chunk_size=CHUNK, seed=SEED, dtype=np.float32)
@@ -217,7 +229,7 @@ def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=Non
     # a study's settings share one file, each named in its records; another t0 is a run of its own
     suite = Suite(SUITE + ("" if device is None else f"-{device}") + ("-validation" if validation else study),
                   quick=quick, out_dir=out_dir, paper=dict(PAPER, peak_rss_this_part=mem.peak_rss))
-    setting = f", t0={model.t0:g}" if validation else ""
+    setting = f", t0={model.t0:g}{_damping(model)}" if validation else _damping(model)
     if validation and suite.path.exists():  # one file for the study: the other settings' records stay
         suite.records.extend(r for r in json.loads(suite.path.read_text())["records"]
                              if not r["method"].endswith(setting))
@@ -228,7 +240,8 @@ def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=Non
         suite.add("mnist virtual stream" + (" (validation: the last 10000 training digits)" if validation else ""),
                   f"DSG softmax preconditioned, {rec['examples']} examples{where}{setting}",
                   params={"examples": rec["examples"], "n_iter": rec["n_iter"], "n_features": rec["n_features"],
-                          "chunk": CHUNK, "t0": model.t0, "seed": SEED, "device": rec.get("device", "host")},
+                          "chunk": CHUNK, "t0": model.t0, "step_size": model.step_size,
+                          "precond_ridge": model.precond_ridge, "seed": SEED, "device": rec.get("device", "host")},
                   metrics={"test_error": rec["test_error"], "fit_s": rec["fit_s"],
                            "peak_rss_bytes": rec["peak_rss_bytes"], "model_bytes": rec["model_bytes"],
                            **({"gpu_peak_bytes": rec["gpu_peak_bytes"], "wall_s": rec["wall_s"]}
@@ -250,13 +263,16 @@ def main(argv=None):
     p.add_argument("--device", default=None, help="the model's device (e.g. cuda); default numpy")
     p.add_argument("--workers", type=int, default=0, help="threads generating chunks ahead (0: inline)")
     p.add_argument("--t0", type=float, default=None, help=f"the step's t0 (default {T0})")
+    p.add_argument("--step-size", type=float, default=None, help=f"the step (default {STEP_SIZE:g})")
+    p.add_argument("--precond-ridge", type=float, default=None, help=f"the ridge (default {PRECOND_RIDGE:g})")
     p.add_argument("--profile", default=None, help="write cProfile's top functions of the loop to this file")
     p.add_argument("--validation", action="store_true",
                    help="stream the first 50000 training digits, evaluate on the last 10000 (a study)")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     run(a.quick, a.out_dir, budget_s=a.budget_s, until=a.until, state_dir=a.state_dir, fresh=a.fresh,
-        device=a.device, workers=a.workers, t0=a.t0, validation=a.validation, profile=a.profile)
+        device=a.device, workers=a.workers, t0=a.t0, validation=a.validation, profile=a.profile,
+        step_size=a.step_size, precond_ridge=a.precond_ridge)
     return 0
 
 
