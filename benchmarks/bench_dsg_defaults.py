@@ -41,7 +41,7 @@ Part ``damping`` (the preconditioned solver's step and ridge): the same splits w
 2048 fit rows, the preconditioned solver at the (step_size, precond_ridge) of DAMPING_GRID. For
 the classification losses (0.5, 1e-2) was the best or within noise of it everywhere (adult hinge
 15.60% against 16.66% at the former (1, 1e-3), MNIST 2.97% against 3.20%, 30 classes 16.6%
-against 19.6%): the classifier's defaults since session 15. The squared loss lost 1.5-2.5x its
+against 19.6%): the classifier's defaults since session 15. The squared loss lost 1.2-3.7x its
 RMSE at step 0.5 on three of four sets and keeps (1, 1e-3) (benchmarks/README.md).
 
 Run: ``python benchmarks/bench_dsg_defaults.py [--quick] [--part small|adult|qm7|solver|t0|damping ...]`` (under

@@ -190,6 +190,8 @@ def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=Non
     model, state = _load_state(state_dir)
     if model is None:
         model = make_model(device, t0, step_size, precond_ridge)
+    elif model.step_size == "auto":  # saved before the step was pinned: "auto" was then STEP_SIZE
+        model.set_params(step_size=STEP_SIZE)
     model.set_params(device=device)
     until = min(until or checkpoints[-1], checkpoints[-1])
     stream = VirtualDigits(X, y, n_examples=checkpoints[-1], chunk_size=CHUNK, seed=SEED, dtype=np.float32)

@@ -1,6 +1,8 @@
 """Tests of kernelscale.doubly_stochastic: Algorithm 1 against a naive O(t)-decay reference, the
 kernel ridge limit, streaming, the preconditioned variant, conventions and bad input."""
 
+import re
+
 import numpy as np
 import pytest
 from sklearn.base import clone
@@ -578,6 +580,57 @@ def test_running_scores_give_the_iterates_of_rescoring(loss, k):
         mp.setattr(module, "_use_running_scores", lambda *a: False)
         ref = DoublyStochasticRegressor(GaussianKernel(sigma=1.0), random_state=0).fit(X, y)
     np.testing.assert_allclose(est.predict(X), ref.predict(X), rtol=1e-12, atol=1e-12)
+
+
+def test_features_computed_ahead_in_windows_across_groups_give_the_same_iterates(monkeypatch):
+    """The running scores' features computed a few blocks at a time, in windows that cross
+    groups of Fourier blocks, give the iterates of one block at a time (up to rounding)."""
+    import kernelscale.doubly_stochastic as module
+    import kernelscale.ops.features as ops_features
+
+    X, y = sinc_data(n=120, d=3)
+    spec = FeatureBlockSpec(GaussianKernel(sigma=1.0), 3, 16, 5, np.float64, "cos")
+    rng = np.random.default_rng(0)
+    batches = [rng.permutation(120)[:32] for _ in range(40)]
+    kw = dict(loss="squared", nu=1e-3, step_size=1.0, t0=20.0, running_scores=True)
+    windows = []
+    real = module._FeaturesAhead.__call__
+
+    def record(self, t):
+        out = real(self, t)
+        windows.append((self.first, self.Phi.shape[1] // self.width))
+        return out
+
+    monkeypatch.setattr(module._FeaturesAhead, "__call__", record)
+    monkeypatch.setattr(module, "_AHEAD_BYTES", 0)  # one block at a time
+    one = dsg_iterations(X, y[:, None], spec, batches=batches, **kw)
+    assert {count for _, count in windows} == {1}
+    windows.clear()
+    monkeypatch.setattr(module, "_AHEAD_BYTES", 3 * (120 * 16 * 8 + spec.block_bytes))  # 3 blocks
+    monkeypatch.setattr(ops_features, "GROUP_COLUMNS", 64)  # groups of 4 blocks: windows cross them
+    ahead = dsg_iterations(X, y[:, None], spec, batches=batches, **kw)
+    assert sorted({first for first, _ in windows}) == list(range(0, 40, 3))
+    np.testing.assert_allclose(ahead[0][:40] * ahead[2], one[0][:40] * one[2], rtol=1e-12, atol=1e-14)
+
+
+def test_a_fit_near_its_least_max_memory_runs_and_matches_the_default_budget():
+    """The features computed ahead and the grouped transforms stay within max_memory: a fit just
+    above the least budget its first check asks for runs (a group of 128 blocks of 2000 x 32 frequencies, 64
+    MiB, is what the operator's share of that budget holds: the features of the whole group
+    computed ahead would not fit beside them)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 2000))
+    y = X[:, 0]
+
+    def fit(max_memory=None):
+        return DoublyStochasticRegressor(GaussianKernel(30.0), n_iter=128, block_size=32, solver="sgd",
+                                         random_state=0, max_memory=max_memory).fit(X, y)
+
+    with pytest.raises(ValueError, match="max_memory") as err:
+        fit("1MB")
+    need = int(re.search(r"\((\d+) bytes", str(err.value)).group(1))
+    ref = fit().predict(X[:20])
+    np.testing.assert_allclose(fit(need + 5 * 2**20).predict(X[:20]), ref, rtol=1e-12, atol=1e-12)
 
 
 def test_auto_sizes_are_resolved_in_fit_only():

@@ -158,6 +158,7 @@ def test_the_library_lookup_is_repeated_only_after_new_imports(monkeypatch):
     import sys
     import types
 
+    lapack_threads._blas_libraries()  # the first lookup may import threadpoolctl itself
     first = lapack_threads._blas_libraries()
     assert lapack_threads._blas_libraries() is first  # no new module: the same lookup
     monkeypatch.setitem(sys.modules, "kernelscale_test_new_module", types.ModuleType("kernelscale_test_new_module"))

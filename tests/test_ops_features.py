@@ -67,6 +67,29 @@ def test_block_is_regenerated_from_seed_and_index_in_any_order(method, X):
                                rtol=0, atol=1e-14)
 
 
+@pytest.mark.parametrize("method", ["cos", "cossin"])
+def test_transform_of_runs_equals_block_by_block_within_any_budget(method, X, monkeypatch):
+    """Runs of one group's blocks at any position, runs cut at group boundaries, a cached group,
+    and a budget that holds the parameters of two blocks at a time (pieces of a run)."""
+    import kernelscale.ops.features as ops_features
+
+    monkeypatch.setattr(ops_features, "GROUP_COLUMNS", 64)  # groups of 4 blocks of 16
+    spec = spec_of(method)
+    width = spec.n_features_out
+    blocks = [1, 3, 4, 5, 6, 9]  # runs [1], [3], [4, 5, 6] (3 and 4 are in two groups), [9]
+    expected = np.hstack([FeatureOperator(spec, BIG).transform(X, [t]) for t in blocks])
+    out_bytes = X.shape[0] * len(blocks) * width * 8
+    for op in (FeatureOperator(spec, BIG), FeatureOperator(spec, BIG, cache_bytes=BIG),
+               FeatureOperator(spec, out_bytes + 5 * spec.block_bytes)):
+        np.testing.assert_allclose(op.transform(X, blocks), expected, rtol=0, atol=1e-14)
+    tight = FeatureOperator(spec, out_bytes + 5 * spec.block_bytes)
+    drawn = []
+    monkeypatch.setattr(tight, "_fourier_run", lambda a, b, **kw: drawn.append((a, b)) or
+                        FeatureOperator._fourier_run(tight, a, b, **kw))
+    tight.transform(X, blocks)
+    assert drawn == [(1, 2), (3, 4), (4, 6), (6, 7), (9, 10)]  # the run [4, 5, 6] in pieces of two
+
+
 def test_draws_are_float64_rounded_to_the_dtype():
     rng_draw = block_rng(9, 2).standard_normal((5, 16)) / 1.5  # the Gaussian frequencies of block 2
     b64 = spec_of("cos", seed=9).block(2)

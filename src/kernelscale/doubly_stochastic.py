@@ -18,10 +18,13 @@ but the new block's step is preconditioned by its weighted feature covariance,
 alpha_t = -gamma_t (Phi^T W Phi / |B| + r I)^{-1} Phi^T W l' / |B|, with r = ``precond_ridge``
 times the mean diagonal of that covariance. The authors add 1e-7 I to features [cos; sin] /
 sqrt(4096), whose covariance has mean diagonal 1/8192: a relative ridge of 8.2e-4, hence the
-default 1e-3 (ours have the same 1/block_size scale). With the squared loss and gamma_t = 1
-the step is the ridge fit of the batch residual on the new block. The authors use nu = 0, blocks
-of 4096 cos/sin pairs (``feature_method="cossin"``), mini-batches of 32768 and
-gamma_t = 1 / (1 + 1e-4 t); pass those for their setting.
+regressor's default 1e-3 (ours have the same 1/block_size scale). With the squared loss and
+gamma_t = 1 the step is the ridge fit of the batch residual on the new block. The classifier's
+losses have no curvature to set that length: their defaults are half the step with ten times the
+ridge (step_size "auto" 0.5, precond_ridge 1e-2; a study on training data, estimator docstring).
+The authors use nu = 0, blocks of 4096 cos/sin pairs (``feature_method="cossin"``), mini-batches
+of 32768, gamma_t = 1 / (1 + 1e-4 t) and the regressor's step and ridge; pass those for their
+setting.
 It fits each block's coefficients once (no later block revisits them except through the
 decay) and its preconditioned step does not follow the functional gradient of the regularised
 objective, so its limit is not kernel ridge regression: it trades that guarantee for far fewer,
@@ -80,7 +83,8 @@ On held-out parts of the training data (benchmarks/bench_dsg_defaults.py, part "
 benchmarks/README.md, "Doubly stochastic defaults") the preconditioned solver overfits sets of a
 few hundred rows (diabetes: 1.98x the exact peer's RMSE, sgd 1.01x) and is as good or better
 from 3000 rows (friedman1 0.66x vs 1.45x, 30 classes 19.6% vs 24.0%, MNIST 3.2% vs 10.8%),
-except adult with the hinge loss (16.66% vs 16.25%, within the validation noise).
+except adult with the hinge loss (16.66% vs 16.25%, within the validation noise; 15.60% since
+the classifier's step and ridge of session 15).
 
 Running scores (issue #18, the time goal). Rescoring each mini-batch on all t earlier blocks costs
 batch * t * block_size feature evaluations at iteration t, batch * n_iter^2 * block_size / 2 in
@@ -781,6 +785,7 @@ def _iterate(X, Y, spec, op, S, scorer, *, coef, n_done, scale, loss, batches, s
         coef[t] = alpha / np.asarray(scale, dtype=dtype)
         if S is not None:
             S += Phi_all @ coef[t]
+            Phi_all = None  # a view of the features computed ahead (their window is replaced next)
         n_done = t + 1
         if monitor is not None and monitor.update(
             objective=history[-1], step_size=gamma, scale=scale, n_blocks=n_done
@@ -803,11 +808,13 @@ class _FeaturesAhead:
     def __init__(self, op, X, stop):
         self.op, self.X, self.stop = op, X, stop
         self.width = op.spec.n_features_out
-        self.count = max(1, min(_AHEAD_BYTES, op.budget // 8) // (X.shape[0] * self.width * X.itemsize))
+        per_block = X.shape[0] * self.width * X.itemsize + op.spec.block_bytes  # features and parameters
+        self.count = max(1, min(_AHEAD_BYTES, op.budget // 8) // per_block)
         self.first, self.Phi = 0, None
 
     def __call__(self, t):
         if self.Phi is None or not self.first <= t < self.first + self.Phi.shape[1] // self.width:
+            self.Phi = None  # the caller drops its view first: one window is held at a time
             self.first, self.Phi = t, self.op.transform(self.X, range(t, min(t + self.count, self.stop)))
         j = t - self.first
         return self.Phi[:, j * self.width : (j + 1) * self.width]
@@ -1292,7 +1299,8 @@ _DOC_PARAMS = """
         theta = step_size * t0). "auto": for "preconditioned", 1 with the squared loss and 0.5
         with the classification losses (on held-out training data, with precond_ridge 1e-2:
         adult hinge 15.6% validation error against 16.7% at 1 and 1e-3, MNIST 2.97% against
-        3.20%, 30 classes 16.6% against 19.6%; the squared loss lost up to 2.5x its RMSE at 0.5;
+        3.20%, 30 classes 16.6% against 19.6%; at 0.5 the squared loss's RMSE grew 1.2-3.7x on
+        three of four sets;
         benchmarks/README.md); for "sgd", 1.5 / (lambda_1 +
         nu) with the squared loss (lambda_1 the top eigenvalue of the first block's feature
         covariance on the first mini-batch; 2 / lambda_1 diverges; at most 0.5 / nu; kept in

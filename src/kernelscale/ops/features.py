@@ -70,8 +70,9 @@ class FeatureOperator:
         Where the products run; None is :func:`~kernelscale.ops.backend.current_backend`.
     group : bool, default=True
         Fourier blocks of one group of ``GROUP_COLUMNS`` columns share one GEMM in ``scores``
-        (small mini-batches against many blocks); False takes them one block at a time over
-        all rows, which was faster for predictions on many rows (bench_refactor's adult predict).
+        (small mini-batches against many blocks) and in ``transform`` (within half of the budget
+        left beside its output); False takes them one block at a time over all rows, which was
+        faster for predictions on many rows (bench_refactor's adult predict).
     """
 
     def __init__(self, spec, budget, *, cache_bytes=0, blocks=None, backend=None, group=True):
@@ -186,17 +187,21 @@ class FeatureOperator:
         n, width = X.shape[0], self.spec.n_features_out
         out = self.backend.empty((n, len(blocks) * width), dtype=X.dtype)
         fixed = out.nbytes
+        # blocks evaluated together: their parameters take at most half of the budget left
+        together = max(0, self.budget - fixed) // max(1, 2 * self.spec.block_bytes)
         for j, start, stop in self._runs(blocks):
-            count = stop - start
-            if count > 1 and not any(t in self._cache for t in range(start, stop)):
-                # a run of one group's Fourier blocks: one GEMM and one trigonometric pass, written
-                # in place (block by block up to rounding: the GEMM's, and the threaded cosine's on
-                # large runs)
-                chunk = self._chunk(n, count * width, fixed=fixed + count * self.spec.block_bytes)
-                params = self._fourier_run(start, stop, on_device=True)
-                for s in range(0, n, chunk):
-                    rows = self.backend.asarray(X[s : s + chunk])
-                    self._group_features(rows, params, out[s : s + chunk, j * width : (j + count) * width])
+            if stop - start > 1 and together > 1 and not any(t in self._cache for t in range(start, stop)):
+                # a run of one group's Fourier blocks: one GEMM and one trigonometric pass per piece,
+                # written in place (block by block up to rounding: the GEMM's, and the threaded
+                # cosine's on large pieces)
+                for first in range(start, stop, together):
+                    last = min(first + together, stop)
+                    cols = slice((j + first - start) * width, (j + last - start) * width)
+                    chunk = self._chunk(n, (last - first) * width,
+                                        fixed=fixed + (last - first) * self.spec.block_bytes)
+                    params = self._fourier_run(first, last, on_device=True)
+                    for s in range(0, n, chunk):
+                        self._group_features(self.backend.asarray(X[s : s + chunk]), params, out[s : s + chunk, cols])
                 continue
             # the features are written in place, so rows are cut only where the budget requires
             chunk = self._chunk(n, width, fixed=fixed + self.spec.block_bytes)

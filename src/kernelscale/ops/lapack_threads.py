@@ -51,7 +51,12 @@ def _let_go():
     getattr(OpenBLASController, "clear_controlling_thread", lambda: None)()
 
 
-_found = (None, [])  # (number of modules imported then, controllers): the last lookup
+_found = (None, [])  # (the imported modules then, controllers): the last lookup
+
+
+def _modules():
+    """A key that changes when modules are imported: their number and the latest one."""
+    return len(sys.modules), next(reversed(sys.modules), None)
 
 
 def _blas_libraries():
@@ -60,7 +65,7 @@ def _blas_libraries():
     The lookup reads the process's loaded libraries (about 4 ms); it is repeated only after
     new modules were imported, since a BLAS library arrives with the module that links it."""
     global _found
-    modules = len(sys.modules)
+    modules = _modules()  # before the lookup: a module imported meanwhile brings a new one
     if _found[0] == modules:
         return _found[1]
     try:
@@ -69,7 +74,7 @@ def _blas_libraries():
         libraries = [lib for lib in ThreadpoolController().lib_controllers if lib.user_api == "blas"]
     except Exception:  # noqa: BLE001 - an unreadable library: leave the thread counts alone
         libraries = []
-    _found = (len(sys.modules), libraries)
+    _found = (modules, libraries)
     return libraries
 
 
