@@ -814,3 +814,17 @@ def test_logistic_is_one_vs_rest_and_softmax_is_multinomial():
     Xb, yb = X[y < 2], y[y < 2]
     two = [DoublyStochasticClassifier(loss=loss, **kw).fit(Xb, yb).decision_function(Xb) for loss in ("logistic", "softmax")]
     np.testing.assert_array_equal(two[0], two[1])
+
+
+def test_many_classes_fit_without_a_spurious_warning():
+    """scikit-learn's "over half the samples are distinct classes" warning was raised on the
+    unique labels, so every fit with 21 classes or more warned."""
+    import warnings
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(300, 3)), np.arange(300) % 30
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est = DoublyStochasticClassifier(GaussianKernel(sigma=1.0), n_iter=2, random_state=0).fit(X, y)
+        est.partial_fit(X, y)
+    assert est.classes_.size == 30

@@ -232,6 +232,7 @@ import os
 import threading
 import time
 import uuid
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -1541,7 +1542,11 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
 
     def _check_labels(self, labels, *, first, partial, classes=None):
         """Set (first call) or check ``classes_`` and ``loss_`` for the sorted unique ``labels`` of y."""
-        check_classification_targets(labels)
+        with warnings.catch_warnings():
+            # scikit-learn warns when over half the samples are distinct classes: here every
+            # entry of ``labels`` is (the unique labels), so it warned for any 21 classes or more
+            warnings.filterwarnings("ignore", message="The number of unique classes", category=UserWarning)
+            check_classification_targets(labels)
         if first:
             if partial:
                 if classes is None:
