@@ -1301,9 +1301,8 @@ _DOC_PARAMS = """
         with the classification losses (on held-out training data, with precond_ridge 1e-2:
         adult hinge 15.6% validation error against 16.7% at 1 and 1e-3, MNIST 2.97% against
         3.20%, 30 classes 16.6% against 19.6%; at 0.5 the squared loss's RMSE grew 1.2-3.7x on
-        three of four sets;
-        benchmarks/README.md); for "sgd", 1.5 / (lambda_1 +
-        nu) with the squared loss (lambda_1 the top eigenvalue of the first block's feature
+        three of four sets; benchmarks/README.md); for "sgd", 1.5 / (lambda_1 + nu) with the
+        squared loss (lambda_1 the top eigenvalue of the first block's feature
         covariance on the first mini-batch; 2 / lambda_1 diverges; at most 0.5 / nu; kept in
         ``step_size_``; a warm start that switches from a number to "auto" continues with 1),
         10 with the hinge and logistic losses, whose derivative is bounded by 1 (with 1, one
