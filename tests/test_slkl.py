@@ -219,6 +219,35 @@ def test_gram_solver_takes_the_same_steps_as_the_column_solver(update):
     np.testing.assert_allclose(noskip.mu, res.mu, rtol=1e-8, atol=1e-12)
 
 
+@pytest.mark.parametrize("update", ["exact", "newton"])
+@pytest.mark.parametrize("refresh", [True, False])
+def test_compiled_epochs_take_the_steps_of_the_python_loop(update, refresh, monkeypatch):
+    """The numba epoch (kernelscale._slkl_loop) runs the Python loop's visits: the same draws,
+    skips, Newton fallbacks, active sets and objective, up to the rounding of its loops; also
+    from a warm start with active columns."""
+    pytest.importorskip("numba")
+    from kernelscale import _slkl_loop
+
+    X, y, cand, C = problem(n=150, M=50, seed=21)
+    Q, R = gram_of_columns(C, y)
+    kw = dict(lam=0.7, nu=0.01, update=update, tol=1e-9, refresh=refresh)
+    runs = {}
+    for compiled in (True, False):
+        monkeypatch.setattr(_slkl_loop, "USE_NUMBA", compiled)
+        first = slkl_gram(Q, R[:, 0], y @ y, random_state=4, **kw)
+        again = slkl_gram(Q, R[:, 0], y @ y, random_state=5, mu0=first.mu * 1.3, **kw)
+        runs[compiled] = first, again
+    assert _slkl_loop._compiled is not None
+    for res, ref in zip(runs[True], runs[False]):
+        assert (res.n_iter, res.n_skipped, res.n_newton_fallbacks) == (ref.n_iter, ref.n_skipped, ref.n_newton_fallbacks)
+        np.testing.assert_array_equal(res.mu > 0, ref.mu > 0)
+        np.testing.assert_allclose(res.mu, ref.mu, rtol=1e-8, atol=1e-12)
+        np.testing.assert_allclose(res.a, ref.a, rtol=1e-8, atol=1e-12)
+        np.testing.assert_allclose(res.objective_history, ref.objective_history, rtol=1e-10)
+    if update == "newton":
+        assert runs[True][0].n_newton_fallbacks > 0  # the fallback branch ran compiled too
+
+
 @pytest.mark.parametrize("gram", [False, True])
 def test_dual_coefficients_stay_accurate_when_the_columns_are_nearly_collinear(gram):
     """mu_A a_A comes from the direct solve v = (D^-1 + Q_AA / lam)^-1 C_A^T y, not from

@@ -33,7 +33,11 @@ computed once and shared by all outputs) and v = G r_A over the active set A:
 The iterates are the same as with the columns (same coordinates, steps and G updates), but a
 skipped visit costs O(m0) and a full one O(m0^2) instead of O(n) and O(n m0), at a one-off cost
 of O(n M (M + d)) and O(M^2) memory. This departs from the cost analysis of the paper (Sec. 4.2),
-whose open problem (the cost of visits that leave a weight at zero) it removes.
+whose open problem (the cost of visits that leave a weight at zero) it removes. With numba
+installed the visits of an epoch run compiled (kernelscale._slkl_loop: the same iterates up to
+rounding; the refresh of G, the objective and the callback stay in Python between epochs): on
+30 one-vs-rest problems of 4000 points the fit went from 1.6 s to 0.65 s, on wine (3 classes)
+from 45 ms to 12 ms. ``trace=True`` runs the Python loop.
 
 The learned model is kernel ridge regression with the kernel k_mu(x, x') =
 sum_m mu_m k(x, x_m) k(x_m, x') / k(x_m, x_m); its prediction simplifies (eqs. 16-17) to
@@ -496,71 +500,88 @@ def slkl_gram(Q, r, yy, *, lam=1.0, nu=0.01, update="exact", tol=1e-4, max_iter=
     step = exact_step if update == "exact" else newton_step
     newton = update == "newton"
     empty = np.zeros(0)
+    from . import _slkl_loop  # (imports this module)
+
+    epoch = None if trace else _slkl_loop.compiled_epoch()  # one epoch of visits, compiled
+    if epoch is not None:
+        Q = np.ascontiguousarray(Q)
+        G_buf, v_buf = np.zeros((M, M)), np.zeros(M)  # G and v in their leading m0 x m0 and m0 entries
+        G_buf[:m0, :m0], v_buf[:m0] = G, v
     while k < max_iter and not converged:
         F_epoch = F
-        for j in rng.randint(0, M, size=min(M, max_iter - k)).tolist():
-            k += 1
-            p = slot[j]
-            mu_old = mu[j]
-            if p >= 0:
-                # active: a = v_p / (lam mu) and b = (mu - G_pp) / mu^2 follow from G^-1 = D^-1 + Q_AA / lam
-                # without the cancellation of r_m / lam - Q[m, A] v / lam^2, whose error grows with |Q|;
-                # the Q form of b is kept where mu Q_mm / lam < 1 (there the G form cancels instead)
-                a = v[p] * inv_lam / mu_old
-                lam_a2 = lam * a * a
-                Gz = None
-                if mu_old * qdiag[j] * inv_lam > 1.0:
-                    b = (mu_old - G[p, p]) / (mu_old * mu_old)
+        draws = rng.randint(0, M, size=min(M, max_iter - k))
+        if epoch is not None:
+            m0, F, skipped, fallbacks = epoch(Q, r, qdiag, mu, slot, act, m0, G_buf, v_buf, draws, lam, nu,
+                                              newton, skip, F)
+            n_skipped, n_fallbacks, k = n_skipped + skipped, n_fallbacks + fallbacks, k + draws.size
+            A, rA = act[:m0], r[act[:m0]]
+            G, v = G_buf[:m0, :m0], v_buf[:m0]
+        else:
+            for j in draws.tolist():
+                k += 1
+                p = slot[j]
+                mu_old = mu[j]
+                if p >= 0:
+                    # active: a = v_p / (lam mu) and b = (mu - G_pp) / mu^2 follow from G^-1 = D^-1 + Q_AA / lam
+                    # without the cancellation of r_m / lam - Q[m, A] v / lam^2, whose error grows with |Q|;
+                    # the Q form of b is kept where mu Q_mm / lam < 1 (there the G form cancels instead)
+                    a = v[p] * inv_lam / mu_old
+                    lam_a2 = lam * a * a
+                    Gz = None
+                    if mu_old * qdiag[j] * inv_lam > 1.0:
+                        b = (mu_old - G[p, p]) / (mu_old * mu_old)
+                    else:
+                        z = Q[j].take(A)
+                        Gz = G @ z
+                        b = qdiag[j] * inv_lam - float(z @ Gz) * inv_lam2
                 else:
-                    z = Q[j].take(A)
-                    Gz = G @ z
-                    b = qdiag[j] * inv_lam - float(z @ Gz) * inv_lam2
-            else:
-                if m0:
-                    z = Q[j].take(A)  # Q[A, j] = C_A^T c_j
-                    a = r[j] * inv_lam - float(z @ v) * inv_lam2
-                else:
-                    a = r[j] * inv_lam
-                lam_a2 = lam * a * a
-                if skip and lam_a2 <= nu:
-                    n_skipped += 1
-                    if trace:
-                        tr.append(F)
-                    continue
-                if m0:
-                    Gz = G @ z
-                    b = qdiag[j] * inv_lam - float(z @ Gz) * inv_lam2
-                else:
-                    Gz, b = empty, qdiag[j] * inv_lam
-            mu_new = step(mu_old, lam_a2, b, nu)
-            if newton and step_change(mu_new - mu_old, lam_a2, b, nu) > 0.0:
-                n_fallbacks += 1
-                mu_new = exact_step(mu_old, lam_a2, b, nu)
-            t = mu_new - mu_old
-            if t != 0.0:
-                F += step_change(t, lam_a2, b, nu)
-                if p >= 0 and mu_new > 0:  # eq. 25; v = G r_A follows the same rank-one change
-                    g = G[:, p].copy()
-                    delta = 1.0 / mu_new - 1.0 / mu_old
-                    woodbury_rescale(G, p, mu_old, mu_new)
-                    v -= (delta * float(g @ rA) / (1.0 + delta * g[p])) * g
-                else:
-                    if p >= 0:  # eq. 26, swap-with-last
-                        G = woodbury_remove(G, p)
-                        m0 -= 1
-                        moved = act[m0]
-                        act[p], slot[moved], slot[j] = moved, p, -1
-                    else:  # eq. 27
-                        G = woodbury_append(G, Gz, b, mu_new, lam)
-                        act[m0], slot[j] = j, m0
-                        m0 += 1
-                    A, rA = act[:m0], r[act[:m0]]
-                    v = G @ rA
-                mu[j] = mu_new
-            if trace:
-                tr.append(F)
+                    if m0:
+                        z = Q[j].take(A)  # Q[A, j] = C_A^T c_j
+                        a = r[j] * inv_lam - float(z @ v) * inv_lam2
+                    else:
+                        a = r[j] * inv_lam
+                    lam_a2 = lam * a * a
+                    if skip and lam_a2 <= nu:
+                        n_skipped += 1
+                        if trace:
+                            tr.append(F)
+                        continue
+                    if m0:
+                        Gz = G @ z
+                        b = qdiag[j] * inv_lam - float(z @ Gz) * inv_lam2
+                    else:
+                        Gz, b = empty, qdiag[j] * inv_lam
+                mu_new = step(mu_old, lam_a2, b, nu)
+                if newton and step_change(mu_new - mu_old, lam_a2, b, nu) > 0.0:
+                    n_fallbacks += 1
+                    mu_new = exact_step(mu_old, lam_a2, b, nu)
+                t = mu_new - mu_old
+                if t != 0.0:
+                    F += step_change(t, lam_a2, b, nu)
+                    if p >= 0 and mu_new > 0:  # eq. 25; v = G r_A follows the same rank-one change
+                        g = G[:, p].copy()
+                        delta = 1.0 / mu_new - 1.0 / mu_old
+                        woodbury_rescale(G, p, mu_old, mu_new)
+                        v -= (delta * float(g @ rA) / (1.0 + delta * g[p])) * g
+                    else:
+                        if p >= 0:  # eq. 26, swap-with-last
+                            G = woodbury_remove(G, p)
+                            m0 -= 1
+                            moved = act[m0]
+                            act[p], slot[moved], slot[j] = moved, p, -1
+                        else:  # eq. 27
+                            G = woodbury_append(G, Gz, b, mu_new, lam)
+                            act[m0], slot[j] = j, m0
+                            m0 += 1
+                        A, rA = act[:m0], r[act[:m0]]
+                        v = G @ rA
+                    mu[j] = mu_new
+                if trace:
+                    tr.append(F)
         if refresh:
             G, v = _gram_state(Q, r, mu, act, m0, lam)
+            if epoch is not None:
+                G_buf[:m0, :m0], v_buf[:m0] = G, v
         F = yy - float(rA @ v) * inv_lam + nu * mu.sum()
         history.append(F)
         converged = F_epoch - F < tol * F_epoch
