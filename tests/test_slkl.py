@@ -222,30 +222,33 @@ def test_gram_solver_takes_the_same_steps_as_the_column_solver(update):
 @pytest.mark.parametrize("update", ["exact", "newton"])
 @pytest.mark.parametrize("refresh", [True, False])
 def test_compiled_epochs_take_the_steps_of_the_python_loop(update, refresh, monkeypatch):
-    """The numba epoch (kernelscale._slkl_loop) runs the Python loop's visits: the same draws,
-    skips, Newton fallbacks, active sets and objective, up to the rounding of its loops; also
-    from a warm start with active columns."""
-    pytest.importorskip("numba")
+    """The epoch of kernelscale._slkl_loop, compiled by numba and as plain Python, runs the
+    Python loop's visits: the same draws, skips, Newton fallbacks, active sets and objective, up
+    to the rounding of its loops; also from a warm start with active columns."""
     from kernelscale import _slkl_loop
 
     X, y, cand, C = problem(n=150, M=50, seed=21)
     Q, R = gram_of_columns(C, y)
     kw = dict(lam=0.7, nu=0.01, update=update, tol=1e-9, refresh=refresh)
+    calls, compiled = [], _slkl_loop.compiled_epoch
+    epochs = {"python": lambda: None, "epoch, not compiled": lambda: calls.append(1) or _slkl_loop._epoch}
+    if _slkl_loop.NUMBA_AVAILABLE:
+        epochs["compiled"] = lambda: calls.append(1) or compiled()
     runs = {}
-    for compiled in (True, False):
-        monkeypatch.setattr(_slkl_loop, "USE_NUMBA", compiled)
+    for name, epoch in epochs.items():
+        monkeypatch.setattr(_slkl_loop, "compiled_epoch", epoch)
         first = slkl_gram(Q, R[:, 0], y @ y, random_state=4, **kw)
         again = slkl_gram(Q, R[:, 0], y @ y, random_state=5, mu0=first.mu * 1.3, **kw)
-        runs[compiled] = first, again
-    assert _slkl_loop._compiled is not None
-    for res, ref in zip(runs[True], runs[False]):
+        runs[name] = first, again
+    assert len(calls) == 2 * (len(epochs) - 1)
+    for res, ref in (pair for name in epochs if name != "python" for pair in zip(runs[name], runs["python"])):
         assert (res.n_iter, res.n_skipped, res.n_newton_fallbacks) == (ref.n_iter, ref.n_skipped, ref.n_newton_fallbacks)
         np.testing.assert_array_equal(res.mu > 0, ref.mu > 0)
         np.testing.assert_allclose(res.mu, ref.mu, rtol=1e-8, atol=1e-12)
         np.testing.assert_allclose(res.a, ref.a, rtol=1e-8, atol=1e-12)
         np.testing.assert_allclose(res.objective_history, ref.objective_history, rtol=1e-10)
     if update == "newton":
-        assert runs[True][0].n_newton_fallbacks > 0  # the fallback branch ran compiled too
+        assert runs["python"][0].n_newton_fallbacks > 0  # the fallback branch ran in the epochs too
 
 
 @pytest.mark.parametrize("gram", [False, True])

@@ -52,7 +52,6 @@ overlapping fits ends.
 from __future__ import annotations
 
 import logging
-import math
 import warnings
 from dataclasses import dataclass, field
 from numbers import Integral, Real
@@ -77,6 +76,8 @@ from .ops.kernel import KernelOperator
 from .ops.lapack_threads import one_blas_thread
 from .ops.memory import format_bytes, parse_memory
 from .ops.rows import DaskRows, is_dask
+from . import _slkl_loop
+from ._slkl_loop import exact_step, newton_step, step_change
 from .woodbury import woodbury_append, woodbury_direct_gram, woodbury_remove, woodbury_rescale
 
 __all__ = [
@@ -98,33 +99,6 @@ logger = logging.getLogger("kernelscale")
 UPDATES = ("exact", "newton")
 COLUMN_MODES = ("auto", "gram", "precompute", "on_the_fly")
 DEFAULT_EPOCHS = 500  # max_iter=None means DEFAULT_EPOCHS * M coordinate visits
-
-
-# ----------------------------------------------------------------------------------------------
-# one coordinate
-
-
-def step_change(t, lam_a2, b, nu):
-    """F(mu + t e_m) - F(mu) = -lam a^2 t / (1 + t b) + nu t (Sherman-Morrison on eq. 14)."""
-    return nu * t - lam_a2 * t / (1.0 + t * b)
-
-
-def exact_step(mu, lam_a2, b, nu):
-    """The minimiser over v >= 0 of F along the coordinate: max(0, mu + (sqrt(lam a^2/nu) - 1)/b).
-
-    With a = 0 (or b = 0, i.e. c_m = 0) F grows linearly with slope nu, so the minimiser is 0.
-    """
-    if lam_a2 <= 0.0 or b <= 0.0:
-        return 0.0
-    return max(0.0, mu + (math.sqrt(lam_a2 / nu) - 1.0) / b)
-
-
-def newton_step(mu, lam_a2, b, nu):
-    """The paper's projected Newton step (eq. 19, Algorithm 2) with d2F = 2 lam a^2 b (Prop. 2)."""
-    h = 2.0 * lam_a2 * b
-    if h <= 0.0:
-        return 0.0
-    return max(0.0, mu + (lam_a2 - nu) / h)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -500,8 +474,6 @@ def slkl_gram(Q, r, yy, *, lam=1.0, nu=0.01, update="exact", tol=1e-4, max_iter=
     step = exact_step if update == "exact" else newton_step
     newton = update == "newton"
     empty = np.zeros(0)
-    from . import _slkl_loop  # (imports this module)
-
     epoch = None if trace else _slkl_loop.compiled_epoch()  # one epoch of visits, compiled
     if epoch is not None:
         Q = np.ascontiguousarray(Q)
@@ -511,8 +483,8 @@ def slkl_gram(Q, r, yy, *, lam=1.0, nu=0.01, update="exact", tol=1e-4, max_iter=
         F_epoch = F
         draws = rng.randint(0, M, size=min(M, max_iter - k))
         if epoch is not None:
-            m0, F, skipped, fallbacks = epoch(Q, r, qdiag, mu, slot, act, m0, G_buf, v_buf, draws, lam, nu,
-                                              newton, skip, F)
+            m0, skipped, fallbacks = epoch(Q, r, qdiag, mu, slot, act, m0, G_buf, v_buf, draws, lam, nu,
+                                           newton, skip)
             n_skipped, n_fallbacks, k = n_skipped + skipped, n_fallbacks + fallbacks, k + draws.size
             A, rA = act[:m0], r[act[:m0]]
             G, v = G_buf[:m0, :m0], v_buf[:m0]
@@ -778,7 +750,8 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
         budget = parse_memory(self.max_memory)
         item = X.dtype.itemsize
         precomputed_bytes = M * n * item
-        # the Gram solver holds Q (M x M), R (M x k), and G with its update temporaries (<= 3 m0^2, m0 <= M)
+        # the Gram solver holds Q (M x M), R (M x k), and G with its update temporaries (<= 3 m0^2, m0 <= M;
+        # the compiled visits keep G in an M x M buffer and update it in place)
         gram_bytes = 8 * (4 * M * M + 2 * M * k)
         mode = self.columns
         if mode == "auto":
