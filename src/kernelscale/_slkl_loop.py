@@ -59,8 +59,21 @@ def newton_step(mu, lam_a2, b, nu):
     return max(0.0, mu + (lam_a2 - nu) / h)
 
 
-# the scalar steps above, compiled by compiled_epoch (one implementation, in this file: numba's
+def _quadratic(G, z, m0, Gz):
+    """Gz[:m0] = G[:m0, :m0] z[:m0]; returns z^T G z (the curvature term of a visit)."""
+    zGz = 0.0
+    for s in range(m0):
+        acc = 0.0
+        for u in range(m0):
+            acc += G[s, u] * z[u]
+        Gz[s] = acc
+        zGz += z[s] * acc
+    return zGz
+
+
+# the functions above, compiled by compiled_epoch (one implementation, in this file: numba's
 # disk cache notices changes to the file of the function it compiles, not to other files)
+_nb_quadratic = _quadratic
 _nb_step_change = step_change
 _nb_exact_step = exact_step
 _nb_newton_step = newton_step
@@ -89,16 +102,9 @@ def _epoch(Q, r, qdiag, mu, slot, act, m0, G, v, draws, lam, nu, newton, skip):
             if mu_old * qdiag[j] * inv_lam > 1.0:
                 b = (mu_old - G[p, p]) / (mu_old * mu_old)
             else:
-                zGz = 0.0
                 for s in range(m0):
                     z[s] = Q[j, act[s]]
-                for s in range(m0):
-                    acc = 0.0
-                    for u in range(m0):
-                        acc += G[s, u] * z[u]
-                    Gz[s] = acc
-                    zGz += z[s] * acc
-                b = qdiag[j] * inv_lam - zGz * inv_lam2
+                b = qdiag[j] * inv_lam - _nb_quadratic(G, z, m0, Gz) * inv_lam2
         else:
             zv = 0.0
             for s in range(m0):
@@ -109,14 +115,7 @@ def _epoch(Q, r, qdiag, mu, slot, act, m0, G, v, draws, lam, nu, newton, skip):
             if skip and lam_a2 <= nu:
                 n_skipped += 1
                 continue
-            zGz = 0.0
-            for s in range(m0):
-                acc = 0.0
-                for u in range(m0):
-                    acc += G[s, u] * z[u]
-                Gz[s] = acc
-                zGz += z[s] * acc
-            b = qdiag[j] * inv_lam - zGz * inv_lam2
+            b = qdiag[j] * inv_lam - _nb_quadratic(G, z, m0, Gz) * inv_lam2
         if newton:
             mu_new = _nb_newton_step(mu_old, lam_a2, b, nu)
             if _nb_step_change(mu_new - mu_old, lam_a2, b, nu) > 0.0:
@@ -184,7 +183,7 @@ def _epoch(Q, r, qdiag, mu, slot, act, m0, G, v, draws, lam, nu, newton, skip):
 
 def compiled_epoch():
     """The compiled :func:`_epoch` (built once; None without numba or with USE_NUMBA off)."""
-    global _compiled, _nb_step_change, _nb_exact_step, _nb_newton_step
+    global _compiled, _nb_quadratic, _nb_step_change, _nb_exact_step, _nb_newton_step
     if not (USE_NUMBA and NUMBA_AVAILABLE):
         return None
     with _compile_lock:
@@ -195,6 +194,8 @@ def compiled_epoch():
                 return None
 
             jit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")  # x / 0 -> inf, as numpy
-            _nb_step_change, _nb_exact_step, _nb_newton_step = jit(step_change), jit(exact_step), jit(newton_step)
+            inline = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy", inline="always")
+            _nb_quadratic, _nb_step_change = inline(_quadratic), jit(step_change)
+            _nb_exact_step, _nb_newton_step = jit(exact_step), jit(newton_step)
             _compiled = jit(_epoch)
     return _compiled
