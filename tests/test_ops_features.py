@@ -114,6 +114,26 @@ def test_scores_equal_the_dense_product(method, dtype, rtol, X):
         np.testing.assert_allclose(F, dense, rtol=rtol, atol=rtol * np.abs(dense).max())
 
 
+@pytest.mark.parametrize("method", ["cos", "cossin"])
+def test_scores_in_row_chunks_share_one_projection_buffer(method, X, monkeypatch):
+    """Runs of 1, 2 and 3 blocks, each in row chunks of its own size (some of them partial),
+    through the one projection buffer of a call: the scores of one chunk up to rounding."""
+    import kernelscale.ops.features as ops_features
+
+    spec = spec_of(method, block_size=GROUP_COLUMNS // 4)
+    blocks = [5, 0, 1, 2, 6, 7]  # runs [5], [0, 1, 2], [6, 7]
+    coef = np.random.default_rng(4).normal(size=(len(blocks), spec.n_features_out, 2))
+    whole = FeatureOperator(spec, BIG).scores(X, coef, blocks)
+    item = X.dtype.itemsize
+    monkeypatch.setattr(ops_features, "PROJECTION_BYTES", 5 * 3 * spec.n_features_out * item)
+    op = FeatureOperator(spec, BIG)
+    chunked = op.scores(X, coef, blocks)  # chunks of 15, 7 and 5 rows for runs of 1, 2 and 3
+    np.testing.assert_allclose(chunked, whole, rtol=0, atol=1e-12 * np.abs(whole).max())
+    terms = op.run_scores(X, coef, blocks)
+    assert len(terms) == 3
+    np.testing.assert_allclose(sum(terms), whole, rtol=0, atol=1e-12 * np.abs(whole).max())
+
+
 def test_scores_do_not_depend_on_the_cache(X):
     spec = spec_of("cossin", block_size=8)
     coef = np.random.default_rng(2).normal(size=(700, 8, 2))  # 512 blocks per group: two groups

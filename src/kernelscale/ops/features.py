@@ -275,6 +275,10 @@ class FeatureOperator:
             for count in counts
         }
         rows = self.backend.asarray(X) if held else X
+        # one projection buffer for every run and chunk: a fresh array per chunk (64 MB, beyond
+        # malloc's reuse) was faulted in page by page each time, 15-20% of adult's prediction
+        size = max((min(chunks[c], n) * c * width for c in counts), default=0) if self._group else 0
+        buf = self.backend.empty((size,), X.dtype) if size else None
         for i, (j, start, stop) in enumerate(runs):
             chunk, c = chunks[stop - start], coef[j : j + stop - start]
             if self._group:
@@ -282,18 +286,20 @@ class FeatureOperator:
             else:
                 part, params = self._block_scores, self.block(start)
             for s in range(0, n, chunk):
-                yield i, slice(s, s + chunk), part(self.backend.asarray(rows[s : s + chunk]), params, c)
+                yield i, slice(s, s + chunk), part(self.backend.asarray(rows[s : s + chunk]), params, c, buf)
 
-    def _block_scores(self, X, block, c):
+    def _block_scores(self, X, block, c, buf=None):
         return self.backend.matmul(block.apply(X, self.backend), c[0])
 
-    def _group_scores(self, X, params, c):
+    def _group_scores(self, X, params, c, buf=None):
         """cos(X W + b) C sqrt(2/m), or (cos(X W) C_cos + sin(X W) C_sin) sqrt(1/m), for the
-        concatenated frequencies W, phases b and coefficients C of consecutive Fourier blocks."""
+        concatenated frequencies W, phases b and coefficients C of consecutive Fourier blocks;
+        the projection X W written into ``buf`` (flat, at least that long) when given."""
         be, mm, m = self.backend, self.backend.matmul, self._m
         weights_t, offset = params
         rows = c.shape[0] * m
-        proj = mm(X, weights_t.T)
+        shape = (X.shape[0], weights_t.shape[0])
+        proj = mm(X, weights_t.T, out=None if buf is None else buf[: shape[0] * shape[1]].reshape(shape))
         if offset is not None:
             proj += be.asarray(offset)
             be.cos(proj, out=proj)
