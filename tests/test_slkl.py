@@ -351,12 +351,21 @@ def test_auto_sparsity_makes_the_fit_equivariant_to_the_units_of_y(columns):
     assert SLKLRegressor(sparsity=0.01, **kw).fit(X, 1e-5 * y).n_active_ < base.n_active_
 
 
-def test_auto_sparsity_is_the_papers_value_for_class_targets():
+def test_auto_sparsity_is_the_papers_value_for_two_classes_and_shared_out_over_more():
     X, y = load_digits(n_class=3, return_X_y=True)
-    clf = SLKLClassifier(n_components=40, random_state=0).fit(X[:200], y[:200])
-    np.testing.assert_array_equal(clf.sparsity_, np.full(3, 0.01))
-    ref = SLKLClassifier(n_components=40, sparsity=0.01, random_state=0).fit(X[:200], y[:200])
+    two = y[:200] != 2
+    clf = SLKLClassifier(n_components=40, random_state=0).fit(X[:200][two], y[:200][two])
+    assert clf.sparsity_ == 0.01
+    ref = SLKLClassifier(n_components=40, sparsity=0.01, random_state=0).fit(X[:200][two], y[:200][two])
     np.testing.assert_array_equal(clf.mu_, ref.mu_)
+    clf = SLKLClassifier(n_components=40, random_state=0).fit(X[:200], y[:200])
+    np.testing.assert_array_equal(clf.sparsity_, np.full(3, 0.01 / 3))
+    ref = SLKLClassifier(n_components=40, sparsity=0.01 / 3, random_state=0).fit(X[:200], y[:200])
+    np.testing.assert_array_equal(clf.mu_, ref.mu_)
+    # the regressor's outputs are not classes: 0.01 times each column's mean square
+    Y = np.where(y[:200, None] == np.arange(3), 1.0, -1.0)
+    reg = SLKLRegressor(n_components=40, random_state=0).fit(X[:200], Y)
+    np.testing.assert_array_equal(reg.sparsity_, np.full(3, 0.01))
 
 
 def dense_prediction(Xt, X, cand, mu, y, lam, w=None, sigma=1.0):

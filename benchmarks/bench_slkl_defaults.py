@@ -1,0 +1,115 @@
+"""The study behind ``SLKLClassifier``'s "auto" sparsity for several classes (issue #18).
+
+TRAINING data only: every set is the training part of its benchmark split, cut again 75 / 25
+(stratified) into a fit part and a held-out validation part; nothing here reads a test set.
+
+Part ``sparsity``: ``SLKLClassifier(GaussianKernel(sigma="median" of the fit part),
+random_state=0)`` with every parameter at its default but ``sparsity``, on the classification
+sets of benchmarks/bench_robustness.py and on USPS (the paper's Table 3 set, pixels as stored)
+and a 12000-row sample of MNIST's training set (pixels scaled to [0, 1]), beside the exact peer
+of the robustness suite (SVC(C=1), same bandwidth) fitted on the same fit part. The candidates
+for nu, with k the number of classes:
+
+- ``auto``: the current rule, 0.01 times the mean square of each +-1 target column: 0.01;
+- ``0.01/k``: the same penalty shared out over the k one-vs-rest problems;
+- ``0.01*4(k-1)/k^2``: 0.01 times the variance of a +-1 target of a class of frequency 1/k;
+- ``0.003``, ``0.001``, ``0.0003``: fixed values.
+
+Recorded per (set, candidate): validation error, its ratio to the peer's (the robustness suite's
+rule, one validation point of slack), fit seconds and the mean number of active columns.
+
+Run: ``python benchmarks/bench_slkl_defaults.py [--quick] [--part sparsity]`` (about 5 min on
+2 cores; ``results/slkl_defaults.json``).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np  # noqa: E402
+
+from bench_dsg_defaults import _error, _ratio  # noqa: E402
+from harness import Suite, cli_main  # noqa: E402
+
+SUITE = "slkl_defaults"
+SEED = 0
+PARTS = ("sparsity",)
+#: name -> nu as a function of the number of classes k (None: "auto")
+CANDIDATES = {
+    "auto": None,
+    "0.01/k": lambda k: 0.01 / k,
+    "0.01*4(k-1)/k^2": lambda k: 0.01 * 4 * (k - 1) / k**2 if k > 2 else 0.01,
+    "0.003": lambda k: 0.003,
+    "0.001": lambda k: 0.001,
+    "0.0003": lambda k: 0.0003,
+}
+MNIST_ROWS = 12000
+logger = logging.getLogger("kernelscale.benchmarks.slkl_defaults")
+
+
+def _sets(quick):
+    """(name, X_train, y_train) of every set of the study: training parts only."""
+    import bench_robustness as rob
+    from kernelscale import load_dataset
+
+    for name in rob.DATASETS:
+        data = rob.make_dataset(name, 1000 if quick else None)
+        if data.task == "classification":
+            yield name, data.X_train, data.y_train
+    if quick:
+        return
+    d = load_dataset("usps")
+    yield "usps", np.asarray(d.X_train, dtype=np.float64), d.y_train
+    d = load_dataset("mnist")
+    rows = np.random.RandomState(SEED).permutation(d.X_train.shape[0])[:MNIST_ROWS]
+    yield f"mnist ({MNIST_ROWS} rows)", d.X_train[rows].astype(np.float64) / 255, d.y_train[rows]
+
+
+def run_sparsity(suite, quick=False):
+    from sklearn.model_selection import train_test_split
+
+    import bench_robustness as rob
+    from kernelscale import GaussianKernel, SLKLClassifier
+
+    for name, X, y in _sets(quick):
+        Xf, Xv, yf, yv = train_test_split(X, y, test_size=0.25, random_state=SEED, stratify=y)
+        sigma = rob.median_sigma(Xf)
+        k = np.unique(yf).size
+        peer_err = _error("classification", rob.peer_factory("classification", sigma)[2]().fit(Xf, yf).predict(Xv), yv)
+        ds = f"{name} ({Xf.shape[0]}/{Xv.shape[0]} of train, {k} classes)"
+        suite.add(ds, "exact peer (SVC)", role="peer", metrics={"val_error": peer_err},
+                  params={"sigma": sigma, "n_fit": int(Xf.shape[0]), "d": int(Xf.shape[1]), "n_classes": int(k)})
+        for label, rule in CANDIDATES.items():
+            nu = "auto" if rule is None else rule(k)
+            est = SLKLClassifier(GaussianKernel(sigma=sigma), sparsity=nu, random_state=SEED)
+            t = time.perf_counter()
+            est.fit(Xf, yf)
+            fit_s = time.perf_counter() - t
+            err = _error("classification", est.predict(Xv), yv)
+            active = float(np.mean(est.n_active_))
+            ratio = _ratio("classification", err, peer_err, len(yv))
+            suite.add(ds, f"SLKL sparsity {label}", metrics={"val_error": err, "error_ratio": ratio, "fit_s": fit_s,
+                                                              "active_columns": active},
+                      params={"sparsity": nu, "rule": label, "n_fit": int(Xf.shape[0]), "n_classes": int(k)})
+            logger.info("%-45s %-18s nu=%-8.3g err %.4f (x%.2f SVC %.4f) %.2f s, %.0f active", ds, label,
+                        np.mean(est.sparsity_), err, ratio, peer_err, fit_s, active)
+
+
+def run(quick=False, out_dir=None, parts=None):
+    from threadpoolctl import threadpool_limits
+
+    suite = Suite(SUITE, quick=quick, out_dir=out_dir, paper={
+        "source": "issue #18: error <= 1.5x the exact peer's at the defaults; training data only"})
+    with threadpool_limits(limits=2):
+        if "sparsity" in (parts or PARTS):
+            run_sparsity(suite, quick)
+    return suite.write(plot=False)
+
+
+if __name__ == "__main__":
+    sys.exit(cli_main(run, parts=PARTS, description=__doc__.splitlines()[0]))
