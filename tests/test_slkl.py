@@ -471,3 +471,30 @@ def test_bad_input():
         SLKLRegressor().fit(X, y, sample_weight=np.zeros(30))
     with pytest.raises(ValueError, match="2 classes"):
         SLKLClassifier().fit(X, np.zeros(30))
+
+
+def test_outputs_on_threads_give_the_fit_of_one_thread(monkeypatch):
+    """The one-vs-rest problems of the Gram solver run side by side (one seed per output): the
+    same model bit for bit on one thread, on four, with a callback (in turn), and in any order."""
+    from threadpoolctl import threadpool_limits
+
+    X, y = load_digits(n_class=5, return_X_y=True)
+    X, y = X[:300] / 16.0, y[:300]
+    kw = dict(kernel=GaussianKernel(sigma=3.0), n_components=60, random_state=0)
+    with threadpool_limits(limits=1):
+        one = SLKLClassifier(**kw).fit(X, y)
+    monkeypatch.setattr(slkl_mod, "blas_threads", lambda: 4)
+    used = []
+    real = slkl_mod.ThreadPoolExecutor
+    monkeypatch.setattr(slkl_mod, "ThreadPoolExecutor", lambda n: used.append(n) or real(n))
+    four = SLKLClassifier(**kw).fit(X, y)
+    seen = []
+    in_turn = SLKLClassifier(callback=lambda info: seen.append(info["problem"]) and False, **kw).fit(X, y)
+    assert used == ([4] if slkl_mod._slkl_loop.compiled_epoch() is not None else [])
+    assert seen == sorted(seen) and set(seen) == set(range(5))
+    for fit in (four, in_turn):
+        np.testing.assert_array_equal(fit.mu_, one.mu_)
+        np.testing.assert_array_equal(fit.dual_coef_, one.dual_coef_)
+    # the regressor on the same +-1 columns, at the classifier's nu, is the same fit
+    Y = np.where(y[:, None] == np.arange(5), 1.0, -1.0)
+    np.testing.assert_array_equal(SLKLRegressor(sparsity=0.01 / 5, **kw).fit(X, Y).mu_, one.mu_)

@@ -46,13 +46,18 @@ f(x) = sum_{m active} mu_m a_m k(x_m, x) / sqrt(k(x_m, x_m)).
 Threads: the coordinate loops of a fit run on one BLAS thread (2.8x faster with
 columns="precompute" on 2 cores). The limit is process-wide: while a fit runs, BLAS calls of other
 threads of the process run on one thread as well; the thread count is restored when the last of
-overlapping fits ends.
+overlapping fits ends. With several outputs (classes) the Gram solver's compiled loops run side by
+side on as many threads as the BLAS would have used (``threadpoolctl.threadpool_limits(1)`` runs
+them in turn), each output with its own seed, so the model does not depend on the thread count:
+30 classes of 4000 points fitted in 1.1 s instead of 1.8 s on 2 cores. A callback or verbose
+output runs them in turn.
 """
 
 from __future__ import annotations
 
 import logging
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
@@ -73,7 +78,7 @@ from ._estimator import (FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit, fit_weight
 from ._validation import check_finite_result, validate_data
 from .kernels import KERNEL_NAMES, Kernel
 from .ops.kernel import KernelOperator
-from .ops.lapack_threads import one_blas_thread
+from .ops.lapack_threads import blas_threads, one_blas_thread
 from .ops.memory import format_bytes, parse_memory
 from .ops.rows import DaskRows, is_dask
 from . import _slkl_loop
@@ -695,13 +700,19 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
         differs from numpy's by rounding (measured: 2e-10 relative in float64)."""
         return self.columns in ("auto", "gram")
 
-    def _solve_outputs(self, solve_one, k):
-        """One SLKL problem per output column j (eq. 14 for the j-th target); ``solve_one(j, monitor)``."""
-        results = []
-        for j, cb in enumerate(problem_callbacks(self.callback, k)):
-            with IterationMonitor(self.verbose, cb, desc=f"SLKL output {j}" if k > 1 else "SLKL") as mon:
-                results.append(solve_one(j, mon))
-        return results
+    def _solve_outputs(self, solve_one, k, threads=1):
+        """One SLKL problem per output column j (eq. 14 for the j-th target); ``solve_one(j, monitor)``,
+        on up to ``threads`` threads (in turn with a callback or verbose output, whose order is kept)."""
+        callbacks = problem_callbacks(self.callback, k)
+
+        def run(j):
+            with IterationMonitor(self.verbose, callbacks[j], desc=f"SLKL output {j}" if k > 1 else "SLKL") as mon:
+                return solve_one(j, mon)
+
+        if threads <= 1 or self.callback is not None or self.verbose:
+            return [run(j) for j in range(k)]
+        with ThreadPoolExecutor(threads) as pool:
+            return list(pool.map(run, range(k)))
 
     #: every attribute a fit may set (a refit deletes those it does not set again)
     _FITTED = ("kernel_", "sparsity_", "columns_used_", "_n_fit", "candidates_", "active_", "n_active_", "X_fit_",
@@ -796,12 +807,24 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
                 # one BLAS-3 pass over kernel row blocks (all BLAS threads), shared by the k outputs
                 Q, R = gram_of_columns(source, Yw, budget)
         nu = _resolve_sparsity(self.sparsity, yy, n, nonzero, shared=yy.size if self._AUTO_SPARSITY_PER_CLASS else 1)
-        kw = dict(lam=self.alpha, update=self.update, tol=self.tol, max_iter=self.max_iter,
-                  random_state=rng)
+        kw = dict(lam=self.alpha, update=self.update, tol=self.tol, max_iter=self.max_iter)
+        # one seed per output: the draws of output j do not depend on the others, so the outputs
+        # may run in any order, on any number of threads, with the same result
+        seeds = rng.randint(np.iinfo(np.int32).max, size=k) if k > 1 else None
+
+        def state(j):
+            return rng if seeds is None else np.random.RandomState(seeds[j])
+
+        threads = 1
         if mode == "gram":
+            if _slkl_loop.compiled_epoch() is not None:
+                # the outputs' compiled coordinate loops (without the GIL) side by side, each with its
+                # own G state (3 M^2 floats, within the budget left beside Q and R)
+                threads = max(1, min(k, blas_threads(), (budget - 8 * (M * M + 2 * M * k)) // (24 * M * M)))
+
             def solve_one(j, mon):
                 return slkl_gram(Q, R[:, j], yy[j], nu=nu[j], mu0=None if mu0 is None else mu0[:, j], monitor=mon,
-                                 **kw)
+                                 random_state=state(j), **kw)
         else:
             if mode == "precompute":
                 source = source.materialise()
@@ -809,7 +832,7 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
 
             def solve_one(j, mon):
                 res = slkl(source, Yw[:, j], nu=nu[j], mu0=None if mu0 is None else mu0[:, j], max_memory=budget,
-                           reserved_bytes=reserved, monitor=mon, **kw)
+                           reserved_bytes=reserved, monitor=mon, random_state=state(j), **kw)
                 res.u = None  # n floats per output that the estimator does not use
                 return res
         # each visit is a few small matrix-vector products, which a multithreaded BLAS slows down:
@@ -818,7 +841,7 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
         # solver within noise on idle cores, up to 10x slower without on busy ones)
         with one_blas_thread():
             try:
-                results = self._solve_outputs(solve_one, k)
+                results = self._solve_outputs(solve_one, k, threads)
             except (ValueError, np.linalg.LinAlgError) as err:  # scipy's check_finite, a failed factorization
                 if not (isinstance(err, np.linalg.LinAlgError) or "infs or NaNs" in str(err)):
                     raise

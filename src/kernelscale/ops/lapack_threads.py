@@ -29,7 +29,7 @@ import threading
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-__all__ = ["SMALL_EIGH_ORDER", "SMALL_ORDER", "THREADED_ORDER", "one_blas_thread", "one_lapack_thread"]
+__all__ = ["SMALL_EIGH_ORDER", "SMALL_ORDER", "THREADED_ORDER", "blas_threads", "one_blas_thread", "one_lapack_thread"]
 
 #: largest matrix order whose factorization runs on one thread of scipy's BLAS
 SMALL_ORDER = 1024
@@ -139,3 +139,9 @@ def one_lapack_thread(order, small=SMALL_ORDER):
 def one_blas_thread():
     """Context: every BLAS library loaded at one thread (module docstring)."""
     return _hold(_blas_libraries())
+
+
+def blas_threads():
+    """The most threads a loaded BLAS library would run now (1 while held, or without
+    threadpoolctl): the parallelism a user allows, e.g. with ``threadpoolctl.threadpool_limits``."""
+    return max([1] + [lib.num_threads for lib in _blas_libraries()])
