@@ -14,9 +14,9 @@ predict at least 10x faster than LIBSVM's, and within 1.5x of the bound; the fit
 
 Both for float64 data, as a user passes it, and for the same data in float32 (``--dtypes``; adult's
 features are 0/1, so float32 holds them exactly): a model takes its data's dtype, fitted and
-predicting in float32 with float32 GEMMs and numpy's vectorised float32 cosine. The float64
-model's prediction is bound by its arithmetic near 5x LIBSVM's time on 2 cores; the float32
-model does the same arithmetic in half the bytes.
+predicting in float32 with float32 GEMMs and numpy's vectorised float32 cosine. On 2 cores the
+float64 model's arithmetic alone (its bound) is only about 5x faster than LIBSVM's prediction;
+the float32 model does the same arithmetic in half the bytes.
 
 ``--devices cuda`` predicts on a GPU instead (float32 there, as the library computes float64
 input on a CUDA device; the bound likewise, its tensors on the GPU and the device synchronised

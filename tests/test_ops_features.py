@@ -124,14 +124,22 @@ def test_scores_in_row_chunks_share_one_projection_buffer(method, X, monkeypatch
     blocks = [5, 0, 1, 2, 6, 7]  # runs [5], [0, 1, 2], [6, 7]
     coef = np.random.default_rng(4).normal(size=(len(blocks), spec.n_features_out, 2))
     whole = FeatureOperator(spec, BIG).scores(X, coef, blocks)
-    item = X.dtype.itemsize
-    monkeypatch.setattr(ops_features, "PROJECTION_BYTES", 5 * 3 * spec.n_features_out * item)
+    item, width = X.dtype.itemsize, spec.n_features_out
     op = FeatureOperator(spec, BIG)
-    chunked = op.scores(X, coef, blocks)  # chunks of 15, 7 and 5 rows for runs of 1, 2 and 3
-    np.testing.assert_allclose(chunked, whole, rtol=0, atol=1e-12 * np.abs(whole).max())
-    terms = op.run_scores(X, coef, blocks)
-    assert len(terms) == 3
-    np.testing.assert_allclose(sum(terms), whole, rtol=0, atol=1e-12 * np.abs(whole).max())
+    outs = []
+    matmul = op.backend.matmul
+    monkeypatch.setattr(op.backend, "matmul", lambda a, b, out=None: outs.append(out) or matmul(a, b, out=out))
+    for rows in (5 * 3, 100):  # runs of 1, 2 and 3 blocks in chunks of 15, 7 and 5 rows; of 100, 50 and 33
+        monkeypatch.setattr(ops_features, "PROJECTION_BYTES", rows * width * item)
+        outs.clear()
+        chunked = op.scores(X, coef, blocks)
+        np.testing.assert_allclose(chunked, whole, rtol=0, atol=1e-12 * np.abs(whole).max())
+        projections = [o for o in outs if o is not None]
+        chunks = sum(-(-X.shape[0] // (rows // count)) for count in (1, 3, 2))
+        assert len(projections) == chunks  # every chunk's projection went into a buffer
+        terms = op.run_scores(X, coef, blocks)
+        assert len(terms) == 3
+        np.testing.assert_allclose(sum(terms), whole, rtol=0, atol=1e-12 * np.abs(whole).max())
 
 
 def test_scores_do_not_depend_on_the_cache(X):

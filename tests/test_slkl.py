@@ -475,26 +475,50 @@ def test_bad_input():
 
 def test_outputs_on_threads_give_the_fit_of_one_thread(monkeypatch):
     """The one-vs-rest problems of the Gram solver run side by side (one seed per output): the
-    same model bit for bit on one thread, on four, with a callback (in turn), and in any order."""
-    from threadpoolctl import threadpool_limits
+    same model bit for bit on one thread, on four, in reverse order, and with a callback (in
+    turn); a budget without room for a second G state runs them in turn; errors propagate."""
+    import concurrent.futures
 
     X, y = load_digits(n_class=5, return_X_y=True)
     X, y = X[:300] / 16.0, y[:300]
     kw = dict(kernel=GaussianKernel(sigma=3.0), n_components=60, random_state=0)
-    with threadpool_limits(limits=1):
-        one = SLKLClassifier(**kw).fit(X, y)
+    monkeypatch.setattr(slkl_mod, "blas_threads", lambda: 1)
+    one = SLKLClassifier(**kw).fit(X, y)
     monkeypatch.setattr(slkl_mod, "blas_threads", lambda: 4)
-    used = []
-    real = slkl_mod.ThreadPoolExecutor
-    monkeypatch.setattr(slkl_mod, "ThreadPoolExecutor", lambda n: used.append(n) or real(n))
+    compiled = slkl_mod._slkl_loop.compiled_epoch() is not None
+
+    class Reversed(concurrent.futures.ThreadPoolExecutor):
+        used = []
+
+        def __init__(self, n):
+            Reversed.used.append(n)
+            super().__init__(n)
+
+        def map(self, fn, items):  # the last output first
+            return reversed(list(super().map(fn, reversed(list(items)))))
+
+    monkeypatch.setattr(slkl_mod, "ThreadPoolExecutor", Reversed)
     four = SLKLClassifier(**kw).fit(X, y)
+    assert Reversed.used == ([4] if compiled else [])
     seen = []
     in_turn = SLKLClassifier(callback=lambda info: seen.append(info["problem"]) and False, **kw).fit(X, y)
-    assert used == ([4] if slkl_mod._slkl_loop.compiled_epoch() is not None else [])
     assert seen == sorted(seen) and set(seen) == set(range(5))
+    Reversed.used.clear()
+    M = 200  # the Gram solver's 8 (4 M^2 + 2 M k) bytes, and less than 7 M^2 floats beside them
+    tight = SLKLClassifier(**dict(kw, n_components=M, max_memory=8 * (4 * M * M + 2 * M * 5) + 40 * M * M)).fit(X, y)
+    assert Reversed.used == []  # one thread
+    np.testing.assert_array_equal(SLKLClassifier(**dict(kw, n_components=M)).fit(X, y).mu_, tight.mu_)
     for fit in (four, in_turn):
         np.testing.assert_array_equal(fit.mu_, one.mu_)
         np.testing.assert_array_equal(fit.dual_coef_, one.dual_coef_)
     # the regressor on the same +-1 columns, at the classifier's nu, is the same fit
     Y = np.where(y[:, None] == np.arange(5), 1.0, -1.0)
     np.testing.assert_array_equal(SLKLRegressor(sparsity=0.01 / 5, **kw).fit(X, Y).mu_, one.mu_)
+    if compiled:  # an error in one output reaches the caller
+
+        def failing(*args, **kwargs):
+            raise ValueError("one output failed")
+
+        monkeypatch.setattr(slkl_mod, "slkl_gram", failing)
+        with pytest.raises(ValueError, match="one output failed"):
+            SLKLClassifier(**kw).fit(X, y)

@@ -48,13 +48,15 @@ columns="precompute" on 2 cores). The limit is process-wide: while a fit runs, B
 threads of the process run on one thread as well; the thread count is restored when the last of
 overlapping fits ends. With several outputs (classes) the Gram solver's compiled loops run side by
 side on as many threads as the BLAS would have used (``threadpoolctl.threadpool_limits(1)`` runs
-them in turn), each output with its own seed, so the model does not depend on the thread count:
-30 classes of 4000 points fitted in 1.1 s instead of 1.8 s on 2 cores. A callback or verbose
-output runs them in turn.
+them in turn), each output with its own seed, so the model does not depend on the thread count
+(with a BLAS whose products do not depend on it either, as OpenBLAS's): 30 classes of 4000
+points (the robustness suite's split) fitted in 1.1 s instead of 1.8 s on 2 cores (medians of 5).
+A callback or verbose output runs them in turn; extra threads stay within ``max_memory``.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -711,8 +713,12 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
 
         if threads <= 1 or self.callback is not None or self.verbose:
             return [run(j) for j in range(k)]
-        with ThreadPoolExecutor(threads) as pool:
-            return list(pool.map(run, range(k)))
+        contexts = [contextvars.copy_context() for _ in range(k)]  # the caller's np.errstate in each task
+        pool = ThreadPoolExecutor(threads)
+        try:
+            return list(pool.map(lambda j: contexts[j].run(run, j), range(k)))
+        finally:  # an error stops the outputs not yet started
+            pool.shutdown(wait=True, cancel_futures=True)
 
     #: every attribute a fit may set (a refit deletes those it does not set again)
     _FITTED = ("kernel_", "sparsity_", "columns_used_", "_n_fit", "candidates_", "active_", "n_active_", "X_fit_",
@@ -818,9 +824,10 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
         threads = 1
         if mode == "gram":
             if _slkl_loop.compiled_epoch() is not None:
-                # the outputs' compiled coordinate loops (without the GIL) side by side, each with its
-                # own G state (3 M^2 floats, within the budget left beside Q and R)
-                threads = max(1, min(k, blas_threads(), (budget - 8 * (M * M + 2 * M * k)) // (24 * M * M)))
+                # the outputs' compiled coordinate loops (without the GIL) side by side; each thread
+                # beyond the first holds another G state with its refresh's temporaries (up to about
+                # 7 M^2 floats with every candidate active), within the budget left beside gram_bytes
+                threads = max(1, min(k, blas_threads(), 1 + (budget - gram_bytes) // (56 * M * M)))
 
             def solve_one(j, mon):
                 return slkl_gram(Q, R[:, j], yy[j], nu=nu[j], mu0=None if mu0 is None else mu0[:, j], monitor=mon,

@@ -275,13 +275,16 @@ class FeatureOperator:
             for count in counts
         }
         rows = self.backend.asarray(X) if held else X
-        # one projection buffer for every run and chunk: a fresh array per chunk (64 MB, beyond
-        # malloc's reuse) was faulted in page by page each time, 15-20% of adult's prediction
-        size = max((min(chunks[c], n) * c * width for c in counts), default=0) if self._group else 0
-        buf = self.backend.empty((size,), X.dtype) if size else None
+        # one projection buffer for the runs of one block count and their chunks (the chunk's
+        # projection the budget counts): a fresh array per chunk (64 MB, beyond malloc's reuse)
+        # was faulted in page by page each time, 8-9% of adult's prediction
+        buf, buf_count = None, 0
         for i, (j, start, stop) in enumerate(runs):
             chunk, c = chunks[stop - start], coef[j : j + stop - start]
             if self._group:
+                if stop - start != buf_count:
+                    buf, buf_count = None, stop - start  # the former buffer goes before the next comes
+                    buf = self.backend.empty((min(chunk, n) * buf_count * self._m,), X.dtype)
                 part, params = self._group_scores, self._fourier_run(start, stop, on_device=True)
             else:
                 part, params = self._block_scores, self.block(start)
