@@ -596,8 +596,8 @@ _PARAMS_DOC = """
         weights "auto" is exactly 0.01, the value of the paper's experiments, for two classes;
         for k > 2 classes it is divided by k (0.01 / k for each of the k one-vs-rest problems).
         Chosen on held-out training data (benchmarks/bench_slkl_defaults.py): against 0.01 for
-        every class, validation error 3.3 -> 2.4% on digits, 5.7 -> 5.1% on USPS, 8.6 -> 7.9%
-        on 12000 MNIST digits and 24.1 -> 20.6% on 30 classes (at 3.5x its fit time there),
+        every class, validation error 3.3 -> 2.1% on digits, 5.8 -> 5.1% on USPS, 8.5 -> 7.9%
+        on 12000 MNIST digits and 23.7 -> 20.6% on 30 classes (at about 3x its fit time there),
         the same on three classes.
     alpha : float > 0, default=1.0
         The ridge, the paper's lambda in (lambda I + K(mu))^-1 of eq. 14; larger values
