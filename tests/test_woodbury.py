@@ -3,7 +3,9 @@
 import numpy as np
 import pytest
 
-from kernelscale.woodbury import woodbury_append, woodbury_direct, woodbury_remove, woodbury_rescale
+from kernelscale.woodbury import (woodbury_append, woodbury_direct, woodbury_direct_gram, woodbury_remove,
+                                  woodbury_rescale)
+from memcheck import peak_bytes
 
 
 def direct(C, mu, lam):
@@ -16,6 +18,40 @@ def test_direct_matches_inverse():
     mu = rng.uniform(1e-3, 2.0, size=12)
     np.testing.assert_allclose(woodbury_direct(C, mu, 0.7), direct(C, mu, 0.7), rtol=1e-10, atol=1e-12)
     assert woodbury_direct(C[:, :0], mu[:0], 1.0).shape == (0, 0)
+
+
+@pytest.mark.parametrize("m0", [1, 256, 300, 600])
+def test_direct_from_the_gram_matrix(m0):
+    """Orders across the mirroring's row blocks of 256: G and G rhs against the dense inverse, G
+    exactly symmetric; with ``overwrite`` the caller's array becomes G."""
+    rng = np.random.default_rng(m0)
+    C = rng.normal(size=(m0 + 50, m0))
+    mu, lam, rhs = rng.uniform(1e-4, 2.0, size=m0), 0.3, rng.normal(size=m0)
+    ref = direct(C, mu, lam)
+    CtC = C.T @ C
+    G, solved = woodbury_direct_gram(CtC, mu, lam, rhs=rhs)
+    np.testing.assert_allclose(G, ref, rtol=0, atol=1e-11 * np.abs(ref).max())
+    np.testing.assert_allclose(solved, ref @ rhs, rtol=0, atol=1e-11 * np.abs(ref @ rhs).max())
+    assert np.array_equal(G, G.T) and G.flags.c_contiguous
+    assert np.array_equal(CtC, C.T @ C)  # not overwritten by default
+    given = CtC.copy()
+    G2 = woodbury_direct_gram(given, mu, lam, overwrite=True)
+    assert np.shares_memory(G2, given) and np.array_equal(G2, G)
+
+
+def test_direct_from_the_gram_matrix_holds_no_square_temporary():
+    """With ``overwrite`` nothing of m0 x m0 floats is allocated (the mirroring's row blocks of
+    256 x m0 are); without it one copy of CtC."""
+    m0 = 1500
+    rng = np.random.default_rng(5)
+    C = rng.normal(size=(m0 + 50, m0))
+    CtC, mu = C.T @ C, rng.uniform(1e-4, 2.0, size=m0)
+    square = 8 * m0 * m0
+    copies = [CtC.copy() for _ in range(2)]  # peak_bytes runs its function twice
+    peak, _ = peak_bytes(lambda: woodbury_direct_gram(copies.pop(), mu, 0.3, rhs=mu, overwrite=True))
+    assert peak < 0.5 * square, peak / square
+    peak, _ = peak_bytes(lambda: woodbury_direct_gram(CtC, mu, 0.3, rhs=mu))
+    assert peak < 1.5 * square, peak / square
 
 
 @pytest.mark.parametrize("lam", [1.0, 0.05])

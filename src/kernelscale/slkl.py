@@ -266,7 +266,7 @@ class _State:
             self.u = self.y / self.lam
             return
         C = self.Ct[:m0]
-        self.G, self.v = woodbury_direct_gram(C @ C.T, self.mu[self.order], self.lam, rhs=C @ self.y)
+        self.G, self.v = woodbury_direct_gram(C @ C.T, self.mu[self.order], self.lam, rhs=C @ self.y, overwrite=True)
         self.u = self.y / self.lam - (C.T @ self.v) / self.lam**2
 
     def objective(self, nu):
@@ -438,7 +438,7 @@ def _gram_state(Q, r, mu, act, m0, lam):
     v = lam mu_A a_A are the dual coefficients of the active columns (G^-1 v = r_A gives
     r_A / lam - Q_AA v / lam^2 = D^-1 v / lam), solved directly from the Cholesky factor."""
     A = act[:m0]
-    return woodbury_direct_gram(Q[np.ix_(A, A)], mu[A], lam, rhs=r[A])
+    return woodbury_direct_gram(Q[np.ix_(A, A)], mu[A], lam, rhs=r[A], overwrite=True)
 
 
 def slkl_gram(Q, r, yy, *, lam=1.0, nu=0.01, update="exact", tol=1e-4, max_iter=None, random_state=None,
@@ -774,8 +774,9 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
         budget = parse_memory(self.max_memory)
         item = X.dtype.itemsize
         precomputed_bytes = M * n * item
-        # the Gram solver holds Q (M x M), R (M x k), and G with its update temporaries (<= 3 m0^2, m0 <= M;
-        # the compiled visits keep G in an M x M buffer and update it in place)
+        # the Gram solver holds Q (M x M), R (M x k), and G with its temporaries (<= 3 m0^2, m0 <= M: the
+        # compiled visits keep G in an M x M buffer and update it in place; a refresh turns its copy of
+        # Q_AA into the new G in place; the Python loop's updates make one new G at a time)
         gram_bytes = 8 * (4 * M * M + 2 * M * k)
         mode = self.columns
         if mode == "auto":
@@ -825,9 +826,9 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
         if mode == "gram":
             if _slkl_loop.compiled_epoch() is not None:
                 # the outputs' compiled coordinate loops (without the GIL) side by side; each thread
-                # beyond the first holds another G state with its refresh's temporaries (up to about
-                # 7 M^2 floats with every candidate active), within the budget left beside gram_bytes
-                threads = max(1, min(k, blas_threads(), 1 + (budget - gram_bytes) // (56 * M * M)))
+                # beyond the first holds another G state with its refresh (3 M^2 floats, as counted in
+                # gram_bytes for the first), within the budget left beside gram_bytes
+                threads = max(1, min(k, blas_threads(), 1 + (budget - gram_bytes) // (24 * M * M)))
 
             def solve_one(j, mon):
                 return slkl_gram(Q, R[:, j], yy[j], nu=nu[j], mu0=None if mu0 is None else mu0[:, j], monitor=mon,

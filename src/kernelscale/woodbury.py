@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 from scipy.linalg.blas import dger
+from scipy.linalg.lapack import dpotri
 
 __all__ = ["woodbury_direct", "woodbury_direct_gram", "woodbury_rescale", "woodbury_remove", "woodbury_append"]
 
@@ -26,16 +27,18 @@ def woodbury_direct(C, mu, lam):
     memory stays O(n m0 + m0^2).
     """
     C = np.asarray(C, dtype=np.float64)
-    return woodbury_direct_gram(C.T @ C, mu, lam)
+    return woodbury_direct_gram(C.T @ C, mu, lam, overwrite=True)
 
 
-def woodbury_direct_gram(CtC, mu, lam, rhs=None):
+def woodbury_direct_gram(CtC, mu, lam, rhs=None, overwrite=False):
     """G = (D^-1 + CtC / lam)^-1 from the Gram matrix CtC = C^T C of the active columns (eq. 23).
 
     Evaluated as S (I + S CtC S / lam)^-1 S with S = D^(1/2), whose matrix is well conditioned
     even when some mu are tiny. O(m0^3). With ``rhs``, returns (G, G rhs) where G rhs comes from
     the Cholesky factor directly (a backward-stable solve, more accurate than G @ rhs when CtC
-    is ill conditioned).
+    is ill conditioned). One m0 x m0 array beside CtC (none with ``overwrite``: CtC, a
+    C-contiguous float64 array the caller gives up, becomes G): the factor and the inverse
+    (LAPACK ``potri``) are computed in place, the inverse's upper triangle mirrored block by block.
     """
     mu = np.asarray(mu, dtype=np.float64)
     m0 = mu.size
@@ -43,15 +46,33 @@ def woodbury_direct_gram(CtC, mu, lam, rhs=None):
         G = np.zeros((0, 0))
         return G if rhs is None else (G, np.zeros(0))
     s = np.sqrt(mu)
-    B = np.asarray(CtC, dtype=np.float64) * np.outer(s, s / lam)
-    B[np.diag_indices(m0)] += 1.0
-    factor = cho_factor(B, lower=True)
-    Binv = cho_solve(factor, np.eye(m0))
-    G = s[:, None] * Binv * s[None, :]
-    G = (G + G.T) / 2
-    if rhs is None:
-        return G
-    return G, s * cho_solve(factor, s * np.asarray(rhs, dtype=np.float64))
+    CtC = np.asarray(CtC, dtype=np.float64)
+    B = CtC if overwrite and CtC.flags.c_contiguous and CtC.flags.writeable else CtC.copy()
+    B *= (s / lam)[:, None]
+    B *= s
+    B.flat[:: m0 + 1] += 1.0
+    # B is symmetric: B.T is a Fortran view LAPACK factorises and inverts in place (lower = B's upper)
+    factor = cho_factor(B.T, lower=True, overwrite_a=True, check_finite=False)
+    solved = None if rhs is None else s * cho_solve(factor, s * np.asarray(rhs, dtype=np.float64), check_finite=False)
+    inverse, info = dpotri(factor[0], lower=1, overwrite_c=1)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"potri failed (info={info})")
+    G = inverse.T  # C-ordered again: the inverse sits in its upper triangle
+    G *= s[:, None]
+    G *= s
+    _mirror_upper(G)  # after the scaling: G is exactly symmetric
+    return G if rhs is None else (G, solved)
+
+
+def _mirror_upper(G, block=256):
+    """Copy the upper triangle of the square G into its lower one, in row blocks (no m0 x m0 temporary)."""
+    m0 = G.shape[0]
+    for i in range(0, m0, block):
+        j = min(i + block, m0)
+        G[j:, i:j] = G[i:j, j:].T
+        d = G[i:j, i:j]
+        lower = np.tril_indices(j - i, -1)
+        d[lower] = d.T[lower]
 
 
 def woodbury_rescale(G, p, mu_old, mu_new):
