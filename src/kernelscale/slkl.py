@@ -567,7 +567,9 @@ def slkl_gram(Q, r, yy, *, lam=1.0, nu=0.01, update="exact", tol=1e-4, max_iter=
         if monitor is not None and monitor.update(objective=F, n_active=m0):
             stopped = True
             break
-    G, v = _gram_state(Q, r, mu, act, m0, lam)
+    if not refresh:  # a refresh made G and v from the final weights already
+        G = v = None
+        G, v = _gram_state(Q, r, mu, act, m0, lam)
     a = np.zeros(M)
     a[A] = v * inv_lam / mu[A]  # so that mu_A a_A = v / lam exactly: the dual coefficients
     return SLKLResult(mu=mu, a=a, u=None, objective=yy - float(rA @ v) * inv_lam + nu * mu.sum(),

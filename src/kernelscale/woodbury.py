@@ -38,7 +38,8 @@ def woodbury_direct_gram(CtC, mu, lam, rhs=None, overwrite=False):
     the Cholesky factor directly (a backward-stable solve, more accurate than G @ rhs when CtC
     is ill conditioned). One m0 x m0 array beside CtC (none with ``overwrite``: CtC, a
     C-contiguous float64 array the caller gives up, becomes G): the factor and the inverse
-    (LAPACK ``potri``) are computed in place, the inverse's upper triangle mirrored block by block.
+    (LAPACK ``potri``) are computed in place, then scaled and mirrored block by block. Raises
+    LinAlgError when an entry is not finite.
     """
     mu = np.asarray(mu, dtype=np.float64)
     m0 = mu.size
@@ -46,33 +47,47 @@ def woodbury_direct_gram(CtC, mu, lam, rhs=None, overwrite=False):
         G = np.zeros((0, 0))
         return G if rhs is None else (G, np.zeros(0))
     s = np.sqrt(mu)
-    CtC = np.asarray(CtC, dtype=np.float64)
-    B = CtC if overwrite and CtC.flags.c_contiguous and CtC.flags.writeable else CtC.copy()
+    B = np.asarray(CtC, dtype=np.float64)
+    if not (overwrite or not np.shares_memory(B, CtC)) or not (B.flags.c_contiguous and B.flags.writeable):
+        B = B.copy()  # only where the caller keeps CtC, or it is not a writeable C array
     B *= (s / lam)[:, None]
     B *= s
     B.flat[:: m0 + 1] += 1.0
     # B is symmetric: B.T is a Fortran view LAPACK factorises and inverts in place (lower = B's upper)
     factor = cho_factor(B.T, lower=True, overwrite_a=True, check_finite=False)
-    solved = None if rhs is None else s * cho_solve(factor, s * np.asarray(rhs, dtype=np.float64), check_finite=False)
+    if not np.all(np.isfinite(np.diagonal(factor[0]))):  # a non-finite entry reaches the factor's diagonal
+        raise np.linalg.LinAlgError("the Woodbury matrix I + S C^T C S / lam is not finite")
+    solved = None
+    if rhs is not None:
+        solved = s * cho_solve(factor, s * np.asarray(rhs, dtype=np.float64), check_finite=False)
+        if not np.all(np.isfinite(solved)):
+            raise np.linalg.LinAlgError("the right-hand side of the Woodbury solve is not finite")
     inverse, info = dpotri(factor[0], lower=1, overwrite_c=1)
     if info != 0:
         raise np.linalg.LinAlgError(f"potri failed (info={info})")
     G = inverse.T  # C-ordered again: the inverse sits in its upper triangle
-    G *= s[:, None]
-    G *= s
-    _mirror_upper(G)  # after the scaling: G is exactly symmetric
+    _scale_and_mirror(G, s)
     return G if rhs is None else (G, solved)
 
 
-def _mirror_upper(G, block=256):
-    """Copy the upper triangle of the square G into its lower one, in row blocks (no m0 x m0 temporary)."""
+_MIRROR_BLOCK = 64
+_STRICT_LOWER = np.tril_indices(_MIRROR_BLOCK, -1)
+
+
+def _scale_and_mirror(G, s, block=_MIRROR_BLOCK):
+    """G <- S U S mirrored, for U the upper triangle of the square G and S = diag(s): exactly
+    symmetric, in row blocks, never touching the (scratch) strict lower triangle's values, with
+    temporaries of a block's size only (the panel copies below the diagonal read disjoint memory)."""
     m0 = G.shape[0]
     for i in range(0, m0, block):
         j = min(i + block, m0)
-        G[j:, i:j] = G[i:j, j:].T
         d = G[i:j, i:j]
-        lower = np.tril_indices(j - i, -1)
-        d[lower] = d.T[lower]
+        lower = _STRICT_LOWER if j - i == block else np.tril_indices(j - i, -1)
+        d[lower] = d.T[lower]  # the diagonal block symmetric, then scaled symmetric: s_r s_c = s_c s_r
+        G[i:j, i:] *= s[i:j, None]
+        G[i:j, i:] *= s[i:]
+        d[lower] = d.T[lower]  # (x s_r) s_c and (x s_c) s_r may round apart: the upper one wins
+        G[j:, i:j] = G[i:j, j:].T
 
 
 def woodbury_rescale(G, p, mu_old, mu_new):
