@@ -516,11 +516,27 @@ def test_outputs_on_threads_give_the_fit_of_one_thread(monkeypatch):
     # the regressor on the same +-1 columns, at the classifier's nu, is the same fit
     Y = np.where(y[:, None] == np.arange(5), 1.0, -1.0)
     np.testing.assert_array_equal(SLKLRegressor(sparsity=0.01 / 5, **kw).fit(X, Y).mu_, one.mu_)
-    if compiled:  # an error in one output reaches the caller
+    if compiled:  # an error in one output reaches the caller and stops the others at their next epoch
+        import threading
+        import time
 
-        def failing(*args, **kwargs):
-            raise ValueError("one output failed")
+        real, lock, barrier = slkl_mod.slkl_gram, threading.Lock(), threading.Barrier(4, timeout=20)
+        calls, results = [], []
 
-        monkeypatch.setattr(slkl_mod, "slkl_gram", failing)
+        def one_fails(*args, **kwargs):
+            with lock:
+                calls.append(len(calls))
+                first, together = len(calls) == 1, len(calls) <= 4
+            if together:  # the four threads' first outputs all started
+                barrier.wait()
+            if first:
+                raise ValueError("one output failed")
+            time.sleep(0.1)  # the failure is recorded meanwhile
+            results.append(real(*args, **kwargs))
+            return results[-1]
+
+        monkeypatch.setattr(slkl_mod, "slkl_gram", one_fails)
         with pytest.raises(ValueError, match="one output failed"):
             SLKLClassifier(**kw).fit(X, y)
+        assert len(calls) == 4 and len(results) == 3  # the fifth output never started
+        assert all(r.stopped_by_callback for r in results)

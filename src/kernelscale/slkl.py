@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -715,11 +716,28 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
 
         if threads <= 1 or self.callback is not None or self.verbose:
             return [run(j) for j in range(k)]
+        # an error (or an interrupt of the caller) stops the outputs not yet started, and the
+        # running ones at their next epoch: their monitors ask to stop
+        failed = threading.Event()
+
+        def run_threaded(j):
+            if failed.is_set():
+                return None
+            try:
+                with IterationMonitor(0, lambda info: failed.is_set()) as mon:
+                    return solve_one(j, mon)
+            except BaseException:
+                failed.set()
+                raise
+
         contexts = [contextvars.copy_context() for _ in range(k)]  # the caller's np.errstate in each task
         pool = ThreadPoolExecutor(threads)
         try:
-            return list(pool.map(lambda j: contexts[j].run(run, j), range(k)))
-        finally:  # an error stops the outputs not yet started
+            return list(pool.map(lambda j: contexts[j].run(run_threaded, j), range(k)))
+        except BaseException:
+            failed.set()
+            raise
+        finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
     #: every attribute a fit may set (a refit deletes those it does not set again)
