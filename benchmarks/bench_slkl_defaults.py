@@ -79,67 +79,60 @@ def _sets(quick):
     yield f"mnist ({MNIST_ROWS} rows)", d.X_train[rows].astype(np.float64) / 255, d.y_train[rows]
 
 
-def run_sparsity(suite, quick=False):
+def _splits(suite, quick, prefix="", min_classes=2):
+    """(dataset label, sigma, k, fit and validation parts, SVC's validation error) per set with at
+    least ``min_classes`` classes; the peer's record added."""
     from sklearn.model_selection import train_test_split
 
     import bench_robustness as rob
-    from kernelscale import GaussianKernel, SLKLClassifier
-
-    for name, X, y in _sets(quick):
-        Xf, Xv, yf, yv = train_test_split(X, y, test_size=0.25, random_state=SEED, stratify=y)
-        sigma = rob.median_sigma(Xf)
-        k = np.unique(yf).size
-        peer_err = _error("classification", rob.peer_factory("classification", sigma)[2]().fit(Xf, yf).predict(Xv), yv)
-        ds = f"{name} ({Xf.shape[0]}/{Xv.shape[0]} of train, {k} classes)"
-        suite.add(ds, "exact peer (SVC)", role="peer", metrics={"val_error": peer_err},
-                  params={"sigma": sigma, "n_fit": int(Xf.shape[0]), "d": int(Xf.shape[1]), "n_classes": int(k)})
-        for label, rule in CANDIDATES.items():
-            nu = "auto" if rule is None else rule(k)
-            est = SLKLClassifier(GaussianKernel(sigma=sigma), sparsity=nu, random_state=SEED)
-            t = time.perf_counter()
-            est.fit(Xf, yf)
-            fit_s = time.perf_counter() - t
-            err = _error("classification", est.predict(Xv), yv)
-            active = float(np.mean(est.n_active_))
-            ratio = _ratio("classification", err, peer_err, len(yv))
-            suite.add(ds, f"SLKL sparsity {label}", metrics={"val_error": err, "error_ratio": ratio, "fit_s": fit_s,
-                                                              "active_columns": active},
-                      params={"sparsity": nu, "rule": label, "n_fit": int(Xf.shape[0]), "n_classes": int(k)})
-            logger.info("%-45s %-18s nu=%-8.3g err %.4f (x%.2f SVC %.4f) %.2f s, %.0f active", ds, label,
-                        np.mean(est.sparsity_), err, ratio, peer_err, fit_s, active)
-
-
-def run_columns(suite, quick=False):
-    from sklearn.model_selection import train_test_split
-
-    import bench_robustness as rob
-    from kernelscale import GaussianKernel, SLKLClassifier
 
     for name, X, y in _sets(quick):
         k = np.unique(y).size
-        if k <= 2:
+        if k < min_classes:
             continue
         Xf, Xv, yf, yv = train_test_split(X, y, test_size=0.25, random_state=SEED, stratify=y)
         sigma = rob.median_sigma(Xf)
         peer_err = _error("classification", rob.peer_factory("classification", sigma)[2]().fit(Xf, yf).predict(Xv), yv)
-        ds = f"columns: {name} ({Xf.shape[0]}/{Xv.shape[0]} of train, {k} classes)"
+        ds = f"{prefix}{name} ({Xf.shape[0]}/{Xv.shape[0]} of train, {k} classes)"
         suite.add(ds, "exact peer (SVC)", role="peer", metrics={"val_error": peer_err},
                   params={"sigma": sigma, "n_fit": int(Xf.shape[0]), "d": int(Xf.shape[1]), "n_classes": int(k)})
+        yield ds, sigma, k, (Xf, yf, Xv, yv), peer_err
+
+
+def _fit_row(suite, ds, method, params, est, parts, peer_err):
+    """Fit ``est`` on the fit part, score it on the validation part, add and log the record."""
+    Xf, yf, Xv, yv = parts
+    t = time.perf_counter()
+    est.fit(Xf, yf)
+    fit_s = time.perf_counter() - t
+    err = _error("classification", est.predict(Xv), yv)
+    active = float(np.mean(est.n_active_))
+    ratio = _ratio("classification", err, peer_err, len(yv))
+    suite.add(ds, method, metrics={"val_error": err, "error_ratio": ratio, "fit_s": fit_s, "active_columns": active},
+              params=dict(params, n_fit=int(Xf.shape[0])))
+    logger.info("%-60s %-24s nu=%-8.3g err %.4f (x%.2f SVC %.4f) %.2f s, %.0f active", ds, method,
+                np.mean(est.sparsity_), err, ratio, peer_err, fit_s, active)
+
+
+def run_sparsity(suite, quick=False):
+    from kernelscale import GaussianKernel, SLKLClassifier
+
+    for ds, sigma, k, parts, peer_err in _splits(suite, quick):
+        for label, rule in CANDIDATES.items():
+            nu = "auto" if rule is None else rule(k)
+            _fit_row(suite, ds, f"SLKL sparsity {label}", {"sparsity": nu, "rule": label, "n_classes": int(k)},
+                     SLKLClassifier(GaussianKernel(sigma=sigma), sparsity=nu, random_state=SEED), parts, peer_err)
+
+
+def run_columns(suite, quick=False):
+    from kernelscale import GaussianKernel, SLKLClassifier
+
+    for ds, sigma, k, parts, peer_err in _splits(suite, quick, prefix="columns: ", min_classes=3):
         for M in COLUMNS:
-            if M > Xf.shape[0]:
-                continue
-            est = SLKLClassifier(GaussianKernel(sigma=sigma), n_components=M, random_state=SEED)
-            t = time.perf_counter()
-            est.fit(Xf, yf)
-            fit_s = time.perf_counter() - t
-            err = _error("classification", est.predict(Xv), yv)
-            active = float(np.mean(est.n_active_))
-            ratio = _ratio("classification", err, peer_err, len(yv))
-            suite.add(ds, f"SLKL M={M}", metrics={"val_error": err, "error_ratio": ratio, "fit_s": fit_s,
-                                                   "active_columns": active},
-                      params={"n_components": M, "n_fit": int(Xf.shape[0]), "n_classes": int(k)})
-            logger.info("%-55s M=%-4d err %.4f (x%.2f SVC %.4f) %.2f s, %.0f active", ds, M, err, ratio, peer_err,
-                        fit_s, active)
+            if M <= parts[0].shape[0]:
+                _fit_row(suite, ds, f"SLKL M={M}", {"n_components": M, "n_classes": int(k)},
+                         SLKLClassifier(GaussianKernel(sigma=sigma), n_components=M, random_state=SEED), parts,
+                         peer_err)
 
 
 def run(quick=False, out_dir=None, parts=None):
