@@ -518,8 +518,11 @@ def test_outputs_on_threads_give_the_fit_of_one_thread(monkeypatch):
     np.testing.assert_array_equal(SLKLRegressor(sparsity=0.01 / 5, **kw).fit(X, Y).mu_, one.mu_)
     if compiled:  # an error in one output reaches the caller and stops the others at their next epoch
         import threading
-        import time
+        import types
 
+        events = []  # the Event with which _solve_outputs records a failure
+        monkeypatch.setattr(slkl_mod, "threading", types.SimpleNamespace(
+            Event=lambda: events.append(threading.Event()) or events[-1]))
         real, lock, barrier = slkl_mod.slkl_gram, threading.Lock(), threading.Barrier(4, timeout=20)
         calls, results = [], []
 
@@ -531,7 +534,7 @@ def test_outputs_on_threads_give_the_fit_of_one_thread(monkeypatch):
                 barrier.wait()
             if first:
                 raise ValueError("one output failed")
-            time.sleep(0.1)  # the failure is recorded meanwhile
+            assert events[-1].wait(20)  # the failure is recorded before the others go on
             results.append(real(*args, **kwargs))
             return results[-1]
 

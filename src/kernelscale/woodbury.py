@@ -39,7 +39,7 @@ def woodbury_direct_gram(CtC, mu, lam, rhs=None, overwrite=False):
     is ill conditioned). One m0 x m0 array beside CtC (none with ``overwrite``: CtC, a
     C-contiguous float64 array the caller gives up, becomes G): the factor and the inverse
     (LAPACK ``potri``) are computed in place, then scaled and mirrored block by block. Raises
-    LinAlgError when an entry is not finite.
+    LinAlgError when an entry it reads (CtC's upper triangle, mu, rhs) is not finite.
     """
     mu = np.asarray(mu, dtype=np.float64)
     m0 = mu.size
@@ -74,11 +74,11 @@ _MIRROR_BLOCK = 64
 _STRICT_LOWER = np.tril_indices(_MIRROR_BLOCK, -1)
 
 
-def _scale_and_mirror(G, s, block=_MIRROR_BLOCK):
+def _scale_and_mirror(G, s):
     """G <- S U S mirrored, for U the upper triangle of the square G and S = diag(s): exactly
     symmetric, in row blocks, never touching the (scratch) strict lower triangle's values, with
     temporaries of a block's size only (the panel copies below the diagonal read disjoint memory)."""
-    m0 = G.shape[0]
+    m0, block = G.shape[0], _MIRROR_BLOCK
     for i in range(0, m0, block):
         j = min(i + block, m0)
         d = G[i:j, i:j]
