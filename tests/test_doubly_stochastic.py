@@ -584,7 +584,8 @@ def test_running_scores_give_the_iterates_of_rescoring(loss, k):
 
 def test_features_computed_ahead_in_windows_across_groups_give_the_same_iterates(monkeypatch):
     """The running scores' features computed a few blocks at a time, in windows that cross
-    groups of Fourier blocks, give the iterates of one block at a time (up to rounding)."""
+    groups of Fourier blocks, give the iterates of one block at a time (up to rounding); windows
+    of one size are written into one buffer."""
     import kernelscale.doubly_stochastic as module
     import kernelscale.ops.features as ops_features
 
@@ -598,18 +599,20 @@ def test_features_computed_ahead_in_windows_across_groups_give_the_same_iterates
 
     def record(self, t):
         out = real(self, t)
-        windows.append((self.first, self.Phi.shape[1] // self.width))
+        windows.append((self.first, self.Phi.shape[1] // self.width, self.Phi))  # held: ids stay unique
         return out
 
     monkeypatch.setattr(module._FeaturesAhead, "__call__", record)
     monkeypatch.setattr(module, "_AHEAD_BYTES", 0)  # one block at a time
     one = dsg_iterations(X, y[:, None], spec, batches=batches, **kw)
-    assert {count for _, count in windows} == {1}
+    assert {count for _, count, _ in windows} == {1}
+    assert len({id(buffer) for _, _, buffer in windows}) == 1
     windows.clear()
     monkeypatch.setattr(module, "_AHEAD_BYTES", 3 * (120 * 16 * 8 + spec.block_bytes))  # 3 blocks
     monkeypatch.setattr(ops_features, "GROUP_COLUMNS", 64)  # groups of 4 blocks: windows cross them
     ahead = dsg_iterations(X, y[:, None], spec, batches=batches, **kw)
-    assert sorted({first for first, _ in windows}) == list(range(0, 40, 3))
+    assert sorted({first for first, _, _ in windows}) == list(range(0, 40, 3))
+    assert len({id(buffer) for _, count, buffer in windows if count == 3}) == 1
     np.testing.assert_allclose(ahead[0][:40] * ahead[2], one[0][:40] * one[2], rtol=1e-12, atol=1e-14)
 
 

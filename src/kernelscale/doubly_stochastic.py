@@ -815,8 +815,14 @@ class _FeaturesAhead:
 
     def __call__(self, t):
         if self.Phi is None or not self.first <= t < self.first + self.Phi.shape[1] // self.width:
-            self.Phi = None  # the caller drops its view first: one window is held at a time
-            self.first, self.Phi = t, self.op.transform(self.X, range(t, min(t + self.count, self.stop)))
+            # the caller is done with its views of the former window: the next one is written
+            # into its buffer when it has the same size (a new array of the features of every row,
+            # 266 MB a block on adult, was faulted in page by page at every iteration)
+            blocks = range(t, min(t + self.count, self.stop))
+            same = self.Phi is not None and self.Phi.shape[1] == len(blocks) * self.width
+            buf = self.Phi if same and self.op.backend is NUMPY else None
+            self.Phi = None  # one window is held at a time
+            self.first, self.Phi = t, self.op.transform(self.X, blocks, out=buf)
         j = t - self.first
         return self.Phi[:, j * self.width : (j + 1) * self.width]
 

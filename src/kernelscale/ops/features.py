@@ -174,18 +174,23 @@ class FeatureOperator:
         max_rows = n if max_rows is None else max_rows
         return plan_rows(n, per_row, fixed, self.budget, f"{columns} random features per row", _FIX, max_rows=max_rows)
 
-    def transform(self, X, blocks, on_device=False):
+    def transform(self, X, blocks, on_device=False, out=None):
         """[phi_t(X) for t in blocks] side by side: (n, len(blocks) * width), in the map's dtype.
 
         Each block alone estimates the kernel without bias (module docstring of
         :mod:`~kernelscale.ops.feature_blocks`); the concatenation is not rescaled.
         ``on_device``: returned as the backend's array (for further products on the device),
-        not copied to the host.
+        not copied to the host. ``out``: a C-contiguous array of the backend, of that shape and
+        dtype, written and returned instead of a new one.
         """
         X = self._rows(X)
         blocks = list(blocks)
         n, width = X.shape[0], self.spec.n_features_out
-        out = self.backend.empty((n, len(blocks) * width), dtype=X.dtype)
+        shape = (n, len(blocks) * width)
+        if out is None:
+            out = self.backend.empty(shape, dtype=X.dtype)
+        elif tuple(out.shape) != shape or self.backend.to_numpy(out[:0]).dtype != X.dtype:
+            raise ValueError(f"out must have shape {shape} and dtype {X.dtype}, got {tuple(out.shape)}.")
         fixed = out.nbytes
         # blocks evaluated together: their parameters take at most half of the budget left
         together = max(0, self.budget - fixed) // max(1, 2 * self.spec.block_bytes)
