@@ -139,3 +139,52 @@ def test_a_process_forked_after_the_parallel_kernel_ran_computes_its_cosines():
         assert fell_back == (numba.threading_layer() == "omp")
     np.testing.assert_allclose(got, parent, rtol=0, atol=4e-16)
     np.testing.assert_allclose(got, np.cos(x), rtol=0, atol=4e-16)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("width", [fc.MIN_ROW - 1, fc.MIN_ROW, 1024])
+def test_phase_and_scale_in_one_pass_equal_the_three_operations(width, dtype):
+    """scale * cos(a + offset) bit for bit as a += offset, cos_inplace(a), a *= scale: by the row
+    kernel (float64 rows of at least MIN_ROW values), else by the three passes. A value beyond
+    the reduction's range (or NaN) sends its row to np.cos after the offset (the three passes
+    send its segment): equal there, within the kernel's accuracy elsewhere."""
+    rng = np.random.default_rng(width)
+    rows = -(-2 * fc.MIN_SIZE // width)
+    a = (rng.normal(size=(rows, width)) * 3).astype(dtype)
+    offset = rng.uniform(0, 2 * np.pi, size=width).astype(dtype)
+    scale = (2.0 / width) ** 0.5  # a Python float, as the feature blocks pass it
+
+    def three_passes(a):
+        a = a + offset
+        fc.cos_inplace(a)
+        a *= scale
+        return a
+
+    got = fc.cos_inplace(a.copy(), offset, scale)
+    np.testing.assert_array_equal(got, three_passes(a))
+    assert got.dtype == dtype
+    unscaled = fc.cos_inplace(a.copy(), offset)
+    unscaled *= scale
+    np.testing.assert_array_equal(unscaled, three_passes(a))
+    a[3, 1], a[rows - 1, 0] = 2 * fc.LIMIT, np.nan
+    with np.errstate(invalid="ignore"):
+        got, want = fc.cos_inplace(a.copy(), offset, scale), three_passes(a)
+        exact = np.cos(a + offset)
+        exact *= scale
+    if dtype == np.float64 and width >= fc.MIN_ROW:  # the row kernel: numpy's cosine for those rows
+        np.testing.assert_array_equal(got[[3, rows - 1]], exact[[3, rows - 1]])
+    np.testing.assert_allclose(got, want, rtol=0, atol=4 * np.spacing(dtype(1)))
+
+
+def test_the_row_kernel_runs_for_wide_float64_rows_only(monkeypatch):
+    kernel, calls = fc._compile(), []
+    rows_kernel = fc._rows_kernel
+    monkeypatch.setattr(fc, "_rows_kernel", lambda *args: calls.append(args[0].shape) or rows_kernel(*args))
+    wide = np.zeros((fc.MIN_SIZE // fc.MIN_ROW, fc.MIN_ROW))
+    fc.cos_inplace(wide, np.zeros(fc.MIN_ROW), 2.0)
+    assert calls == [wide.shape] and np.all(wide == 2.0) and kernel
+    for a, offset in ((np.zeros((fc.MIN_SIZE, fc.MIN_ROW - 1)), np.zeros(fc.MIN_ROW - 1)),
+                      (np.zeros((8, fc.MIN_ROW)), np.zeros(fc.MIN_ROW)),  # small
+                      (np.zeros((fc.MIN_SIZE, fc.MIN_ROW), np.float32), np.zeros(fc.MIN_ROW, np.float32))):
+        fc.cos_inplace(a, offset, 2.0)
+        assert calls == [wide.shape] and np.all(a == 2.0)

@@ -61,6 +61,11 @@ class Backend:
     def sin(self, a, out=None):
         return np.sin(a, out=out)
 
+    def phase_cos(self, a, offset, scale=None):
+        """a <- scale * cos(a + offset) in place (offset per column; scale None: 1), in one pass
+        over ``a`` where numba is installed (:func:`~kernelscale.ops.fast_cos.cos_inplace`)."""
+        return cos_inplace(a, offset, scale)
+
     def available_memory(self):
         """Bytes this backend's arrays may still take (host memory available now)."""
         return available_memory()

@@ -63,6 +63,7 @@ with localcontext() as _ctx:
 _COS = tuple((-1) ** j / math.factorial(2 * j) for j in range(1, 10))
 _SIN = tuple((-1) ** j / math.factorial(2 * j + 1) for j in range(1, 9))
 _kernel = None
+_rows_kernel = None  # the row kernel of cos_inplace(a, offset, scale), compiled with _kernel
 prange = range  # numba.prange once numba is imported (_compile)
 _started = False  # the parallel kernel has been loaded in this process (its thread pool exists)
 _compile_lock = threading.Lock()
@@ -96,7 +97,12 @@ def _compile_once():
     # py_func: a second compile (after the kernel was reset) starts from the Python functions
     _count_outside = helper(getattr(_count_outside, "py_func", _count_outside))
     _cos_segment = helper(getattr(_cos_segment, "py_func", _cos_segment))
-    kernel = numba.njit(parallel=True, nogil=True, fastmath=False, cache=True)(_cos_loop)
+    global _add_row, _scale_row, _rows_kernel
+    _add_row = helper(getattr(_add_row, "py_func", _add_row))
+    _scale_row = helper(getattr(_scale_row, "py_func", _scale_row))
+    parallel = numba.njit(parallel=True, nogil=True, fastmath=False, cache=True)
+    _rows_kernel = parallel(_cos_rows_loop)
+    kernel = parallel(_cos_loop)
     _kernel = kernel
     return _kernel
 
@@ -171,11 +177,67 @@ def _cos_segment(segment):
         segment[i] = sign * (odd * s + (1.0 - odd) * c)
 
 
-def cos_inplace(a):
-    """cos(a) written into ``a`` (module docstring); returns ``a``."""
+def _cos_rows_loop(a, offset, scale, outside):
+    """The row kernel: each row of ``a`` gets ``offset`` added, then, when all its values lie in
+    (-LIMIT, LIMIT), their cosine times ``scale`` (1.0: no product); other rows are flagged in
+    ``outside`` with the offset added only. The same arithmetic, operation by operation, as
+    ``a += offset``, the segment kernel and ``a *= scale``: one pass over memory instead of three."""
+    for r in prange(a.shape[0]):
+        row = a[r]
+        _add_row(row, offset)
+        if _count_outside(row):
+            outside[r] = 1
+        else:
+            _cos_segment(row)
+            if scale != 1.0:
+                _scale_row(row, scale)
+
+
+def _add_row(row, offset):
+    for i in range(row.size):
+        row[i] += offset[i]
+
+
+def _scale_row(row, scale):
+    for i in range(row.size):
+        row[i] *= scale
+
+
+#: rows shorter than this take the separate passes (the row kernel vectorises along a row)
+MIN_ROW = 64
+
+
+def cos_inplace(a, offset=None, scale=None):
+    """cos(a) written into ``a`` (module docstring); returns ``a``. With ``offset`` (one value
+    per column of the 2-d ``a``) and ``scale``: scale * cos(a + offset), the phases and the
+    normalisation of a Fourier feature block, in one pass over ``a`` (numba, float64 rows of at
+    least MIN_ROW values), bit for bit as the three operations in turn where the values lie in
+    the kernel's range (beyond it, np.cos takes the row here and the segment there)."""
+    global _started
+    if (offset is not None and a.dtype == np.float64 and a.ndim == 2 and a.shape[1] >= MIN_ROW
+            and a.size >= MIN_SIZE and a.flags.c_contiguous and _compile()):
+        _started = True
+        outside = np.zeros(a.shape[0], dtype=np.uint8)
+        _rows_kernel(a, np.ascontiguousarray(offset, dtype=np.float64), 1.0 if scale is None else float(scale), outside)
+        for r in np.flatnonzero(outside):  # the offset is in; the cosine and scale left to numpy
+            row = a[r]
+            np.cos(row, out=row)
+            if scale is not None:
+                row *= scale
+        return a
+    if offset is not None:
+        a += offset
+    _cos(a)
+    if scale is not None:
+        a *= scale
+    return a
+
+
+def _cos(a):
+    """cos(a) in place: the segment kernel on large contiguous float64 arrays, else np.cos."""
+    global _started
     if a.dtype != np.float64 or a.size < MIN_SIZE or not a.flags.c_contiguous:
         return np.cos(a, out=a)
-    global _started
     kernel = _compile()
     if not kernel:
         return np.cos(a, out=a)

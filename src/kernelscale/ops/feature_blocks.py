@@ -180,10 +180,7 @@ class FourierBlock(FeatureBlock):
         m = self.weights.shape[1]
         if self.offset is not None:
             proj = backend.matmul(X, self.weights, out=out)
-            proj += backend.asarray(self.offset)
-            backend.cos(proj, out=proj)
-            proj *= math.sqrt(2.0 / m)
-            return proj
+            return backend.phase_cos(proj, backend.asarray(self.offset), math.sqrt(2.0 / m))
         proj = backend.matmul(X, self.weights)
         out = backend.empty((X.shape[0], 2 * m), dtype=proj.dtype) if out is None else out
         backend.cos(proj, out=out[:, :m])

@@ -224,9 +224,7 @@ class FeatureOperator:
         weights_t, offset = params
         if offset is not None:
             proj = be.matmul(X, weights_t.T, out=out)
-            proj += be.asarray(offset)
-            be.cos(proj, out=proj)
-            proj *= math.sqrt(2.0 / m)
+            be.phase_cos(proj, be.asarray(offset), math.sqrt(2.0 / m))
             return
         proj = be.matmul(X, weights_t.T)
         for i in range(proj.shape[1] // m):
@@ -309,8 +307,7 @@ class FeatureOperator:
         shape = (X.shape[0], weights_t.shape[0])
         proj = mm(X, weights_t.T, out=None if buf is None else buf[: shape[0] * shape[1]].reshape(shape))
         if offset is not None:
-            proj += be.asarray(offset)
-            be.cos(proj, out=proj)
+            be.phase_cos(proj, be.asarray(offset))
             return mm(proj, c.reshape(rows, -1)) * math.sqrt(2.0 / m)
         part = mm(be.cos(proj), c[:, :m].reshape(rows, -1))
         be.sin(proj, out=proj)

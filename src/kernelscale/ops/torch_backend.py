@@ -182,6 +182,14 @@ class TorchBackend:
     def sin(self, a, out=None):
         return torch.sin(a, out=out) if out is not None else torch.sin(a)
 
+    def phase_cos(self, a, offset, scale=None):
+        """a <- scale * cos(a + offset) in place (as the numpy backend's)."""
+        a += self.asarray(offset)
+        torch.cos(a, out=a)
+        if scale is not None:
+            a *= scale
+        return a
+
     def to_numpy(self, a):
         if isinstance(a, torch.Tensor):
             return a.detach().cpu().numpy()
