@@ -15,6 +15,10 @@ arithmetic that the compiler vectorises and spreads over the cores (numba, the o
   (below 1e-19) is far under a unit in the last place;
 - the quadrant k mod 4 picks cos r, -sin r, -cos r or sin r, by arithmetic rather than branches.
 
+A Fourier block's phases and scale come with it: ``cos_inplace(a, offset, scale)`` computes
+scale * cos(a + offset) row by row in one pass over ``a`` (the three numpy passes took 1.75x as
+long on 16281 x 1024 values; the doubly stochastic fit on adult 11% less time in all).
+
 Threads: numba's OpenMP pool is told to sleep between loops (``OMP_WAIT_POLICY=PASSIVE``, set
 on the first compile unless the environment already has it), since its spinning threads slowed
 the BLAS products between the cosines; a process forked after the pool started uses ``np.cos``
@@ -116,6 +120,7 @@ def load():
         from numba import types
 
         kernel.compile((types.float64[::1], types.uint8[::1]))
+        _rows_kernel.compile((types.float64[:, ::1], types.float64[::1], types.float64, types.uint8[::1]))
         _started = True
     return bool(kernel)
 
