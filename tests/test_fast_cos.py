@@ -185,6 +185,12 @@ def test_the_row_kernel_runs_for_wide_float64_rows_only(monkeypatch):
     assert calls == [wide.shape] and np.all(wide == 2.0) and kernel
     for a, offset in ((np.zeros((fc.MIN_SIZE, fc.MIN_ROW - 1)), np.zeros(fc.MIN_ROW - 1)),
                       (np.zeros((8, fc.MIN_ROW)), np.zeros(fc.MIN_ROW)),  # small
+                      (np.zeros((fc.MIN_ROWS - 1, fc.MIN_SIZE)), np.zeros(fc.MIN_SIZE)),  # few rows
+                      (np.zeros((fc.MIN_SIZE, fc.MIN_ROW)), np.zeros((1, fc.MIN_ROW))),  # broadcast by numpy
                       (np.zeros((fc.MIN_SIZE, fc.MIN_ROW), np.float32), np.zeros(fc.MIN_ROW, np.float32))):
         fc.cos_inplace(a, offset, 2.0)
         assert calls == [wide.shape] and np.all(a == 2.0)
+    for wrong in (np.zeros(fc.MIN_ROW // 2), np.zeros(2 * fc.MIN_ROW)):  # never read past its end
+        with pytest.raises(ValueError, match="broadcast"):
+            fc.cos_inplace(np.zeros_like(wide), wrong, 2.0)
+    assert calls == [wide.shape]

@@ -6,6 +6,7 @@ import pytest
 
 from kernelscale.kernels import GaussianKernel, LaplacianKernel, LinearKernel, MaternKernel, PolynomialKernel
 from kernelscale.ops.feature_blocks import METHODS, FeatureBlockSpec, block_rng
+from kernelscale.ops.backend import NUMPY
 from kernelscale.ops.features import GROUP_COLUMNS, FeatureOperator
 
 # every test runs on each backend of conftest.BACKENDS (numpy, torch CPU)
@@ -88,6 +89,25 @@ def test_transform_of_runs_equals_block_by_block_within_any_budget(method, X, mo
                         FeatureOperator._fourier_run(tight, a, b, **kw))
     tight.transform(X, blocks)
     assert drawn == [(1, 2), (3, 4), (4, 6), (6, 7), (9, 10)]  # the run [4, 5, 6] in pieces of two
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_transform_into_a_given_array_writes_all_of_it(method, X, monkeypatch):
+    """``out=`` filled with NaN first: every entry is written, by the grouped runs and by one
+    block at a time, as a new array would be; a wrong shape or dtype is refused."""
+    import kernelscale.ops.features as ops_features
+
+    monkeypatch.setattr(ops_features, "GROUP_COLUMNS", 64)  # groups of 4 blocks of 16
+    spec = spec_of(method)
+    blocks = [0, 1, 2, 5, 6]
+    want = FeatureOperator(spec, BIG).transform(X, blocks)
+    op = FeatureOperator(spec, BIG)
+    out = op.backend.asarray(np.full_like(want, np.nan))  # an array of the backend in use
+    got = op.transform(X, blocks, out=out)
+    assert got is out or op.backend is not NUMPY  # a host copy of a device array
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="out must have shape"):
+        op.transform(X, blocks, out=op.backend.asarray(np.empty((X.shape[0], want.shape[1] - 1))))
 
 
 def test_draws_are_float64_rounded_to_the_dtype():

@@ -419,9 +419,10 @@ def _use_running_scores(n, batch, n_iter):
     """Whether a ``fit`` that starts a model on n numpy rows keeps running scores of all n rows
     (:func:`dsg_iterations`, module docstring "Running scores"): when 4 n <= batch * n_iter, i.e.
     n x n_iter block evaluations cost at most half the batch x n_iter^2 / 2 of rescoring each
-    mini-batch on every earlier block. Never at the "auto" sizes for n >= 16385 (batch <= 256,
-    n_iter <= 256 make batch * n_iter / 4 < n there), so adult's and MNIST's defaults run as
-    before; at the "auto" sizes it is used exactly for n <= 8192 (128 iterations of 256 points)."""
+    mini-batch on every earlier block. At the sgd solver's "auto" sizes: exactly for n <= 8192
+    (128 iterations of 256 points; batch <= 256 and n_iter <= 256 rule out n >= 16385). At the
+    preconditioned solver's (batches of 4096, four passes): for every n up to its 200 iterations
+    (n <= 204800), adult's and MNIST's fits included."""
     return 4 * n <= batch * n_iter
 
 

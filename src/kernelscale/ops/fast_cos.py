@@ -40,7 +40,7 @@ from decimal import Decimal, localcontext
 
 import numpy as np
 
-__all__ = ["cos_inplace", "load", "MIN_SIZE", "LIMIT", "SEGMENT"]
+__all__ = ["cos_inplace", "load", "MIN_ROW", "MIN_ROWS", "MIN_SIZE", "LIMIT", "SEGMENT"]
 
 #: arrays with fewer values use np.cos (the parallel loop's start-up costs more than it saves)
 MIN_SIZE = 1 << 15
@@ -210,20 +210,24 @@ def _scale_row(row, scale):
 
 #: rows shorter than this take the separate passes (the row kernel vectorises along a row)
 MIN_ROW = 64
+#: fewer rows take the separate passes too (the row kernel's threads share out the rows)
+MIN_ROWS = 16
 
 
 def cos_inplace(a, offset=None, scale=None):
     """cos(a) written into ``a`` (module docstring); returns ``a``. With ``offset`` (one value
     per column of the 2-d ``a``) and ``scale``: scale * cos(a + offset), the phases and the
-    normalisation of a Fourier feature block, in one pass over ``a`` (numba, float64 rows of at
-    least MIN_ROW values), bit for bit as the three operations in turn where the values lie in
+    normalisation of a Fourier feature block, in one pass over ``a`` (numba, at least MIN_ROWS
+    float64 rows of at least MIN_ROW values), bit for bit as the three operations in turn where the values lie in
     the kernel's range (beyond it, np.cos takes the row here and the segment there)."""
     global _started
-    if (offset is not None and a.dtype == np.float64 and a.ndim == 2 and a.shape[1] >= MIN_ROW
-            and a.size >= MIN_SIZE and a.flags.c_contiguous and _compile()):
+    phases = None if offset is None else np.ascontiguousarray(offset, dtype=np.float64)
+    if (phases is not None and phases.shape == a.shape[1:] and a.dtype == np.float64 and a.ndim == 2
+            and a.shape[1] >= MIN_ROW and a.shape[0] >= MIN_ROWS and a.size >= MIN_SIZE and a.flags.c_contiguous
+            and _compile()):
         _started = True
         outside = np.zeros(a.shape[0], dtype=np.uint8)
-        _rows_kernel(a, np.ascontiguousarray(offset, dtype=np.float64), 1.0 if scale is None else float(scale), outside)
+        _rows_kernel(a, phases, 1.0 if scale is None else float(scale), outside)
         for r in np.flatnonzero(outside):  # the offset is in; the cosine and scale left to numpy
             row = a[r]
             np.cos(row, out=row)

@@ -190,7 +190,8 @@ class FeatureOperator:
         if out is None:
             out = self.backend.empty(shape, dtype=X.dtype)
         elif tuple(out.shape) != shape or self.backend.to_numpy(out[:0]).dtype != X.dtype:
-            raise ValueError(f"out must have shape {shape} and dtype {X.dtype}, got {tuple(out.shape)}.")
+            raise ValueError(f"out must have shape {shape} and dtype {X.dtype}, got shape {tuple(out.shape)} and "
+                             f"dtype {self.backend.to_numpy(out[:0]).dtype}.")
         fixed = out.nbytes
         # blocks evaluated together: their parameters take at most half of the budget left
         together = max(0, self.budget - fixed) // max(1, 2 * self.spec.block_bytes)
