@@ -5,8 +5,8 @@ random_state=0)`` at its defaults, fitted on adult (32561 training points, float
 passes them), predicts the 16281 test points on numpy (``device=None``) and on torch's CPU
 kernels (``device="cpu"``), next to scikit-learn's SVC (LIBSVM; C=1, gamma=0.05 = 1/(2 sigma^2))
 in the same run. The lower bound is the model's arithmetic alone, timed with the same library
-in the same run: for every block t, one GEMM X W_t into a preallocated buffer, the phases added,
-one cosine pass in place (the library's, :func:`kernelscale.ops.fast_cos.cos_inplace`) and one
+in the same run: for every block t, one GEMM X W_t into a preallocated buffer, the phases and
+the cosine in place (the library's pass, :func:`kernelscale.ops.fast_cos.cos_inplace`) and one
 product with the block's coefficients, with the frequencies
 drawn beforehand (no regeneration, no validation, no chunking). Goals (doubly stochastic issue):
 predict at least 10x faster than LIBSVM's, and within 1.5x of the bound; the fit at the defaults
@@ -66,8 +66,7 @@ def _bound(model, X, backend):
             F = np.zeros((X.shape[0], model.coef_.shape[2]))
             for block, c in zip(blocks, model.coef_):
                 np.matmul(X, block.weights, out=buf)
-                np.add(buf, block.offset, out=buf)
-                cos_inplace(buf)  # the library's cosine (numba's where installed), as predict uses
+                cos_inplace(buf, block.offset)  # the library's phase and cosine pass, as predict uses
                 F += buf @ c
             return F
 
