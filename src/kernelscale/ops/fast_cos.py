@@ -218,8 +218,9 @@ def cos_inplace(a, offset=None, scale=None):
     """cos(a) written into ``a`` (module docstring); returns ``a``. With ``offset`` (one value
     per column of the 2-d ``a``) and ``scale``: scale * cos(a + offset), the phases and the
     normalisation of a Fourier feature block, in one pass over ``a`` (numba, at least MIN_ROWS
-    float64 rows of at least MIN_ROW values), bit for bit as the three operations in turn where the values lie in
-    the kernel's range (beyond it, np.cos takes the row here and the segment there)."""
+    float64 rows of at least MIN_ROW values), bit for bit as the three operations in turn where
+    the values lie in the kernel's range (beyond it, np.cos takes the row here and the segment
+    there)."""
     global _started
     phases = None if offset is None else np.ascontiguousarray(offset, dtype=np.float64)
     if (phases is not None and phases.shape == a.shape[1:] and a.dtype == np.float64 and a.ndim == 2
