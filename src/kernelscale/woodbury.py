@@ -48,8 +48,9 @@ def woodbury_direct_gram(CtC, mu, lam, rhs=None, overwrite=False):
         return G if rhs is None else (G, np.zeros(0))
     s = np.sqrt(mu)
     B = np.asarray(CtC, dtype=np.float64)
-    if not (overwrite or not np.shares_memory(B, CtC)) or not (B.flags.c_contiguous and B.flags.writeable):
-        B = B.copy()  # only where the caller keeps CtC, or it is not a writeable C array
+    owned = overwrite or not np.shares_memory(B, CtC)  # given up by the caller, or converted already
+    if not (owned and B.flags.c_contiguous and B.flags.writeable):
+        B = B.copy()
     B *= (s / lam)[:, None]
     B *= s
     B.flat[:: m0 + 1] += 1.0
@@ -83,7 +84,7 @@ def _scale_and_mirror(G, s):
         j = min(i + block, m0)
         d = G[i:j, i:j]
         lower = _STRICT_LOWER if j - i == block else np.tril_indices(j - i, -1)
-        d[lower] = d.T[lower]  # the diagonal block symmetric, then scaled symmetric: s_r s_c = s_c s_r
+        d[lower] = d.T[lower]  # the scratch below the diagonal replaced before it could be scaled
         G[i:j, i:] *= s[i:j, None]
         G[i:j, i:] *= s[i:]
         d[lower] = d.T[lower]  # (x s_r) s_c and (x s_c) s_r may round apart: the upper one wins
