@@ -90,19 +90,31 @@ T0 = 240
 STEP_SIZE, PRECOND_RIDGE = 1.0, 1e-3
 
 
-def make_model(device=None, t0=None, step_size=None, precond_ridge=None):
+def make_model(device=None, t0=None, step_size=None, precond_ridge=None, block_size=None, batch_size=None):
     t0 = T0 if t0 is None else t0
     step_size = STEP_SIZE if step_size is None else step_size
     precond_ridge = PRECOND_RIDGE if precond_ridge is None else precond_ridge
     return DoublyStochasticClassifier(loss="softmax", solver="preconditioned", t0=t0, step_size=step_size,
-                                      precond_ridge=precond_ridge, random_state=SEED, device=device)
+                                      precond_ridge=precond_ridge, block_size=block_size or "auto",
+                                      batch_size=batch_size or "auto", random_state=SEED, device=device)
 
 
 def _damping(model):
-    """The step and ridge of ``model`` as a name ("" for the recorded STEP_SIZE and PRECOND_RIDGE)."""
-    if (model.step_size, model.precond_ridge) == (STEP_SIZE, PRECOND_RIDGE):
-        return ""
-    return f", step={model.step_size:g}, ridge={model.precond_ridge:g}"
+    """The step, ridge, block and batch of ``model`` as a name ("" for the recorded STEP_SIZE and
+    PRECOND_RIDGE and the classifier's block and batch)."""
+    name = ""
+    if (model.step_size, model.precond_ridge) != (STEP_SIZE, PRECOND_RIDGE):
+        name += f", step={model.step_size:g}, ridge={model.precond_ridge:g}"
+    if (model.block_size, model.batch_size) != ("auto", "auto"):
+        name += f", block={model.block_size}, batch={model.batch_size}"
+    return name
+
+
+def _rows_per_call(model):
+    """The rows of one partial_fit call: whole mini-batches of the model, at least one chunk."""
+    block = 1024 if model.block_size == "auto" else model.block_size
+    batch = 4 * block if model.batch_size == "auto" else model.batch_size
+    return CHUNK * max(1, -(-batch // CHUNK))
 
 
 def _chunks(stream, first, workers):
@@ -167,7 +179,7 @@ def _evaluate(model, Xt, yt, state, device, start):
 
 def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=None, fresh=False, data=None,
         checkpoints=None, device=None, workers=0, t0=None, validation=False, profile=None, step_size=None,
-        precond_ridge=None):
+        precond_ridge=None, block_size=None, batch_size=None):
     """One part of the run (module docstring); ``data`` (X_train, y_train, X_test, y_test with
     pixel values in 0..255) and ``checkpoints`` replace MNIST and its checkpoints (tests).
     ``validation``: a study on training data only (module docstring, "Choosing settings")."""
@@ -184,7 +196,9 @@ def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=Non
     Xt = np.asarray(Xt, dtype=np.float32) / np.float32(255)
     study = (("-validation" if validation else "") + ("" if t0 is None else f"-t0-{t0:g}")
              + ("" if step_size is None else f"-step-{step_size:g}")
-             + ("" if precond_ridge is None else f"-ridge-{precond_ridge:g}"))
+             + ("" if precond_ridge is None else f"-ridge-{precond_ridge:g}")
+             + ("" if block_size is None else f"-block-{block_size}")
+             + ("" if batch_size is None else f"-batch-{batch_size}"))
     tag = ("quick" if quick else "full") + ("" if device is None else f"-{device}") + study
     state_dir = Path(state_dir) if state_dir is not None else DEFAULT_STATE_DIR / tag
     if fresh:
@@ -192,7 +206,7 @@ def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=Non
             (state_dir / name).unlink(missing_ok=True)
     model, state = _load_state(state_dir)
     if model is None:
-        model = make_model(device, t0, step_size, precond_ridge)
+        model = make_model(device, t0, step_size, precond_ridge, block_size, batch_size)
     elif model.step_size == "auto":  # saved before the step was pinned: "auto" was then STEP_SIZE
         model.set_params(step_size=STEP_SIZE)
     model.set_params(device=device)
@@ -201,22 +215,24 @@ def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=Non
     classes = np.unique(y)
     start = time.perf_counter()
     chunks = _chunks(stream, state["chunks_done"], workers)
+    group = _rows_per_call(model) // CHUNK  # chunks per partial_fit call
     profiler = cProfile.Profile() if profile else None
     if profiler:
         profiler.enable()
     with PeakMemory() as mem:
         while state["examples"] < until and time.perf_counter() - start < budget_s:
-            Xc, yc = next(chunks)
+            parts = [next(chunks) for _ in range(min(group, stream.n_chunks - state["chunks_done"]))]
+            Xc, yc = parts[0] if len(parts) == 1 else (np.concatenate(p) for p in zip(*parts))
             Xc /= np.float32(255)
             t = time.perf_counter()
             model.partial_fit(Xc, yc, classes=classes)
             state["fit_s"] += time.perf_counter() - t
             before = state["examples"]
             state["examples"] += len(yc)
-            state["chunks_done"] += 1
+            state["chunks_done"] += len(parts)
             state["peak_rss"] = max(state["peak_rss"], current_rss())
             crossed = [c for c in checkpoints if before < c <= state["examples"]]
-            if state["chunks_done"] % 64 == 0:
+            if state["chunks_done"] % (64 * group) == 0:
                 print(f"  {state['examples']} examples, fit {state['fit_s']:.1f} s, "
                       f"wall {time.perf_counter() - start:.1f} s this part", flush=True)
             if crossed:
@@ -245,7 +261,8 @@ def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=Non
         suite.add("mnist virtual stream" + (" (validation: the last 10000 training digits)" if validation else ""),
                   f"DSG softmax preconditioned, {rec['examples']} examples{where}{setting}",
                   params={"examples": rec["examples"], "n_iter": rec["n_iter"], "n_features": rec["n_features"],
-                          "chunk": CHUNK, "t0": model.t0, "step_size": model.step_size,
+                          "chunk": CHUNK, "block_size": model.block_size, "batch_size": model.batch_size,
+                          "t0": model.t0, "step_size": model.step_size,
                           "precond_ridge": model.precond_ridge, "seed": SEED, "device": rec.get("device", "host")},
                   metrics={"test_error": rec["test_error"], "fit_s": rec["fit_s"],
                            "peak_rss_bytes": rec["peak_rss_bytes"], "model_bytes": rec["model_bytes"],
@@ -255,6 +272,24 @@ def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=Non
     done = state["examples"] >= until
     print(f"{'done' if done else 'paused'} at {state['examples']} examples (state in {state_dir}); wrote {path}")
     return path
+
+
+def best_setting(path):
+    """The command-line settings of the study in ``path`` (a validation suite's json) with the
+    lowest error at the study's largest example count, among the settings that reached it (a
+    setting that ran out of time or failed earlier is out); the bench's defaults are left out."""
+    by_setting = collections.defaultdict(dict)
+    for rec in json.loads(Path(path).read_text())["records"]:
+        p = rec["params"]
+        key = (p["t0"], p["step_size"], p["precond_ridge"], p.get("block_size", "auto"), p.get("batch_size", "auto"))
+        by_setting[key][p["examples"]] = rec["metrics"]["test_error"]
+    at = max(max(errors) for errors in by_setting.values())
+    t0, step, ridge, block, batch = min((k for k in by_setting if at in by_setting[k]), key=lambda k: by_setting[k][at])
+    args = [f"--t0 {t0:g}"]
+    args += [] if (step, ridge) == (STEP_SIZE, PRECOND_RIDGE) else [f"--step-size {step:g} --precond-ridge {ridge:g}"]
+    args += [] if block == "auto" else [f"--block-size {block}"]
+    args += [] if batch == "auto" else [f"--batch-size {batch}"]
+    return " ".join(args)
 
 
 def main(argv=None):
@@ -270,14 +305,22 @@ def main(argv=None):
     p.add_argument("--t0", type=float, default=None, help=f"the step's t0 (default {T0})")
     p.add_argument("--step-size", type=float, default=None, help=f"the step (default {STEP_SIZE:g})")
     p.add_argument("--precond-ridge", type=float, default=None, help=f"the ridge (default {PRECOND_RIDGE:g})")
+    p.add_argument("--block-size", type=int, default=None, help="features per block (default the classifier's)")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="rows per mini-batch (default the classifier's, 4 x block)")
     p.add_argument("--profile", default=None, help="write cProfile's top functions of the loop to this file")
     p.add_argument("--validation", action="store_true",
                    help="stream the first 50000 training digits, evaluate on the last 10000 (a study)")
+    p.add_argument("--best-setting", default=None, metavar="STUDY_JSON",
+                   help="print the settings of the study in STUDY_JSON with the lowest error, and exit")
     a = p.parse_args(argv)
+    if a.best_setting:
+        print(best_setting(a.best_setting))
+        return 0
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     run(a.quick, a.out_dir, budget_s=a.budget_s, until=a.until, state_dir=a.state_dir, fresh=a.fresh,
         device=a.device, workers=a.workers, t0=a.t0, validation=a.validation, profile=a.profile,
-        step_size=a.step_size, precond_ridge=a.precond_ridge)
+        step_size=a.step_size, precond_ridge=a.precond_ridge, block_size=a.block_size, batch_size=a.batch_size)
     return 0
 
 

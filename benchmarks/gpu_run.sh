@@ -8,14 +8,16 @@
 # step to OUT_DIR/run.log and writing results there (five files in all):
 #   1. the torch backend's tests, the GPU ones included (tests/test_torch_backend.py);
 #   2. bench_gpu.py: kernel_matvec against torch's GEMM on the GPU (gpu-matvec.json);
-#   3. with STUDY_T0="240 10000" (say): the stream's validation study for each t0, to STUDY_UNTIL
-#      examples (default 1000000), into dsg-stream-cuda-validation.json;
+#   3. with STUDY="--t0 240;--t0 10000 --block-size 8192" (say: settings of bench_dsg_stream.py,
+#      separated by ';'): the stream's validation study of each setting, to STUDY_UNTIL examples
+#      (default 1000000) or STUDY_S seconds (default 150), into dsg-stream-cuda-validation.json;
 #   4. bench_dsg_stream.py --device cuda: the virtual-digit stream up to UNTIL examples (default
-#      8.1M) for the time left after 130 s are set aside for step 5, profiled
-#      (stream-profile.txt); resumable from STATE_DIR (default /tmp/dsg-stream) when run again
-#      on the same machine;
+#      8.1M), with the study's best setting if there was a study, for the time left after 130 s
+#      are set aside for step 5 (none with PREDICT=0), profiled (stream-profile.txt); resumable
+#      from STATE_DIR (default /tmp/dsg-stream) when run again on the same machine;
 #   5. bench_dsg_predict.py --devices cuda: adult predictions on the GPU against LIBSVM's, whose
 #      SVC is fitted in the background meanwhile (dsg-predict-cuda.json).
+# MATVEC=0 skips step 2 and PREDICT=0 step 5 (their results are then not rewritten).
 # A dry run without a GPU: DEVICE=cpu QUICK=--quick bash benchmarks/gpu_run.sh /tmp/dry 200 20000
 set -u
 OUT=${1:?usage: gpu_run.sh OUT_DIR [SECONDS] [UNTIL]}
@@ -24,8 +26,11 @@ UNTIL=${3:-8100000}
 STATE_DIR=${STATE_DIR:-/tmp/dsg-stream}
 DEVICE=${DEVICE:-cuda}
 QUICK=${QUICK:-}
-STUDY_T0=${STUDY_T0:-}
+STUDY=${STUDY:-}
 STUDY_UNTIL=${STUDY_UNTIL:-1000000}
+STUDY_S=${STUDY_S:-150}
+MATVEC=${MATVEC:-1}
+PREDICT=${PREDICT:-1}
 mkdir -p "$OUT"
 LOG="$OUT/run.log"
 export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
@@ -33,31 +38,44 @@ SVC=/tmp/kernelscale-adult-svc.joblib
 
 step() { echo "== $* (at ${SECONDS} s)" >>"$LOG"; }
 
-python benchmarks/bench_dsg_predict.py $QUICK --fit-svc-only --svc-cache "$SVC" >/tmp/svc.log 2>&1 &
-svc_pid=$!
+if [ "$PREDICT" = 1 ]; then
+  python benchmarks/bench_dsg_predict.py $QUICK --fit-svc-only --svc-cache "$SVC" >/tmp/svc.log 2>&1 &
+  svc_pid=$!
+fi
 
 step "machine"
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
   python -c "import torch, numpy, scipy, sklearn; print('torch', torch.__version__, 'numpy', numpy.__version__, 'scipy', scipy.__version__, 'sklearn', sklearn.__version__)"
 } >>"$LOG" 2>&1
 step "tests"
-timeout 120 python -m pytest -q -p no:cacheprovider tests/test_torch_backend.py >>"$LOG" 2>&1
-step "bench_gpu"
-timeout 60 python benchmarks/bench_gpu.py $QUICK --device "$DEVICE" --out-dir "$OUT" >>"$LOG" 2>&1
+timeout 60 python -m pytest -q -p no:cacheprovider tests/test_torch_backend.py >>"$LOG" 2>&1
+if [ "$MATVEC" = 1 ]; then
+  step "bench_gpu"
+  timeout 60 python benchmarks/bench_gpu.py $QUICK --device "$DEVICE" --out-dir "$OUT" >>"$LOG" 2>&1
+fi
 
-for t0 in $STUDY_T0; do
-  step "validation study, t0=$t0"
-  timeout 200 python benchmarks/bench_dsg_stream.py $QUICK --device "$DEVICE" --workers 6 --validation \
-    --t0 "$t0" --until "$STUDY_UNTIL" --budget-s 150 --state-dir "/tmp/dsg-study-$t0" --out-dir "$OUT" >>"$LOG" 2>&1
-done
+best=""
+if [ -n "$STUDY" ]; then
+  i=0
+  IFS=';' read -ra settings <<<"$STUDY"
+  for setting in "${settings[@]}"; do
+    i=$((i + 1))
+    step "validation study: $setting"
+    timeout $((STUDY_S + 50)) python benchmarks/bench_dsg_stream.py $QUICK --device "$DEVICE" --workers 6 \
+      --validation $setting --until "$STUDY_UNTIL" --budget-s "$STUDY_S" --state-dir "/tmp/dsg-study-$i" \
+      --out-dir "$OUT" >>"$LOG" 2>&1
+  done
+  best=$(python benchmarks/bench_dsg_stream.py --best-setting "$OUT/dsg-stream-$DEVICE-validation${QUICK:+-quick}.json" 2>>"$LOG")
+fi
 
-stream_s=$((SECONDS_TOTAL - SECONDS - 130))
+stream_s=$((SECONDS_TOTAL - SECONDS - (PREDICT == 1 ? 130 : 10)))
 if [ "$stream_s" -gt 30 ]; then
-  step "stream for $stream_s s"
-  python benchmarks/bench_dsg_stream.py $QUICK --device "$DEVICE" --workers 6 --budget-s "$stream_s" \
+  step "stream for $stream_s s: ${best:-default settings}"
+  python benchmarks/bench_dsg_stream.py $QUICK --device "$DEVICE" --workers 6 --budget-s "$stream_s" $best \
     --until "$UNTIL" --state-dir "$STATE_DIR" --out-dir "$OUT" --profile "$OUT/stream-profile.txt" >>"$LOG" 2>&1
 fi
 
+[ "$PREDICT" = 1 ] || { step "done"; exit 0; }
 wait "$svc_pid"
 step "predict (SVC fit log follows)"
 cat /tmp/svc.log >>"$LOG"

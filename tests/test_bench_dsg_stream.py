@@ -43,3 +43,27 @@ def test_a_part_that_stops_between_checkpoints_records_where_it_stopped(tmp_path
     stream.run(**kw)  # resumed to the end: the part's end is superseded by the checkpoints
     doc = json.loads((tmp_path / "results" / "dsg-stream.json").read_text())
     assert [r["params"]["examples"] for r in doc["records"]] == [16384, 40000]
+
+
+def test_a_batch_of_several_chunks_is_one_partial_fit_call_and_a_study_picks_its_best_setting(tmp_path):
+    kw = dict(data=_digits(), checkpoints=(9000, 40000), out_dir=tmp_path / "results", validation=True)
+    stream.run(state_dir=tmp_path / "a", block_size=64, batch_size=2 * stream.CHUNK, **kw)
+    state = json.loads((tmp_path / "a" / "state.json").read_text())
+    # chunks (0, 1), (2, 3) and (4,): one mini-batch each
+    assert (state["examples"], state["chunks_done"], state["records"][-1]["n_iter"]) == (40000, 5, 3)
+    stream.run(state_dir=tmp_path / "b", t0=1e4, **kw)
+    path = tmp_path / "results" / "dsg-stream-validation.json"
+    doc = json.loads(path.read_text())
+    errors = {(r["params"]["t0"], r["params"]["block_size"]): r["metrics"]["test_error"]
+              for r in doc["records"] if r["params"]["examples"] >= 40000}
+    assert set(errors) == {(stream.T0, 64), (1e4, "auto")}
+    best_t0, best_block = min(errors, key=errors.get)
+    expected = f"--t0 {best_t0:g}"
+    expected += f" --block-size 64 --batch-size {2 * stream.CHUNK}" if best_block == 64 else ""
+    assert stream.best_setting(path) == expected
+    # a setting that stopped short of the study's largest count is out, however low its error
+    doc["records"] = [r for r in doc["records"] if (r["params"]["t0"], r["params"]["block_size"]) != (best_t0, best_block)
+                      or r["params"]["examples"] < 40000]
+    path.write_text(json.dumps(doc))
+    other = ({(stream.T0, 64), (1e4, "auto")} - {(best_t0, best_block)}).pop()
+    assert stream.best_setting(path).startswith(f"--t0 {other[0]:g}")
