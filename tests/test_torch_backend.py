@@ -379,14 +379,24 @@ def test_padded_augmented_operands_give_the_same_kernel_products(monkeypatch):
     assert GaussianKernel(2.0).aux_bytes(40, 13, np.float64) == 40 * 15 * 8  # numpy: no padding
 
 
-@pytest.mark.parametrize("solver", ["sgd", "preconditioned"])
+@pytest.mark.parametrize("solver", ["sgd", "preconditioned", "preconditioned-solved-on-device"])
 def test_a_device_fit_takes_the_new_blocks_moments_where_its_features_are(solver, monkeypatch):
     """On a torch backend the new block's gradient and covariance are taken on the device
-    (doubly_stochastic._block_moments; only the D x k and D x D results cross): the same
-    iterates as numpy's host products, weighted rows included, in float64."""
+    (doubly_stochastic._block_moments; only the D x k gradient crosses, and the D x D covariance
+    where the ridge solve runs): the same iterates as numpy's host products, weighted rows
+    included, in float64; "solved-on-device": the preconditioner's solve on the device too, as
+    on a GPU at blocks of DEVICE_SOLVE_ORDER features."""
     from kernelscale import DoublyStochasticClassifier
     from kernelscale import doubly_stochastic as dsg
+    from kernelscale.ops import torch_backend
 
+    factorised = []
+    if solver.endswith("on-device"):
+        solver = "preconditioned"
+        monkeypatch.setattr(torch_backend, "DEVICE_SOLVE_TYPES", ("cpu", "cuda"))
+        monkeypatch.setattr(torch_backend, "DEVICE_SOLVE_ORDER", 1)
+        real_cholesky = torch.linalg.cholesky_ex
+        monkeypatch.setattr(torch.linalg, "cholesky_ex", lambda A: factorised.append(A.shape) or real_cholesky(A))
     seen = []
     real = dsg._block_moments
     monkeypatch.setattr(dsg, "_block_moments", lambda be, Phi, *a: seen.append(type(Phi)) or real(be, Phi, *a))
@@ -398,7 +408,31 @@ def test_a_device_fit_takes_the_new_blocks_moments_where_its_features_are(solver
     on_numpy = DoublyStochasticClassifier(**params).fit(X, y, sample_weight=w)
     on_torch = DoublyStochasticClassifier(device="cpu", **params).fit(X, y, sample_weight=w)
     assert seen[:5] == [np.ndarray] * 5 and seen[5:] == [torch.Tensor] * 5
+    assert factorised == ([] if not torch_backend.DEVICE_SOLVE_ORDER == 1 else [(128, 128)] * 5)
     np.testing.assert_allclose(on_torch.coef_, on_numpy.coef_, rtol=1e-9, atol=1e-12 * np.abs(on_numpy.coef_).max())
+
+
+def test_a_ridge_solve_on_the_device_equals_the_hosts_and_grows_the_ridge_as_it_does(monkeypatch):
+    """TorchBackend.ridge_solve on the device (as on a GPU at DEVICE_SOLVE_ORDER and more): the
+    host's solution to 1e-10 for a positive definite C; for an indefinite one the same grown
+    ridge, hence the same solution; NaN for a non-finite C."""
+    from kernelscale.ops import torch_backend
+    from kernelscale.ops.backend import ridge_solve
+
+    monkeypatch.setattr(torch_backend, "DEVICE_SOLVE_TYPES", ("cpu", "cuda"))
+    monkeypatch.setattr(torch_backend, "DEVICE_SOLVE_ORDER", 1)
+    backend = TorchBackend("cpu")
+    rng = np.random.default_rng(4)
+    V = rng.normal(size=(40, 60))
+    G = rng.normal(size=(40, 3))
+    # definite; indefinite, where the grown ridge leaves a condition number of about 1e6
+    for C, rtol in ((V @ V.T / 60, 1e-10), (V[:, :5] @ V[:, :5].T - 1e-6 * np.eye(40), 1e-6)):
+        on_host = ridge_solve(C, G, 1e-9)
+        on_device = backend.ridge_solve(torch.as_tensor(C), G, 1e-9)
+        assert isinstance(on_device, np.ndarray) and on_device.dtype == np.float64
+        np.testing.assert_allclose(on_device, on_host, rtol=rtol, atol=rtol * np.abs(on_host).max())
+    C[0, 0] = np.nan
+    assert np.isnan(backend.ridge_solve(torch.as_tensor(C), G, 1e-9)).all()
 
 
 def test_a_partial_fit_after_predictions_has_the_room_it_needs(keep_on_torch_cpu):

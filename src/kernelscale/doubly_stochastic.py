@@ -257,7 +257,6 @@ from .kernels import make_kernel
 from .ops.feature_blocks import FeatureBlockSpec, kernel_family, seed_from
 from .ops.backend import NUMPY, current_backend, device_type
 from .ops.features import GROUP_COLUMNS, FeatureOperator
-from .ops.lapack_threads import one_lapack_thread
 from .ops.memory import format_bytes, parse_memory
 from .ops.rows import DaskRows, executor, is_dask, total
 
@@ -368,24 +367,6 @@ def dsg_memory(batch_size, spec, k, n_blocks, solver="sgd"):
     row = item * (2 * max(GROUP_COLUMNS, D) if fourier else D * (spec.workspace + 1))
     work = group * spec.block_bytes + batch_size * item * D * (spec.workspace + 1) + row
     return held, held + work
-
-
-def _precond_solve(C, G, ridge):
-    """(C + r I)^{-1} G by Cholesky. A covariance accumulated in float32 can be indefinite at the
-    level of its rounding; then the ridge r grows tenfold (at most 8 times) before falling back
-    to least squares (much slower)."""
-    if not np.all(np.isfinite(C)):
-        return np.full(G.shape, np.nan)
-    D = C.shape[0]
-    for _ in range(9):
-        A = C.copy()
-        A.flat[:: D + 1] += ridge
-        try:
-            with one_lapack_thread(D):
-                return linalg.cho_solve(linalg.cho_factor(A, check_finite=False), G, check_finite=False)
-        except np.linalg.LinAlgError:
-            ridge *= 10.0
-    return linalg.lstsq(A, G, check_finite=False)[0]
 
 
 def dsg_auto_sizes(n, solver="sgd", batch_size="auto", block_size="auto"):
@@ -763,8 +744,8 @@ def _iterate(X, Y, spec, op, S, scorer, *, coef, n_done, scale, loss, batches, s
         gamma = _step_size(step_size, t0, t)
         grad, C = _block_moments(op.backend, Phi, G, wb, solver == "preconditioned")
         if solver == "preconditioned":
-            ridge = precond_ridge * max(np.trace(C) / D, np.finfo(np.float64).tiny)
-            step = _precond_solve(C, grad.astype(np.float64), ridge)
+            ridge = precond_ridge * max(float(C.diagonal().sum()) / D, np.finfo(np.float64).tiny)
+            step = op.backend.ridge_solve(C, grad.astype(np.float64), ridge)
             alpha = (-gamma * step).astype(dtype)
         else:
             alpha = -gamma * grad
@@ -830,9 +811,10 @@ class _FeaturesAhead:
 
 def _block_moments(backend, Phi, G, wb, preconditioned):
     """The new block's gradient Phi^T G / b (in Phi's dtype, a host array) and, for the
-    preconditioned solver, its weighted covariance Phi^T W Phi / b (float64; else None). Phi
-    (b, D) is a host array, or the backend's array on a torch device: there the products run
-    where Phi is, and only the D x k and D x D results cross to the host."""
+    preconditioned solver, its weighted covariance Phi^T W Phi / b (float64; else None), where
+    Phi is. Phi (b, D) is a host array, or the backend's array on a torch device: there the
+    products run where Phi is, and only the D x k gradient crosses to the host (the covariance
+    goes to ``backend.ridge_solve``, which solves on the device or the host by its size)."""
     b = Phi.shape[0]
     host = isinstance(Phi, np.ndarray)
     mm = np.matmul if host else backend.xp.matmul  # transposed operands as they are (no copy)
@@ -848,7 +830,9 @@ def _block_moments(backend, Phi, G, wb, preconditioned):
         else:
             Phi *= backend.asarray(root)  # the caller's Phi is not used again
     C = mm(Phi.T, Phi)
-    return grad, (C if host else backend.to_numpy(C)).astype(np.float64) / b
+    if host:
+        return grad, C.astype(np.float64) / b
+    return grad, backend.asarray(C, np.float64) / b
 
 
 def dsg_predict(X, spec, coef, scale, max_memory=None, operator=None):
