@@ -162,6 +162,31 @@ def test_scores_in_row_chunks_share_one_projection_buffer(method, X, monkeypatch
         np.testing.assert_allclose(sum(terms), whole, rtol=0, atol=1e-12 * np.abs(whole).max())
 
 
+@pytest.mark.parametrize("verb", ["scores", "transform"])
+def test_float32_phases_go_into_the_gemm_on_the_host(verb, X, monkeypatch):
+    """float32 "cos" blocks on numpy: the projection's GEMM adds the phases, [X, 1] [W^T, b]^T,
+    to the features of the phases added after the GEMM up to float32 rounding; float64 and the
+    torch backend add them after it."""
+    import kernelscale.ops.features as ops_features
+
+    calls = []
+    real = ops_features._project_with_phase
+    monkeypatch.setattr(ops_features, "_project_with_phase", lambda *a, **k: calls.append(a[0].dtype) or real(*a, **k))
+    blocks = [0, 1, 2, 5]  # runs [0, 1, 2] and [5]
+    for dtype in (np.float32, np.float64):
+        spec = spec_of("cos", block_size=GROUP_COLUMNS // 4, dtype=dtype)
+        Xd = X.astype(dtype)
+        coef = np.random.default_rng(5).normal(size=(len(blocks), spec.n_features_out, 3)).astype(dtype)
+        op = FeatureOperator(spec, BIG)
+        got = op.scores(Xd, coef, blocks) if verb == "scores" else op.transform(Xd, blocks)
+        features = np.hstack([np.cos(Xd @ b.weights + b.offset) for b in map(spec.block, blocks)]).astype(np.float64)
+        features *= np.sqrt(2.0 / spec.block_size)
+        want = features @ coef.reshape(-1, 3).astype(np.float64) if verb == "scores" else features
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got, want, rtol=0, atol=(2e-5 if dtype == np.float32 else 1e-12) * np.abs(want).max())
+    assert calls == ([np.float32] * (2 if verb == "scores" else 1) if op.backend is NUMPY else [])
+
+
 def test_scores_do_not_depend_on_the_cache(X):
     spec = spec_of("cossin", block_size=8)
     coef = np.random.default_rng(2).normal(size=(700, 8, 2))  # 512 blocks per group: two groups
