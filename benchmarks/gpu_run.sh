@@ -12,7 +12,9 @@
 #      separated by ';'): the stream's validation study of each setting, to STUDY_UNTIL examples
 #      (default 1000000) or STUDY_S seconds (default 150), into dsg-stream-cuda-validation.json;
 #   4. bench_dsg_stream.py --device cuda: the virtual-digit stream up to UNTIL examples (default
-#      8.1M), with the study's best setting if there was a study, for the time left after 130 s
+#      8.1M), with the study's best setting if there was a study, else with STREAM_ARGS (the
+#      headline's: "--t0 10000 --precond-ridge 1e-6 --block-size 8192 --batch-size 32768"),
+#      for the time left after 130 s
 #      are set aside for step 5 (none with PREDICT=0), profiled (stream-profile.txt); resumable
 #      from STATE_DIR (default /tmp/dsg-stream) when run again on the same machine;
 #   5. bench_dsg_predict.py --devices cuda: adult predictions on the GPU against LIBSVM's, whose
@@ -54,7 +56,7 @@ if [ "$MATVEC" = 1 ]; then
   timeout 60 python benchmarks/bench_gpu.py $QUICK --device "$DEVICE" --out-dir "$OUT" >>"$LOG" 2>&1
 fi
 
-best=""
+best=${STREAM_ARGS:-}
 if [ -n "$STUDY" ]; then
   i=0
   IFS=';' read -ra settings <<<"$STUDY"

@@ -194,3 +194,32 @@ def test_the_row_kernel_runs_for_wide_float64_rows_only(monkeypatch):
         with pytest.raises(ValueError, match="broadcast"):
             fc.cos_inplace(np.zeros_like(wide), wrong, 2.0)
     assert calls == [wide.shape]
+
+
+def test_sparse_rows_scores_equal_the_dense_formula():
+    """sparse_cos_scores: cos(X W + offset) coef from X's nonzeros (CSR), to the kernel's accuracy
+    plus the rounding of another summation order; a row without nonzeros is the phases' cosine's
+    product; a row beyond the reduction's range (or with NaN) takes np.cos of its projection."""
+    from kernelscale.ops.features import SparseRows
+
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(300, 40)) * (rng.random((300, 40)) < 0.15)
+    X[5] = 0.0
+    X[9, 3], X[11, 0] = 1e7, np.nan  # beyond the range; NaN
+    W = rng.normal(size=(40, 128))
+    offset = rng.uniform(0, 2 * np.pi, size=128)
+    coef = rng.normal(size=(128, 3))
+    nonzeros = SparseRows(X)
+    assert nonzeros.indptr[-1] == np.count_nonzero(X) and nonzeros.indices.dtype == np.int64
+    with np.errstate(invalid="ignore"):
+        got = fc.sparse_cos_scores(nonzeros.rows(0, 300), W, offset, coef, np.empty((300, 128)))
+        want = np.cos(X @ W + offset) @ coef
+    np.testing.assert_allclose(got[5], np.cos(offset) @ coef, rtol=0, atol=1e-13)
+    assert np.all(np.isnan(got[11]))
+    assert np.all(np.abs(got[9]) <= np.abs(coef).sum(axis=0))  # cosines of 1e7-sized sums: rounding differs
+    ordinary = np.ones(300, dtype=bool)
+    ordinary[[9, 11]] = False
+    np.testing.assert_allclose(got[ordinary], want[ordinary], rtol=0, atol=1e-12 * np.abs(want[ordinary]).max())
+    # a slice of the rows: its indptr reads the whole arrays
+    part = fc.sparse_cos_scores(nonzeros.rows(100, 150), W, offset, coef, np.empty((50, 128)))
+    np.testing.assert_allclose(part, want[100:150], rtol=0, atol=1e-12 * np.abs(want[ordinary]).max())

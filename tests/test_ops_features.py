@@ -187,6 +187,34 @@ def test_float32_phases_go_into_the_gemm_on_the_host(verb, X, monkeypatch):
     assert calls == ([np.float32] * (2 if verb == "scores" else 1) if op.backend is NUMPY else [])
 
 
+def test_sparse_float64_rows_take_sparse_axpys_on_the_host(X, monkeypatch):
+    """float64 rows with at most SPARSE_DENSITY nonzeros: ``scores`` of "cos" blocks by sparse
+    AXPYs with the cosine fused (numba), the dense formula's scores to 1e-12; dense rows and the
+    torch backend take the GEMM."""
+    pytest.importorskip("numba")
+    from kernelscale.ops import fast_cos
+    from kernelscale.ops.features import SPARSE_DENSITY
+
+    calls = []
+    real = fast_cos.sparse_cos_scores
+    monkeypatch.setattr(fast_cos, "sparse_cos_scores", lambda *a: calls.append(a[4].shape) or real(*a))
+    rng = np.random.default_rng(8)
+    Xs = np.zeros((200, 5))
+    Xs[np.arange(200), rng.integers(0, 5, size=200)] = rng.normal(size=200)  # one nonzero of five per row
+    assert np.count_nonzero(Xs) <= SPARSE_DENSITY * Xs.size
+    spec = spec_of("cos", block_size=GROUP_COLUMNS // 4)
+    blocks = [0, 1, 2, 5]
+    coef = rng.normal(size=(len(blocks), spec.n_features_out, 2))
+    op = FeatureOperator(spec, BIG)
+    for rows in (Xs, X):
+        calls.clear()
+        got = op.scores(rows, coef, blocks)
+        features = np.hstack([np.cos(rows @ b.weights + b.offset) for b in map(spec.block, blocks)])
+        want = features @ coef.reshape(-1, 2) * np.sqrt(2.0 / spec.block_size)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12 * np.abs(want).max())
+        assert len(calls) == (2 if rows is Xs and op.backend is NUMPY else 0)  # the runs [0, 1, 2] and [5]
+
+
 def test_scores_do_not_depend_on_the_cache(X):
     spec = spec_of("cossin", block_size=8)
     coef = np.random.default_rng(2).normal(size=(700, 8, 2))  # 512 blocks per group: two groups

@@ -32,6 +32,7 @@ import math
 
 import numpy as np
 
+from . import fast_cos
 from .backend import NUMPY, current_backend
 from .feature_blocks import FourierBlock
 from .memory import MAX_CHUNK_ROWS, plan_rows
@@ -45,6 +46,11 @@ GROUP_COLUMNS = 4096
 #: larger ones make fewer threaded BLAS calls (on two threads 256 MB was twice as fast as 8 MB);
 #: at 64 MB predictions were as fast as before grouping, or faster, on one and on two threads
 PROJECTION_BYTES = 64 * 2**20
+#: float64 rows on the host with at most this fraction of nonzeros take ``scores`` of "cos"
+#: blocks by sparse AXPYs with the cosine fused (:func:`~kernelscale.ops.fast_cos.sparse_cos_scores`)
+#: and the products with the coefficients instead of a dense GEMM and a GEMV: adult's one-hot
+#: rows (11% nonzeros) predict in xx of the time
+SPARSE_DENSITY = 0.25
 #: rows per partial sum of the weighted means and cross moments: products in A's dtype (float32
 #: sums of more rows lose digits), partial sums added in float64
 SUM_ROWS = 4096
@@ -286,6 +292,7 @@ class FeatureOperator:
             for count in counts
         }
         rows = self.backend.asarray(X) if held else X
+        sparse = self._sparse_rows(X)
         # one projection buffer for the runs of one block count and their chunks (the chunk's
         # projection the budget counts): a fresh array per chunk (64 MB, beyond malloc's reuse)
         # was faulted in page by page each time, 8-9% of adult's prediction
@@ -297,24 +304,41 @@ class FeatureOperator:
                     buf, buf_count = None, stop - start  # the former buffer goes before the next comes
                     buf = self.backend.empty((min(chunk, n) * buf_count * self._m,), X.dtype)
                 part, params = self._group_scores, self._fourier_run(start, stop, on_device=True)
+                # the frequencies as rows, (d, count m), for the sparse rows' AXPYs: once per run
+                weights = None if sparse is None else np.ascontiguousarray(params[0].T)
             else:
-                part, params = self._block_scores, self.block(start)
+                part, params, weights = self._block_scores, self.block(start), None
             for s in range(0, n, chunk):
-                yield i, slice(s, s + chunk), part(self.backend.asarray(rows[s : s + chunk]), params, c, buf)
+                nonzeros = None if weights is None else (sparse.rows(s, s + chunk), weights)
+                yield i, slice(s, s + chunk), part(self.backend.asarray(rows[s : s + chunk]), params, c, buf, nonzeros)
 
-    def _block_scores(self, X, block, c, buf=None):
+    def _sparse_rows(self, X):
+        """X's nonzeros (:class:`SparseRows`) when ``scores`` takes its "cos" blocks by sparse
+        AXPYs (SPARSE_DENSITY; float64 on the host, numba installed), else None."""
+        if (self.backend is not NUMPY or X.dtype != np.float64 or self.spec.method != "cos"
+                or X.size == 0 or np.count_nonzero(X) > SPARSE_DENSITY * X.size or not fast_cos.available()):
+            return None
+        return SparseRows(X)
+
+    def _block_scores(self, X, block, c, buf=None, nonzeros=None):
         return self.backend.matmul(block.apply(X, self.backend), c[0])
 
-    def _group_scores(self, X, params, c, buf=None):
+    def _group_scores(self, X, params, c, buf=None, nonzeros=None):
         """cos(X W + b) C sqrt(2/m), or (cos(X W) C_cos + sin(X W) C_sin) sqrt(1/m), for the
         concatenated frequencies W, phases b and coefficients C of consecutive Fourier blocks;
-        the projection X W written into ``buf`` (flat, at least that long) when given."""
+        the projection X W written into ``buf`` (flat, at least that long) when given.
+        ``nonzeros``: (X's rows as CSR arrays, W as (d, D) rows) for the sparse AXPYs."""
         be, mm, m = self.backend, self.backend.matmul, self._m
         weights_t, offset, augmented = params
         rows = c.shape[0] * m
         shape = (X.shape[0], weights_t.shape[0])
         out = None if buf is None else buf[: shape[0] * shape[1]].reshape(shape)
         if offset is not None:
+            if nonzeros is not None:
+                work = np.empty(shape, X.dtype) if out is None else out
+                coef = np.ascontiguousarray(c.reshape(rows, -1))
+                scores = fast_cos.sparse_cos_scores(nonzeros[0], nonzeros[1], np.ascontiguousarray(offset), coef, work)
+                return scores * math.sqrt(2.0 / m)
             if self._phase_in_gemm(X, augmented):
                 proj = _project_with_phase(X, augmented, out)
                 be.cos(proj, out=proj)
@@ -384,6 +408,22 @@ class FeatureOperator:
         if uniform:
             out *= w[0]
         return out
+
+
+class SparseRows:
+    """The nonzeros of a 2-d host array by rows (CSR arrays: indptr int64, indices int64, values)."""
+
+    def __init__(self, X):
+        nonzero = X != 0
+        self.indptr = np.zeros(X.shape[0] + 1, dtype=np.int64)
+        np.cumsum(np.count_nonzero(nonzero, axis=1), out=self.indptr[1:])
+        r, indices = np.nonzero(nonzero)
+        self.indices = indices.astype(np.int64)
+        self.values = np.ascontiguousarray(X[r, indices])
+
+    def rows(self, start, stop):
+        """(indptr, indices, values) of rows start .. stop - 1: indptr's slice into the whole arrays."""
+        return self.indptr[start : stop + 1], self.indices, self.values
 
 
 def _project_with_phase(X, augmented, out=None):
