@@ -16,8 +16,11 @@ predict at least 10x faster than LIBSVM's, and within 1.5x of the bound; the fit
 Both for float64 data, as a user passes it, and for the same data in float32 (``--dtypes``; adult's
 features are 0/1, so float32 holds them exactly): a model takes its data's dtype, fitted and
 predicting in float32 with float32 GEMMs and numpy's vectorised float32 cosine. On 2 cores the
-float64 model's arithmetic alone (its bound) is only about 5x faster than LIBSVM's prediction;
-the float32 model does the same arithmetic in half the bytes.
+float64 model's dense arithmetic alone (its bound) is only about 5x faster than LIBSVM's
+prediction; the library computes float64 rows with few nonzeros (adult's one-hot 11%) from their
+nonzeros instead (``kernelscale.ops.features.SPARSE_DENSITY``), under that bound (0.56x of it in
+the run of 2026-11-27: 9.4x faster than LIBSVM). The float32 model does the dense arithmetic in
+half the bytes.
 
 ``--devices cuda`` predicts on a GPU instead (float32 there, as the library computes float64
 input on a CUDA device; the bound likewise, its tensors on the GPU and the device synchronised
