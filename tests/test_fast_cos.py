@@ -223,3 +223,24 @@ def test_sparse_rows_scores_equal_the_dense_formula():
     # a slice of the rows: its indptr reads the whole arrays
     part = fc.sparse_cos_scores(nonzeros.rows(100, 150), W, offset, coef, np.empty((50, 128)))
     np.testing.assert_allclose(part, want[100:150], rtol=0, atol=1e-12 * np.abs(want[ordinary]).max())
+
+
+def test_sparse_rows_scores_refuse_arrays_that_do_not_agree():
+    """The compiled loop checks no bounds, so its wrapper refuses what would read out of them."""
+    from kernelscale.ops.features import SparseRows
+
+    X = np.eye(6, 4)
+    rows = SparseRows(X).rows(0, 6)
+    W, offset, coef, work = np.ones((4, 8)), np.zeros(8), np.ones((8, 1)), np.empty((6, 8))
+    assert fc.sparse_cos_scores(rows, W, offset, coef, work).shape == (6, 1)
+    indptr, indices, values = rows
+    bad = [((indptr[:-1], indices, values), W, offset, coef, work),  # indptr too short
+           ((indptr, indices + 3, values), W, offset, coef, work),  # an index beyond d
+           ((indptr[::-1].copy(), indices, values), W, offset, coef, work),  # not increasing
+           (rows, W[:3], offset, coef, work[:, :7]),  # W and work disagree... and d too small
+           (rows, W, offset[:7], coef, work),  # a short offset
+           (rows, W, offset, coef[:7], work),  # coef too short
+           (rows, np.asfortranarray(W), offset, coef, work)]  # not C-ordered
+    for args in bad:
+        with pytest.raises(ValueError, match="must agree"):
+            fc.sparse_cos_scores(*args)

@@ -428,9 +428,12 @@ def test_a_ridge_solve_on_the_device_equals_the_hosts_and_grows_the_ridge_as_it_
     # definite; indefinite, where the grown ridge leaves a condition number of about 1e6
     for C, rtol in ((V @ V.T / 60, 1e-10), (V[:, :5] @ V[:, :5].T - 1e-6 * np.eye(40), 1e-6)):
         on_host = ridge_solve(C, G, 1e-9)
-        on_device = backend.ridge_solve(torch.as_tensor(C), G, 1e-9)
+        Ct = torch.as_tensor(C.copy())
+        on_device = backend.ridge_solve(Ct, G, 1e-9)
         assert isinstance(on_device, np.ndarray) and on_device.dtype == np.float64
         np.testing.assert_allclose(on_device, on_host, rtol=rtol, atol=rtol * np.abs(on_host).max())
+        assert np.array_equal(Ct.numpy(), C)  # not overwritten unless asked
+        np.testing.assert_array_equal(backend.ridge_solve(Ct, G, 1e-9, overwrite=True), on_device)
     C[0, 0] = np.nan
     assert np.isnan(backend.ridge_solve(torch.as_tensor(C), G, 1e-9)).all()
 

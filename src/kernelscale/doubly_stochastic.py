@@ -745,7 +745,7 @@ def _iterate(X, Y, spec, op, S, scorer, *, coef, n_done, scale, loss, batches, s
         grad, C = _block_moments(op.backend, Phi, G, wb, solver == "preconditioned")
         if solver == "preconditioned":
             ridge = precond_ridge * max(float(C.diagonal().sum()) / D, np.finfo(np.float64).tiny)
-            step = op.backend.ridge_solve(C, grad.astype(np.float64), ridge)
+            step = op.backend.ridge_solve(C, grad.astype(np.float64), ridge, overwrite=True)
             alpha = (-gamma * step).astype(dtype)
         else:
             alpha = -gamma * grad
@@ -832,7 +832,9 @@ def _block_moments(backend, Phi, G, wb, preconditioned):
     C = mm(Phi.T, Phi)
     if host:
         return grad, C.astype(np.float64) / b
-    return grad, backend.asarray(C, np.float64) / b
+    C = backend.asarray(C, np.float64)  # a new array: C was in Phi's dtype, or is the product just made
+    C /= b
+    return grad, C
 
 
 def dsg_predict(X, spec, coef, scale, max_memory=None, operator=None):

@@ -68,9 +68,10 @@ class Backend:
         over ``a`` where numba is installed (:func:`~kernelscale.ops.fast_cos.cos_inplace`)."""
         return cos_inplace(a, offset, scale)
 
-    def ridge_solve(self, C, G, ridge):
+    def ridge_solve(self, C, G, ridge, overwrite=False):
         """(C + ridge I)^{-1} G, a float64 host array, for a symmetric positive semidefinite C
-        (D, D) of this backend and a host G (D, k), by Cholesky (:func:`ridge_solve`)."""
+        (D, D) of this backend and a host G (D, k), by Cholesky (:func:`ridge_solve`; C is never
+        overwritten on the host, whatever ``overwrite`` says: the torch backend's may be)."""
         return ridge_solve(np.asarray(C, dtype=np.float64), G, ridge)
 
     def available_memory(self):
@@ -85,6 +86,7 @@ class Backend:
 
 
 NUMPY = Backend()
+
 
 #: a ridge that does not make C + ridge I positive definite grows tenfold, at most this often
 RIDGE_RETRIES = 8
@@ -106,6 +108,8 @@ def ridge_solve(C, G, ridge):
         except np.linalg.LinAlgError:
             ridge *= 10.0
     return linalg.lstsq(A, G, check_finite=False)[0]
+
+
 _CURRENT = contextvars.ContextVar("kernelscale_backend", default=NUMPY)
 _TORCH_BACKENDS = {}
 

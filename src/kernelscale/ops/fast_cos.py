@@ -305,7 +305,16 @@ def sparse_cos_scores(rows, weights, offset, coef, work):
         return None
     _started = True
     indptr, indices, values = rows
-    n = work.shape[0]
+    n, D = work.shape
+    # the compiled loop checks no bounds: shapes and layouts first
+    arrays = (indptr, indices, values, weights, offset, coef, work)
+    used = indices[indptr[0] : indptr[-1]] if indptr.shape == (n + 1,) else indices
+    if (indptr.shape != (n + 1,) or indices.shape != values.shape or weights.shape[1] != D or offset.shape != (D,)
+            or coef.ndim != 2 or coef.shape[0] != D or not all(a.flags.c_contiguous for a in arrays)
+            or not 0 <= indptr[0] <= indptr[-1] <= indices.size or np.any(np.diff(indptr) < 0)
+            or (used.size and not 0 <= used.min() <= used.max() < weights.shape[0])):
+        raise ValueError("sparse_cos_scores: rows (indptr (n + 1,), indices, values), weights (d, D), offset (D,), "
+                         "coef (D, k) and work (n, D) must agree and be C-contiguous, indices within 0 .. d - 1.")
     scores = np.empty((n, coef.shape[1]))
     outside = np.zeros(n, dtype=np.uint8)
     _sparse_kernel(indptr, indices, values, weights, offset, coef, work, scores, outside)

@@ -53,6 +53,10 @@ PROJECTION_BYTES = 64 * 2**20
 #: 1024 features, 2 cores); adult's one-hot rows (11%) predict in 0.58 of the time. float32 rows
 #: keep the GEMM (numpy's SIMD cosine made the sparse loops slower at every density)
 SPARSE_DENSITY = 0.25
+#: ... and whose run of blocks has at most this many bytes of frequencies: each row's AXPYs read
+#: them from cache (MNIST's rows, 19% nonzeros of 784: 0.87 / 0.95 / 1.40 of the dense time for
+#: 256 / 1024 / 4096 features, 1.5 / 6.1 / 24.5 MB of frequencies)
+SPARSE_WEIGHTS_BYTES = 4 * 2**20
 #: rows per partial sum of the weighted means and cross moments: products in A's dtype (float32
 #: sums of more rows lose digits), partial sums added in float64
 SUM_ROWS = 4096
@@ -147,8 +151,9 @@ class FeatureOperator:
         if on_device and self.backend is not NUMPY and group.full and self._cache.get(key) is group:
             group.move_to(self.backend)
         lo, hi = (start - group.first) * self._m, (stop - group.first) * self._m
-        weights_t, offset = group.weights_t[lo:hi], None if group.offset is None else group.offset[lo:hi]
-        augmented = None if group.augmented is None else group.augmented[lo:hi]
+        weights_t, offset, augmented = group.weights_t[lo:hi], group.offset, group.augmented
+        offset = None if offset is None else offset[lo:hi]
+        augmented = None if augmented is None else augmented[lo:hi]  # one read: move_to may reset it
         if not on_device and group.device is not None:
             weights_t = self.backend.to_numpy(weights_t)
             offset = None if offset is None else self.backend.to_numpy(offset)
@@ -306,19 +311,27 @@ class FeatureOperator:
                     buf, buf_count = None, stop - start  # the former buffer goes before the next comes
                     buf = self.backend.empty((min(chunk, n) * buf_count * self._m,), X.dtype)
                 part, params = self._group_scores, self._fourier_run(start, stop, on_device=True)
-                # the frequencies as rows, (d, count m), for the sparse rows' AXPYs: once per run
-                weights = None if sparse is None else np.ascontiguousarray(params[0].T)
+                sparse_run = None
+                if sparse is not None and params[0].nbytes <= SPARSE_WEIGHTS_BYTES:
+                    # the frequencies as rows (d, count m), the phases and the coefficients as the
+                    # kernel takes them: once per run
+                    sparse_run = (np.ascontiguousarray(params[0].T), np.ascontiguousarray(params[1]),
+                                  np.ascontiguousarray(c.reshape(-1, k)))
             else:
-                part, params, weights = self._block_scores, self.block(start), None
+                part, params, sparse_run = self._block_scores, self.block(start), None
             for s in range(0, n, chunk):
-                nonzeros = None if weights is None else (sparse.rows(s, s + chunk), weights)
+                nonzeros = None if sparse_run is None else (sparse.rows(s, s + chunk), *sparse_run)
                 yield i, slice(s, s + chunk), part(self.backend.asarray(rows[s : s + chunk]), params, c, buf, nonzeros)
 
     def _sparse_rows(self, X):
         """X's nonzeros (:class:`SparseRows`) when ``scores`` takes its "cos" blocks by sparse
-        AXPYs (SPARSE_DENSITY; float64 on the host, numba installed), else None."""
-        if (self.backend is not NUMPY or X.dtype != np.float64 or self.spec.method != "cos"
-                or X.size == 0 or np.count_nonzero(X) > SPARSE_DENSITY * X.size or not fast_cos.available()):
+        AXPYs (SPARSE_DENSITY; float64 on the host, numba installed, the nonzeros' arrays within
+        an eighth of the budget), else None."""
+        if (self.backend is not NUMPY or X.dtype != np.float64 or self.spec.method != "cos" or X.size == 0
+                or not fast_cos.available()):
+            return None
+        nnz = np.count_nonzero(X)
+        if nnz > SPARSE_DENSITY * X.size or SparseRows.bytes(X.shape[0], nnz) > self.budget // 8:
             return None
         return SparseRows(X)
 
@@ -329,17 +342,18 @@ class FeatureOperator:
         """cos(X W + b) C sqrt(2/m), or (cos(X W) C_cos + sin(X W) C_sin) sqrt(1/m), for the
         concatenated frequencies W, phases b and coefficients C of consecutive Fourier blocks;
         the projection X W written into ``buf`` (flat, at least that long) when given.
-        ``nonzeros``: (X's rows as CSR arrays, W as (d, D) rows) for the sparse AXPYs."""
+        ``nonzeros``: (X's rows as CSR arrays, W as (d, D) rows, b, C as (D, k)) for the sparse
+        AXPYs (:func:`~kernelscale.ops.fast_cos.sparse_cos_scores`)."""
         be, mm, m = self.backend, self.backend.matmul, self._m
         weights_t, offset, augmented = params
         rows = c.shape[0] * m
         shape = (X.shape[0], weights_t.shape[0])
         out = None if buf is None else buf[: shape[0] * shape[1]].reshape(shape)
         if offset is not None:
-            if nonzeros is not None:
-                work = np.empty(shape, X.dtype) if out is None else out
-                coef = np.ascontiguousarray(c.reshape(rows, -1))
-                scores = fast_cos.sparse_cos_scores(nonzeros[0], nonzeros[1], np.ascontiguousarray(offset), coef, work)
+            scores = None
+            if nonzeros is not None:  # None back: numba's loops unavailable here (a forked process)
+                scores = fast_cos.sparse_cos_scores(*nonzeros, np.empty(shape, X.dtype) if out is None else out)
+            if scores is not None:
                 return scores * math.sqrt(2.0 / m)
             if self._phase_in_gemm(X, augmented):
                 proj = _project_with_phase(X, augmented, out)
@@ -416,12 +430,17 @@ class SparseRows:
     """The nonzeros of a 2-d host array by rows (CSR arrays: indptr int64, indices int64, values)."""
 
     def __init__(self, X):
-        nonzero = X != 0
-        self.indptr = np.zeros(X.shape[0] + 1, dtype=np.int64)
-        np.cumsum(np.count_nonzero(nonzero, axis=1), out=self.indptr[1:])
-        r, indices = np.nonzero(nonzero)
-        self.indices = indices.astype(np.int64)
-        self.values = np.ascontiguousarray(X[r, indices])
+        n, d = X.shape
+        flat = np.flatnonzero(X)  # row-major positions r d + j, in order
+        self.indptr = np.searchsorted(flat, np.arange(n + 1, dtype=np.int64) * d).astype(np.int64, copy=False)
+        self.values = X.reshape(-1)[flat]
+        flat %= d
+        self.indices = flat.astype(np.int64, copy=False)
+
+    @staticmethod
+    def bytes(n, nnz):
+        """The bytes of the arrays of n rows holding nnz nonzeros."""
+        return 8 * (n + 1) + 16 * nnz
 
     def rows(self, start, stop):
         """(indptr, indices, values) of rows start .. stop - 1: indptr's slice into the whole arrays."""

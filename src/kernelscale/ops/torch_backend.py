@@ -199,23 +199,28 @@ class TorchBackend:
             a *= scale
         return a
 
-    def ridge_solve(self, C, G, ridge):
+    def ridge_solve(self, C, G, ridge, overwrite=False):
         """(C + ridge I)^{-1} G, a float64 host array (as the numpy backend's): on the device in
         float64 on a device of DEVICE_SOLVE_TYPES at an order of at least DEVICE_SOLVE_ORDER,
-        else on the host."""
+        else on the host. ``overwrite``: C (a float64 tensor there) may be used as the work
+        space (one D x D array less)."""
         D = C.shape[0]
         if self.device.type not in DEVICE_SOLVE_TYPES or D < DEVICE_SOLVE_ORDER:
-            return ridge_solve(self.to_numpy(C).astype(np.float64), G, ridge)
-        C = self.asarray(C, np.float64)
-        if not bool(torch.isfinite(C).all()):
+            return ridge_solve(np.asarray(self.to_numpy(C), dtype=np.float64), G, ridge)
+        A = self.asarray(C, np.float64)
+        if A is C and not overwrite:  # the caller's C stays as it was
+            A = A.clone()
+        if not bool(torch.isfinite(A).all()):
             return np.full(G.shape, np.nan)
         Gd = self.asarray(G, np.float64)
+        added = 0.0  # the ridge on A's diagonal so far: A + I ridge is formed in place, once per try
         for _ in range(RIDGE_RETRIES + 1):
-            A = C.clone()
-            A.diagonal().add_(ridge)
+            A.diagonal().add_(ridge - added)
+            added = ridge
             L, info = torch.linalg.cholesky_ex(A)
             if int(info) == 0:
                 return self.to_numpy(torch.cholesky_solve(Gd, L))
+            del L
             ridge *= 10.0
         return linalg.lstsq(self.to_numpy(A), G, check_finite=False)[0]  # on the host, as numpy's
 
