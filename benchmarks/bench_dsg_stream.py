@@ -34,8 +34,10 @@ On an H200 (``gpu_run.sh`` with ``STUDY``, ``results/dsg-stream-cuda-validation.
 500k examples: t0 = 240 and 1e4 with the classifier's blocks gave 1.98 and 2.02%; the authors'
 blocks and batches (``--block-size 8192 --batch-size 32768``, t0 = 1e4) 1.44% at 492k, and with
 ridge 1e-6 (theirs is 1e-7) 1.46% at 524k. The 45 s budget stopped the third short of the
-524k checkpoint, so ``--best-setting`` (the lowest error at the largest count reached) chose the
-fourth; the two are level at every count both reached. The headline run is that setting:
+500k checkpoint. ``--best-setting`` compares every setting at the largest checkpoint all of them
+crossed (here 250k: 2.15 / 2.16 / 1.62 / 1.64%) and picks the third; the run compared the
+largest counts recorded instead and took the fourth, level with the third wherever both were
+measured. The headline run is that fourth setting:
 ``--t0 10000 --precond-ridge 1e-6 --block-size 8192 --batch-size 32768`` (test error 0.79% at
 4.98M examples, ``results/dsg-stream-cuda-t0-10000-step-1-ridge-1e-06-block-8192-batch-32768.json``).
 A call of ``partial_fit`` takes whole mini-batches: with a batch larger than a chunk, the bench
@@ -77,6 +79,7 @@ import numpy as np  # noqa: E402
 
 from harness import PeakMemory, RESULTS_DIR, Suite, current_rss  # noqa: E402
 from kernelscale import DoublyStochasticClassifier, VirtualDigits, load, load_dataset, save  # noqa: E402
+from kernelscale.doubly_stochastic import dsg_auto_sizes  # noqa: E402
 
 SUITE = "dsg-stream"
 SEED = 0
@@ -122,9 +125,11 @@ def _damping(model):
 
 def _rows_per_call(model):
     """The rows of one partial_fit call: whole mini-batches of the model, at least one chunk."""
-    block = 1024 if model.block_size == "auto" else model.block_size
-    batch = 4 * block if model.batch_size == "auto" else model.batch_size
-    return CHUNK * max(1, -(-batch // CHUNK))
+    _, batch, _ = dsg_auto_sizes(CHUNK, "preconditioned", model.batch_size, model.block_size)
+    if CHUNK % batch and batch % CHUNK:
+        raise ValueError(f"batch_size={batch} must divide the chunk of {CHUNK} rows or be a multiple of it, "
+                         "so that every partial_fit call takes whole mini-batches.")
+    return max(batch, CHUNK)
 
 
 def _chunks(stream, first, workers):
@@ -215,10 +220,17 @@ def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=Non
         for name in ("state.json", "model.ks"):
             (state_dir / name).unlink(missing_ok=True)
     model, state = _load_state(state_dir)
+    asked = make_model(device, t0, step_size, precond_ridge, block_size, batch_size)
     if model is None:
-        model = make_model(device, t0, step_size, precond_ridge, block_size, batch_size)
-    elif model.step_size == "auto":  # saved before the step was pinned: "auto" was then STEP_SIZE
-        model.set_params(step_size=STEP_SIZE)
+        model = asked
+    else:
+        if model.step_size == "auto":  # saved before the step was pinned: "auto" was then STEP_SIZE
+            model.set_params(step_size=STEP_SIZE)
+        settings = ("t0", "step_size", "precond_ridge", "block_size", "batch_size")
+        saved, wanted = ({name: m.get_params()[name] for name in settings} for m in (model, asked))
+        if saved != wanted:
+            raise ValueError(f"the state in {state_dir} was saved with {saved}, not the settings asked for "
+                             f"({wanted}): pass another --state-dir, or --fresh to start over.")
     model.set_params(device=device)
     until = min(until or checkpoints[-1], checkpoints[-1])
     stream = VirtualDigits(X, y, n_examples=checkpoints[-1], chunk_size=CHUNK, seed=SEED, dtype=np.float32)
@@ -268,9 +280,11 @@ def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=Non
     last = state["records"][-1]["examples"] if state["records"] else 0
     for rec in state["records"] + ([paused] if paused and paused["examples"] > last else []):
         where = " (a part's end)" if rec is paused else ""
+        crossed = [c for c in checkpoints if c <= rec["examples"]]
         suite.add("mnist virtual stream" + (" (validation: the last 10000 training digits)" if validation else ""),
                   f"DSG softmax preconditioned, {rec['examples']} examples{where}{setting}",
-                  params={"examples": rec["examples"], "n_iter": rec["n_iter"], "n_features": rec["n_features"],
+                  params={"examples": rec["examples"], "checkpoint": max(crossed) if crossed else None,
+                          "part_end": rec is paused, "n_iter": rec["n_iter"], "n_features": rec["n_features"],
                           "chunk": CHUNK, "block_size": model.block_size, "batch_size": model.batch_size,
                           "t0": model.t0, "step_size": model.step_size,
                           "precond_ridge": model.precond_ridge, "seed": SEED, "device": rec.get("device", "host")},
@@ -286,17 +300,22 @@ def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=Non
 
 def best_setting(path):
     """The command-line settings of the study in ``path`` (a validation suite's json) with the
-    lowest error at the study's largest example count, among the settings that reached it (a
-    setting that ran out of time or failed earlier is out); the bench's defaults are left out."""
+    lowest error at the largest checkpoint that every setting crossed: each record counts at the
+    checkpoint it crossed (a call of several chunks crosses 500k at 507904 or 524288 examples);
+    records of a part's end, which stop anywhere, are left out. The bench's defaults are left
+    out of the settings printed."""
     by_setting = collections.defaultdict(dict)
     for rec in json.loads(Path(path).read_text())["records"]:
         p = rec["params"]
+        if p.get("part_end", "(a part's end)" in rec["method"]):
+            continue
+        checkpoint = p.get("checkpoint") or max(c for c in CHECKPOINTS if c <= p["examples"])
         key = (p["t0"], p["step_size"], p["precond_ridge"], p.get("block_size", "auto"), p.get("batch_size", "auto"))
-        by_setting[key][p["examples"]] = rec["metrics"]["test_error"]
-    at = max(max(errors) for errors in by_setting.values())
-    t0, step, ridge, block, batch = min((k for k in by_setting if at in by_setting[k]), key=lambda k: by_setting[k][at])
-    args = [f"--t0 {t0:g}"]
-    args += [] if (step, ridge) == (STEP_SIZE, PRECOND_RIDGE) else [f"--step-size {step:g} --precond-ridge {ridge:g}"]
+        by_setting[key][checkpoint] = rec["metrics"]["test_error"]
+    at = max(set.intersection(*(set(errors) for errors in by_setting.values())))
+    t0, step, ridge, block, batch = min(by_setting, key=lambda k: by_setting[k][at])
+    args = [f"--t0 {t0!r}"]
+    args += [] if (step, ridge) == (STEP_SIZE, PRECOND_RIDGE) else [f"--step-size {step!r} --precond-ridge {ridge!r}"]
     args += [] if block == "auto" else [f"--block-size {block}"]
     args += [] if batch == "auto" else [f"--batch-size {batch}"]
     return " ".join(args)

@@ -12,11 +12,12 @@
 #      separated by ';'): the stream's validation study of each setting, to STUDY_UNTIL examples
 #      (default 1000000) or STUDY_S seconds (default 150), into dsg-stream-cuda-validation.json;
 #   4. bench_dsg_stream.py --device cuda: the virtual-digit stream up to UNTIL examples (default
-#      8.1M), with the study's best setting if there was a study, else with STREAM_ARGS (the
-#      headline's: "--t0 10000 --precond-ridge 1e-6 --block-size 8192 --batch-size 32768"),
+#      8.1M), with the study's best setting if there was a study, else with STREAM_ARGS (default
+#      the headline's, "--t0 10000 --precond-ridge 1e-6 --block-size 8192 --batch-size 32768"),
 #      for the time left after 130 s
 #      are set aside for step 5 (none with PREDICT=0), profiled (stream-profile.txt); resumable
-#      from STATE_DIR (default /tmp/dsg-stream) when run again on the same machine;
+#      from STATE_DIR (default /tmp/dsg-stream) when run again on the same machine with the
+#      same setting (another setting there is refused: pass another STATE_DIR);
 #   5. bench_dsg_predict.py --devices cuda: adult predictions on the GPU against LIBSVM's, whose
 #      SVC is fitted in the background meanwhile (dsg-predict-cuda.json).
 # MATVEC=0 skips step 2 and PREDICT=0 step 5 (their results are then not rewritten).
@@ -50,24 +51,24 @@ step "machine"
   python -c "import torch, numpy, scipy, sklearn; print('torch', torch.__version__, 'numpy', numpy.__version__, 'scipy', scipy.__version__, 'sklearn', sklearn.__version__)"
 } >>"$LOG" 2>&1
 step "tests"
-timeout 60 python -m pytest -q -p no:cacheprovider tests/test_torch_backend.py >>"$LOG" 2>&1
+timeout 90 python -m pytest -q -p no:cacheprovider tests/test_torch_backend.py >>"$LOG" 2>&1
 if [ "$MATVEC" = 1 ]; then
   step "bench_gpu"
   timeout 60 python benchmarks/bench_gpu.py $QUICK --device "$DEVICE" --out-dir "$OUT" >>"$LOG" 2>&1
 fi
 
-best=${STREAM_ARGS:-}
+STREAM_ARGS=${STREAM_ARGS:---t0 10000 --precond-ridge 1e-6 --block-size 8192 --batch-size 32768}
+best=$STREAM_ARGS
 if [ -n "$STUDY" ]; then
-  i=0
   IFS=';' read -ra settings <<<"$STUDY"
   for setting in "${settings[@]}"; do
-    i=$((i + 1))
     step "validation study: $setting"
     timeout $((STUDY_S + 50)) python benchmarks/bench_dsg_stream.py $QUICK --device "$DEVICE" --workers 6 \
-      --validation $setting --until "$STUDY_UNTIL" --budget-s "$STUDY_S" --state-dir "/tmp/dsg-study-$i" \
+      --validation $setting --until "$STUDY_UNTIL" --budget-s "$STUDY_S" --state-dir "/tmp/dsg-study-${setting//[^a-z0-9.]/_}" \
       --out-dir "$OUT" >>"$LOG" 2>&1
   done
-  best=$(python benchmarks/bench_dsg_stream.py --best-setting "$OUT/dsg-stream-$DEVICE-validation${QUICK:+-quick}.json" 2>>"$LOG")
+  best=$(python benchmarks/bench_dsg_stream.py --best-setting "$OUT/dsg-stream-$DEVICE-validation${QUICK:+-quick}.json" 2>>"$LOG") \
+    || best=$STREAM_ARGS
 fi
 
 stream_s=$((SECONDS_TOTAL - SECONDS - (PREDICT == 1 ? 130 : 10)))

@@ -21,7 +21,7 @@ GOAL, LIBSVM = 0.007, 0.0147
 
 
 def curves(results=RESULTS):
-    """{label: [(examples, test error, fit seconds)]} of each recorded stream run."""
+    """{label: [(examples, test error)]} of each recorded stream run."""
     out = {}
     for path in sorted(results.glob("dsg-stream*.json")):
         doc = json.loads(path.read_text())
@@ -32,7 +32,7 @@ def curves(results=RESULTS):
             where = "CPU (2 cores)" if p.get("device", "host") == "host" else p["device"]
             setting = re.sub(r"^DSG softmax preconditioned, \d+ examples( \(a part's end\))?,? ?", "", rec["method"])
             label = f"{where}: t0={p['t0']:g}" + (f", {setting}" if setting else "")
-            out.setdefault(label, []).append((p["examples"], m["test_error"], m["fit_s"]))
+            out.setdefault(label, []).append((p["examples"], m["test_error"]))
     return {k: sorted(v) for k, v in out.items()}
 
 
@@ -44,7 +44,7 @@ def main():
 
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     for label, points in curves().items():
-        n, err, _ = zip(*points)
+        n, err = zip(*points)
         ax.plot(n, [100 * e for e in err], marker="o", label=label)
     ax.axhline(100 * LIBSVM, color="gray", ls="--", label="LIBSVM, 60000 real digits (1.47%)")
     ax.axhline(100 * GOAL, color="green", ls=":", label="goal (0.7%; the paper 0.5% at 8.1M)")

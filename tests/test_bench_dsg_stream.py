@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 from conftest import load_benchmark
 from sklearn.datasets import load_digits
 
@@ -51,19 +52,26 @@ def test_a_batch_of_several_chunks_is_one_partial_fit_call_and_a_study_picks_its
     state = json.loads((tmp_path / "a" / "state.json").read_text())
     # chunks (0, 1), (2, 3) and (4,): one mini-batch each
     assert (state["examples"], state["chunks_done"], state["records"][-1]["n_iter"]) == (40000, 5, 3)
+    with pytest.raises(ValueError, match="--fresh"):  # its state is not resumed with other settings
+        stream.run(state_dir=tmp_path / "a", **kw)
+    with pytest.raises(ValueError, match="whole mini-batches"):
+        stream.run(state_dir=tmp_path / "c", batch_size=stream.CHUNK + 1000, **kw)
     stream.run(state_dir=tmp_path / "b", t0=1e4, **kw)
     path = tmp_path / "results" / "dsg-stream-validation.json"
     doc = json.loads(path.read_text())
-    errors = {(r["params"]["t0"], r["params"]["block_size"]): r["metrics"]["test_error"]
-              for r in doc["records"] if r["params"]["examples"] >= 40000}
-    assert set(errors) == {(stream.T0, 64), (1e4, "auto")}
-    best_t0, best_block = min(errors, key=errors.get)
-    expected = f"--t0 {best_t0:g}"
-    expected += f" --block-size 64 --batch-size {2 * stream.CHUNK}" if best_block == 64 else ""
-    assert stream.best_setting(path) == expected
-    # a setting that stopped short of the study's largest count is out, however low its error
-    doc["records"] = [r for r in doc["records"] if (r["params"]["t0"], r["params"]["block_size"]) != (best_t0, best_block)
-                      or r["params"]["examples"] < 40000]
+    # the first setting crosses 9000 at 16384 examples, the second at 16384 too (chunks of 8192)
+    errors = {(r["params"]["t0"], r["params"]["block_size"], r["params"]["checkpoint"]): r["metrics"]["test_error"]
+              for r in doc["records"]}
+    assert set(errors) == {(t0, block, c) for t0, block in ((stream.T0, 64), (1e4, "auto")) for c in (9000, 40000)}
+
+    def expected(at):
+        t0, block, _ = min((k for k in errors if k[2] == at), key=errors.get)
+        return f"--t0 {t0!r}" + (f" --block-size 64 --batch-size {2 * stream.CHUNK}" if block == 64 else "")
+
+    assert stream.best_setting(path) == expected(40000)
+    # a setting that stopped short of 40000 (its last record a part's end) is compared at 9000
+    for r in doc["records"]:
+        if r["params"]["block_size"] == 64 and r["params"]["checkpoint"] == 40000:
+            r["params"]["part_end"] = True
     path.write_text(json.dumps(doc))
-    other = ({(stream.T0, 64), (1e4, "auto")} - {(best_t0, best_block)}).pop()
-    assert stream.best_setting(path).startswith(f"--t0 {other[0]:g}")
+    assert stream.best_setting(path) == expected(9000)
