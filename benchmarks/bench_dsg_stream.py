@@ -124,7 +124,8 @@ def _damping(model):
 
 
 def _rows_per_call(model):
-    """The rows of one partial_fit call: whole mini-batches of the model, at least one chunk."""
+    """The rows of one partial_fit call: whole mini-batches of the model, at least one chunk (the
+    stream's last call takes what is left)."""
     _, batch, _ = dsg_auto_sizes(CHUNK, "preconditioned", model.batch_size, model.block_size)
     if CHUNK % batch and batch % CHUNK:
         raise ValueError(f"batch_size={batch} must divide the chunk of {CHUNK} rows or be a multiple of it, "
@@ -216,11 +217,12 @@ def run(quick=False, out_dir=None, *, budget_s=1200.0, until=None, state_dir=Non
              + ("" if batch_size is None else f"-batch-{batch_size}"))
     tag = ("quick" if quick else "full") + ("" if device is None else f"-{device}") + study
     state_dir = Path(state_dir) if state_dir is not None else DEFAULT_STATE_DIR / tag
+    asked = make_model(device, t0, step_size, precond_ridge, block_size, batch_size)
+    _rows_per_call(asked)  # a batch that cannot take whole chunks is refused before anything is deleted
     if fresh:
         for name in ("state.json", "model.ks"):
             (state_dir / name).unlink(missing_ok=True)
     model, state = _load_state(state_dir)
-    asked = make_model(device, t0, step_size, precond_ridge, block_size, batch_size)
     if model is None:
         model = asked
     else:
@@ -307,12 +309,17 @@ def best_setting(path):
     by_setting = collections.defaultdict(dict)
     for rec in json.loads(Path(path).read_text())["records"]:
         p = rec["params"]
-        if p.get("part_end", "(a part's end)" in rec["method"]):
+        checkpoint = p.get("checkpoint", max((c for c in CHECKPOINTS if c <= p["examples"]), default=None))
+        if p.get("part_end", "(a part's end)" in rec["method"]) or checkpoint is None:
             continue
-        checkpoint = p.get("checkpoint") or max(c for c in CHECKPOINTS if c <= p["examples"])
-        key = (p["t0"], p["step_size"], p["precond_ridge"], p.get("block_size", "auto"), p.get("batch_size", "auto"))
+        key = (p["t0"], p.get("step_size", STEP_SIZE), p.get("precond_ridge", PRECOND_RIDGE),
+               p.get("block_size", "auto"), p.get("batch_size", "auto"))
         by_setting[key][checkpoint] = rec["metrics"]["test_error"]
-    at = max(set.intersection(*(set(errors) for errors in by_setting.values())))
+    common = set.intersection(*(set(errors) for errors in by_setting.values())) if by_setting else set()
+    if not common:
+        raise ValueError(f"the study in {path} has no checkpoint that all its settings crossed: "
+                         "run it longer (--until, --budget-s).")
+    at = max(common)
     t0, step, ridge, block, batch = min(by_setting, key=lambda k: by_setting[k][at])
     args = [f"--t0 {t0!r}"]
     args += [] if (step, ridge) == (STEP_SIZE, PRECOND_RIDGE) else [f"--step-size {step!r} --precond-ridge {ridge!r}"]

@@ -16,8 +16,7 @@
 #      the headline's, "--t0 10000 --precond-ridge 1e-6 --block-size 8192 --batch-size 32768"),
 #      for the time left after 130 s
 #      are set aside for step 5 (none with PREDICT=0), profiled (stream-profile.txt); resumable
-#      from STATE_DIR (default /tmp/dsg-stream) when run again on the same machine with the
-#      same setting (another setting there is refused: pass another STATE_DIR);
+#      from STATE_DIR (default /tmp/dsg-stream-<setting>) when run again on the same machine;
 #   5. bench_dsg_predict.py --devices cuda: adult predictions on the GPU against LIBSVM's, whose
 #      SVC is fitted in the background meanwhile (dsg-predict-cuda.json).
 # MATVEC=0 skips step 2 and PREDICT=0 step 5 (their results are then not rewritten).
@@ -26,7 +25,6 @@ set -u
 OUT=${1:?usage: gpu_run.sh OUT_DIR [SECONDS] [UNTIL]}
 SECONDS_TOTAL=${2:-540}
 UNTIL=${3:-8100000}
-STATE_DIR=${STATE_DIR:-/tmp/dsg-stream}
 DEVICE=${DEVICE:-cuda}
 QUICK=${QUICK:-}
 STUDY=${STUDY:-}
@@ -71,9 +69,10 @@ if [ -n "$STUDY" ]; then
     || best=$STREAM_ARGS
 fi
 
+STATE_DIR=${STATE_DIR:-/tmp/dsg-stream-${best//[^a-z0-9.]/_}}  # one state per setting
 stream_s=$((SECONDS_TOTAL - SECONDS - (PREDICT == 1 ? 130 : 10)))
 if [ "$stream_s" -gt 30 ]; then
-  step "stream for $stream_s s: ${best:-default settings}"
+  step "stream for $stream_s s: $best"
   python benchmarks/bench_dsg_stream.py $QUICK --device "$DEVICE" --workers 6 --budget-s "$stream_s" $best \
     --until "$UNTIL" --state-dir "$STATE_DIR" --out-dir "$OUT" --profile "$OUT/stream-profile.txt" >>"$LOG" 2>&1
 fi

@@ -60,18 +60,22 @@ def test_a_batch_of_several_chunks_is_one_partial_fit_call_and_a_study_picks_its
     path = tmp_path / "results" / "dsg-stream-validation.json"
     doc = json.loads(path.read_text())
     # the first setting crosses 9000 at 16384 examples, the second at 16384 too (chunks of 8192)
-    errors = {(r["params"]["t0"], r["params"]["block_size"], r["params"]["checkpoint"]): r["metrics"]["test_error"]
-              for r in doc["records"]}
-    assert set(errors) == {(t0, block, c) for t0, block in ((stream.T0, 64), (1e4, "auto")) for c in (9000, 40000)}
-
-    def expected(at):
-        t0, block, _ = min((k for k in errors if k[2] == at), key=errors.get)
-        return f"--t0 {t0!r}" + (f" --block-size 64 --batch-size {2 * stream.CHUNK}" if block == 64 else "")
-
-    assert stream.best_setting(path) == expected(40000)
-    # a setting that stopped short of 40000 (its last record a part's end) is compared at 9000
+    keys = {(r["params"]["t0"], r["params"]["block_size"], r["params"]["checkpoint"]) for r in doc["records"]}
+    assert keys == {(t0, block, c) for t0, block in ((stream.T0, 64), (1e4, "auto")) for c in (9000, 40000)}
+    # errors made up so that one setting is better at 9000 and the other at 40000
+    for r in doc["records"]:
+        small = r["params"]["block_size"] == 64
+        r["metrics"]["test_error"] = {9000: 0.1 if small else 0.2, 40000: 0.3 if small else 0.05}[r["params"]["checkpoint"]]
+    path.write_text(json.dumps(doc))
+    assert stream.best_setting(path) == "--t0 10000.0"  # the better at 40000, the largest common checkpoint
+    # a setting that stopped short of 40000 (its last record a part's end): compared at 9000
     for r in doc["records"]:
         if r["params"]["block_size"] == 64 and r["params"]["checkpoint"] == 40000:
             r["params"]["part_end"] = True
     path.write_text(json.dumps(doc))
-    assert stream.best_setting(path) == expected(9000)
+    assert stream.best_setting(path) == f"--t0 {stream.T0!r} --block-size 64 --batch-size {2 * stream.CHUNK}"
+    # the other setting recorded 40000 only: no checkpoint in common, a clear error
+    doc["records"] = [r for r in doc["records"] if r["params"]["block_size"] == 64 or r["params"]["checkpoint"] == 40000]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="no checkpoint that all its settings crossed"):
+        stream.best_setting(path)

@@ -236,7 +236,9 @@ def test_sparse_rows_scores_refuse_arrays_that_do_not_agree():
     indptr, indices, values = rows
     bad = [((indptr[:-1], indices, values), W, offset, coef, work),  # indptr too short
            ((indptr, indices + 3, values), W, offset, coef, work),  # an index beyond d
-           ((indptr[::-1].copy(), indices, values), W, offset, coef, work),  # not increasing
+           ((indptr[::-1].copy(), indices, values), W, offset, coef, work),  # decreasing
+           ((np.array([0, 2, 1, 3, 4, 4, 4]), indices, values), W, offset, coef, work),  # not increasing inside
+           ((indptr, indices, values[:-1].copy()), W, offset, coef, work),  # values shorter than indices
            (rows, W[:3], offset, coef, work[:, :7]),  # W and work disagree... and d too small
            (rows, W, offset[:7], coef, work),  # a short offset
            (rows, W, offset, coef[:7], work),  # coef too short

@@ -213,13 +213,19 @@ def test_sparse_float64_rows_take_sparse_axpys_on_the_host(X, monkeypatch):
         want = features @ coef.reshape(-1, 2) * np.sqrt(2.0 / spec.block_size)
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-12 * np.abs(want).max())
         assert len(calls) == (2 if rows is Xs and op.backend is NUMPY else 0)  # the runs [0, 1, 2] and [5]
+    # without numba's loops (sparse_cos_scores gives None back) the GEMM takes over
+    monkeypatch.setattr(fast_cos, "sparse_cos_scores", lambda *a: calls.append(None))
+    calls.clear()
+    features = np.hstack([np.cos(Xs @ b.weights + b.offset) for b in map(spec.block, blocks)])
+    want = features @ coef.reshape(-1, 2) * np.sqrt(2.0 / spec.block_size)
+    np.testing.assert_allclose(op.scores(Xs, coef, blocks), want, rtol=0, atol=1e-12 * np.abs(want).max())
+    assert len(calls) == (2 if op.backend is NUMPY else 0)
+    monkeypatch.setattr(fast_cos, "sparse_cos_scores", lambda *a: calls.append(a[4].shape) or real(*a))
     # a run whose frequencies exceed SPARSE_WEIGHTS_BYTES takes the GEMM: here the run of three blocks
     import kernelscale.ops.features as ops_features
 
     monkeypatch.setattr(ops_features, "SPARSE_WEIGHTS_BYTES", 5 * spec.block_size * 8)
     calls.clear()
-    features = np.hstack([np.cos(Xs @ b.weights + b.offset) for b in map(spec.block, blocks)])
-    want = features @ coef.reshape(-1, 2) * np.sqrt(2.0 / spec.block_size)
     np.testing.assert_allclose(op.scores(Xs, coef, blocks), want, rtol=0, atol=1e-12 * np.abs(want).max())
     assert len(calls) == (1 if op.backend is NUMPY else 0)  # the run [5] only
 

@@ -434,6 +434,10 @@ def test_a_ridge_solve_on_the_device_equals_the_hosts_and_grows_the_ridge_as_it_
         np.testing.assert_allclose(on_device, on_host, rtol=rtol, atol=rtol * np.abs(on_host).max())
         assert np.array_equal(Ct.numpy(), C)  # not overwritten unless asked
         np.testing.assert_array_equal(backend.ridge_solve(Ct, G, 1e-9, overwrite=True), on_device)
+        assert not np.array_equal(Ct.numpy(), C)  # C was the work space
+        Cn = C.copy()  # a numpy C, whose memory torch's CPU tensor would share
+        np.testing.assert_array_equal(backend.ridge_solve(Cn, G, 1e-9), on_device)
+        assert np.array_equal(Cn, C)
     C[0, 0] = np.nan
     assert np.isnan(backend.ridge_solve(torch.as_tensor(C), G, 1e-9)).all()
 

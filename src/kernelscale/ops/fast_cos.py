@@ -299,7 +299,10 @@ def sparse_cos_scores(rows, weights, offset, coef, work):
     C-ordered float64 as the rows' space. Rows with few nonzeros (adult's one-hot 14 of 123)
     take a fraction of a dense GEMM's arithmetic, and no BLAS call alternates with the compiled
     loop (whose threads the BLAS's spinning threads slowed by 1.8x). The sums run in another
-    order than a GEMM's: equal to rounding. Returns None without numba (nothing is written)."""
+    order than a GEMM's: equal to rounding. ``indptr`` may be a slice of a larger matrix's (its
+    first value above 0), indices and values then being the whole matrix's. Arrays that disagree
+    in shape or layout, or indices beyond d, raise ValueError (the loop checks no bounds).
+    Returns None without numba (nothing is written)."""
     global _started
     if not _compile():
         return None

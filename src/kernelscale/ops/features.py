@@ -299,7 +299,9 @@ class FeatureOperator:
             for count in counts
         }
         rows = self.backend.asarray(X) if held else X
-        sparse = self._sparse_rows(X)
+        # X's nonzeros, when a run is small enough to take them (SPARSE_WEIGHTS_BYTES)
+        small = self._group and any(count * self._m * X.shape[1] * item <= SPARSE_WEIGHTS_BYTES for count in counts)
+        sparse = self._sparse_rows(X) if small else None
         # one projection buffer for the runs of one block count and their chunks (the chunk's
         # projection the budget counts): a fresh array per chunk (64 MB, beyond malloc's reuse)
         # was faulted in page by page each time, 8-9% of adult's prediction
@@ -316,7 +318,7 @@ class FeatureOperator:
                     # the frequencies as rows (d, count m), the phases and the coefficients as the
                     # kernel takes them: once per run
                     sparse_run = (np.ascontiguousarray(params[0].T), np.ascontiguousarray(params[1]),
-                                  np.ascontiguousarray(c.reshape(-1, k)))
+                                  np.ascontiguousarray(c.reshape(c.shape[0] * self._m, k)))
             else:
                 part, params, sparse_run = self._block_scores, self.block(start), None
             for s in range(0, n, chunk):

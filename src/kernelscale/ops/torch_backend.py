@@ -208,7 +208,8 @@ class TorchBackend:
         if self.device.type not in DEVICE_SOLVE_TYPES or D < DEVICE_SOLVE_ORDER:
             return ridge_solve(np.asarray(self.to_numpy(C), dtype=np.float64), G, ridge)
         A = self.asarray(C, np.float64)
-        if A is C and not overwrite:  # the caller's C stays as it was
+        shared = A is C or (isinstance(C, np.ndarray) and A.data_ptr() == C.__array_interface__["data"][0])
+        if shared and not overwrite:  # the caller's C stays as it was (torch's CPU shares numpy's memory)
             A = A.clone()
         if not bool(torch.isfinite(A).all()):
             return np.full(G.shape, np.nan)
