@@ -225,6 +225,22 @@ def test_sparse_rows_scores_equal_the_dense_formula():
     np.testing.assert_allclose(part, want[100:150], rtol=0, atol=1e-12 * np.abs(want[ordinary]).max())
 
 
+def test_sparse_rows_features_equal_the_dense_formula():
+    from kernelscale.ops.features import SparseRows
+
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(200, 30)) * (rng.random((200, 30)) < 0.2)
+    X[7, 2] = 1e7  # beyond the range: np.cos of the row's sum
+    W, offset = rng.normal(size=(30, 96)), rng.uniform(0, 2 * np.pi, size=96)
+    out = fc.sparse_cos_features(SparseRows(X).rows(0, 200), W, offset, 0.5, np.empty((200, 96)))
+    want = 0.5 * np.cos(X @ W + offset)
+    ordinary = np.arange(200) != 7
+    np.testing.assert_allclose(out[ordinary], want[ordinary], rtol=0, atol=1e-13)
+    assert np.all(np.abs(out[7]) <= 0.5)
+    with pytest.raises(ValueError, match="must agree"):
+        fc.sparse_cos_features(SparseRows(X).rows(0, 200), W, offset[:95], 0.5, np.empty((200, 96)))
+
+
 def test_sparse_rows_scores_refuse_arrays_that_do_not_agree():
     """The compiled loop checks no bounds, so its wrapper refuses what would read out of them."""
     from kernelscale.ops.features import SparseRows

@@ -230,6 +230,29 @@ def test_sparse_float64_rows_take_sparse_axpys_on_the_host(X, monkeypatch):
     assert len(calls) == (1 if op.backend is NUMPY else 0)  # the run [5] only
 
 
+def test_sparse_float64_rows_take_sparse_axpys_for_one_blocks_features(monkeypatch):
+    """``transform`` of one "cos" block (its features are whole rows of the output, as in the
+    doubly stochastic fit) on float64 rows with few nonzeros: from the nonzeros, the dense
+    features to 1e-12; several blocks side by side take the GEMM."""
+    pytest.importorskip("numba")
+    from kernelscale.ops import fast_cos
+
+    calls = []
+    real = fast_cos.sparse_cos_features
+    monkeypatch.setattr(fast_cos, "sparse_cos_features", lambda *a: calls.append(a[4].shape) or real(*a))
+    rng = np.random.default_rng(9)
+    Xs = np.zeros((300, 6))
+    Xs[np.arange(300), rng.integers(0, 6, size=300)] = rng.normal(size=300)
+    spec = spec_of("cos", d=6, block_size=64)
+    op = FeatureOperator(spec, BIG, cache_bytes=BIG)
+    for blocks in ([3], [3, 4]):
+        calls.clear()
+        got = op.transform(Xs, blocks)
+        want = np.hstack([np.cos(Xs @ b.weights + b.offset) for b in map(spec.block, blocks)]) * np.sqrt(2.0 / 64)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+        assert len(calls) == (1 if len(blocks) == 1 and op.backend is NUMPY else 0)
+
+
 def test_scores_do_not_depend_on_the_cache(X):
     spec = spec_of("cossin", block_size=8)
     coef = np.random.default_rng(2).normal(size=(700, 8, 2))  # 512 blocks per group: two groups

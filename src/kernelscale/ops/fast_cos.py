@@ -19,6 +19,12 @@ A Fourier block's phases and scale come with it: ``cos_inplace(a, offset, scale)
 scale * cos(a + offset) row by row in one pass over ``a`` (the three numpy passes took 1.75x as
 long on 16281 x 1024 values; the doubly stochastic fit on adult 11% less time in all).
 
+Rows with few nonzeros (one-hot data such as adult's 14 of 123): :func:`sparse_cos_scores` and
+:func:`sparse_cos_features` compute a Fourier block's projection from the nonzeros, one AXPY per
+nonzero per row, with the phases, this cosine and the scale (or the products with the
+coefficients) in the same row loop, while the row is in cache (``kernelscale.ops.features``
+chooses them: ``SPARSE_DENSITY``).
+
 Threads: numba's OpenMP pool is told to sleep between loops (``OMP_WAIT_POLICY=PASSIVE``, set
 on the first compile unless the environment already has it), since its spinning threads slowed
 the BLAS products between the cosines; a process forked after the pool started uses ``np.cos``
@@ -40,7 +46,8 @@ from decimal import Decimal, localcontext
 
 import numpy as np
 
-__all__ = ["cos_inplace", "sparse_cos_scores", "available", "load", "MIN_ROW", "MIN_ROWS", "MIN_SIZE", "LIMIT", "SEGMENT"]
+__all__ = ["cos_inplace", "sparse_cos_scores", "sparse_cos_features", "available", "load", "MIN_ROW", "MIN_ROWS",
+           "MIN_SIZE", "LIMIT", "SEGMENT"]
 
 #: arrays with fewer values use np.cos (the parallel loop's start-up costs more than it saves)
 MIN_SIZE = 1 << 15
@@ -69,6 +76,7 @@ _SIN = tuple((-1) ** j / math.factorial(2 * j + 1) for j in range(1, 9))
 _kernel = None
 _rows_kernel = None  # the row kernel of cos_inplace(a, offset, scale), compiled with _kernel
 _sparse_kernel = None  # the row kernel of sparse_cos_scores, compiled with _kernel
+_sparse_features_kernel = None  # the row kernel of sparse_cos_features, compiled with _kernel
 prange = range  # numba.prange once numba is imported (_compile)
 _started = False  # the parallel kernel has been loaded in this process (its thread pool exists)
 _compile_lock = threading.Lock()
@@ -103,6 +111,7 @@ def _compile_once():
     _count_outside = helper(getattr(_count_outside, "py_func", _count_outside))
     _cos_segment = helper(getattr(_cos_segment, "py_func", _cos_segment))
     global _add_row, _scale_row, _rows_kernel, _copy_row, _axpy_row, _dot_column, _sparse_kernel
+    global _sparse_features_kernel
     _add_row = helper(getattr(_add_row, "py_func", _add_row))
     _scale_row = helper(getattr(_scale_row, "py_func", _scale_row))
     _copy_row = helper(getattr(_copy_row, "py_func", _copy_row))
@@ -111,6 +120,7 @@ def _compile_once():
     parallel = numba.njit(parallel=True, nogil=True, fastmath=False, cache=True)
     _rows_kernel = parallel(_cos_rows_loop)
     _sparse_kernel = parallel(_sparse_rows_loop)
+    _sparse_features_kernel = parallel(_sparse_features_loop)
     kernel = parallel(_cos_loop)
     _kernel = kernel
     return _kernel
@@ -229,6 +239,22 @@ def _sparse_rows_loop(indptr, indices, values, weights, offset, coef, a, scores,
                 scores[r, j] = _dot_column(row, coef, j)
 
 
+def _sparse_features_loop(indptr, indices, values, weights, offset, scale, a, outside):
+    """The sparse row kernel of features: row r of ``a`` gets scale * cos(offset + the sum of
+    values[p] weights[indices[p]] over the nonzeros p of row r) when that lies in (-LIMIT, LIMIT);
+    other rows are flagged in ``outside`` with the sum only."""
+    for r in prange(a.shape[0]):
+        row = a[r]
+        _copy_row(row, offset)
+        for p in range(indptr[r], indptr[r + 1]):
+            _axpy_row(row, values[p], weights[indices[p]])
+        if _count_outside(row):
+            outside[r] = 1
+        else:
+            _cos_segment(row)
+            _scale_row(row, scale)
+
+
 def _dot_column(row, coef, j):
     total = 0.0
     for i in range(row.size):
@@ -309,15 +335,8 @@ def sparse_cos_scores(rows, weights, offset, coef, work):
     _started = True
     indptr, indices, values = rows
     n, D = work.shape
-    # the compiled loop checks no bounds: shapes and layouts first
-    arrays = (indptr, indices, values, weights, offset, coef, work)
-    used = indices[indptr[0] : indptr[-1]] if indptr.shape == (n + 1,) else indices
-    if (indptr.shape != (n + 1,) or indices.shape != values.shape or weights.shape[1] != D or offset.shape != (D,)
-            or coef.ndim != 2 or coef.shape[0] != D or not all(a.flags.c_contiguous for a in arrays)
-            or not 0 <= indptr[0] <= indptr[-1] <= indices.size or np.any(np.diff(indptr) < 0)
-            or (used.size and not 0 <= used.min() <= used.max() < weights.shape[0])):
-        raise ValueError("sparse_cos_scores: rows (indptr (n + 1,), indices, values), weights (d, D), offset (D,), "
-                         "coef (D, k) and work (n, D) must agree and be C-contiguous, indices within 0 .. d - 1.")
+    _check_sparse("sparse_cos_scores", rows, weights, offset, work,
+                  coef.ndim == 2 and coef.shape[0] == D and coef.flags.c_contiguous)
     scores = np.empty((n, coef.shape[1]))
     outside = np.zeros(n, dtype=np.uint8)
     _sparse_kernel(indptr, indices, values, weights, offset, coef, work, scores, outside)
@@ -326,6 +345,38 @@ def sparse_cos_scores(rows, weights, offset, coef, work):
         np.cos(row, out=row)
         scores[r] = row @ coef
     return scores
+
+
+def sparse_cos_features(rows, weights, offset, scale, out):
+    """scale * cos(X W + offset) into ``out`` (n, D) float64 C-ordered, for the rows of X given by
+    their nonzeros and W ``weights`` (d, D), as :func:`sparse_cos_scores` takes them: per row, the
+    phases, one AXPY per nonzero, the cosine and the scale in one numba loop (the features of a
+    Fourier block on one-hot rows). Returns ``out``, or None without numba (nothing written)."""
+    global _started
+    if not _compile():
+        return None
+    _started = True
+    _check_sparse("sparse_cos_features", rows, weights, offset, out, True)
+    outside = np.zeros(out.shape[0], dtype=np.uint8)
+    _sparse_features_kernel(*rows, weights, offset, float(scale), out, outside)
+    for r in np.flatnonzero(outside):  # the projection is in; the cosine and scale left to numpy
+        row = out[r]
+        np.cos(row, out=row)
+        row *= scale
+    return out
+
+
+def _check_sparse(name, rows, weights, offset, work, coef_agrees):
+    """The compiled sparse loops check no bounds: their arrays' shapes, layouts and indices first."""
+    indptr, indices, values = rows
+    n, D = work.shape
+    used = indices[indptr[0] : indptr[-1]] if indptr.shape == (n + 1,) else indices
+    if (not coef_agrees or indptr.shape != (n + 1,) or indices.shape != values.shape or weights.shape[1] != D
+            or offset.shape != (D,) or not all(a.flags.c_contiguous for a in (*rows, weights, offset, work))
+            or not 0 <= indptr[0] <= indptr[-1] <= indices.size or np.any(np.diff(indptr) < 0)
+            or (used.size and not 0 <= used.min() <= used.max() < weights.shape[0])):
+        raise ValueError(f"{name}: rows (indptr (n + 1,), indices, values), weights (d, D), offset (D,), "
+                         "coef (D, k) and work (n, D) must agree and be C-contiguous, indices within 0 .. d - 1.")
 
 
 def _cos(a):
