@@ -251,6 +251,15 @@ def test_sparse_float64_rows_take_sparse_axpys_for_one_blocks_features(monkeypat
         want = np.hstack([np.cos(Xs @ b.weights + b.offset) for b in map(spec.block, blocks)]) * np.sqrt(2.0 / 64)
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
         assert len(calls) == (1 if len(blocks) == 1 and op.backend is NUMPY else 0)
+    want = np.cos(Xs @ spec.block(3).weights + spec.block(3).offset) * np.sqrt(2.0 / 64)
+    # row chunks (a budget of about 100 rows of features): each chunk's slice of the nonzeros
+    small = FeatureOperator(spec, want.nbytes + spec.block_bytes + 100 * 64 * 8 * (spec.workspace + 1))
+    calls.clear()
+    np.testing.assert_allclose(small.transform(Xs, [3]), want, rtol=0, atol=1e-12)
+    assert len(calls) == (3 if small.backend is NUMPY else 0)  # chunks of 100 rows
+    # without numba's loops (None back) the GEMM writes every feature
+    monkeypatch.setattr(fast_cos, "sparse_cos_features", lambda *a: calls.append(None))
+    np.testing.assert_allclose(FeatureOperator(spec, BIG).transform(Xs, [3]), want, rtol=0, atol=1e-12)
 
 
 def test_scores_do_not_depend_on_the_cache(X):

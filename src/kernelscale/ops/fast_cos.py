@@ -141,6 +141,10 @@ def load():
 
         kernel.compile((types.float64[::1], types.uint8[::1]))
         _rows_kernel.compile((types.float64[:, ::1], types.float64[::1], types.float64, types.uint8[::1]))
+        rows = (types.int64[::1], types.int64[::1], types.float64[::1], types.float64[:, ::1], types.float64[::1])
+        _sparse_kernel.compile((*rows, types.float64[:, ::1], types.float64[:, ::1], types.float64[:, ::1],
+                                types.uint8[::1]))
+        _sparse_features_kernel.compile((*rows, types.float64, types.float64[:, ::1], types.uint8[::1]))
         _sparse_kernel.compile((types.int64[::1], types.int64[::1], types.float64[::1], types.float64[:, ::1],
                                 types.float64[::1], types.float64[:, ::1], types.float64[:, ::1],
                                 types.float64[:, ::1], types.uint8[::1]))
@@ -335,7 +339,8 @@ def sparse_cos_scores(rows, weights, offset, coef, work):
     _started = True
     indptr, indices, values = rows
     n, D = work.shape
-    _check_sparse("sparse_cos_scores", rows, weights, offset, work,
+    _check_sparse("sparse_cos_scores: rows (indptr (n + 1,), indices, values), weights (d, D), offset (D,), "
+                  "coef (D, k) and work (n, D)", rows, weights, offset, work,
                   coef.ndim == 2 and coef.shape[0] == D and coef.flags.c_contiguous)
     scores = np.empty((n, coef.shape[1]))
     outside = np.zeros(n, dtype=np.uint8)
@@ -356,7 +361,8 @@ def sparse_cos_features(rows, weights, offset, scale, out):
     if not _compile():
         return None
     _started = True
-    _check_sparse("sparse_cos_features", rows, weights, offset, out, True)
+    _check_sparse("sparse_cos_features: rows (indptr (n + 1,), indices, values), weights (d, D), offset (D,) "
+                  "and out (n, D)", rows, weights, offset, out, True)
     outside = np.zeros(out.shape[0], dtype=np.uint8)
     _sparse_features_kernel(*rows, weights, offset, float(scale), out, outside)
     for r in np.flatnonzero(outside):  # the projection is in; the cosine and scale left to numpy
@@ -366,8 +372,9 @@ def sparse_cos_features(rows, weights, offset, scale, out):
     return out
 
 
-def _check_sparse(name, rows, weights, offset, work, coef_agrees):
-    """The compiled sparse loops check no bounds: their arrays' shapes, layouts and indices first."""
+def _check_sparse(arrays, rows, weights, offset, work, coef_agrees):
+    """The compiled sparse loops check no bounds: their arrays' shapes, layouts and indices first
+    (``arrays``: the function and the arrays it takes, for the message)."""
     indptr, indices, values = rows
     n, D = work.shape
     used = indices[indptr[0] : indptr[-1]] if indptr.shape == (n + 1,) else indices
@@ -375,8 +382,7 @@ def _check_sparse(name, rows, weights, offset, work, coef_agrees):
             or offset.shape != (D,) or not all(a.flags.c_contiguous for a in (*rows, weights, offset, work))
             or not 0 <= indptr[0] <= indptr[-1] <= indices.size or np.any(np.diff(indptr) < 0)
             or (used.size and not 0 <= used.min() <= used.max() < weights.shape[0])):
-        raise ValueError(f"{name}: rows (indptr (n + 1,), indices, values), weights (d, D), offset (D,), "
-                         "coef (D, k) and work (n, D) must agree and be C-contiguous, indices within 0 .. d - 1.")
+        raise ValueError(f"{arrays} must agree and be C-contiguous, with indices within 0 .. d - 1.")
 
 
 def _cos(a):

@@ -118,6 +118,7 @@ class FeatureOperator:
         """Set the budget and the cache's size for the next calls (an operator kept between
         calls); cached parameters beyond the new size are dropped, the latest first."""
         self.budget, self.cache_bytes = int(budget), max(int(cache_bytes), 0)
+        self._nonzeros = None
         for key in reversed(list(self._kept)):
             if self._used <= self.cache_bytes:
                 break
@@ -230,8 +231,9 @@ class FeatureOperator:
                 continue
             # the features are written in place, so rows are cut only where the budget requires
             chunk = self._chunk(n, width, fixed=fixed + self.spec.block_bytes)
-            if sparse is None and width == out.shape[1] and width * X.shape[1] * X.dtype.itemsize <= SPARSE_WEIGHTS_BYTES:
-                sparse = self._sparse_rows(X) or False  # a block's features as whole rows of out, from X's nonzeros
+            if (sparse is None and len(blocks) == 1 and self.backend is NUMPY and out.flags.c_contiguous
+                    and width * X.shape[1] * X.dtype.itemsize <= SPARSE_WEIGHTS_BYTES):
+                sparse = self._sparse_rows(X) or False  # one block's features, whole rows of out, from X's nonzeros
             for i, t in enumerate(range(start, stop), start=j):
                 block = self.block(t)
                 if sparse and type(block) is FourierBlock and block.offset is not None:
@@ -341,15 +343,18 @@ class FeatureOperator:
         """X's nonzeros (:class:`SparseRows`) when ``scores`` and ``transform`` take its "cos"
         blocks by sparse AXPYs (SPARSE_DENSITY; float64 on the host, numba installed, the
         nonzeros' arrays within an eighth of the budget), else None."""
-        cached = self._nonzeros  # the last X's (the doubly stochastic fit transforms one X per block)
+        if not (self.backend is NUMPY and X.dtype == np.float64 and self.spec.method == "cos" and X.size
+                and fast_cos.available()):
+            return None
+        # the last X's, by the array object (the doubly stochastic fit transforms one X per block):
+        # an operator's rows are not changed in place between its calls (operators live for one
+        # fit or prediction on the host; limit(), the door of a kept operator, forgets them)
+        cached = self._nonzeros
         if cached is not None and cached[0] is X:
             return cached[1]
-        sparse = None
-        if (self.backend is NUMPY and X.dtype == np.float64 and self.spec.method == "cos" and X.size
-                and fast_cos.available()):
-            nnz = np.count_nonzero(X)
-            if nnz <= SPARSE_DENSITY * X.size and SparseRows.bytes(X.shape[0], nnz) <= self.budget // 8:
-                sparse = SparseRows(X)
+        nnz = np.count_nonzero(X)
+        fits = nnz <= SPARSE_DENSITY * X.size and SparseRows.bytes(X.shape[0], nnz) <= self.budget // 8
+        sparse = SparseRows(X) if fits else None
         self._nonzeros = (X, sparse)
         return sparse
 
