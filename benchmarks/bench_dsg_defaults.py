@@ -44,7 +44,13 @@ the classification losses (0.5, 1e-2) was the best or within noise of it everywh
 against 19.6%): the classifier's defaults since session 15. The squared loss lost 1.2-3.7x its
 RMSE at step 0.5 on three of four sets and keeps (1, 1e-3) (benchmarks/README.md).
 
-Run: ``python benchmarks/bench_dsg_defaults.py [--quick] [--part small|adult|qm7|solver|t0|damping ...]`` (under
+Part ``blocks`` (the preconditioned solver's block and batch, issue #17 item 2): the same splits
+with at least BLOCKS_MIN_ROWS fit rows, the preconditioned solver at the (block_size,
+batch_size) of BLOCKS_GRID, four passes as its "auto". On a stream of virtual digits the
+authors' blocks of 8192 with batches of 32768 had cut the error per example seen by a quarter
+(benchmarks/bench_dsg_stream.py); on 2 cores a block's covariance costs batch x block^2 a step.
+
+Run: ``python benchmarks/bench_dsg_defaults.py [--quick] [--part small|adult|qm7|solver|t0|damping|blocks ...]`` (under
 ``flock /tmp/kernelscale-heavy.lock`` on a shared machine). Results: results/dsg_defaults.json.
 """
 
@@ -65,7 +71,7 @@ from harness import Suite, cli_main  # noqa: E402
 
 SUITE = "dsg_defaults"
 SEED = 0
-PARTS = ("small", "adult", "qm7", "solver", "t0", "damping")
+PARTS = ("small", "adult", "qm7", "solver", "t0", "damping", "blocks")
 #: part "t0": the preconditioned solver's t0 in passes over the fit part (1 is its "auto")
 T0_PASSES = (1, 4, 1e4)
 logger = logging.getLogger("kernelscale.benchmarks.dsg_defaults")
@@ -78,6 +84,10 @@ SMALL_GRID = ([(p, m, f) for p in (2, 4, 8) for m in (16, 32, 64) for f in (1024
 FORMER = (None, 200, 51200)
 #: part "damping": (step_size, precond_ridge) of the preconditioned solver ((1, 1e-3) was its "auto")
 DAMPING_GRID = [(step, ridge) for step in (1.0, 0.5) for ridge in (1e-3, 1e-2, 0.1, 0.3)]
+#: part "blocks": (block_size, batch_size) of the preconditioned solver ((1024, 4096) is its "auto"),
+#: on the fit parts of at least BLOCKS_MIN_ROWS rows
+BLOCKS_GRID = [(1024, 4096), (2048, 8192), (4096, 16384)]
+BLOCKS_MIN_ROWS = 16384
 #: (batch_size, block_size, passes) of part "adult"
 ADULT_GRID = [(256, 256, 3), (256, 128, 2), (512, 128, 5), (1024, 128, 6), (1024, 256, 5)]
 #: (n_iter, block_size) of part "qm7" (squared loss)
@@ -274,6 +284,17 @@ def _damping_rows(suite, dataset, task, make, Xf, yf, Xv, yv, peer_err=None, sco
                  Xf, yf, Xv, yv, peer_err, score, {"step_size": step, "precond_ridge": ridge})
 
 
+def _blocks_rows(suite, dataset, task, make, Xf, yf, Xv, yv, peer_err=None, score=None):
+    """The preconditioned solver at the (block_size, batch_size) of BLOCKS_GRID, the rest at its
+    defaults (four passes), on one fit / validation split of at least BLOCKS_MIN_ROWS fit rows."""
+    if Xf.shape[0] < BLOCKS_MIN_ROWS:
+        return
+    for block, batch in BLOCKS_GRID:
+        est = make("preconditioned").set_params(block_size=block, batch_size=batch)
+        _fit_row(suite, f"blocks: {dataset}", f"DSG preconditioned, block {block}, batch {batch}", est, task,
+                 Xf, yf, Xv, yv, peer_err, score, {"block_size": block, "batch_size": batch})
+
+
 def run_solver(suite, quick=False, datasets=None, rows=_solver_rows):
     from sklearn.model_selection import train_test_split
 
@@ -346,6 +367,8 @@ def run(quick=False, out_dir=None, parts=None, datasets=None):
             run_solver(suite, quick, datasets, rows=_t0_rows)
         if "damping" in parts:
             run_solver(suite, quick, datasets, rows=_damping_rows)
+        if "blocks" in parts:
+            run_solver(suite, quick, datasets, rows=_blocks_rows)
     return suite.write(plot=False)
 
 
