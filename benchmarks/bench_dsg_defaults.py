@@ -271,28 +271,31 @@ def _t0_rows(suite, dataset, task, make, Xf, yf, Xv, yv, peer_err=None, score=No
                  Xv, yv, peer_err, score, {"t0_passes": passes, "t0": passes * one_pass})
 
 
+def _preconditioned_grid(suite, part, dataset, task, make, Xf, yf, Xv, yv, peer_err, score, settings):
+    """The preconditioned solver at each of ``settings`` ((name, its parameters)), the rest at its defaults."""
+    for name, params in settings:
+        _fit_row(suite, f"{part}: {dataset}", f"DSG preconditioned, {name}", make("preconditioned").set_params(**params),
+                 task, Xf, yf, Xv, yv, peer_err, score, params)
+
+
 def _damping_rows(suite, dataset, task, make, Xf, yf, Xv, yv, peer_err=None, score=None):
     """The preconditioned solver at the (step_size, precond_ridge) of DAMPING_GRID, the rest at
     its defaults, on one fit / validation split of at least 2048 fit rows (where "auto" runs it)."""
     from kernelscale.doubly_stochastic import _AUTO_PRECONDITIONED_ROWS
 
-    if Xf.shape[0] < _AUTO_PRECONDITIONED_ROWS:
-        return
-    for step, ridge in DAMPING_GRID:
-        est = make("preconditioned").set_params(step_size=step, precond_ridge=ridge)
-        _fit_row(suite, f"damping: {dataset}", f"DSG preconditioned, step {step:g}, ridge {ridge:g}", est, task,
-                 Xf, yf, Xv, yv, peer_err, score, {"step_size": step, "precond_ridge": ridge})
+    if Xf.shape[0] >= _AUTO_PRECONDITIONED_ROWS:
+        _preconditioned_grid(suite, "damping", dataset, task, make, Xf, yf, Xv, yv, peer_err, score,
+                             [(f"step {step:g}, ridge {ridge:g}", {"step_size": step, "precond_ridge": ridge})
+                              for step, ridge in DAMPING_GRID])
 
 
 def _blocks_rows(suite, dataset, task, make, Xf, yf, Xv, yv, peer_err=None, score=None):
     """The preconditioned solver at the (block_size, batch_size) of BLOCKS_GRID, the rest at its
     defaults (four passes), on one fit / validation split of at least BLOCKS_MIN_ROWS fit rows."""
-    if Xf.shape[0] < BLOCKS_MIN_ROWS:
-        return
-    for block, batch in BLOCKS_GRID:
-        est = make("preconditioned").set_params(block_size=block, batch_size=batch)
-        _fit_row(suite, f"blocks: {dataset}", f"DSG preconditioned, block {block}, batch {batch}", est, task,
-                 Xf, yf, Xv, yv, peer_err, score, {"block_size": block, "batch_size": batch})
+    if Xf.shape[0] >= BLOCKS_MIN_ROWS:
+        _preconditioned_grid(suite, "blocks", dataset, task, make, Xf, yf, Xv, yv, peer_err, score,
+                             [(f"block {block}, batch {batch}", {"block_size": block, "batch_size": batch})
+                              for block, batch in BLOCKS_GRID])
 
 
 def run_solver(suite, quick=False, datasets=None, rows=_solver_rows):

@@ -34,6 +34,27 @@ def arrays(block):
     return [v for v in vars(block).values() if isinstance(v, np.ndarray)]
 
 
+def one_hot_rows(n, d, seed):
+    """n float64 rows of d columns with one nonzero each (as one-hot data: few nonzeros)."""
+    rng = np.random.default_rng(seed)
+    rows = np.zeros((n, d))
+    rows[np.arange(n), rng.integers(0, d, size=n)] = rng.normal(size=n)
+    return rows
+
+
+def spy(monkeypatch, module, name, calls):
+    """Replace module.name by a wrapper that appends the shape of its fifth argument to ``calls``."""
+    real = getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *a: calls.append(a[4].shape) or real(*a))
+    return real
+
+
+def dense_cos_features(X, spec, blocks):
+    """The features of "cos" blocks by their formula, sqrt(2 / m) cos(X W + b), in float64."""
+    features = np.hstack([np.cos(X @ b.weights + b.offset) for b in map(spec.block, blocks)]).astype(np.float64)
+    return features * np.sqrt(2.0 / spec.block_size)
+
+
 @pytest.fixture(scope="module")
 def X():
     return np.random.default_rng(0).normal(size=(37, 5))
@@ -179,8 +200,7 @@ def test_float32_phases_go_into_the_gemm_on_the_host(verb, X, monkeypatch):
         coef = np.random.default_rng(5).normal(size=(len(blocks), spec.n_features_out, 3)).astype(dtype)
         op = FeatureOperator(spec, BIG)
         got = op.scores(Xd, coef, blocks) if verb == "scores" else op.transform(Xd, blocks)
-        features = np.hstack([np.cos(Xd @ b.weights + b.offset) for b in map(spec.block, blocks)]).astype(np.float64)
-        features *= np.sqrt(2.0 / spec.block_size)
+        features = dense_cos_features(Xd, spec, blocks)
         want = features @ coef.reshape(-1, 3).astype(np.float64) if verb == "scores" else features
         assert got.dtype == dtype
         np.testing.assert_allclose(got, want, rtol=0, atol=(2e-5 if dtype == np.float32 else 1e-12) * np.abs(want).max())
@@ -196,11 +216,9 @@ def test_sparse_float64_rows_take_sparse_axpys_on_the_host(X, monkeypatch):
     from kernelscale.ops.features import SPARSE_DENSITY
 
     calls = []
-    real = fast_cos.sparse_cos_scores
-    monkeypatch.setattr(fast_cos, "sparse_cos_scores", lambda *a: calls.append(a[4].shape) or real(*a))
+    real = spy(monkeypatch, fast_cos, "sparse_cos_scores", calls)
+    Xs = one_hot_rows(200, 5, seed=8)
     rng = np.random.default_rng(8)
-    Xs = np.zeros((200, 5))
-    Xs[np.arange(200), rng.integers(0, 5, size=200)] = rng.normal(size=200)  # one nonzero of five per row
     assert np.count_nonzero(Xs) <= SPARSE_DENSITY * Xs.size
     spec = spec_of("cos", block_size=GROUP_COLUMNS // 4)
     blocks = [0, 1, 2, 5]
@@ -209,15 +227,13 @@ def test_sparse_float64_rows_take_sparse_axpys_on_the_host(X, monkeypatch):
     for rows in (Xs, X):
         calls.clear()
         got = op.scores(rows, coef, blocks)
-        features = np.hstack([np.cos(rows @ b.weights + b.offset) for b in map(spec.block, blocks)])
-        want = features @ coef.reshape(-1, 2) * np.sqrt(2.0 / spec.block_size)
+        want = dense_cos_features(rows, spec, blocks) @ coef.reshape(-1, 2)
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-12 * np.abs(want).max())
         assert len(calls) == (2 if rows is Xs and op.backend is NUMPY else 0)  # the runs [0, 1, 2] and [5]
     # without numba's loops (sparse_cos_scores gives None back) the GEMM takes over
     monkeypatch.setattr(fast_cos, "sparse_cos_scores", lambda *a: calls.append(None))
     calls.clear()
-    features = np.hstack([np.cos(Xs @ b.weights + b.offset) for b in map(spec.block, blocks)])
-    want = features @ coef.reshape(-1, 2) * np.sqrt(2.0 / spec.block_size)
+    want = dense_cos_features(Xs, spec, blocks) @ coef.reshape(-1, 2)
     np.testing.assert_allclose(op.scores(Xs, coef, blocks), want, rtol=0, atol=1e-12 * np.abs(want).max())
     assert len(calls) == (2 if op.backend is NUMPY else 0)
     monkeypatch.setattr(fast_cos, "sparse_cos_scores", lambda *a: calls.append(a[4].shape) or real(*a))
@@ -238,20 +254,17 @@ def test_sparse_float64_rows_take_sparse_axpys_for_one_blocks_features(monkeypat
     from kernelscale.ops import fast_cos
 
     calls = []
-    real = fast_cos.sparse_cos_features
-    monkeypatch.setattr(fast_cos, "sparse_cos_features", lambda *a: calls.append(a[4].shape) or real(*a))
-    rng = np.random.default_rng(9)
-    Xs = np.zeros((300, 6))
-    Xs[np.arange(300), rng.integers(0, 6, size=300)] = rng.normal(size=300)
+    spy(monkeypatch, fast_cos, "sparse_cos_features", calls)
+    Xs = one_hot_rows(300, 6, seed=9)
     spec = spec_of("cos", d=6, block_size=64)
     op = FeatureOperator(spec, BIG, cache_bytes=BIG)
     for blocks in ([3], [3, 4]):
         calls.clear()
         got = op.transform(Xs, blocks)
-        want = np.hstack([np.cos(Xs @ b.weights + b.offset) for b in map(spec.block, blocks)]) * np.sqrt(2.0 / 64)
+        want = dense_cos_features(Xs, spec, blocks)
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
         assert len(calls) == (1 if len(blocks) == 1 and op.backend is NUMPY else 0)
-    want = np.cos(Xs @ spec.block(3).weights + spec.block(3).offset) * np.sqrt(2.0 / 64)
+    want = dense_cos_features(Xs, spec, [3])
     # row chunks (a budget of about 100 rows of features): each chunk's slice of the nonzeros
     small = FeatureOperator(spec, want.nbytes + spec.block_bytes + 100 * 64 * 8 * (spec.workspace + 1))
     calls.clear()

@@ -113,12 +113,13 @@ def _compile_once():
     _count_outside = helper(getattr(_count_outside, "py_func", _count_outside))
     _cos_segment = helper(getattr(_cos_segment, "py_func", _cos_segment))
     global _add_row, _scale_row, _rows_kernel, _copy_row, _axpy_row, _dot_column, _sparse_kernel
-    global _sparse_features_kernel
+    global _sparse_features_kernel, _sparse_cos_row
     _add_row = helper(getattr(_add_row, "py_func", _add_row))
     _scale_row = helper(getattr(_scale_row, "py_func", _scale_row))
     _copy_row = helper(getattr(_copy_row, "py_func", _copy_row))
     _axpy_row = helper(getattr(_axpy_row, "py_func", _axpy_row))
     _dot_column = helper(getattr(_dot_column, "py_func", _dot_column))
+    _sparse_cos_row = helper(getattr(_sparse_cos_row, "py_func", _sparse_cos_row))
     parallel = numba.njit(parallel=True, nogil=True, fastmath=False, cache=True)
     _rows_kernel = parallel(_cos_rows_loop)
     _sparse_kernel = parallel(_sparse_rows_loop)
@@ -226,37 +227,40 @@ def _cos_rows_loop(a, offset, scale, outside):
 
 
 def _sparse_rows_loop(indptr, indices, values, weights, offset, coef, a, scores, outside):
-    """The sparse row kernel: row r of ``a`` gets offset + sum_p values[p] weights[indices[p]]
-    over the nonzeros p = indptr[r] .. indptr[r + 1] - 1 of row r; when all its values lie in
-    (-LIMIT, LIMIT), their cosine, and ``scores[r]`` the products of that row with the columns of
-    ``coef``; other rows are flagged in ``outside`` with the projection and phases only."""
+    """The sparse row kernel of scores: row r of ``a`` gets cos(offset + the sum of values[p]
+    weights[indices[p]] over the nonzeros p of row r) and ``scores[r]`` its products with the
+    columns of ``coef`` (:func:`_sparse_cos_row`); rows beyond the range are flagged in ``outside``."""
     for r in prange(a.shape[0]):
         row = a[r]
-        _copy_row(row, offset)
-        for p in range(indptr[r], indptr[r + 1]):
-            _axpy_row(row, values[p], weights[indices[p]])
-        if _count_outside(row):
-            outside[r] = 1
-        else:
-            _cos_segment(row)
+        if _sparse_cos_row(row, indptr[r], indptr[r + 1], indices, values, weights, offset):
             for j in range(coef.shape[1]):
                 scores[r, j] = _dot_column(row, coef, j)
+        else:
+            outside[r] = 1
 
 
 def _sparse_features_loop(indptr, indices, values, weights, offset, scale, a, outside):
     """The sparse row kernel of features: row r of ``a`` gets scale * cos(offset + the sum of
-    values[p] weights[indices[p]] over the nonzeros p of row r) when that lies in (-LIMIT, LIMIT);
-    other rows are flagged in ``outside`` with the sum only."""
+    values[p] weights[indices[p]] over the nonzeros p of row r) (:func:`_sparse_cos_row`); rows
+    beyond the range are flagged in ``outside``."""
     for r in prange(a.shape[0]):
         row = a[r]
-        _copy_row(row, offset)
-        for p in range(indptr[r], indptr[r + 1]):
-            _axpy_row(row, values[p], weights[indices[p]])
-        if _count_outside(row):
-            outside[r] = 1
-        else:
-            _cos_segment(row)
+        if _sparse_cos_row(row, indptr[r], indptr[r + 1], indices, values, weights, offset):
             _scale_row(row, scale)
+        else:
+            outside[r] = 1
+
+
+def _sparse_cos_row(row, start, stop, indices, values, weights, offset):
+    """row <- offset + sum_p values[p] weights[indices[p]] over p = start .. stop - 1, then its
+    cosine when all its values lie in (-LIMIT, LIMIT): True; else False, the row holding the sum."""
+    _copy_row(row, offset)
+    for p in range(start, stop):
+        _axpy_row(row, values[p], weights[indices[p]])
+    if _count_outside(row):
+        return False
+    _cos_segment(row)
+    return True
 
 
 def _dot_column(row, coef, j):

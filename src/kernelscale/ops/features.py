@@ -46,14 +46,14 @@ GROUP_COLUMNS = 4096
 #: larger ones make fewer threaded BLAS calls (on two threads 256 MB was twice as fast as 8 MB);
 #: at 64 MB predictions were as fast as before grouping, or faster, on one and on two threads
 PROJECTION_BYTES = 64 * 2**20
-#: float64 rows on the host with at most this fraction of nonzeros take ``scores`` of "cos"
-#: blocks by sparse AXPYs with the cosine and the products with the coefficients fused
-#: (:func:`~kernelscale.ops.fast_cos.sparse_cos_scores`; ``transform`` of one block likewise,
-#: :func:`~kernelscale.ops.fast_cos.sparse_cos_features`: adult's doubly stochastic fit 9.6 -> 8.0 s)
-#: instead of a GEMM, the cosine and a GEMV:
-#: 0.38 / 0.61 / 0.87 / 1.28 of their time at 5 / 11 / 25 / 35% nonzeros (8192 rows, d = 123,
-#: 1024 features, 2 cores); adult's one-hot rows (11%) predict in 0.58 of the time. float32 rows
-#: keep the GEMM (numpy's SIMD cosine made the sparse loops slower at every density)
+#: float64 rows on the host with at most this fraction of nonzeros take the "cos" blocks of
+#: ``scores`` (and of a one-block ``transform``) from their nonzeros: one AXPY per nonzero, the
+#: cosine and the products with the coefficients (or the scale) in one row loop
+#: (:func:`~kernelscale.ops.fast_cos.sparse_cos_scores`, ``sparse_cos_features``), not a GEMM, a
+#: cosine pass and a GEMV. Measured on 2 cores (8192 rows, d = 123, 1024 features): 0.38 / 0.61 /
+#: 0.87 / 1.28 of the dense time at 5 / 11 / 25 / 35% nonzeros; adult (11%) predicts in 0.58 of
+#: the time and fits in 0.84. float32 rows keep the GEMM (numpy's SIMD cosine made the sparse
+#: loops slower at every density).
 SPARSE_DENSITY = 0.25
 #: ... and whose run of blocks has at most this many bytes of frequencies: each row's AXPYs read
 #: them from cache (MNIST's rows, 19% nonzeros of 784: 0.87 / 0.95 / 1.40 of the dense time for
