@@ -18,8 +18,8 @@ features are 0/1, so float32 holds them exactly): a model takes its data's dtype
 predicting in float32 with float32 GEMMs and numpy's vectorised float32 cosine. On 2 cores the
 float64 model's dense arithmetic alone (its bound) is only about 5x faster than LIBSVM's
 prediction; the library computes float64 rows with few nonzeros (adult's one-hot 11%) from their
-nonzeros instead (``kernelscale.ops.features.SPARSE_DENSITY``), under that bound (0.56-0.67x of
-it in the runs of 2026-11-27: 7.3-9.4x faster than LIBSVM, whose own time varies from run to run).
+nonzeros instead (``kernelscale.ops.features.SPARSE_DENSITY``), under that bound (0.54-0.67x of
+it in the runs of 2026-11-27: 7.3-9.9x faster than LIBSVM, whose own time varies from run to run).
 The float32 model does the dense arithmetic in half the bytes.
 
 ``--devices cuda`` predicts on a GPU instead (float32 there, as the library computes float64
