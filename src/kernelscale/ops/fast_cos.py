@@ -149,9 +149,6 @@ def load():
         _sparse_kernel.compile((*rows, types.float64[:, ::1], types.float64[:, ::1], types.float64[:, ::1],
                                 types.uint8[::1]))
         _sparse_features_kernel.compile((*rows, types.float64, types.float64[:, ::1], types.uint8[::1]))
-        _sparse_kernel.compile((types.int64[::1], types.int64[::1], types.float64[::1], types.float64[:, ::1],
-                                types.float64[::1], types.float64[:, ::1], types.float64[:, ::1],
-                                types.float64[:, ::1], types.uint8[::1]))
         _started = True
     return bool(kernel)
 
@@ -378,7 +375,8 @@ def sparse_cos_features(rows, weights, offset, scale, out):
     _check_sparse("sparse_cos_features: rows (indptr (n + 1,), indices, values), weights (d, D), offset (D,) "
                   "and out (n, D)", rows, weights, offset, out, True)
     outside = np.zeros(out.shape[0], dtype=np.uint8)
-    _sparse_features_kernel(*rows, weights, offset, float(scale), out, outside)
+    indptr, indices, values = rows
+    _sparse_features_kernel(indptr, indices, values, weights, offset, float(scale), out, outside)
     for r in np.flatnonzero(outside):  # the projection is in; the cosine and scale left to numpy
         row = out[r]
         np.cos(row, out=row)

@@ -212,7 +212,9 @@ class FeatureOperator:
             raise ValueError(f"out must have shape {shape} and dtype {X.dtype}, got shape {tuple(out.shape)} and "
                              f"dtype {self.backend.to_numpy(out[:0]).dtype}.")
         fixed = out.nbytes
-        sparse = None  # X's nonzeros (SparseRows), False where the sparse path does not apply
+        # one block's features fill whole rows of out: from X's nonzeros where they are few
+        sparse = (self._sparse_rows(X) if len(blocks) == 1 and self.backend is NUMPY and out.flags.c_contiguous
+                  and width * X.shape[1] * X.dtype.itemsize <= SPARSE_WEIGHTS_BYTES else None)
         # blocks evaluated together: their parameters take at most half of the budget left
         together = max(0, self.budget - fixed) // max(1, 2 * self.spec.block_bytes)
         for j, start, stop in self._runs(blocks):
@@ -231,12 +233,9 @@ class FeatureOperator:
                 continue
             # the features are written in place, so rows are cut only where the budget requires
             chunk = self._chunk(n, width, fixed=fixed + self.spec.block_bytes)
-            if (sparse is None and len(blocks) == 1 and self.backend is NUMPY and out.flags.c_contiguous
-                    and width * X.shape[1] * X.dtype.itemsize <= SPARSE_WEIGHTS_BYTES):
-                sparse = self._sparse_rows(X) or False  # one block's features, whole rows of out, from X's nonzeros
             for i, t in enumerate(range(start, stop), start=j):
                 block = self.block(t)
-                if sparse and type(block) is FourierBlock and block.offset is not None:
+                if sparse is not None and type(block) is FourierBlock and block.offset is not None:
                     weights, offset = np.ascontiguousarray(block.weights), np.ascontiguousarray(block.offset)
                     scale = math.sqrt(2.0 / block.weights.shape[1])
                     if all(fast_cos.sparse_cos_features(sparse.rows(s, s + chunk), weights, offset, scale,
