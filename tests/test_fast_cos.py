@@ -196,11 +196,17 @@ def test_the_row_kernel_runs_for_wide_float64_rows_only(monkeypatch):
     assert calls == [wide.shape]
 
 
-def test_sparse_rows_scores_equal_the_dense_formula():
+@pytest.mark.parametrize("tile_width", [None, 48])
+def test_sparse_rows_scores_equal_the_dense_formula(tile_width, monkeypatch):
     """sparse_cos_scores: cos(X W + offset) coef from X's nonzeros (CSR), to the kernel's accuracy
-    plus the rounding of another summation order; a row without nonzeros is the phases' cosine's
-    product; a row beyond the reduction's range (or with NaN) takes np.cos of its projection."""
+    plus the rounding of another summation order, in one tile of features or in tiles of 48 (the
+    last one 32 wide); a row without nonzeros is the phases' cosine's product; a row beyond the
+    reduction's range (or with NaN) takes the C library's cosine of its projection."""
     from kernelscale.ops.features import SparseRows
+
+    if tile_width:
+        monkeypatch.setattr(fc, "TILE_WIDTH", tile_width)
+        assert fc.weight_tiles(np.ones((40, 128))).shape == (3, 40, 48)
 
     rng = np.random.default_rng(7)
     X = rng.normal(size=(300, 40)) * (rng.random((300, 40)) < 0.15)
@@ -212,7 +218,7 @@ def test_sparse_rows_scores_equal_the_dense_formula():
     nonzeros = SparseRows(X)
     assert nonzeros.indptr[-1] == np.count_nonzero(X) and nonzeros.indices.dtype == np.int64
     with np.errstate(invalid="ignore"):
-        got = fc.sparse_cos_scores(nonzeros.rows(0, 300), W, offset, coef, np.empty((300, 128)))
+        got = fc.sparse_cos_scores(nonzeros.rows(0, 300), fc.weight_tiles(W), offset, coef)
         want = np.cos(X @ W + offset) @ coef
     np.testing.assert_allclose(got[5], np.cos(offset) @ coef, rtol=0, atol=1e-13)
     assert np.all(np.isnan(got[11]))
@@ -221,24 +227,28 @@ def test_sparse_rows_scores_equal_the_dense_formula():
     ordinary[[9, 11]] = False
     np.testing.assert_allclose(got[ordinary], want[ordinary], rtol=0, atol=1e-12 * np.abs(want[ordinary]).max())
     # a slice of the rows: its indptr reads the whole arrays
-    part = fc.sparse_cos_scores(nonzeros.rows(100, 150), W, offset, coef, np.empty((50, 128)))
+    part = fc.sparse_cos_scores(nonzeros.rows(100, 150), fc.weight_tiles(W), offset, coef)
     np.testing.assert_allclose(part, want[100:150], rtol=0, atol=1e-12 * np.abs(want[ordinary]).max())
 
 
-def test_sparse_rows_features_equal_the_dense_formula():
+@pytest.mark.parametrize("tile_width", [None, 32])
+def test_sparse_rows_features_equal_the_dense_formula(tile_width, monkeypatch):
     from kernelscale.ops.features import SparseRows
+
+    if tile_width:
+        monkeypatch.setattr(fc, "TILE_WIDTH", tile_width)
 
     rng = np.random.default_rng(8)
     X = rng.normal(size=(200, 30)) * (rng.random((200, 30)) < 0.2)
     X[7, 2] = 1e7  # beyond the range: np.cos of the row's sum
     W, offset = rng.normal(size=(30, 96)), rng.uniform(0, 2 * np.pi, size=96)
-    out = fc.sparse_cos_features(SparseRows(X).rows(0, 200), W, offset, 0.5, np.empty((200, 96)))
+    out = fc.sparse_cos_features(SparseRows(X).rows(0, 200), fc.weight_tiles(W), offset, 0.5, np.empty((200, 96)))
     want = 0.5 * np.cos(X @ W + offset)
     ordinary = np.arange(200) != 7
     np.testing.assert_allclose(out[ordinary], want[ordinary], rtol=0, atol=1e-13)
     assert np.all(np.abs(out[7]) <= 0.5)
     with pytest.raises(ValueError, match="must agree"):
-        fc.sparse_cos_features(SparseRows(X).rows(0, 200), W, offset[:95], 0.5, np.empty((200, 96)))
+        fc.sparse_cos_features(SparseRows(X).rows(0, 200), fc.weight_tiles(W), offset[:95], 0.5, np.empty((200, 96)))
 
 
 def test_sparse_rows_scores_refuse_arrays_that_do_not_agree():
@@ -247,18 +257,21 @@ def test_sparse_rows_scores_refuse_arrays_that_do_not_agree():
 
     X = np.eye(6, 4)
     rows = SparseRows(X).rows(0, 6)
-    W, offset, coef, work = np.ones((4, 8)), np.zeros(8), np.ones((8, 1)), np.empty((6, 8))
-    assert fc.sparse_cos_scores(rows, W, offset, coef, work).shape == (6, 1)
+    W, offset, coef = np.ones((4, 8)), np.zeros(8), np.ones((8, 1))
+    tiles = fc.weight_tiles(W)
+    assert fc.sparse_cos_scores(rows, tiles, offset, coef).shape == (6, 1)
     indptr, indices, values = rows
-    bad = [((indptr[:-1], indices, values), W, offset, coef, work),  # indptr too short
-           ((indptr, indices + 3, values), W, offset, coef, work),  # an index beyond d
-           ((indptr[::-1].copy(), indices, values), W, offset, coef, work),  # decreasing
-           ((np.array([0, 2, 1, 3, 4, 4, 4]), indices, values), W, offset, coef, work),  # not increasing inside
-           ((indptr, indices, values[:-1].copy()), W, offset, coef, work),  # values shorter than indices
-           (rows, W[:3], offset, coef, work[:, :7]),  # W and work disagree... and d too small
-           (rows, W, offset[:7], coef, work),  # a short offset
-           (rows, W, offset, coef[:7], work),  # coef too short
-           (rows, np.asfortranarray(W), offset, coef, work)]  # not C-ordered
+    bad = [((np.array([0, 1, 2, 3, 4, 4, 5]), indices, values), tiles, offset, coef),  # beyond the nonzeros
+           ((indptr, indices + 3, values), tiles, offset, coef),  # an index beyond d
+           ((indptr[::-1].copy(), indices, values), tiles, offset, coef),  # decreasing
+           ((np.array([0, 2, 1, 3, 4, 4, 4]), indices, values), tiles, offset, coef),  # not increasing inside
+           ((indptr, indices, values[:-1].copy()), tiles, offset, coef),  # values shorter than indices
+           ((indptr, indices.astype(np.int32), values), tiles, offset, coef),  # another index type
+           (rows, fc.weight_tiles(W[:3]), offset, coef),  # d too small for the indices
+           (rows, tiles, np.zeros(17), coef),  # offset longer than the tiles
+           (rows, tiles, offset, coef[:7]),  # coef too short
+           (rows, tiles[..., ::2], offset[:4], coef[:4]),  # not C-ordered
+           (rows, W, offset, coef)]  # W itself, not its tiles
     for args in bad:
         with pytest.raises(ValueError, match="must agree"):
             fc.sparse_cos_scores(*args)

@@ -24,8 +24,9 @@ long on 16281 x 1024 values; the doubly stochastic fit on adult 11% less time in
 Rows with few nonzeros (one-hot data such as adult's 14 of 123): :func:`sparse_cos_scores` and
 :func:`sparse_cos_features` compute a Fourier block's projection from the nonzeros, one AXPY per
 nonzero per row, with the phases, this cosine and the scale (or the products with the
-coefficients) in the same row loop, while the row is in cache (``kernelscale.ops.features``
-chooses them: ``SPARSE_DENSITY``).
+coefficients) in the same loop, a tile of up to TILE_WIDTH features at a time, while the tile's
+frequencies are in the core's cache (``kernelscale.ops.features`` chooses them:
+``SPARSE_DENSITY``).
 
 Threads: numba's OpenMP pool is told to sleep between loops (``OMP_WAIT_POLICY=PASSIVE``, set
 on the first compile unless the environment already has it), since its spinning threads slowed
@@ -48,7 +49,7 @@ from decimal import Decimal, localcontext
 
 import numpy as np
 
-__all__ = ["cos_inplace", "sparse_cos_scores", "sparse_cos_features", "available", "load", "MIN_ROW", "MIN_ROWS",
+__all__ = ["cos_inplace", "weight_tiles", "sparse_cos_scores", "sparse_cos_features", "available", "load", "MIN_ROW", "MIN_ROWS",
            "MIN_SIZE", "LIMIT", "SEGMENT"]
 
 #: arrays with fewer values use np.cos (the parallel loop's start-up costs more than it saves)
@@ -57,6 +58,14 @@ MIN_SIZE = 1 << 15
 LIMIT = 2.0**22 * math.pi / 2
 #: values whose range is checked together (32 KiB: in cache for the polynomial pass that follows)
 SEGMENT = 4096
+#: the sparse loops' tiles of features (:func:`weight_tiles`): a tile's frequencies (d x its
+#: width, float64) within this many bytes stay in a core's cache (1 MiB of L2 on the machine
+#: that chose it) while a thread's rows pass over them
+TILE_BYTES = 1 << 18
+#: the widest tile (128 and 256 timed level on adult, 64 took 5-10% longer, 32 20%)
+TILE_WIDTH = 256
+#: rows a thread takes at a time in the sparse loops
+TILE_ROWS = 512
 
 with localcontext() as _ctx:
     _ctx.prec = 50
@@ -77,8 +86,8 @@ _COS = tuple((-1) ** j / math.factorial(2 * j) for j in range(1, 10))
 _SIN = tuple((-1) ** j / math.factorial(2 * j + 1) for j in range(1, 9))
 _kernel = None
 _rows_kernel = None  # the row kernel of cos_inplace(a, offset, scale), compiled with _kernel
-_sparse_kernel = None  # the row kernel of sparse_cos_scores, compiled with _kernel
-_sparse_features_kernel = None  # the row kernel of sparse_cos_features, compiled with _kernel
+_sparse_kernel = None  # the tiled kernel of sparse_cos_scores, compiled with _kernel
+_sparse_features_kernel = None  # the tiled kernel of sparse_cos_features, compiled with _kernel
 prange = range  # numba.prange once numba is imported (_compile)
 _started = False  # the parallel kernel has been loaded in this process (its thread pool exists)
 _compile_lock = threading.Lock()
@@ -112,18 +121,14 @@ def _compile_once():
     # py_func: a second compile (after the kernel was reset) starts from the Python functions
     _count_outside = helper(getattr(_count_outside, "py_func", _count_outside))
     _cos_segment = helper(getattr(_cos_segment, "py_func", _cos_segment))
-    global _add_row, _scale_row, _rows_kernel, _copy_row, _axpy_row, _dot_column, _sparse_kernel
-    global _sparse_features_kernel, _sparse_cos_row, _axpy2_row
+    global _add_row, _scale_row, _rows_kernel, _dot, _sparse_kernel, _sparse_features_kernel, _sparse_cos_tile
     _add_row = helper(getattr(_add_row, "py_func", _add_row))
     _scale_row = helper(getattr(_scale_row, "py_func", _scale_row))
-    _copy_row = helper(getattr(_copy_row, "py_func", _copy_row))
-    _axpy_row = helper(getattr(_axpy_row, "py_func", _axpy_row))
-    _axpy2_row = helper(getattr(_axpy2_row, "py_func", _axpy2_row))
-    _dot_column = helper(getattr(_dot_column, "py_func", _dot_column))
-    _sparse_cos_row = helper(getattr(_sparse_cos_row, "py_func", _sparse_cos_row))
+    _dot = helper(getattr(_dot, "py_func", _dot))
+    _sparse_cos_tile = helper(getattr(_sparse_cos_tile, "py_func", _sparse_cos_tile))
     parallel = numba.njit(parallel=True, nogil=True, fastmath=False, cache=True)
     _rows_kernel = parallel(_cos_rows_loop)
-    _sparse_kernel = parallel(_sparse_rows_loop)
+    _sparse_kernel = parallel(_sparse_scores_loop)
     _sparse_features_kernel = parallel(_sparse_features_loop)
     kernel = parallel(_cos_loop)
     _kernel = kernel
@@ -145,10 +150,10 @@ def load():
 
         kernel.compile((types.float64[::1], types.uint8[::1]))
         _rows_kernel.compile((types.float64[:, ::1], types.float64[::1], types.float64, types.uint8[::1]))
-        rows = (types.int64[::1], types.int64[::1], types.float64[::1], types.float64[:, ::1], types.float64[::1])
-        _sparse_kernel.compile((*rows, types.float64[:, ::1], types.float64[:, ::1], types.float64[:, ::1],
-                                types.uint8[::1]))
-        _sparse_features_kernel.compile((*rows, types.float64, types.float64[:, ::1], types.uint8[::1]))
+        rows = (types.int64[::1], types.int64[::1], types.float64[::1])
+        tiles = (types.float64[:, :, ::1], types.float64[::1])
+        _sparse_kernel.compile((*rows, *tiles, types.float64[:, ::1], types.float64[:, ::1]))
+        _sparse_features_kernel.compile((*rows, *tiles, types.float64, types.float64[:, ::1]))
         _started = True
     return bool(kernel)
 
@@ -224,67 +229,89 @@ def _cos_rows_loop(a, offset, scale, outside):
                 _scale_row(row, scale)
 
 
-def _sparse_rows_loop(indptr, indices, values, weights, offset, coef, a, scores, outside):
-    """The sparse row kernel of scores: row r of ``a`` gets cos(offset + the sum of values[p]
-    weights[indices[p]] over the nonzeros p of row r) and ``scores[r]`` its products with the
-    columns of ``coef`` (:func:`_sparse_cos_row`); rows beyond the range are flagged in ``outside``."""
-    for r in prange(a.shape[0]):
-        row = a[r]
-        if _sparse_cos_row(row, indptr[r], indptr[r + 1], indices, values, weights, offset):
-            for j in range(coef.shape[1]):
-                scores[r, j] = _dot_column(row, coef, j)
-        else:
-            outside[r] = 1
+def _sparse_scores_loop(indptr, indices, values, tiles, offset, coef_t, scores):
+    """The tiled kernel of scores: for each tile of features and each row r of a thread's
+    TILE_ROWS, the tile's cos(offset + the sum of values[p] tiles[t, indices[p]] over the
+    nonzeros p of row r) (:func:`_sparse_cos_tile`), its products with the rows of ``coef_t``
+    added to ``scores[r]`` (zeros on entry)."""
+    n = indptr.size - 1
+    count, _, width = tiles.shape
+    for task in prange(-(-n // TILE_ROWS)):
+        acc = np.empty(width)
+        first, stop = task * TILE_ROWS, min(n, (task + 1) * TILE_ROWS)
+        for t in range(count):
+            lo = t * width
+            hi = min(offset.size, lo + width)
+            tile, part, phases = tiles[t], acc[: hi - lo], offset[lo:hi]
+            for r in range(first, stop):
+                _sparse_cos_tile(part, tile, phases, indptr[r], indptr[r + 1], indices, values)
+                for j in range(coef_t.shape[0]):
+                    scores[r, j] += _dot(part, coef_t[j, lo:hi])
 
 
-def _sparse_features_loop(indptr, indices, values, weights, offset, scale, a, outside):
-    """The sparse row kernel of features: row r of ``a`` gets scale * cos(offset + the sum of
-    values[p] weights[indices[p]] over the nonzeros p of row r) (:func:`_sparse_cos_row`); rows
-    beyond the range are flagged in ``outside``."""
-    for r in prange(a.shape[0]):
-        row = a[r]
-        if _sparse_cos_row(row, indptr[r], indptr[r + 1], indices, values, weights, offset):
-            _scale_row(row, scale)
-        else:
-            outside[r] = 1
+def _sparse_features_loop(indptr, indices, values, tiles, offset, scale, out):
+    """The tiled kernel of features: row r of ``out`` gets scale * cos(offset + the sum of
+    values[p] W[indices[p]] over the nonzeros p of row r), a tile of features at a time for a
+    thread's TILE_ROWS rows (:func:`_sparse_cos_tile`)."""
+    n = indptr.size - 1
+    count, _, width = tiles.shape
+    for task in prange(-(-n // TILE_ROWS)):
+        first, stop = task * TILE_ROWS, min(n, (task + 1) * TILE_ROWS)
+        for t in range(count):
+            lo = t * width
+            hi = min(offset.size, lo + width)
+            tile, phases = tiles[t], offset[lo:hi]
+            for r in range(first, stop):
+                part = out[r, lo:hi]
+                _sparse_cos_tile(part, tile, phases, indptr[r], indptr[r + 1], indices, values)
+                if scale != 1.0:
+                    _scale_row(part, scale)
 
 
-def _sparse_cos_row(row, start, stop, indices, values, weights, offset):
-    """row <- offset + sum_p values[p] weights[indices[p]] over p = start .. stop - 1, then its
-    cosine when all its values lie in (-LIMIT, LIMIT): True; else False, the row holding the sum."""
-    _copy_row(row, offset)
+def _sparse_cos_tile(acc, tile, phases, start, stop, indices, values):
+    """acc <- cos(phases + sum_p values[p] tile[indices[p], :acc.size]) over p = start .. stop - 1,
+    two nonzeros a pass (half the loads and stores of acc); this module's cosine when every sum
+    lies in (-LIMIT, LIMIT), else the C library's, value by value."""
+    for i in range(acc.size):
+        acc[i] = phases[i]
     p = start
-    while p + 1 < stop:  # two nonzeros a pass over the row: half its loads and stores (-20%)
-        _axpy2_row(row, values[p], weights[indices[p]], values[p + 1], weights[indices[p + 1]])
+    while p + 1 < stop:
+        alpha, beta = values[p], values[p + 1]
+        x, y = tile[indices[p]], tile[indices[p + 1]]
+        for i in range(acc.size):
+            acc[i] += alpha * x[i] + beta * y[i]
         p += 2
     if p < stop:
-        _axpy_row(row, values[p], weights[indices[p]])
-    if _count_outside(row):
-        return False
-    _cos_segment(row)
-    return True
+        alpha, x = values[p], tile[indices[p]]
+        for i in range(acc.size):
+            acc[i] += alpha * x[i]
+    if _count_outside(acc):
+        for i in range(acc.size):
+            acc[i] = math.cos(acc[i])
+    else:
+        _cos_segment(acc)
 
 
-def _dot_column(row, coef, j):
-    total = 0.0
-    for i in range(row.size):
-        total += row[i] * coef[i, j]
-    return total
-
-
-def _copy_row(row, values):
-    for i in range(row.size):
-        row[i] = values[i]
-
-
-def _axpy_row(row, alpha, x):
-    for i in range(row.size):
-        row[i] += alpha * x[i]
-
-
-def _axpy2_row(row, alpha, x, beta, y):
-    for i in range(row.size):
-        row[i] += alpha * x[i] + beta * y[i]
+def _dot(x, y):
+    """sum_i x[i] y[i] in eight interleaved partial sums (a single sum's chain of dependent
+    additions waits on each addition's latency)."""
+    m = x.size
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+    i = 0
+    while i + 8 <= m:
+        s0 += x[i] * y[i]
+        s1 += x[i + 1] * y[i + 1]
+        s2 += x[i + 2] * y[i + 2]
+        s3 += x[i + 3] * y[i + 3]
+        s4 += x[i + 4] * y[i + 4]
+        s5 += x[i + 5] * y[i + 5]
+        s6 += x[i + 6] * y[i + 6]
+        s7 += x[i + 7] * y[i + 7]
+        i += 8
+    while i < m:
+        s0 += x[i] * y[i]
+        i += 1
+    return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
 
 
 def _add_row(row, offset):
@@ -332,68 +359,79 @@ def cos_inplace(a, offset=None, scale=None):
     return a
 
 
-def sparse_cos_scores(rows, weights, offset, coef, work):
+def weight_tiles(weights):
+    """The frequencies W (d, D) as the sparse loops take them: (ceil(D / w), d, w) float64 tiles
+    of w consecutive columns, each contiguous, the last one zero-padded. w is the widest multiple
+    of 16 up to TILE_WIDTH whose d x w values fit TILE_BYTES (at least 16; D when D is smaller),
+    so that a tile stays in the core's cache while a thread's rows pass over it: W as d rows of D
+    values (adult's runs: 4 MB) left the cache between two rows, and the tiled loops took 0.7x
+    the time of whole rows on adult."""
+    weights = np.asarray(weights, dtype=np.float64)
+    d, D = weights.shape
+    width = min(TILE_WIDTH, max(16, TILE_BYTES // (8 * max(d, 1)) // 16 * 16), max(D, 1))
+    tiles = np.zeros((-(-D // width), d, width))
+    for t, lo in enumerate(range(0, D, width)):
+        part = weights[:, lo : lo + width]
+        tiles[t, :, : part.shape[1]] = part
+    return tiles
+
+
+def sparse_cos_scores(rows, tiles, offset, coef):
     """cos(X W + offset) coef, (n, k) float64, for the rows of X given by their nonzeros,
-    ``rows`` = (indptr (n + 1,), indices, values) as CSR arrays (int64, int64, float64), W
-    ``weights`` (d, D) C-ordered and ``coef`` (D, k): per row, the phases, one AXPY per nonzero,
-    the cosine and the k products while the row is in cache (numba), with ``work`` (n, D)
-    C-ordered float64 as the rows' space. Rows with few nonzeros (adult's one-hot 14 of 123)
-    take a fraction of a dense GEMM's arithmetic, and no BLAS call alternates with the compiled
-    loop (whose threads the BLAS's spinning threads slowed by 1.8x). The sums run in another
-    order than a GEMM's: equal to rounding. ``indptr`` may be a slice of a larger matrix's (its
-    first value above 0), indices and values then being the whole matrix's. Arrays that disagree
-    in shape or layout, or indices beyond d, raise ValueError (the loop checks no bounds).
-    Returns None without numba (nothing is written)."""
+    ``rows`` = (indptr (n + 1,), indices, values) as CSR arrays (int64, int64, float64), W (d, D)
+    as :func:`weight_tiles` gives it and ``coef`` (D, k): a tile of features at a time, per row
+    the phases, one AXPY per nonzero, the cosine and the k products while the tile is in
+    registers and cache (numba). Rows with few nonzeros (adult's one-hot 14 of 123) take a
+    fraction of a dense GEMM's arithmetic, and no BLAS call alternates with the compiled loop
+    (whose threads the BLAS's spinning threads slowed by 1.8x). The sums run in another order
+    than a GEMM's: equal to rounding. ``indptr`` may be a slice of a larger matrix's (its first
+    value above 0), indices and values then being the whole matrix's. Arrays that disagree in
+    shape or layout, or indices beyond d, raise ValueError (the loop checks no bounds). Returns
+    None without numba."""
     global _started
     if not _compile():
         return None
     _started = True
     indptr, indices, values = rows
-    n, D = work.shape
-    _check_sparse("sparse_cos_scores: rows (indptr (n + 1,), indices, values), weights (d, D), offset (D,), "
-                  "coef (D, k) and work (n, D)", rows, weights, offset, work,
-                  coef.ndim == 2 and coef.shape[0] == D and coef.flags.c_contiguous)
-    scores = np.empty((n, coef.shape[1]))
-    outside = np.zeros(n, dtype=np.uint8)
-    _sparse_kernel(indptr, indices, values, weights, offset, coef, work, scores, outside)
-    for r in np.flatnonzero(outside):  # the projection is in; the cosine and products left to numpy
-        row = work[r]
-        np.cos(row, out=row)
-        scores[r] = row @ coef
+    n = indptr.shape[0] - 1
+    _check_sparse("sparse_cos_scores: rows (indptr (n + 1,), indices, values), tiles of W (d, D), offset (D,) "
+                  "and coef (D, k)", rows, tiles, offset, n, coef.ndim == 2 and coef.shape[0] == offset.size)
+    scores = np.zeros((n, coef.shape[1]))
+    _sparse_kernel(indptr, indices, values, tiles, offset, np.ascontiguousarray(coef.T, dtype=np.float64), scores)
     return scores
 
 
-def sparse_cos_features(rows, weights, offset, scale, out):
+def sparse_cos_features(rows, tiles, offset, scale, out):
     """scale * cos(X W + offset) into ``out`` (n, D) float64 C-ordered, for the rows of X given by
-    their nonzeros and W ``weights`` (d, D), as :func:`sparse_cos_scores` takes them: per row, the
-    phases, one AXPY per nonzero, the cosine and the scale in one numba loop (the features of a
-    Fourier block on one-hot rows). Returns ``out``, or None without numba (nothing written)."""
+    their nonzeros and W as :func:`weight_tiles` gives it, as :func:`sparse_cos_scores` takes
+    them: a tile of features at a time, per row the phases, one AXPY per nonzero, the cosine and
+    the scale in one numba loop (the features of a Fourier block on one-hot rows). Returns
+    ``out``, or None without numba (nothing written)."""
     global _started
     if not _compile():
         return None
     _started = True
-    _check_sparse("sparse_cos_features: rows (indptr (n + 1,), indices, values), weights (d, D), offset (D,) "
-                  "and out (n, D)", rows, weights, offset, out, True)
-    outside = np.zeros(out.shape[0], dtype=np.uint8)
+    _check_sparse("sparse_cos_features: rows (indptr (n + 1,), indices, values), tiles of W (d, D), offset (D,) "
+                  "and out (n, D)", rows, tiles, offset, out.shape[0],
+                  out.ndim == 2 and out.shape[1] == offset.size and out.flags.c_contiguous and out.dtype == np.float64)
     indptr, indices, values = rows
-    _sparse_features_kernel(indptr, indices, values, weights, offset, float(scale), out, outside)
-    for r in np.flatnonzero(outside):  # the projection is in; the cosine and scale left to numpy
-        row = out[r]
-        np.cos(row, out=row)
-        row *= scale
+    _sparse_features_kernel(indptr, indices, values, tiles, offset, float(scale), out)
     return out
 
 
-def _check_sparse(arrays, rows, weights, offset, work, coef_agrees):
+def _check_sparse(arrays, rows, tiles, offset, n, agrees):
     """The compiled sparse loops check no bounds: their arrays' shapes, layouts and indices first
-    (``arrays``: the function and the arrays it takes, for the message)."""
+    (``arrays``: the function and the arrays it takes, for the message; ``agrees``: the
+    caller's checks of its other arrays)."""
     indptr, indices, values = rows
-    n, D = work.shape
-    used = indices[indptr[0] : indptr[-1]] if indptr.shape == (n + 1,) else indices
-    if (not coef_agrees or indptr.shape != (n + 1,) or indices.shape != values.shape or weights.shape[1] != D
-            or offset.shape != (D,) or not all(a.flags.c_contiguous for a in (*rows, weights, offset, work))
+    D = offset.shape[0] if offset.ndim == 1 else -1
+    used = indices[indptr[0] : indptr[-1]] if indptr.shape == (n + 1,) and indptr.size else indices
+    if (not agrees or indptr.shape != (n + 1,) or indices.shape != values.shape or tiles.ndim != 3
+            or tiles.shape[0] != -(-D // max(tiles.shape[2], 1)) or offset.ndim != 1
+            or not all(a.flags.c_contiguous for a in (*rows, tiles, offset))
+            or not all(a.dtype == t for a, t in zip((*rows, tiles, offset), (np.int64, np.int64) + (np.float64,) * 3))
             or not 0 <= indptr[0] <= indptr[-1] <= indices.size or np.any(np.diff(indptr) < 0)
-            or (used.size and not 0 <= used.min() <= used.max() < weights.shape[0])):
+            or (used.size and not 0 <= used.min() <= used.max() < tiles.shape[1])):
         raise ValueError(f"{arrays} must agree and be C-contiguous, with indices within 0 .. d - 1.")
 
 

@@ -48,17 +48,18 @@ GROUP_COLUMNS = 4096
 PROJECTION_BYTES = 64 * 2**20
 #: float64 rows on the host with at most this fraction of nonzeros take the "cos" blocks of
 #: ``scores`` (and of a one-block ``transform``) from their nonzeros: one AXPY per nonzero, the
-#: cosine and the products with the coefficients (or the scale) in one row loop
+#: cosine and the products with the coefficients (or the scale) in one tiled loop
 #: (:func:`~kernelscale.ops.fast_cos.sparse_cos_scores`, ``sparse_cos_features``), not a GEMM, a
-#: cosine pass and a GEMV. Measured on 2 cores (8192 rows, d = 123, 1024 features): 0.38 / 0.61 /
-#: 0.87 / 1.28 of the dense time at 5 / 11 / 25 / 35% nonzeros; adult (11%) predicts in 0.58 of
-#: the time and fits in 0.84. float32 rows keep the GEMM (numpy's SIMD cosine made the sparse
-#: loops slower at every density).
+#: cosine pass and a GEMV. Measured on 2 cores (8192 random rows, 4096 features), as a fraction of
+#: the dense time: d = 123: 0.27 / 0.36 / 0.59 / 0.73 / 0.90 at 5 / 11 / 25 / 35 / 50% nonzeros;
+#: d = 784: 0.34 / 0.71 / 0.81 / 1.09 / 1.64 at 5 / 11 / 19 / 25 / 35% (the GEMM's arithmetic
+#: grows with d, the sparse loops' with the nonzeros). float32 rows keep the GEMM (numpy's SIMD
+#: cosine made the sparse loops slower at every density).
 SPARSE_DENSITY = 0.25
-#: ... and whose run of blocks has at most this many bytes of frequencies: each row's AXPYs read
-#: them from cache (MNIST's rows, 19% nonzeros of 784: 0.87 / 0.95 / 1.40 of the dense time for
-#: 256 / 1024 / 4096 features, 1.5 / 6.1 / 24.5 MB of frequencies)
-SPARSE_WEIGHTS_BYTES = 4 * 2**20
+#: ... and whose run of blocks has at most this many bytes of frequencies: the loops take a copy
+#: of them in tiles (:func:`~kernelscale.ops.fast_cos.weight_tiles`; MNIST's run of 4096 features:
+#: 25 MB)
+SPARSE_WEIGHTS_BYTES = 32 * 2**20
 #: rows per partial sum of the weighted means and cross moments: products in A's dtype (float32
 #: sums of more rows lose digits), partial sums added in float64
 SUM_ROWS = 4096
@@ -236,9 +237,9 @@ class FeatureOperator:
             for i, t in enumerate(range(start, stop), start=j):
                 block = self.block(t)
                 if sparse is not None and type(block) is FourierBlock and block.offset is not None:
-                    weights, offset = np.ascontiguousarray(block.weights), np.ascontiguousarray(block.offset)
+                    tiles, offset = fast_cos.weight_tiles(block.weights), np.ascontiguousarray(block.offset)
                     scale = math.sqrt(2.0 / block.weights.shape[1])
-                    if all(fast_cos.sparse_cos_features(sparse.rows(s, s + chunk), weights, offset, scale,
+                    if all(fast_cos.sparse_cos_features(sparse.rows(s, s + chunk), tiles, offset, scale,
                                                         out[s : s + chunk]) is not None for s in range(0, n, chunk)):
                         continue
                 for s in range(0, n, chunk):
@@ -328,10 +329,10 @@ class FeatureOperator:
                 part, params = self._group_scores, self._fourier_run(start, stop, on_device=True)
                 sparse_run = None
                 if sparse is not None and params[0].nbytes <= SPARSE_WEIGHTS_BYTES:
-                    # the frequencies as rows (d, count m), the phases and the coefficients as the
-                    # kernel takes them: once per run
-                    sparse_run = (np.ascontiguousarray(params[0].T), np.ascontiguousarray(params[1]),
-                                  np.ascontiguousarray(c.reshape(c.shape[0] * self._m, k)))
+                    # the frequencies as tiles, the phases and the coefficients as the kernel
+                    # takes them: once per run
+                    sparse_run = (fast_cos.weight_tiles(params[0].T), np.ascontiguousarray(params[1]),
+                                  c.reshape(c.shape[0] * self._m, k))
             else:
                 part, params, sparse_run = self._block_scores, self.block(start), None
             for s in range(0, n, chunk):
@@ -364,8 +365,8 @@ class FeatureOperator:
         """cos(X W + b) C sqrt(2/m), or (cos(X W) C_cos + sin(X W) C_sin) sqrt(1/m), for the
         concatenated frequencies W, phases b and coefficients C of consecutive Fourier blocks;
         the projection X W written into ``buf`` (flat, at least that long) when given.
-        ``nonzeros``: (X's rows as CSR arrays, W as (d, D) rows, b, C as (D, k)) for the sparse
-        AXPYs (:func:`~kernelscale.ops.fast_cos.sparse_cos_scores`)."""
+        ``nonzeros``: (X's rows as CSR arrays, W's tiles, b, C as (D, k)) for the sparse AXPYs
+        (:func:`~kernelscale.ops.fast_cos.sparse_cos_scores`)."""
         be, mm, m = self.backend, self.backend.matmul, self._m
         weights_t, offset, augmented = params
         rows = c.shape[0] * m
@@ -374,7 +375,7 @@ class FeatureOperator:
         if offset is not None:
             scores = None
             if nonzeros is not None:  # None back: numba's loops unavailable here (a forked process)
-                scores = fast_cos.sparse_cos_scores(*nonzeros, np.empty(shape, X.dtype) if out is None else out)
+                scores = fast_cos.sparse_cos_scores(*nonzeros)
             if scores is not None:
                 return scores * math.sqrt(2.0 / m)
             if self._phase_in_gemm(X, augmented):
