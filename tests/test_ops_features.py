@@ -246,6 +246,35 @@ def test_sparse_float64_rows_take_sparse_axpys_on_the_host(X, monkeypatch):
     assert len(calls) == (1 if op.backend is NUMPY else 0)  # the run [5] only
 
 
+def test_sparse_float32_rows_take_the_float64_loops_for_scores_only(monkeypatch):
+    """float32 rows with at most SPARSE_DENSITY_FLOAT32 nonzeros: ``scores`` from their nonzeros
+    in float64 (the float32 formula's scores to float32 rounding, returned as float32); denser
+    float32 rows, and every float32 ``transform``, take the float32 GEMM."""
+    pytest.importorskip("numba")
+    from kernelscale.ops import fast_cos
+    from kernelscale.ops.features import SPARSE_DENSITY_FLOAT32
+
+    calls = []
+    spy(monkeypatch, fast_cos, "sparse_cos_scores", calls)
+    spy(monkeypatch, fast_cos, "sparse_cos_features", calls)
+    spec = spec_of("cos", d=10, block_size=64, dtype=np.float32)
+    sparse = one_hot_rows(200, 10, seed=10).astype(np.float32)  # 10% nonzeros
+    denser = sparse + np.roll(sparse, 1, axis=1)  # 20%
+    assert np.count_nonzero(sparse) <= SPARSE_DENSITY_FLOAT32 * sparse.size < np.count_nonzero(denser)
+    coef = np.random.default_rng(10).normal(size=(2, 64, 3)).astype(np.float32)
+    for rows, sparse_calls in ((sparse, 1), (denser, 0)):
+        calls.clear()
+        op = FeatureOperator(spec, BIG)
+        got = op.scores(rows, coef, [0, 1])
+        want = dense_cos_features(rows.astype(np.float64), spec, [0, 1]) @ coef.reshape(-1, 3).astype(np.float64)
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * np.abs(want).max())
+        assert len(calls) == (sparse_calls if op.backend is NUMPY else 0)
+        calls.clear()
+        np.testing.assert_allclose(op.transform(rows, [0]), dense_cos_features(rows, spec, [0]), rtol=0, atol=1e-5)
+        assert calls == []
+
+
 def test_sparse_float64_rows_take_sparse_axpys_for_one_blocks_features(monkeypatch):
     """``transform`` of one "cos" block (its features are whole rows of the output, as in the
     doubly stochastic fit) on float64 rows with few nonzeros: from the nonzeros, the dense

@@ -59,10 +59,11 @@ LIMIT = 2.0**22 * math.pi / 2
 #: values whose range is checked together (32 KiB: in cache for the polynomial pass that follows)
 SEGMENT = 4096
 #: the sparse loops' tiles of features (:func:`weight_tiles`): a tile's frequencies (d x its
-#: width, float64) within this many bytes stay in a core's cache (1 MiB of L2 on the machine
-#: that chose it) while a thread's rows pass over them
-TILE_BYTES = 1 << 18
-#: the widest tile (128 and 256 timed level on adult, 64 took 5-10% longer, 32 20%)
+#: width, float64) within this many bytes. Wider tiles ran faster, in cache or not (2 cores, 1 MiB
+#: of L2 each; d = 784, 11% nonzeros: widths 32 / 80 / 160 / 256 took 411 / 317 / 274 / 243 ms
+#: for 8192 rows x 4096 features)
+TILE_BYTES = 1 << 22
+#: the widest tile (adult, d = 123: widths 128 / 256 / 512 took 76 / 61 / 64 ms)
 TILE_WIDTH = 256
 #: rows a thread takes at a time in the sparse loops
 TILE_ROWS = 512

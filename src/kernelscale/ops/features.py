@@ -53,9 +53,13 @@ PROJECTION_BYTES = 64 * 2**20
 #: cosine pass and a GEMV. Measured on 2 cores (8192 random rows, 4096 features), as a fraction of
 #: the dense time: d = 123: 0.27 / 0.36 / 0.59 / 0.73 / 0.90 at 5 / 11 / 25 / 35 / 50% nonzeros;
 #: d = 784: 0.34 / 0.71 / 0.81 / 1.09 / 1.64 at 5 / 11 / 19 / 25 / 35% (the GEMM's arithmetic
-#: grows with d, the sparse loops' with the nonzeros). float32 rows keep the GEMM (numpy's SIMD
-#: cosine made the sparse loops slower at every density).
+#: grows with d, the sparse loops' with the nonzeros).
 SPARSE_DENSITY = 0.25
+#: ... and float32 rows with at most this fraction take the same float64 loops for ``scores``
+#: (their float32 GEMM and numpy's SIMD float32 cosine take half the float64 time): the float64
+#: sparse scores took 0.60 / 0.65 / 0.84 / 0.95 of the float32 dense time at 5 / 8 / 11 / 15%
+#: nonzeros for d = 123, 0.59 / 0.69 / 0.98 / 1.13 for d = 784
+SPARSE_DENSITY_FLOAT32 = 0.12
 #: ... and whose run of blocks has at most this many bytes of frequencies: the loops take a copy
 #: of them in tiles (:func:`~kernelscale.ops.fast_cos.weight_tiles`; MNIST's run of 4096 features:
 #: 25 MB)
@@ -215,6 +219,7 @@ class FeatureOperator:
         fixed = out.nbytes
         # one block's features fill whole rows of out: from X's nonzeros where they are few
         sparse = (self._sparse_rows(X) if len(blocks) == 1 and self.backend is NUMPY and out.flags.c_contiguous
+                  and X.dtype == np.float64
                   and width * X.shape[1] * X.dtype.itemsize <= SPARSE_WEIGHTS_BYTES else None)
         # blocks evaluated together: their parameters take at most half of the budget left
         together = max(0, self.budget - fixed) // max(1, 2 * self.spec.block_bytes)
@@ -331,7 +336,7 @@ class FeatureOperator:
                 if sparse is not None and params[0].nbytes <= SPARSE_WEIGHTS_BYTES:
                     # the frequencies as tiles, the phases and the coefficients as the kernel
                     # takes them: once per run
-                    sparse_run = (fast_cos.weight_tiles(params[0].T), np.ascontiguousarray(params[1]),
+                    sparse_run = (fast_cos.weight_tiles(params[0].T), np.ascontiguousarray(params[1], np.float64),
                                   c.reshape(c.shape[0] * self._m, k))
             else:
                 part, params, sparse_run = self._block_scores, self.block(start), None
@@ -340,11 +345,11 @@ class FeatureOperator:
                 yield i, slice(s, s + chunk), part(self.backend.asarray(rows[s : s + chunk]), params, c, buf, nonzeros)
 
     def _sparse_rows(self, X):
-        """X's nonzeros (:class:`SparseRows`) when ``scores`` and ``transform`` take its "cos"
-        blocks by sparse AXPYs (SPARSE_DENSITY; float64 on the host, numba installed, the
-        nonzeros' arrays within an eighth of the budget), else None."""
-        if not (self.backend is NUMPY and X.dtype == np.float64 and self.spec.method == "cos" and X.size
-                and fast_cos.available()):
+        """X's nonzeros (:class:`SparseRows`) when ``scores`` (and, float64, ``transform``) take
+        its "cos" blocks by sparse AXPYs (SPARSE_DENSITY, SPARSE_DENSITY_FLOAT32; on the host,
+        numba installed, the nonzeros' arrays within an eighth of the budget), else None."""
+        density = {np.dtype(np.float64): SPARSE_DENSITY, np.dtype(np.float32): SPARSE_DENSITY_FLOAT32}.get(X.dtype)
+        if not (self.backend is NUMPY and density and self.spec.method == "cos" and X.size and fast_cos.available()):
             return None
         # the last X's, by the array object (the doubly stochastic fit transforms one X per block):
         # an operator's rows are not changed in place between its calls (operators live for one
@@ -353,7 +358,7 @@ class FeatureOperator:
         if cached is not None and cached[0] is X:
             return cached[1]
         nnz = np.count_nonzero(X)
-        fits = nnz <= SPARSE_DENSITY * X.size and SparseRows.bytes(X.shape[0], nnz) <= self.budget // 8
+        fits = nnz <= density * X.size and SparseRows.bytes(X.shape[0], nnz) <= self.budget // 8
         sparse = SparseRows(X) if fits else None
         self._nonzeros = (X, sparse)
         return sparse
@@ -376,8 +381,8 @@ class FeatureOperator:
             scores = None
             if nonzeros is not None:  # None back: numba's loops unavailable here (a forked process)
                 scores = fast_cos.sparse_cos_scores(*nonzeros)
-            if scores is not None:
-                return scores * math.sqrt(2.0 / m)
+            if scores is not None:  # float64, also for float32 rows
+                return (scores * math.sqrt(2.0 / m)).astype(X.dtype, copy=False)
             if self._phase_in_gemm(X, augmented):
                 proj = _project_with_phase(X, augmented, out)
                 be.cos(proj, out=proj)
@@ -450,13 +455,14 @@ class FeatureOperator:
 
 
 class SparseRows:
-    """The nonzeros of a 2-d host array by rows (CSR arrays: indptr int64, indices int64, values)."""
+    """The nonzeros of a 2-d host array by rows (CSR arrays: indptr int64, indices int64, values
+    float64)."""
 
     def __init__(self, X):
         n, d = X.shape
         flat = np.flatnonzero(X)  # row-major positions r d + j, in order
         self.indptr = np.searchsorted(flat, np.arange(n + 1, dtype=np.int64) * d).astype(np.int64, copy=False)
-        self.values = X.reshape(-1)[flat]
+        self.values = X.reshape(-1)[flat].astype(np.float64, copy=False)
         flat %= d
         self.indices = flat.astype(np.int64, copy=False)
 
