@@ -50,7 +50,12 @@ batch_size) of BLOCKS_GRID, four passes as its "auto". On a stream of virtual di
 authors' blocks of 8192 with batches of 32768 had cut the error per example seen by a quarter
 (benchmarks/bench_dsg_stream.py); on 2 cores a block's covariance costs batch x block^2 a step.
 
-Run: ``python benchmarks/bench_dsg_defaults.py [--quick] [--part small|adult|qm7|solver|t0|damping|blocks ...]`` (under
+Part ``passes`` (the preconditioned solver's length, issue #17 item 2): the same splits with at
+least 2048 fit rows, and QM7's fit / validation parts (part ``qm7``'s, its targets in kcal/mol as
+a user passes them: validation MAE), the preconditioned solver at PASSES_GRID passes (4 is its
+"auto"), t0 one pass as in its "auto".
+
+Run: ``python benchmarks/bench_dsg_defaults.py [--quick] [--part small|adult|qm7|solver|t0|damping|blocks|passes ...]`` (under
 ``flock /tmp/kernelscale-heavy.lock`` on a shared machine). Results: results/dsg_defaults.json.
 """
 
@@ -71,7 +76,7 @@ from harness import Suite, cli_main  # noqa: E402
 
 SUITE = "dsg_defaults"
 SEED = 0
-PARTS = ("small", "adult", "qm7", "solver", "t0", "damping", "blocks")
+PARTS = ("small", "adult", "qm7", "solver", "t0", "damping", "blocks", "passes")
 #: part "t0": the preconditioned solver's t0 in passes over the fit part (1 is its "auto")
 T0_PASSES = (1, 4, 1e4)
 logger = logging.getLogger("kernelscale.benchmarks.dsg_defaults")
@@ -88,6 +93,8 @@ DAMPING_GRID = [(step, ridge) for step in (1.0, 0.5) for ridge in (1e-3, 1e-2, 0
 #: on the fit parts of at least BLOCKS_MIN_ROWS rows
 BLOCKS_GRID = [(1024, 4096), (2048, 8192), (4096, 16384)]
 BLOCKS_MIN_ROWS = 16384
+#: part "passes": passes of the preconditioned solver over the fit part (4 is its "auto")
+PASSES_GRID = (4, 8, 16)
 #: (batch_size, block_size, passes) of part "adult"
 ADULT_GRID = [(256, 256, 3), (256, 128, 2), (512, 128, 5), (1024, 128, 6), (1024, 256, 5)]
 #: (n_iter, block_size) of part "qm7" (squared loss)
@@ -209,12 +216,12 @@ def run_adult(suite, quick=False):
                           "curve": curve, "curve_fields": ["fit_s", "val_error", "n_iter", "passes", "features"]})
 
 
-def run_qm7(suite, quick=False):
-    """QM7's training part (bench_dsg's seeded 80 / 20 split) cut again 80 / 20: the squared loss
-    at (n_iter, block_size) configurations, validation MAE in kcal/mol (targets standardised
-    with the fit part's mean and std)."""
+def _qm7_parts():
+    """QM7's training part (bench_dsg's seeded 80 / 20 split; the upper triangles of the Coulomb
+    matrices, float32) cut again 80 / 20: (X fit, y fit, X validation, y validation, the median
+    bandwidth of the fit part); targets in kcal/mol."""
     from bench_dsg import qm7_split
-    from kernelscale import DoublyStochasticRegressor, GaussianKernel
+    from kernelscale import GaussianKernel
 
     C, y, tr, _ = qm7_split()
     iu = np.triu_indices(23)
@@ -222,9 +229,20 @@ def run_qm7(suite, quick=False):
     y = y[tr]
     perm = np.random.default_rng(SEED + 1).permutation(len(tr))
     n_val = len(tr) // 5
-    Xv, yv, Xf, yf = X[perm[:n_val]], y[perm[:n_val]], X[perm[n_val:]], y[perm[n_val:]]
-    mu, sd = float(yf.mean()), float(yf.std())
+    Xf = X[perm[n_val:]]
     sigma = GaussianKernel("median").resolve(Xf, random_state=SEED).sigma
+    return Xf, y[perm[n_val:]], X[perm[:n_val]], y[perm[:n_val]], sigma
+
+
+def run_qm7(suite, quick=False):
+    """QM7's training part (bench_dsg's seeded 80 / 20 split) cut again 80 / 20: the squared loss
+    at (n_iter, block_size) configurations, validation MAE in kcal/mol (targets standardised
+    with the fit part's mean and std)."""
+    from kernelscale import DoublyStochasticRegressor, GaussianKernel
+
+    Xf, yf, Xv, yv, sigma = _qm7_parts()
+    n_val = len(yv)
+    mu, sd = float(yf.mean()), float(yf.std())
     for T, D in (QM7_GRID if not quick else QM7_GRID[:2]):
         est = DoublyStochasticRegressor(GaussianKernel(sigma), solver="sgd", n_iter=T, block_size=D, random_state=SEED)
         t = time.perf_counter()
@@ -298,6 +316,19 @@ def _blocks_rows(suite, dataset, task, make, Xf, yf, Xv, yv, peer_err=None, scor
                               for block, batch in BLOCKS_GRID])
 
 
+def _passes_rows(suite, dataset, task, make, Xf, yf, Xv, yv, peer_err=None, score=None):
+    """The preconditioned solver at PASSES_GRID passes over the fit part (n_iter = passes x the
+    mini-batches of one pass; t0 stays one pass, so the step decays to 1 / passes), the rest at
+    its defaults, on one fit / validation split of at least 2048 fit rows."""
+    from kernelscale.doubly_stochastic import _AUTO_PRECONDITIONED_ROWS, dsg_auto_sizes
+
+    n = Xf.shape[0]
+    if n >= _AUTO_PRECONDITIONED_ROWS:
+        one_pass = math.ceil(n / min(dsg_auto_sizes(n, "preconditioned")[1], n))
+        _preconditioned_grid(suite, "passes", dataset, task, make, Xf, yf, Xv, yv, peer_err, score,
+                             [(f"{p} passes", {"n_iter": p * one_pass}) for p in PASSES_GRID])
+
+
 def run_solver(suite, quick=False, datasets=None, rows=_solver_rows):
     from sklearn.model_selection import train_test_split
 
@@ -341,6 +372,10 @@ def run_solver(suite, quick=False, datasets=None, rows=_solver_rows):
     rows(suite, "cadata", "regression", lambda solver: DoublyStochasticRegressor(
         GaussianKernel(sigma), solver=solver, random_state=SEED), Xf, (yf - mu) / sd, Xv, yv,
         score=lambda est: float(np.sqrt(np.mean((est.predict(Xv) * sd + mu - yv) ** 2))))
+    Xf, yf, Xv, yv, sigma = _qm7_parts()  # the targets as they are (the regressor scales them itself)
+    rows(suite, "qm7", "regression", lambda solver: DoublyStochasticRegressor(
+        GaussianKernel(sigma), solver=solver, random_state=SEED), Xf, yf, Xv, yv,
+        score=lambda est: float(np.mean(np.abs(est.predict(Xv) - yv))))
 
 
 def run(quick=False, out_dir=None, parts=None, datasets=None):
@@ -372,6 +407,8 @@ def run(quick=False, out_dir=None, parts=None, datasets=None):
             run_solver(suite, quick, datasets, rows=_damping_rows)
         if "blocks" in parts:
             run_solver(suite, quick, datasets, rows=_blocks_rows)
+        if "passes" in parts:
+            run_solver(suite, quick, datasets, rows=_passes_rows)
     return suite.write(plot=False)
 
 

@@ -14,13 +14,14 @@ predict at least 10x faster than LIBSVM's, and within 1.5x of the bound; the fit
 (timed once, recorded with its test error) at most 15.3% test error (the paper's) within 60 s.
 
 Both for float64 data, as a user passes it, and for the same data in float32 (``--dtypes``; adult's
-features are 0/1, so float32 holds them exactly): a model takes its data's dtype, fitted and
-predicting in float32 with float32 GEMMs and numpy's vectorised float32 cosine. On 2 cores the
+features are 0/1, so float32 holds them exactly): a model takes its data's dtype. On 2 cores the
 float64 model's dense arithmetic alone (its bound) is only about 5x faster than LIBSVM's
-prediction; the library computes float64 rows with few nonzeros (adult's one-hot 11%) from their
-nonzeros instead (``kernelscale.ops.features.SPARSE_DENSITY``), under that bound (0.54-0.67x of
-it in the runs of 2026-11-27: 7.3-9.9x faster than LIBSVM, whose own time varies from run to run).
-The float32 model does the dense arithmetic in half the bytes.
+prediction; the library computes rows with few nonzeros (adult's one-hot 11%) from their
+nonzeros instead, in float64 for both dtypes (``kernelscale.ops.features.SPARSE_DENSITY``,
+``SPARSE_DENSITY_FLOAT32``), under the dense bounds. Runs of 2026-11-27 after the tiled sparse
+loops: float64 1.00 / 1.18 s (13.7x / 13.8x faster than LIBSVM's 13.6 / 16.3 s; 0.39x / 0.46x
+the bound), float32 1.07 s in the second run (15.2x; 0.75x the float32 bound). Before the tiles,
+float64 had taken 1.39-1.74 s (7.3-9.9x) and float32 1.24-1.36 s (9.9-11.4x, its dense GEMM path).
 
 ``--devices cuda`` predicts on a GPU instead (float32 there, as the library computes float64
 input on a CUDA device; the bound likewise, its tensors on the GPU and the device synchronised
