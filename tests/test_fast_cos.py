@@ -197,11 +197,13 @@ def test_the_row_kernel_runs_for_wide_float64_rows_only(monkeypatch):
 
 
 @pytest.mark.parametrize("tile_width", [None, 48])
-def test_sparse_rows_scores_equal_the_dense_formula(tile_width, monkeypatch):
+@pytest.mark.parametrize("n", [300, 1111])
+def test_sparse_rows_scores_equal_the_dense_formula(n, tile_width, monkeypatch):
     """sparse_cos_scores: cos(X W + offset) coef from X's nonzeros (CSR), to the kernel's accuracy
     plus the rounding of another summation order, in one tile of features or in tiles of 48 (the
-    last one 32 wide); a row without nonzeros is the phases' cosine's product; a row beyond the
-    reduction's range (or with NaN) takes the C library's cosine of its projection."""
+    last one 32 wide), in tasks of rows (1111 rows: several of TILE_ROWS, the last one shorter);
+    a row without nonzeros is the phases' cosine's product; a tile beyond the reduction's range
+    (or with NaN) takes the C library's cosine."""
     from kernelscale.ops.features import SparseRows
 
     if tile_width:
@@ -209,7 +211,7 @@ def test_sparse_rows_scores_equal_the_dense_formula(tile_width, monkeypatch):
         assert fc.weight_tiles(np.ones((40, 128))).shape == (3, 40, 48)
 
     rng = np.random.default_rng(7)
-    X = rng.normal(size=(300, 40)) * (rng.random((300, 40)) < 0.15)
+    X = rng.normal(size=(n, 40)) * (rng.random((n, 40)) < 0.15)
     X[5] = 0.0
     X[9, 3], X[11, 0] = 1e7, np.nan  # beyond the range; NaN
     W = rng.normal(size=(40, 128))
@@ -218,12 +220,12 @@ def test_sparse_rows_scores_equal_the_dense_formula(tile_width, monkeypatch):
     nonzeros = SparseRows(X)
     assert nonzeros.indptr[-1] == np.count_nonzero(X) and nonzeros.indices.dtype == np.int64
     with np.errstate(invalid="ignore"):
-        got = fc.sparse_cos_scores(nonzeros.rows(0, 300), fc.weight_tiles(W), offset, coef)
+        got = fc.sparse_cos_scores(nonzeros.rows(0, n), fc.weight_tiles(W), offset, coef)
         want = np.cos(X @ W + offset) @ coef
     np.testing.assert_allclose(got[5], np.cos(offset) @ coef, rtol=0, atol=1e-13)
     assert np.all(np.isnan(got[11]))
     assert np.all(np.abs(got[9]) <= np.abs(coef).sum(axis=0))  # cosines of 1e7-sized sums: rounding differs
-    ordinary = np.ones(300, dtype=bool)
+    ordinary = np.ones(n, dtype=bool)
     ordinary[[9, 11]] = False
     np.testing.assert_allclose(got[ordinary], want[ordinary], rtol=0, atol=1e-12 * np.abs(want[ordinary]).max())
     # a slice of the rows: its indptr reads the whole arrays
@@ -232,23 +234,28 @@ def test_sparse_rows_scores_equal_the_dense_formula(tile_width, monkeypatch):
 
 
 @pytest.mark.parametrize("tile_width", [None, 32])
-def test_sparse_rows_features_equal_the_dense_formula(tile_width, monkeypatch):
+@pytest.mark.parametrize("n, scale", [(200, 0.5), (1111, 1.0)])
+def test_sparse_rows_features_equal_the_dense_formula(n, scale, tile_width, monkeypatch):
+    """sparse_cos_features: scale cos(X W + offset), in one tile or in tiles of 32 (the last one 4
+    wide), in one task of rows or several; a tile beyond the reduction's range takes the C
+    library's cosine."""
     from kernelscale.ops.features import SparseRows
 
     if tile_width:
         monkeypatch.setattr(fc, "TILE_WIDTH", tile_width)
+        assert fc.weight_tiles(np.ones((30, 100))).shape == (4, 30, 32)
 
     rng = np.random.default_rng(8)
-    X = rng.normal(size=(200, 30)) * (rng.random((200, 30)) < 0.2)
-    X[7, 2] = 1e7  # beyond the range: np.cos of the row's sum
-    W, offset = rng.normal(size=(30, 96)), rng.uniform(0, 2 * np.pi, size=96)
-    out = fc.sparse_cos_features(SparseRows(X).rows(0, 200), fc.weight_tiles(W), offset, 0.5, np.empty((200, 96)))
-    want = 0.5 * np.cos(X @ W + offset)
-    ordinary = np.arange(200) != 7
+    X = rng.normal(size=(n, 30)) * (rng.random((n, 30)) < 0.2)
+    X[7, 2] = 1e7  # beyond the range
+    W, offset = rng.normal(size=(30, 100)), rng.uniform(0, 2 * np.pi, size=100)
+    out = fc.sparse_cos_features(SparseRows(X).rows(0, n), fc.weight_tiles(W), offset, scale, np.empty((n, 100)))
+    want = scale * np.cos(X @ W + offset)
+    ordinary = np.arange(n) != 7
     np.testing.assert_allclose(out[ordinary], want[ordinary], rtol=0, atol=1e-13)
-    assert np.all(np.abs(out[7]) <= 0.5)
+    assert np.all(np.abs(out[7]) <= scale)
     with pytest.raises(ValueError, match="must agree"):
-        fc.sparse_cos_features(SparseRows(X).rows(0, 200), fc.weight_tiles(W), offset[:95], 0.5, np.empty((200, 96)))
+        fc.sparse_cos_features(SparseRows(X).rows(0, n), fc.weight_tiles(W), offset[:99], 0.5, np.empty((n, 100)))
 
 
 def test_sparse_rows_scores_refuse_arrays_that_do_not_agree():
@@ -258,8 +265,8 @@ def test_sparse_rows_scores_refuse_arrays_that_do_not_agree():
     X = np.eye(6, 4)
     rows = SparseRows(X).rows(0, 6)
     W, offset, coef = np.ones((4, 8)), np.zeros(8), np.ones((8, 1))
-    tiles = fc.weight_tiles(W)
-    assert fc.sparse_cos_scores(rows, tiles, offset, coef).shape == (6, 1)
+    tiles = fc.weight_tiles(W)  # one tile of 8 features (fewer than 16)
+    np.testing.assert_allclose(fc.sparse_cos_scores(rows, tiles, offset, coef), np.cos(X @ W) @ coef, atol=1e-14)
     indptr, indices, values = rows
     bad = [((np.array([0, 1, 2, 3, 4, 4, 5]), indices, values), tiles, offset, coef),  # beyond the nonzeros
            ((indptr, indices + 3, values), tiles, offset, coef),  # an index beyond d
@@ -271,7 +278,10 @@ def test_sparse_rows_scores_refuse_arrays_that_do_not_agree():
            (rows, tiles, np.zeros(17), coef),  # offset longer than the tiles
            (rows, tiles, offset, coef[:7]),  # coef too short
            (rows, tiles[..., ::2], offset[:4], coef[:4]),  # not C-ordered
-           (rows, W, offset, coef)]  # W itself, not its tiles
+           (rows, W, offset, coef),  # W itself, not its tiles
+           (rows, tiles[..., :0], offset[:0], coef[:0]),  # tiles of no width
+           ((np.array([], dtype=np.int64), indices, values), tiles, offset, coef),  # no indptr at all
+           ((indptr.astype(float), indices, values), tiles, offset, coef)]  # float indptr
     for args in bad:
         with pytest.raises(ValueError, match="must agree"):
             fc.sparse_cos_scores(*args)

@@ -248,7 +248,7 @@ def test_sparse_float64_rows_take_sparse_axpys_on_the_host(X, monkeypatch):
 
 def test_sparse_float32_rows_take_the_float64_loops_for_scores_only(monkeypatch):
     """float32 rows with at most SPARSE_DENSITY_FLOAT32 nonzeros: ``scores`` from their nonzeros
-    in float64 (the float32 formula's scores to float32 rounding, returned as float32); denser
+    in float64 (the formula's scores to float32 rounding, returned as float32); denser
     float32 rows, and every float32 ``transform``, take the float32 GEMM."""
     pytest.importorskip("numba")
     from kernelscale.ops import fast_cos
@@ -257,6 +257,7 @@ def test_sparse_float32_rows_take_the_float64_loops_for_scores_only(monkeypatch)
     calls = []
     spy(monkeypatch, fast_cos, "sparse_cos_scores", calls)
     spy(monkeypatch, fast_cos, "sparse_cos_features", calls)
+    monkeypatch.setattr(fast_cos, "TILE_WIDTH", 48)  # the run's 128 features in tiles of 48, 48 and 32
     spec = spec_of("cos", d=10, block_size=64, dtype=np.float32)
     sparse = one_hot_rows(200, 10, seed=10).astype(np.float32)  # 10% nonzeros
     denser = sparse + np.roll(sparse, 1, axis=1)  # 20%

@@ -25,8 +25,8 @@ Rows with few nonzeros (one-hot data such as adult's 14 of 123): :func:`sparse_c
 :func:`sparse_cos_features` compute a Fourier block's projection from the nonzeros, one AXPY per
 nonzero per row, with the phases, this cosine and the scale (or the products with the
 coefficients) in the same loop, a tile of up to TILE_WIDTH features at a time, while the tile's
-frequencies are in the core's cache (``kernelscale.ops.features`` chooses them:
-``SPARSE_DENSITY``).
+frequencies are in the caches (``kernelscale.ops.features`` chooses them: ``SPARSE_DENSITY``,
+``SPARSE_DENSITY_FLOAT32``, ``SPARSE_WEIGHTS_BYTES``).
 
 Threads: numba's OpenMP pool is told to sleep between loops (``OMP_WAIT_POLICY=PASSIVE``, set
 on the first compile unless the environment already has it), since its spinning threads slowed
@@ -49,8 +49,8 @@ from decimal import Decimal, localcontext
 
 import numpy as np
 
-__all__ = ["cos_inplace", "weight_tiles", "sparse_cos_scores", "sparse_cos_features", "available", "load", "MIN_ROW", "MIN_ROWS",
-           "MIN_SIZE", "LIMIT", "SEGMENT"]
+__all__ = ["cos_inplace", "weight_tiles", "sparse_cos_scores", "sparse_cos_features", "available", "load",
+           "MIN_ROW", "MIN_ROWS", "MIN_SIZE", "LIMIT", "SEGMENT"]
 
 #: arrays with fewer values use np.cos (the parallel loop's start-up costs more than it saves)
 MIN_SIZE = 1 << 15
@@ -65,7 +65,7 @@ SEGMENT = 4096
 TILE_BYTES = 1 << 22
 #: the widest tile (adult, d = 123: widths 128 / 256 / 512 took 76 / 61 / 64 ms)
 TILE_WIDTH = 256
-#: rows a thread takes at a time in the sparse loops
+#: rows a task of the sparse loops takes (fewer where the threads would not get two tasks each)
 TILE_ROWS = 512
 
 with localcontext() as _ctx:
@@ -153,8 +153,8 @@ def load():
         _rows_kernel.compile((types.float64[:, ::1], types.float64[::1], types.float64, types.uint8[::1]))
         rows = (types.int64[::1], types.int64[::1], types.float64[::1])
         tiles = (types.float64[:, :, ::1], types.float64[::1])
-        _sparse_kernel.compile((*rows, *tiles, types.float64[:, ::1], types.float64[:, ::1]))
-        _sparse_features_kernel.compile((*rows, *tiles, types.float64, types.float64[:, ::1]))
+        _sparse_kernel.compile((*rows, *tiles, types.float64[:, ::1], types.float64[:, ::1], types.int64))
+        _sparse_features_kernel.compile((*rows, *tiles, types.float64, types.float64[:, ::1], types.int64))
         _started = True
     return bool(kernel)
 
@@ -230,16 +230,16 @@ def _cos_rows_loop(a, offset, scale, outside):
                 _scale_row(row, scale)
 
 
-def _sparse_scores_loop(indptr, indices, values, tiles, offset, coef_t, scores):
-    """The tiled kernel of scores: for each tile of features and each row r of a thread's
-    TILE_ROWS, the tile's cos(offset + the sum of values[p] tiles[t, indices[p]] over the
-    nonzeros p of row r) (:func:`_sparse_cos_tile`), its products with the rows of ``coef_t``
-    added to ``scores[r]`` (zeros on entry)."""
+def _sparse_scores_loop(indptr, indices, values, tiles, offset, coef_t, scores, step):
+    """The tiled kernel of scores: for each tile of features and each row r of a task's ``step``
+    rows, the tile's cos(offset + the sum of values[p] tiles[t, indices[p]] over the nonzeros p
+    of row r) (:func:`_sparse_cos_tile`), its products with the rows of ``coef_t`` added to
+    ``scores[r]`` (zeros on entry)."""
     n = indptr.size - 1
     count, _, width = tiles.shape
-    for task in prange(-(-n // TILE_ROWS)):
+    for task in prange(-(-n // step)):
         acc = np.empty(width)
-        first, stop = task * TILE_ROWS, min(n, (task + 1) * TILE_ROWS)
+        first, stop = task * step, min(n, (task + 1) * step)
         for t in range(count):
             lo = t * width
             hi = min(offset.size, lo + width)
@@ -250,14 +250,14 @@ def _sparse_scores_loop(indptr, indices, values, tiles, offset, coef_t, scores):
                     scores[r, j] += _dot(part, coef_t[j, lo:hi])
 
 
-def _sparse_features_loop(indptr, indices, values, tiles, offset, scale, out):
+def _sparse_features_loop(indptr, indices, values, tiles, offset, scale, out, step):
     """The tiled kernel of features: row r of ``out`` gets scale * cos(offset + the sum of
     values[p] W[indices[p]] over the nonzeros p of row r), a tile of features at a time for a
-    thread's TILE_ROWS rows (:func:`_sparse_cos_tile`)."""
+    task's ``step`` rows (:func:`_sparse_cos_tile`)."""
     n = indptr.size - 1
     count, _, width = tiles.shape
-    for task in prange(-(-n // TILE_ROWS)):
-        first, stop = task * TILE_ROWS, min(n, (task + 1) * TILE_ROWS)
+    for task in prange(-(-n // step)):
+        first, stop = task * step, min(n, (task + 1) * step)
         for t in range(count):
             lo = t * width
             hi = min(offset.size, lo + width)
@@ -363,11 +363,11 @@ def cos_inplace(a, offset=None, scale=None):
 def weight_tiles(weights):
     """The frequencies W (d, D) as the sparse loops take them: (ceil(D / w), d, w) float64 tiles
     of w consecutive columns, each contiguous, the last one zero-padded. w is the widest multiple
-    of 16 up to TILE_WIDTH whose d x w values fit TILE_BYTES (at least 16; D when D is smaller),
-    so that a tile stays in the core's cache while a thread's rows pass over it: W as d rows of D
-    values (adult's runs: 4 MB) left the cache between two rows, and the tiled loops took 0.7x
-    the time of whole rows on adult."""
-    weights = np.asarray(weights, dtype=np.float64)
+    of 16 up to TILE_WIDTH whose d x w values fit TILE_BYTES (at least 16; D when D is smaller).
+    A task's rows pass over one tile at a time, which the caches keep near: over W as d rows of
+    D values (adult's runs: 4 MB), a row at a time, the loops had taken 1.4x as long on adult.
+    float32 frequencies are converted tile by tile."""
+    weights = np.asarray(weights)
     d, D = weights.shape
     width = min(TILE_WIDTH, max(16, TILE_BYTES // (8 * max(d, 1)) // 16 * 16), max(D, 1))
     tiles = np.zeros((-(-D // width), d, width))
@@ -398,7 +398,8 @@ def sparse_cos_scores(rows, tiles, offset, coef):
     _check_sparse("sparse_cos_scores: rows (indptr (n + 1,), indices, values), tiles of W (d, D), offset (D,) "
                   "and coef (D, k)", rows, tiles, offset, n, coef.ndim == 2 and coef.shape[0] == offset.size)
     scores = np.zeros((n, coef.shape[1]))
-    _sparse_kernel(indptr, indices, values, tiles, offset, np.ascontiguousarray(coef.T, dtype=np.float64), scores)
+    _sparse_kernel(indptr, indices, values, tiles, offset, np.ascontiguousarray(coef.T, dtype=np.float64), scores,
+                   _rows_per_task(n))
     return scores
 
 
@@ -412,27 +413,37 @@ def sparse_cos_features(rows, tiles, offset, scale, out):
     if not _compile():
         return None
     _started = True
+    agrees = out.ndim == 2 and out.shape[1] == offset.size and out.flags.c_contiguous and out.dtype == np.float64
     _check_sparse("sparse_cos_features: rows (indptr (n + 1,), indices, values), tiles of W (d, D), offset (D,) "
-                  "and out (n, D)", rows, tiles, offset, out.shape[0],
-                  out.ndim == 2 and out.shape[1] == offset.size and out.flags.c_contiguous and out.dtype == np.float64)
+                  "and out (n, D)", rows, tiles, offset, out.shape[0] if agrees else -1, agrees)
     indptr, indices, values = rows
-    _sparse_features_kernel(indptr, indices, values, tiles, offset, float(scale), out)
+    _sparse_features_kernel(indptr, indices, values, tiles, offset, float(scale), out, _rows_per_task(out.shape[0]))
     return out
+
+
+def _rows_per_task(n):
+    """Rows a task of the sparse loops takes: TILE_ROWS, fewer where n rows would leave threads
+    without two tasks each (a mini-batch of 256 rows: four tasks on two threads), 16 at least."""
+    import numba
+
+    return int(max(16, min(TILE_ROWS, -(-n // (2 * numba.get_num_threads())))))
 
 
 def _check_sparse(arrays, rows, tiles, offset, n, agrees):
     """The compiled sparse loops check no bounds: their arrays' shapes, layouts and indices first
     (``arrays``: the function and the arrays it takes, for the message; ``agrees``: the
-    caller's checks of its other arrays)."""
+    caller's checks of its other arrays). The tiles' width D is ``offset``'s length."""
     indptr, indices, values = rows
-    D = offset.shape[0] if offset.ndim == 1 else -1
-    used = indices[indptr[0] : indptr[-1]] if indptr.shape == (n + 1,) and indptr.size else indices
-    if (not agrees or indptr.shape != (n + 1,) or indices.shape != values.shape or tiles.ndim != 3
-            or tiles.shape[0] != -(-D // max(tiles.shape[2], 1)) or offset.ndim != 1
-            or not all(a.flags.c_contiguous for a in (*rows, tiles, offset))
-            or not all(a.dtype == t for a, t in zip((*rows, tiles, offset), (np.int64, np.int64) + (np.float64,) * 3))
-            or not 0 <= indptr[0] <= indptr[-1] <= indices.size or np.any(np.diff(indptr) < 0)
-            or (used.size and not 0 <= used.min() <= used.max() < tiles.shape[1])):
+    ok = (agrees and n >= 0 and indptr.shape == (n + 1,) and indptr.dtype == np.int64 and offset.ndim == 1
+          and tiles.ndim == 3 and tiles.shape[2] > 0)
+    if ok:
+        used = indices[indptr[0] : indptr[-1]]
+        ok = (indices.shape == values.shape and tiles.shape[0] == -(-offset.shape[0] // tiles.shape[2])
+              and all(a.flags.c_contiguous for a in (*rows, tiles, offset))
+              and all(a.dtype == t for a, t in zip((indices, values, tiles, offset), (np.int64,) + (np.float64,) * 3))
+              and 0 <= indptr[0] <= indptr[-1] <= indices.size and not np.any(np.diff(indptr) < 0)
+              and not (used.size and not 0 <= used.min() <= used.max() < tiles.shape[1]))
+    if not ok:
         raise ValueError(f"{arrays} must agree and be C-contiguous, with indices within 0 .. d - 1.")
 
 

@@ -219,8 +219,7 @@ class FeatureOperator:
         fixed = out.nbytes
         # one block's features fill whole rows of out: from X's nonzeros where they are few
         sparse = (self._sparse_rows(X) if len(blocks) == 1 and self.backend is NUMPY and out.flags.c_contiguous
-                  and X.dtype == np.float64
-                  and width * X.shape[1] * X.dtype.itemsize <= SPARSE_WEIGHTS_BYTES else None)
+                  and X.dtype == np.float64 and self._tiles_fit(width, X.shape[1]) else None)
         # blocks evaluated together: their parameters take at most half of the budget left
         together = max(0, self.budget - fixed) // max(1, 2 * self.spec.block_bytes)
         for j, start, stop in self._runs(blocks):
@@ -319,30 +318,39 @@ class FeatureOperator:
         }
         rows = self.backend.asarray(X) if held else X
         # X's nonzeros, when a run is small enough to take them (SPARSE_WEIGHTS_BYTES)
-        small = self._group and any(count * self._m * X.shape[1] * item <= SPARSE_WEIGHTS_BYTES for count in counts)
+        small = self._group and any(self._tiles_fit(count * self._m, X.shape[1]) for count in counts)
         sparse = self._sparse_rows(X) if small else None
-        # one projection buffer for the runs of one block count and their chunks (the chunk's
-        # projection the budget counts): a fresh array per chunk (64 MB, beyond malloc's reuse)
-        # was faulted in page by page each time, 8-9% of adult's prediction
+        # one projection buffer for the GEMM runs of one block count and their chunks (the
+        # chunk's projection the budget counts): a fresh array per chunk (64 MB, beyond malloc's
+        # reuse) was faulted in page by page each time, 8-9% of adult's prediction
         buf, buf_count = None, 0
         for i, (j, start, stop) in enumerate(runs):
             chunk, c = chunks[stop - start], coef[j : j + stop - start]
+            run_buf, sparse_run = None, None
             if self._group:
-                if stop - start != buf_count:
-                    buf, buf_count = None, stop - start  # the former buffer goes before the next comes
-                    buf = self.backend.empty((min(chunk, n) * buf_count * self._m,), X.dtype)
                 part, params = self._group_scores, self._fourier_run(start, stop, on_device=True)
-                sparse_run = None
-                if sparse is not None and params[0].nbytes <= SPARSE_WEIGHTS_BYTES:
+                if sparse is not None and self._tiles_fit(*params[0].shape):
                     # the frequencies as tiles, the phases and the coefficients as the kernel
                     # takes them: once per run
                     sparse_run = (fast_cos.weight_tiles(params[0].T), np.ascontiguousarray(params[1], np.float64),
                                   c.reshape(c.shape[0] * self._m, k))
+                else:
+                    if stop - start != buf_count:
+                        buf, buf_count = None, stop - start  # the former buffer goes before the next comes
+                        buf = self.backend.empty((min(chunk, n) * buf_count * self._m,), X.dtype)
+                    run_buf = buf
             else:
-                part, params, sparse_run = self._block_scores, self.block(start), None
+                part, params = self._block_scores, self.block(start)
             for s in range(0, n, chunk):
                 nonzeros = None if sparse_run is None else (sparse.rows(s, s + chunk), *sparse_run)
-                yield i, slice(s, s + chunk), part(self.backend.asarray(rows[s : s + chunk]), params, c, buf, nonzeros)
+                yield i, slice(s, s + chunk), part(self.backend.asarray(rows[s : s + chunk]), params, c, run_buf,
+                                                   nonzeros)
+
+    def _tiles_fit(self, columns, d):
+        """Whether the sparse loops may take a run of ``columns`` features of d inputs: its
+        frequencies as float64 tiles (a copy) within SPARSE_WEIGHTS_BYTES and an eighth of the
+        budget."""
+        return columns * d * 8 <= min(SPARSE_WEIGHTS_BYTES, self.budget // 8)
 
     def _sparse_rows(self, X):
         """X's nonzeros (:class:`SparseRows`) when ``scores`` (and, float64, ``transform``) take
