@@ -55,7 +55,11 @@ least 2048 fit rows, and QM7's fit / validation parts (part ``qm7``'s, its targe
 a user passes them: validation MAE), the preconditioned solver at PASSES_GRID passes (4 is its
 "auto"), t0 one pass as in its "auto".
 
-Run: ``python benchmarks/bench_dsg_defaults.py [--quick] [--part small|adult|qm7|solver|t0|damping|blocks|passes ...]`` (under
+Part ``intercept`` (the regressor's ``fit_intercept``, issue #18): the regression sets of part
+``solver`` and QM7's parts, ``DoublyStochasticRegressor`` at its defaults with fit_intercept
+False and True.
+
+Run: ``python benchmarks/bench_dsg_defaults.py [--quick] [--part small|adult|qm7|solver|t0|damping|blocks|passes|intercept ...]`` (under
 ``flock /tmp/kernelscale-heavy.lock`` on a shared machine). Results: results/dsg_defaults.json.
 """
 
@@ -76,7 +80,7 @@ from harness import Suite, cli_main  # noqa: E402
 
 SUITE = "dsg_defaults"
 SEED = 0
-PARTS = ("small", "adult", "qm7", "solver", "t0", "damping", "blocks", "passes")
+PARTS = ("small", "adult", "qm7", "solver", "t0", "damping", "blocks", "passes", "intercept")
 #: part "t0": the preconditioned solver's t0 in passes over the fit part (1 is its "auto")
 T0_PASSES = (1, 4, 1e4)
 logger = logging.getLogger("kernelscale.benchmarks.dsg_defaults")
@@ -317,16 +321,26 @@ def _blocks_rows(suite, dataset, task, make, Xf, yf, Xv, yv, peer_err=None, scor
 
 
 def _passes_rows(suite, dataset, task, make, Xf, yf, Xv, yv, peer_err=None, score=None):
-    """The preconditioned solver at PASSES_GRID passes over the fit part (n_iter = passes x the
-    mini-batches of one pass; t0 stays one pass, so the step decays to 1 / passes), the rest at
+    """The preconditioned solver at PASSES_GRID passes over the fit part (n_iter = ceil(passes n
+    / batch), "auto"'s rule; t0 stays one pass, so the step decays to 1 / passes), the rest at
     its defaults, on one fit / validation split of at least 2048 fit rows."""
     from kernelscale.doubly_stochastic import _AUTO_PRECONDITIONED_ROWS, dsg_auto_sizes
 
     n = Xf.shape[0]
     if n >= _AUTO_PRECONDITIONED_ROWS:
-        one_pass = math.ceil(n / min(dsg_auto_sizes(n, "preconditioned")[1], n))
+        batch = min(dsg_auto_sizes(n, "preconditioned")[1], n)
         _preconditioned_grid(suite, "passes", dataset, task, make, Xf, yf, Xv, yv, peer_err, score,
-                             [(f"{p} passes", {"n_iter": p * one_pass}) for p in PASSES_GRID])
+                             [(f"{p} passes", {"n_iter": math.ceil(p * n / batch)}) for p in PASSES_GRID])
+
+
+def _intercept_rows(suite, dataset, task, make, Xf, yf, Xv, yv, peer_err=None, score=None):
+    """The regressor at its defaults with fit_intercept False and True, on one fit / validation
+    split of a regression set."""
+    if task == "regression":
+        for fit_intercept in (False, True):
+            _fit_row(suite, f"intercept: {dataset}", f"DSG, fit_intercept={fit_intercept}",
+                     make("auto").set_params(fit_intercept=fit_intercept), task, Xf, yf, Xv, yv, peer_err, score,
+                     {"fit_intercept": fit_intercept})
 
 
 def run_solver(suite, quick=False, datasets=None, rows=_solver_rows):
@@ -409,6 +423,8 @@ def run(quick=False, out_dir=None, parts=None, datasets=None):
             run_solver(suite, quick, datasets, rows=_blocks_rows)
         if "passes" in parts:
             run_solver(suite, quick, datasets, rows=_passes_rows)
+        if "intercept" in parts:
+            run_solver(suite, quick, datasets, rows=_intercept_rows)
     return suite.write(plot=False)
 
 

@@ -80,7 +80,7 @@ def test_algorithm_1_matches_naive_reference(kernel, method):
     X, y = sinc_data(n=40, d=2)
     est = DoublyStochasticRegressor(
         kernel, alpha=0.05, n_iter=12, batch_size=16, block_size=32, step_size=0.5, t0=5.0,
-        feature_method=method, shuffle=False, random_state=3,
+        feature_method=method, fit_intercept=False, shuffle=False, random_state=3,
     ).fit(X, y)
     spec = FeatureBlockSpec(kernel, 2, 32, 3, np.float64, method)
     chunks = [slice(0, 16), slice(16, 32), slice(32, 40)]
@@ -133,7 +133,7 @@ def test_squared_loss_approaches_exact_kernel_ridge():
     ref = reference.predict(X_test)
     est = DoublyStochasticRegressor(
         kernel, alpha=nu, n_iter=15, batch_size=n, block_size=128, step_size=2.0, t0=100.0,
-        shuffle=False, warm_start=True, random_state=0,
+        fit_intercept=False, shuffle=False, warm_start=True, random_state=0,
     )
     gaps = []
     for total in range(15, 121, 15):  # checkpoints after 15, 30, ..., 120 iterations
@@ -264,7 +264,8 @@ def test_shuffled_fit_is_reproducible_and_uses_every_point():
 def test_preconditioned_first_step_is_the_ridge_fit_on_the_block():
     X, y = sinc_data(n=200)
     est = DoublyStochasticRegressor(GaussianKernel(sigma=1.0), solver="preconditioned", alpha=0.0, n_iter=1,
-                                    batch_size=200, block_size=32, shuffle=False, random_state=0).fit(X, y)
+                                    batch_size=200, block_size=32, fit_intercept=False, shuffle=False,
+                                    random_state=0).fit(X, y)
     Phi = FeatureBlockSpec(GaussianKernel(sigma=1.0), 1, 32, 0).block(0).apply(X)
     C = Phi.T @ Phi / 200
     C += est.precond_ridge * np.trace(C) / 32 * np.eye(32)
@@ -736,7 +737,10 @@ def test_auto_squared_step_is_read_from_the_first_block_curvature():
         ws = w[first] * (w.size / w.sum())  # fit's weights have mean 1
         lam = np.linalg.eigvalsh((Phi * ws[:, None]).T @ Phi / 100)[-1]
         assert est.step_size_ == pytest.approx(1.5 / (lam + nu), rel=1e-6)
-        np.testing.assert_allclose(est.scale_ * est.coef_[0], -est.step_size_ * Phi.T @ (ws * -y[first])[:, None] / 100,
+        # the intercept is the first mini-batch's weighted mean, the step fits the targets less it
+        np.testing.assert_allclose(est.intercept_, [np.average(y[first], weights=ws)], rtol=1e-6, atol=1e-7)
+        residual = y[first].astype(np.float32) - est.intercept_.astype(np.float32)
+        np.testing.assert_allclose(est.scale_ * est.coef_[0], -est.step_size_ * Phi.T @ (ws * -residual)[:, None] / 100,
                                    rtol=1e-4, atol=1e-7)
     # partial_fit on the same first chunk resolves the same step; a warm start keeps it
     part = DoublyStochasticRegressor(kernel, alpha=nu, batch_size=100, random_state=0).partial_fit(X[:100], y[:100], ws)
@@ -831,3 +835,68 @@ def test_many_classes_fit_without_a_spurious_warning():
         est = DoublyStochasticClassifier(GaussianKernel(sigma=1.0), n_iter=2, random_state=0).fit(X, y)
         est.partial_fit(X, y)
     assert est.classes_.size == 30
+
+
+@pytest.mark.parametrize("solver", ["sgd", "preconditioned"])
+def test_intercept_is_the_fit_of_the_centred_targets(solver):
+    """fit_intercept=True: ``intercept_`` is the weighted mean of the first mini-batch's targets,
+    the model is the fit_intercept=False model of the targets less it, and predict adds it back."""
+    X, y = sinc_data(n=120, d=2)
+    y = np.column_stack([y + 50.0, -3.0 * y])  # two outputs, one far from zero
+    w = np.random.default_rng(4).uniform(0.5, 2.0, size=y.shape[0])
+    params = dict(kernel=GaussianKernel(sigma=1.0), solver=solver, n_iter=6, batch_size=40, block_size=16,
+                  shuffle=False, random_state=0)
+    est = DoublyStochasticRegressor(**params).fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(est.intercept_, np.average(y[:40], axis=0, weights=w[:40]), rtol=1e-14)
+    plain = DoublyStochasticRegressor(fit_intercept=False, **params).fit(X, y - est.intercept_, sample_weight=w)
+    np.testing.assert_allclose(est.coef_, plain.coef_, rtol=1e-12, atol=1e-14)
+    X_new = np.random.default_rng(5).uniform(-3, 3, size=(9, 2))
+    np.testing.assert_allclose(est.predict(X_new), plain.predict(X_new) + est.intercept_, rtol=1e-12)
+    assert np.all(DoublyStochasticRegressor(fit_intercept=False, **params).fit(X, y).intercept_ == 0)
+    # a model saved before the intercept existed predicts f alone
+    del est.intercept_
+    np.testing.assert_allclose(est.predict(X_new), plain.predict(X_new), rtol=1e-12)
+
+
+def test_intercept_is_kept_by_partial_fit_and_warm_starts():
+    X, y = sinc_data(n=300)
+    y = y + 1e3
+    part = DoublyStochasticRegressor(GaussianKernel(sigma=1.0), batch_size=50, random_state=0)
+    part.partial_fit(X[:100], y[:100])
+    first = part.intercept_.copy()
+    np.testing.assert_allclose(first, [y[:50].mean()], rtol=1e-14)
+    part.partial_fit(X[100:], y[100:])
+    assert np.array_equal(part.intercept_, first)
+    warm = DoublyStochasticRegressor(GaussianKernel(sigma=1.0), n_iter=4, warm_start=True, random_state=0).fit(X, y)
+    offset = warm.intercept_.copy()
+    warm.set_params(n_iter=8).fit(X, y + 5.0)  # continues the model: its offset stays
+    assert np.array_equal(warm.intercept_, offset)
+
+
+def test_intercept_fits_targets_far_from_zero():
+    """Targets 1e3 away from zero: with the intercept the fit's error is that of the centred
+    problem; without it the model spends its steps and its ridge on the constant."""
+    X, y = sinc_data(n=600)
+    X_test, y_test = sinc_data(n=300, seed=1)
+    errors = {}
+    for fit_intercept in (True, False):
+        est = DoublyStochasticRegressor(GaussianKernel(sigma=0.5), fit_intercept=fit_intercept, random_state=0)
+        est.fit(X, y + 1e3)
+        errors[fit_intercept] = np.sqrt(np.mean((est.predict(X_test) - 1e3 - y_test) ** 2))
+    assert errors[True] < 0.2 and 10 * errors[True] < errors[False], errors
+
+
+def test_intercept_is_set_again_when_a_model_starts_and_never_from_excluded_rows():
+    X, y = sinc_data(n=200)
+    est = DoublyStochasticRegressor(GaussianKernel(sigma=1.0), n_iter=4, batch_size=50, step_size=0.5, shuffle=False,
+                                    random_state=0)  # a fixed step: the curvature of zero-weight rows is nu's
+    first = est.fit(X, y + 100.0).intercept_.copy()
+    np.testing.assert_allclose(first, [np.mean(y[:50]) + 100.0], rtol=1e-14)
+    np.testing.assert_allclose(est.fit(X, y - 7.0).intercept_, first - 107.0, rtol=1e-14)  # a new model
+    assert np.all(est.set_params(fit_intercept=False).fit(X, y + 100.0).intercept_ == 0)
+    # a first mini-batch of zero weights: no offset from the rows the weights leave out
+    w = np.ones(200)
+    w[:50] = 0.0
+    assert np.all(est.set_params(fit_intercept=True).fit(X, y + 100.0, sample_weight=w).intercept_ == 0)
+    w[:50] = 1e300  # weights near the float range: the mean is still taken
+    np.testing.assert_allclose(est.fit(X, y + 100.0, sample_weight=w).intercept_, first, rtol=1e-14)
