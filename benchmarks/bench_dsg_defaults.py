@@ -80,7 +80,7 @@ from harness import Suite, cli_main  # noqa: E402
 
 SUITE = "dsg_defaults"
 SEED = 0
-PARTS = ("small", "adult", "qm7", "solver", "t0", "damping", "blocks", "passes", "intercept")
+PARTS = ("small", "adult", "qm7", "solver", "t0", "damping", "blocks", "small-blocks", "passes", "intercept")
 #: part "t0": the preconditioned solver's t0 in passes over the fit part (1 is its "auto")
 T0_PASSES = (1, 4, 1e4)
 logger = logging.getLogger("kernelscale.benchmarks.dsg_defaults")
@@ -97,6 +97,8 @@ DAMPING_GRID = [(step, ridge) for step in (1.0, 0.5) for ridge in (1e-3, 1e-2, 0
 #: on the fit parts of at least BLOCKS_MIN_ROWS rows
 BLOCKS_GRID = [(1024, 4096), (2048, 8192), (4096, 16384)]
 BLOCKS_MIN_ROWS = 16384
+#: part "small-blocks": (block_size, batch_size) on the fit parts of 2048 .. BLOCKS_MIN_ROWS rows
+SMALL_BLOCKS_GRID = [(256, 1024), (512, 2048), (1024, 4096)]
 #: part "passes": passes of the preconditioned solver over the fit part (4 is its "auto")
 PASSES_GRID = (4, 8, 16)
 #: (batch_size, block_size, passes) of part "adult"
@@ -320,6 +322,18 @@ def _blocks_rows(suite, dataset, task, make, Xf, yf, Xv, yv, peer_err=None, scor
                               for block, batch in BLOCKS_GRID])
 
 
+def _small_blocks_rows(suite, dataset, task, make, Xf, yf, Xv, yv, peer_err=None, score=None):
+    """The preconditioned solver at the (block_size, batch_size) of SMALL_BLOCKS_GRID, the rest
+    at its defaults (four passes), on one fit / validation split of 2048 .. BLOCKS_MIN_ROWS fit
+    rows (where "auto" runs it and part ``blocks`` does not)."""
+    from kernelscale.doubly_stochastic import _AUTO_PRECONDITIONED_ROWS
+
+    if _AUTO_PRECONDITIONED_ROWS <= Xf.shape[0] < BLOCKS_MIN_ROWS:
+        _preconditioned_grid(suite, "small-blocks", dataset, task, make, Xf, yf, Xv, yv, peer_err, score,
+                             [(f"block {block}, batch {batch}", {"block_size": block, "batch_size": batch})
+                              for block, batch in SMALL_BLOCKS_GRID])
+
+
 def _passes_rows(suite, dataset, task, make, Xf, yf, Xv, yv, peer_err=None, score=None):
     """The preconditioned solver at PASSES_GRID passes over the fit part (n_iter = ceil(passes n
     / batch), "auto"'s rule; t0 stays one pass, so the step decays to 1 / passes), the rest at
@@ -421,6 +435,8 @@ def run(quick=False, out_dir=None, parts=None, datasets=None):
             run_solver(suite, quick, datasets, rows=_damping_rows)
         if "blocks" in parts:
             run_solver(suite, quick, datasets, rows=_blocks_rows)
+        if "small-blocks" in parts:
+            run_solver(suite, quick, datasets, rows=_small_blocks_rows)
         if "passes" in parts:
             run_solver(suite, quick, datasets, rows=_passes_rows)
         if "intercept" in parts:
