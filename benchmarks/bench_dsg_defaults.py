@@ -50,6 +50,11 @@ batch_size) of BLOCKS_GRID, four passes as its "auto". On a stream of virtual di
 authors' blocks of 8192 with batches of 32768 had cut the error per example seen by a quarter
 (benchmarks/bench_dsg_stream.py); on 2 cores a block's covariance costs batch x block^2 a step.
 
+Part ``small-blocks`` (issue #18's time goal): the splits with 2048 to BLOCKS_MIN_ROWS - 1 fit
+rows (QM7's parts included), the preconditioned solver at the (block_size, batch_size) of
+SMALL_BLOCKS_GRID: blocks of 256 and 512 fitted 3x faster than 1024 and were worse on every set
+but one (benchmarks/README.md).
+
 Part ``passes`` (the preconditioned solver's length, issue #17 item 2): the same splits with at
 least 2048 fit rows, and QM7's fit / validation parts (part ``qm7``'s, its targets in kcal/mol as
 a user passes them: validation MAE), the preconditioned solver at PASSES_GRID passes (4 is its
@@ -59,7 +64,7 @@ Part ``intercept`` (the regressor's ``fit_intercept``, issue #18): the regressio
 ``solver`` and QM7's parts, ``DoublyStochasticRegressor`` at its defaults with fit_intercept
 False and True.
 
-Run: ``python benchmarks/bench_dsg_defaults.py [--quick] [--part small|adult|qm7|solver|t0|damping|blocks|passes|intercept ...]`` (under
+Run: ``python benchmarks/bench_dsg_defaults.py [--quick] [--part small|adult|qm7|solver|t0|damping|blocks|small-blocks|passes|intercept ...]`` (under
 ``flock /tmp/kernelscale-heavy.lock`` on a shared machine). Results: results/dsg_defaults.json.
 """
 
