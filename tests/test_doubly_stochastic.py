@@ -900,3 +900,32 @@ def test_intercept_is_set_again_when_a_model_starts_and_never_from_excluded_rows
     assert np.all(est.set_params(fit_intercept=True).fit(X, y + 100.0, sample_weight=w).intercept_ == 0)
     w[:50] = 1e300  # weights near the float range: the mean is still taken
     np.testing.assert_allclose(est.fit(X, y + 100.0, sample_weight=w).intercept_, first, rtol=1e-14)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_predictions_of_one_hot_rows_equal_the_dense_formula(dtype, monkeypatch):
+    """Rows with few nonzeros (one-hot, as adult's) are predicted by the tiled sparse loops; the
+    predictions equal the model's formula, sum_t phi_t(x) scale_ coef_[t] by dense GEMMs, to
+    1e-10 in float64 (float32 rows: to float32 rounding)."""
+    pytest.importorskip("numba")
+    from kernelscale.ops import fast_cos
+
+    rng = np.random.default_rng(11)
+    n, d = 400, 30
+    X = np.zeros((n + 100, d))
+    for r in range(X.shape[0]):  # three of 30 columns set: 10% nonzeros
+        X[r, rng.choice(d, 3, replace=False)] = 1.0
+    y = np.sin(X @ rng.normal(size=d)) + 0.1 * rng.normal(size=X.shape[0])
+    X = X.astype(dtype)
+    calls = []
+    real = fast_cos.sparse_cos_scores
+    monkeypatch.setattr(fast_cos, "sparse_cos_scores", lambda *a: calls.append(1) or real(*a))
+    est = DoublyStochasticRegressor(GaussianKernel(sigma=1.5), n_iter=6, block_size=64, batch_size=128,
+                                    random_state=0).fit(X[:n], y[:n])
+    calls.clear()
+    got = est.predict(X[n:])
+    assert len(calls) == 6 and got.dtype == dtype  # one call per block: the sparse loops predicted
+    spec = FeatureBlockSpec(GaussianKernel(sigma=1.5), d, 64, est.seed_, np.float64, est.feature_method_)
+    alphas = [est.scale_ * c.astype(np.float64) for c in est.coef_]
+    want = naive_predict(X[n:].astype(np.float64), spec, alphas)[:, 0] + est.intercept_[0]
+    np.testing.assert_allclose(got, want, rtol=1e-10 if dtype == np.float64 else 2e-5, atol=0)
