@@ -303,7 +303,7 @@ def test_gram_memory_is_o_of_m_squared_and_checked_before_allocating():
     X = rng.uniform(-3, 3, size=(n, 2))
     y = np.sinc(np.linalg.norm(X, axis=1) / np.pi)
     est = SLKLRegressor(GaussianKernel(sigma=1.0), n_components=M, sparsity=0.05, columns="gram", max_memory="8MB",
-                        random_state=0)
+                        fit_intercept=False, random_state=0)
     peak, fitted = peak_bytes(lambda: clone(est).fit(X, y))
     assert peak < n * M * 8 / 2, peak  # never the n x M columns: Q, R, G and kernel blocks within the budget
     assert peak < 8e6 + 2**20, peak
@@ -342,7 +342,8 @@ def test_auto_sparsity_makes_the_fit_equivariant_to_the_units_of_y(columns):
     w = np.random.default_rng(3).uniform(0.5, 2.0, size=y.size)
     kw = dict(kernel=GaussianKernel(sigma=1.0), n_components=30, tol=1e-6, random_state=0, columns=columns)
     base = SLKLRegressor(**kw).fit(X, y, sample_weight=w)
-    assert base.sparsity_ == pytest.approx(0.01 * np.mean(w * y**2), rel=1e-12)
+    centred = y - np.average(y, weights=w)  # the intercept's (fit_intercept=True)
+    assert base.sparsity_ == pytest.approx(0.01 * np.mean(w * centred**2), rel=1e-12)
     for scale in (1e-5, 1e5):
         scaled = SLKLRegressor(**kw).fit(X, scale * y, sample_weight=w)
         np.testing.assert_allclose(scaled.mu_, base.mu_, rtol=1e-7, atol=1e-12)
@@ -364,7 +365,7 @@ def test_auto_sparsity_is_the_papers_value_for_two_classes_and_shared_out_over_m
     np.testing.assert_array_equal(clf.mu_, ref.mu_)
     # the regressor's outputs are not classes: 0.01 times each column's mean square
     Y = np.where(y[:200, None] == np.arange(3), 1.0, -1.0)
-    reg = SLKLRegressor(n_components=40, random_state=0).fit(X[:200], Y)
+    reg = SLKLRegressor(n_components=40, fit_intercept=False, random_state=0).fit(X[:200], Y)
     np.testing.assert_array_equal(reg.sparsity_, np.full(3, 0.01))
 
 
@@ -386,9 +387,17 @@ def test_predictions_match_dense_kernel_ridge_with_learned_kernel(columns):
     est = SLKLRegressor(GaussianKernel(sigma=1.0), n_components=30, alpha=0.5, sparsity=0.01, columns=columns,
                         random_state=0).fit(X, Y, sample_weight=w)
     assert est.mu_.shape == (30, 2) and est.predict(Xt).shape == (25, 2)
+    offset = np.average(Y, axis=0, weights=w)  # fit_intercept=True: the model of the centred targets
+    np.testing.assert_allclose(est.intercept_, offset, rtol=1e-12)
     for j in range(2):
-        ref = dense_prediction(Xt, X, est.candidates_, est.mu_[:, j], Y[:, j], 0.5, w)
+        ref = dense_prediction(Xt, X, est.candidates_, est.mu_[:, j], Y[:, j] - offset[j], 0.5, w) + offset[j]
         np.testing.assert_allclose(est.predict(Xt)[:, j], ref, rtol=1e-7, atol=1e-9)
+    plain = SLKLRegressor(GaussianKernel(sigma=1.0), n_components=30, alpha=0.5, sparsity=0.01, columns=columns,
+                          fit_intercept=False, random_state=0).fit(X, Y, sample_weight=w)
+    assert np.all(plain.intercept_ == 0)
+    for j in range(2):  # the paper's model
+        ref = dense_prediction(Xt, X, plain.candidates_, plain.mu_[:, j], Y[:, j], 0.5, w)
+        np.testing.assert_allclose(plain.predict(Xt)[:, j], ref, rtol=1e-7, atol=1e-9)
     assert set(est.active_) == set(est.candidates_[np.any(est.mu_ > 0, axis=1)])
     assert est.n_active_ == est.X_fit_.shape[0] == len(est.active_)
 
@@ -434,7 +443,8 @@ def test_classifier_one_vs_all_on_digits():
     assert np.mean(clf.predict(Xte) == yte) > 0.9
     # each one-vs-all problem is the regressor on +-1 targets
     Y = np.where(ytr[:, None] == np.arange(10), 1.0, -1.0)
-    reg = SLKLRegressor(GaussianKernel(sigma=2.0), n_components=64, sparsity=0.01, random_state=0).fit(Xtr, Y)
+    reg = SLKLRegressor(GaussianKernel(sigma=2.0), n_components=64, sparsity=0.01, fit_intercept=False,
+                        random_state=0).fit(Xtr, Y)
     np.testing.assert_allclose(reg.predict(Xte), scores, rtol=1e-10, atol=1e-12)
     binary = SLKLClassifier(GaussianKernel(sigma=2.0), n_components=32, random_state=0).fit(Xtr, ytr == 3)
     assert binary.decision_function(Xte).shape == (400,)
@@ -515,7 +525,7 @@ def test_outputs_on_threads_give_the_fit_of_one_thread(monkeypatch):
         np.testing.assert_array_equal(fit.dual_coef_, one.dual_coef_)
     # the regressor on the same +-1 columns, at the classifier's nu, is the same fit
     Y = np.where(y[:, None] == np.arange(5), 1.0, -1.0)
-    np.testing.assert_array_equal(SLKLRegressor(sparsity=0.01 / 5, **kw).fit(X, Y).mu_, one.mu_)
+    np.testing.assert_array_equal(SLKLRegressor(sparsity=0.01 / 5, fit_intercept=False, **kw).fit(X, Y).mu_, one.mu_)
     if compiled:  # an error in one output reaches the caller and stops the others at their next epoch
         import threading
         import types
@@ -543,3 +553,27 @@ def test_outputs_on_threads_give_the_fit_of_one_thread(monkeypatch):
             SLKLClassifier(**kw).fit(X, y)
         assert len(calls) == 4 and len(results) == 3  # the fifth output never started
         assert all(r.stopped_by_callback for r in results)
+
+
+def test_intercept_centres_the_targets_and_predict_adds_it_back():
+    """fit_intercept=True: the fit of y - mean(y) (weighted), plus the mean; a float for 1-d y;
+    targets far from zero are fitted as well as centred ones (without the intercept the "auto"
+    sparsity, a hundredth of the mean square, grows with the offset); a model saved before the
+    intercept existed predicts f alone."""
+    X, y, _, _ = problem(n=120, M=40, seed=21)
+    Xt = np.random.default_rng(22).uniform(-3, 3, size=(40, 2))
+    w = np.random.default_rng(23).uniform(0.5, 2.0, size=y.size)
+    kw = dict(kernel=GaussianKernel(sigma=1.0), n_components=40, random_state=0)
+    est = SLKLRegressor(**kw).fit(X, y + 100.0, sample_weight=w)
+    offset = np.average(y + 100.0, weights=w)
+    assert isinstance(est.intercept_, float) and est.intercept_ == pytest.approx(offset, rel=1e-14)
+    sparsity = 0.01 * np.mean(w * (y + 100.0 - offset) ** 2)
+    centred = SLKLRegressor(sparsity=sparsity, fit_intercept=False, **kw).fit(X, y + 100.0 - offset, sample_weight=w)
+    np.testing.assert_allclose(est.mu_, centred.mu_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(est.predict(Xt), centred.predict(Xt) + offset, rtol=1e-9)
+    truth = np.sinc(np.linalg.norm(Xt, axis=1) / np.pi)
+    plain = SLKLRegressor(fit_intercept=False, **kw).fit(X, y + 100.0, sample_weight=w)
+    errors = [np.sqrt(np.mean((m.predict(Xt) - 100.0 - truth) ** 2)) for m in (est, plain)]
+    assert 3 * errors[0] < errors[1], errors
+    del est.intercept_
+    np.testing.assert_allclose(est.predict(Xt), centred.predict(Xt), rtol=1e-9)
