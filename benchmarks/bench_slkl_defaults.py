@@ -23,8 +23,16 @@ Part ``columns``: the sets above with more than two classes, at the "auto" spars
 ``n_components`` (M, the candidate columns) in ``COLUMNS``: where all M candidates end up active,
 M rather than nu limits the error.
 
-Run: ``python benchmarks/bench_slkl_defaults.py [--quick] [--part sparsity] [--part columns]`` (about
-5 min on 2 cores; ``results/slkl_defaults.json``; a run of some parts keeps the others' records).
+Part ``intercept`` (``SLKLRegressor``'s ``fit_intercept``): the regression sets of
+benchmarks/bench_robustness.py and boston, abalone and cadata (a seeded 80% of their rows as the
+training part, features standardised with the fit part's statistics, targets as they are),
+``SLKLRegressor(GaussianKernel(sigma="median" of the fit part), random_state=0)`` with
+fit_intercept False and True, beside KernelRidge(alpha=1) on the same parts: validation RMSE,
+its ratio to the peer's, fit seconds.
+
+Run: ``python benchmarks/bench_slkl_defaults.py [--quick] [--part sparsity|columns|intercept ...]``
+(about 5 min on 2 cores; ``results/slkl_defaults.json``; a run of some parts keeps the others'
+records).
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ from harness import Suite, cli_main  # noqa: E402
 
 SUITE = "slkl_defaults"
 SEED = 0
-PARTS = ("sparsity", "columns")
+PARTS = ("sparsity", "columns", "intercept")
 #: part "columns": candidate columns M
 COLUMNS = (256, 384, 512)
 #: name -> nu as a function of the number of classes k (None: "auto")
@@ -135,6 +143,58 @@ def run_columns(suite, quick=False):
                          peer_err)
 
 
+def _regression_sets(quick):
+    """(name, X_train, y_train) of the regression sets of part ``intercept``: training parts only."""
+    import bench_robustness as rob
+    from kernelscale import load_dataset
+
+    for name in rob.DATASETS:
+        data = rob.make_dataset(name, 1000 if quick else None)
+        if data.task == "regression":
+            yield name, data.X_train, data.y_train
+    if quick:
+        return
+    for name in ("boston", "abalone", "cadata"):
+        d = load_dataset(name)
+        rows = np.random.RandomState(SEED).permutation(d.X.shape[0])
+        train = rows[: int(0.8 * rows.size)]
+        yield name, np.asarray(d.X, dtype=np.float64)[train], np.asarray(d.y, dtype=np.float64)[train]
+
+
+def run_intercept(suite, quick=False):
+    from sklearn.model_selection import train_test_split
+
+    import bench_robustness as rob
+    from kernelscale import GaussianKernel, SLKLRegressor
+
+    for name, X, y in _regression_sets(quick):
+        Xf, Xv, yf, yv = train_test_split(X, y, test_size=0.25, random_state=SEED)
+        mu, sd = Xf.mean(axis=0), Xf.std(axis=0)
+        sd[sd == 0] = 1.0
+        Xf, Xv = (Xf - mu) / sd, (Xv - mu) / sd
+        sigma = rob.median_sigma(Xf)
+        peer = _error("regression", rob.peer_factory("regression", sigma)[2]().fit(Xf, yf).predict(Xv), yv)
+        ds = f"intercept: {name} ({Xf.shape[0]}/{Xv.shape[0]} of train)"
+        suite.add(ds, "exact peer (KernelRidge)", role="peer", metrics={"val_rmse": peer},
+                  params={"sigma": sigma, "n_fit": int(Xf.shape[0]), "y_mean": float(yf.mean()), "y_std": float(yf.std())})
+        for fit_intercept in (False, True):
+            est = SLKLRegressor(GaussianKernel(sigma=sigma), fit_intercept=fit_intercept, random_state=SEED)
+            t = time.perf_counter()
+            est.fit(Xf, yf)
+            fit_s = time.perf_counter() - t
+            err = _error("regression", est.predict(Xv), yv)
+            suite.add(ds, f"SLKL fit_intercept={fit_intercept}",
+                      metrics={"val_rmse": err, "error_ratio": err / peer, "fit_s": fit_s,
+                               "active_columns": float(est.n_active_)},
+                      params={"fit_intercept": fit_intercept, "n_fit": int(Xf.shape[0])})
+            logger.info("%-45s fit_intercept=%-5s RMSE %.4g (x%.2f KernelRidge) %.2f s", ds, fit_intercept, err,
+                        err / peer, fit_s)
+
+
+def _part(record):
+    return next((p for p in ("columns", "intercept") if record["dataset"].startswith(f"{p}: ")), "sparsity")
+
+
 def run(quick=False, out_dir=None, parts=None):
     from threadpoolctl import threadpool_limits
 
@@ -143,13 +203,14 @@ def run(quick=False, out_dir=None, parts=None):
         "source": "issue #18: error <= 1.5x the exact peer's at the defaults; training data only"})
     if set(parts) != set(PARTS) and suite.path.exists():  # keep the records of the parts not run
         old = json.loads(suite.path.read_text())["records"]
-        suite.records.extend(r for r in old if ("columns" if r["dataset"].startswith("columns: ") else "sparsity")
-                             not in parts)
+        suite.records.extend(r for r in old if _part(r) not in parts)
     with threadpool_limits(limits=2):
         if "sparsity" in parts:
             run_sparsity(suite, quick)
         if "columns" in parts:
             run_columns(suite, quick)
+        if "intercept" in parts:
+            run_intercept(suite, quick)
     return suite.write(plot=False)
 
 
