@@ -1,7 +1,8 @@
-"""The study behind ``SLKLClassifier``'s "auto" sparsity for several classes (issue #18).
+"""The studies behind SLKL's defaults: the classifier's "auto" sparsity, the regressor's intercept (#18).
 
 TRAINING data only: every set is the training part of its benchmark split, cut again 75 / 25
-(stratified) into a fit part and a held-out validation part; nothing here reads a test set.
+(stratified for classification) into a fit part and a held-out validation part; nothing here
+reads a test set.
 
 Part ``sparsity``: ``SLKLClassifier(GaussianKernel(sigma="median" of the fit part),
 random_state=0)`` with every parameter at its default but ``sparsity``, on the classification
@@ -26,8 +27,8 @@ M rather than nu limits the error.
 Part ``intercept`` (``SLKLRegressor``'s ``fit_intercept``): the regression sets of
 benchmarks/bench_robustness.py and boston, abalone and cadata (a seeded 80% of their rows as the
 training part, features standardised with the fit part's statistics, targets as they are),
-``SLKLRegressor(GaussianKernel(sigma="median" of the fit part), random_state=0)`` with
-fit_intercept False and True, beside KernelRidge(alpha=1) on the same parts: validation RMSE,
+``SLKLRegressor(GaussianKernel(sigma=the median heuristic of the fit part), random_state=0)`` with
+fit_intercept False and True (every other parameter at its default), beside KernelRidge(alpha=1) on the same parts: validation RMSE,
 its ratio to the peer's, fit seconds.
 
 Run: ``python benchmarks/bench_slkl_defaults.py [--quick] [--part sparsity|columns|intercept ...]``

@@ -577,3 +577,22 @@ def test_intercept_centres_the_targets_and_predict_adds_it_back():
     assert 3 * errors[0] < errors[1], errors
     del est.intercept_
     np.testing.assert_allclose(est.predict(Xt), centred.predict(Xt), rtol=1e-9)
+
+
+def test_intercept_ignores_rows_of_zero_weight_and_follows_a_warm_refit():
+    X, y, _, _ = problem(n=120, M=30, seed=24)
+    Xt = np.random.default_rng(25).uniform(-3, 3, size=(20, 2))
+    kw = dict(kernel=GaussianKernel(sigma=1.0), n_components=30, tol=1e-8, random_state=0)
+    w = np.ones(120)
+    w[:10], y_out = 0.0, y.copy()
+    y_out[:10] = 1e6  # left out by their weights: neither the offset nor the model sees them
+    held = SLKLRegressor(**kw).fit(X, y_out, sample_weight=w)
+    rest = SLKLRegressor(**kw).fit(X[10:], y[10:])
+    assert held.intercept_ == pytest.approx(np.mean(y[10:]), rel=1e-13)
+    np.testing.assert_allclose(held.predict(Xt), rest.predict(Xt), rtol=1e-9, atol=1e-12)
+    # a warm refit on shifted targets: the new offset, the cold fit's model (to the tolerance)
+    warm = SLKLRegressor(warm_start=True, **kw).fit(X, y)
+    warm.fit(X, y + 50.0)
+    cold = SLKLRegressor(**kw).fit(X, y + 50.0)
+    assert warm.intercept_ == pytest.approx(cold.intercept_, rel=1e-13)
+    np.testing.assert_allclose(warm.predict(Xt), cold.predict(Xt), rtol=1e-5, atol=1e-6)

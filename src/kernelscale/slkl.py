@@ -592,7 +592,8 @@ _PARAMS_DOC = """
     sparsity : float > 0 or "auto", default="auto"
         The paper's nu: weight of the l1 penalty nu sum(mu) of eq. 14; larger values keep
         fewer columns active. Only alpha * sparsity matters (Prop. 3). "auto" is 0.01 times the
-        weighted mean square of the target, sum(w y^2) / n, per output (kept in ``sparsity_``):
+        weighted mean square of the target, sum(w y^2) / n, per output (the regressor: of the
+        target less ``intercept_``; kept in ``sparsity_``):
         the first term of eq. 14 grows like y^2 and the penalty does not, so a fixed nu makes the
         fit depend on the units of y (with nu = 0.01 and y * 1e-5 the model kept no column worth
         the penalty: normalised RMSE 1.19 against 0.31 for y * 1). For +-1 class targets without
@@ -931,12 +932,14 @@ def _resolve_sparsity(sparsity, yy, n, nonzero, shared=1):
     target column Yw = sqrt(w) y (0.01 / shared for a zero target), from yy = sum(Yw^2) over the
     n rows of positive weight and ``nonzero`` (whether Yw has a non-zero entry); ``shared``: the
     number of one-vs-rest problems of a classifier with more than two classes, else 1."""
-    if sparsity != "auto":
-        return np.full(np.shape(yy)[0], float(sparsity))
     with np.errstate(over="ignore", under="ignore"):
         mean_square = yy / n
-    if not np.all(np.isfinite(mean_square)) or np.any((mean_square == 0) & np.asarray(nonzero, dtype=bool)):
+    if not np.all(np.isfinite(mean_square)):
         raise ValueError(_OVERFLOW)  # y^2 beyond the float range: so is the objective of eq. 14
+    if sparsity != "auto":
+        return np.full(np.shape(yy)[0], float(sparsity))
+    if np.any((mean_square == 0) & np.asarray(nonzero, dtype=bool)):
+        raise ValueError(_OVERFLOW)  # y^2 below the float range
     return np.where(mean_square > 0, _AUTO_SPARSITY * mean_square, _AUTO_SPARSITY) / shared
 
 
@@ -952,10 +955,13 @@ def _weighted_means(Y, sample_weight):
             import dask
 
             w = sample_weight
+            if w is not None:
+                w = w / w.max()  # the weights' scale does not change the mean; their sum stays finite
             sums, total = dask.compute(Y.sum(axis=0) if w is None else (Y * w[:, None]).sum(axis=0),
                                        Y.shape[0] if w is None else w.sum())
         else:
             w = np.ones(Y.shape[0]) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+            w = w / w.max() if w.size and w.max() > 0 else w
             sums, total = w @ Y, w.sum()
         means = np.asarray(sums, dtype=np.float64) / float(total) if total > 0 else np.zeros(Y.shape[1])
     return means if np.all(np.isfinite(means)) else np.zeros(Y.shape[1])
@@ -1026,7 +1032,9 @@ class SLKLRegressor(MultiOutputMixin, FiniteR2Mixin, RegressorMixin, _SLKLBase):
         RMSE on held-out parts of the training data (every other parameter at its default;
         part ``intercept`` of benchmarks/bench_slkl_defaults.py) without / with it: boston 5.16 /
         4.81, abalone 2.14 / 2.04, cadata 62300 / 60900, friedman1 1.74 / 1.66 (x 1e5),
-        diabetes 53.1 / 52.8; lower or equal on every set of the study.
+        diabetes 53.1 / 52.8; lower or equal on every set of the study. Dask input: one more
+        pass over y and the weights, for their means. A model saved before this parameter
+        existed loads with fit_intercept=True but no offset (and predicts as it did).
 
     Attributes
     ----------""" + _ATTR_DOC + """
