@@ -432,20 +432,12 @@ def run(quick=False, out_dir=None, parts=None, datasets=None):
             run_adult(suite, quick)
         if "qm7" in parts:
             run_qm7(suite, quick)
-        if "solver" in parts:
-            run_solver(suite, quick, datasets)
-        if "t0" in parts:
-            run_solver(suite, quick, datasets, rows=_t0_rows)
-        if "damping" in parts:
-            run_solver(suite, quick, datasets, rows=_damping_rows)
-        if "blocks" in parts:
-            run_solver(suite, quick, datasets, rows=_blocks_rows)
-        if "small-blocks" in parts:
-            run_solver(suite, quick, datasets, rows=_small_blocks_rows)
-        if "passes" in parts:
-            run_solver(suite, quick, datasets, rows=_passes_rows)
-        if "intercept" in parts:
-            run_solver(suite, quick, datasets, rows=_intercept_rows)
+        # the parts over the splits of part "solver", each with its rows per split
+        for name, rows in (("solver", _solver_rows), ("t0", _t0_rows), ("damping", _damping_rows),
+                           ("blocks", _blocks_rows), ("small-blocks", _small_blocks_rows), ("passes", _passes_rows),
+                           ("intercept", _intercept_rows)):
+            if name in parts:
+                run_solver(suite, quick, datasets, rows=rows)
     return suite.write(plot=False)
 
 

@@ -70,15 +70,21 @@ MNIST_ROWS = 12000
 logger = logging.getLogger("kernelscale.benchmarks.slkl_defaults")
 
 
-def _sets(quick):
-    """(name, X_train, y_train) of every set of the study: training parts only."""
+def _robustness_sets(task, quick):
+    """(name, X_train, y_train) of the sets of benchmarks/bench_robustness.py for ``task``."""
     import bench_robustness as rob
-    from kernelscale import load_dataset
 
     for name in rob.DATASETS:
         data = rob.make_dataset(name, 1000 if quick else None)
-        if data.task == "classification":
+        if data.task == task:
             yield name, data.X_train, data.y_train
+
+
+def _sets(quick):
+    """(name, X_train, y_train) of every classification set of the study: training parts only."""
+    from kernelscale import load_dataset
+
+    yield from _robustness_sets("classification", quick)
     if quick:
         return
     d = load_dataset("usps")
@@ -146,13 +152,9 @@ def run_columns(suite, quick=False):
 
 def _regression_sets(quick):
     """(name, X_train, y_train) of the regression sets of part ``intercept``: training parts only."""
-    import bench_robustness as rob
     from kernelscale import load_dataset
 
-    for name in rob.DATASETS:
-        data = rob.make_dataset(name, 1000 if quick else None)
-        if data.task == "regression":
-            yield name, data.X_train, data.y_train
+    yield from _robustness_sets("regression", quick)
     if quick:
         return
     for name in ("boston", "abalone", "cadata"):
