@@ -64,7 +64,8 @@ Part ``intercept`` (the regressor's ``fit_intercept``, issue #18): the regressio
 ``solver`` and QM7's parts, ``DoublyStochasticRegressor`` at its defaults with fit_intercept
 False and True.
 
-Run: ``python benchmarks/bench_dsg_defaults.py [--quick] [--part small|adult|qm7|solver|t0|damping|blocks|small-blocks|passes|intercept ...]`` (under
+Run: ``python benchmarks/bench_dsg_defaults.py [--quick]
+[--part small|adult|qm7|solver|t0|damping|blocks|small-blocks|passes|intercept ...]`` (under
 ``flock /tmp/kernelscale-heavy.lock`` on a shared machine). Results: results/dsg_defaults.json.
 """
 

@@ -28,8 +28,8 @@ Part ``intercept`` (``SLKLRegressor``'s ``fit_intercept``): the regression sets 
 benchmarks/bench_robustness.py and boston, abalone and cadata (a seeded 80% of their rows as the
 training part, features standardised with the fit part's statistics, targets as they are),
 ``SLKLRegressor(GaussianKernel(sigma=the median heuristic of the fit part), random_state=0)`` with
-fit_intercept False and True (every other parameter at its default), beside KernelRidge(alpha=1) on the same parts: validation RMSE,
-its ratio to the peer's, fit seconds.
+fit_intercept False and True (every other parameter at its default), beside KernelRidge(alpha=1)
+on the same parts: validation RMSE, its ratio to the peer's, fit seconds.
 
 Run: ``python benchmarks/bench_slkl_defaults.py [--quick] [--part sparsity|columns|intercept ...]``
 (about 5 min on 2 cores; ``results/slkl_defaults.json``; a run of some parts keeps the others'
@@ -179,7 +179,8 @@ def run_intercept(suite, quick=False):
         peer = _error("regression", rob.peer_factory("regression", sigma)[2]().fit(Xf, yf).predict(Xv), yv)
         ds = f"intercept: {name} ({Xf.shape[0]}/{Xv.shape[0]} of train)"
         suite.add(ds, "exact peer (KernelRidge)", role="peer", metrics={"val_rmse": peer},
-                  params={"sigma": sigma, "n_fit": int(Xf.shape[0]), "y_mean": float(yf.mean()), "y_std": float(yf.std())})
+                  params={"sigma": sigma, "n_fit": int(Xf.shape[0]), "y_mean": float(yf.mean()),
+                          "y_std": float(yf.std())})
         for fit_intercept in (False, True):
             est = SLKLRegressor(GaussianKernel(sigma=sigma), fit_intercept=fit_intercept, random_state=SEED)
             t = time.perf_counter()

@@ -1072,8 +1072,9 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
             budget -= kept
         fresh = not self.n_iter_
         curvature = self._uses_curvature_step(Y.shape[1])
-        # the first mini-batch's targets and weights (Y stands for X: its rows alone are fetched)
-        first = next(_batch_rows(Y, None, sw, batches[:1]))[::2] if fresh and batches and self._centres_targets else None
+        first = None  # the first mini-batch's targets and weights (Y stands for X: its rows alone are fetched)
+        if fresh and batches and self._centres_targets:
+            first = next(_batch_rows(Y, None, sw, batches[:1]))[::2]
         Y = self._centred_targets(Y, first, fresh)
         if fresh and curvature and batches:
             Xb, _, wb = next(_batch_rows(X, None, sw, batches[:1]))
