@@ -929,3 +929,17 @@ def test_predictions_of_one_hot_rows_equal_the_dense_formula(dtype, monkeypatch)
     alphas = [est.scale_ * c.astype(np.float64) for c in est.coef_]
     want = naive_predict(X[n:].astype(np.float64), spec, alphas)[:, 0] + est.intercept_[0]
     np.testing.assert_allclose(got, want, rtol=1e-10 if dtype == np.float64 else 2e-5, atol=0)
+
+
+def test_auto_squared_step_of_a_first_batch_of_zero_weights_is_the_unweighted_one():
+    """sgd's "auto" step with the squared loss reads the curvature of the first mini-batch; with
+    zero weights there it takes the rows' unweighted covariance (nu alone gave 0.5 / nu = 5e4 and
+    the iterates blew up)."""
+    X, y = sinc_data(n=200)
+    w = np.ones(200)
+    w[:50] = 0.0
+    kw = dict(kernel=GaussianKernel(sigma=1.0), n_iter=8, batch_size=50, shuffle=False, random_state=0)
+    est = DoublyStochasticRegressor(**kw).fit(X, y, sample_weight=w)
+    ref = DoublyStochasticRegressor(**kw).fit(X, y)  # the same first rows, unweighted
+    assert est.step_size_ == ref.step_size_ < 100.0
+    assert np.sqrt(np.mean((est.predict(X[50:]) - y[50:]) ** 2)) < np.std(y[50:])

@@ -968,9 +968,11 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
     def _curvature_step(self, Xb, wb, spec, budget):
         """"auto" step of sgd with the squared loss: 1.5 / (lambda_1 + nu), lambda_1 the top
         eigenvalue of block 0's weighted feature covariance Phi^T W Phi / b on the first
-        mini-batch (module docstring), at most 0.5 / nu (the decay 1 - gamma nu stays >= 1/2)."""
+        mini-batch (module docstring), at most 0.5 / nu (the decay 1 - gamma nu stays >= 1/2). A
+        first mini-batch of zero weights takes its rows' unweighted covariance: their weights
+        carry no curvature, and nu alone made the step 0.5 / nu, which blew up the next batches."""
         Phi = FeatureOperator(spec, budget).transform(Xb, [0]).astype(np.float64)
-        if wb is not None:
+        if wb is not None and np.any(np.asarray(wb) > 0):
             Phi *= np.sqrt(wb)[:, None]
         b, D = Phi.shape
         G = Phi @ Phi.T if b < D else Phi.T @ Phi  # the same nonzero eigenvalues; the smaller one
