@@ -218,3 +218,25 @@ class FiniteR2Mixin:
     def score(self, X, y, sample_weight=None):
         """R^2 of ``self.predict(X)`` against y (scikit-learn's, finite for extreme values)."""
         return finite_r2_score(y, self.predict(X), sample_weight=sample_weight)
+
+
+def target_means(Y, sample_weight):
+    """The column means of Y (n, k) weighted by ``sample_weight`` (None: ones), float64 (k,); numpy
+    or dask arrays: a regressor's intercept (``fit_intercept``). Zeros where the weights sum to
+    zero or a mean is not finite (targets near the float range: the fits refuse those, or fit them
+    as they are)."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        if is_dask(Y):
+            import dask
+
+            w = sample_weight
+            if w is not None:
+                w = w / w.max()  # the weights' scale does not change the mean; their sum stays finite
+            sums, total = dask.compute(Y.sum(axis=0) if w is None else (Y * w[:, None]).sum(axis=0),
+                                       Y.shape[0] if w is None else w.sum())
+        else:
+            w = np.ones(Y.shape[0]) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+            w = w / w.max() if w.size and w.max() > 0 else w
+            sums, total = w @ Y, w.sum()
+        means = np.asarray(sums, dtype=np.float64) / float(total) if total > 0 else np.zeros(Y.shape[1])
+    return means if np.all(np.isfinite(means)) else np.zeros(Y.shape[1])

@@ -258,7 +258,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ._classifier import check_class_memory, one_hot, one_vs_rest_targets, require_two_classes
 from ._monitor import IterationMonitor
-from ._estimator import FiniteR2Mixin, commit_fit, resolve_kernel, warm_start_iterations
+from ._estimator import FiniteR2Mixin, commit_fit, resolve_kernel, target_means, warm_start_iterations
 from ._glm import softmax
 from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
@@ -1488,17 +1488,7 @@ class DoublyStochasticRegressor(FiniteR2Mixin, RegressorMixin, _DoublyStochastic
         ``fresh`` model's first mini-batch (``first``: its targets and weights); zeros where that
         batch's weights are all zero or the mean is not finite (targets near the float range)."""
         if fresh:
-            self.intercept_ = np.zeros(Y.shape[1])
-            if first is not None and first[0].shape[0]:
-                Yb, wb = np.asarray(first[0], dtype=np.float64), first[1]
-                if wb is not None:
-                    wb = np.asarray(wb, dtype=np.float64)
-                    wb = wb / wb.max() if wb.max() > 0 else None
-                if first[1] is None or wb is not None:
-                    with np.errstate(over="ignore", invalid="ignore"):
-                        mean = np.average(Yb, axis=0, weights=wb)
-                    if np.all(np.isfinite(mean)):
-                        self.intercept_ = mean
+            self.intercept_ = np.zeros(Y.shape[1]) if first is None else target_means(*first)
         offset = getattr(self, "intercept_", None)  # absent from models saved before it existed
         return Y if offset is None or not np.any(offset) else Y - offset.astype(Y.dtype)
 

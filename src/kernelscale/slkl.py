@@ -76,7 +76,7 @@ from ._params import DEVICE_CONSTRAINT
 from ._classifier import (OneVsRestScoresMixin, check_class_memory, encode_classes, one_vs_rest_from_one_hot,
                           one_vs_rest_targets)
 from ._monitor import IterationMonitor, problem_callbacks
-from ._estimator import (FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit, fit_weights, positive_counts,
+from ._estimator import (FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit, fit_weights, positive_counts, target_means,
                          positive_rows, resolve_kernel, validate_fit_data)
 from ._validation import check_finite_result, validate_data
 from .kernels import KERNEL_NAMES, Kernel
@@ -946,27 +946,6 @@ def _resolve_sparsity(sparsity, yy, n, nonzero, shared=1):
 _AUTO_SPARSITY = 0.01
 
 
-def _weighted_means(Y, sample_weight):
-    """The column means of Y (n, k) weighted by ``sample_weight`` (None: ones), float64 (k,); numpy
-    or dask arrays. Zeros where the weights sum to zero or a mean is not finite (targets near the
-    float range: the fit refuses those with its own message)."""
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        if is_dask(Y):
-            import dask
-
-            w = sample_weight
-            if w is not None:
-                w = w / w.max()  # the weights' scale does not change the mean; their sum stays finite
-            sums, total = dask.compute(Y.sum(axis=0) if w is None else (Y * w[:, None]).sum(axis=0),
-                                       Y.shape[0] if w is None else w.sum())
-        else:
-            w = np.ones(Y.shape[0]) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-            w = w / w.max() if w.size and w.max() > 0 else w
-            sums, total = w @ Y, w.sum()
-        means = np.asarray(sums, dtype=np.float64) / float(total) if total > 0 else np.zeros(Y.shape[1])
-    return means if np.all(np.isfinite(means)) else np.zeros(Y.shape[1])
-
-
 def _candidate_scale(kernel, Z):
     """1 / sqrt(k(z, z)) for the candidate rows Z (0 where the diagonal is 0)."""
     diag = np.asarray(kernel.diag(Z), dtype=np.float64)
@@ -1064,7 +1043,7 @@ class SLKLRegressor(MultiOutputMixin, FiniteR2Mixin, RegressorMixin, _SLKLBase):
         """The fit on validated X, float64 y and weights: numpy arrays, or dask arrays with X's row
         chunks (:mod:`kernelscale._dask_fit`; weights None for ones)."""
         Y = y.reshape(y.shape[0], -1)
-        offset = _weighted_means(Y, sample_weight) if self.fit_intercept else np.zeros(Y.shape[1])
+        offset = target_means(Y, sample_weight) if self.fit_intercept else np.zeros(Y.shape[1])
         if np.any(offset):
             Y = Y - offset
         fitted = {**fitted, "intercept_": float(offset[0]) if y.ndim == 1 else offset}

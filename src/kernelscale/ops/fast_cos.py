@@ -382,7 +382,7 @@ def sparse_cos_scores(rows, tiles, offset, coef):
     ``rows`` = (indptr (n + 1,), indices, values) as CSR arrays (int64, int64, float64), W (d, D)
     as :func:`weight_tiles` gives it and ``coef`` (D, k): a tile of features at a time, per row
     the phases, one AXPY per nonzero, the cosine and the k products while the tile is in
-    registers and cache (numba). Rows with few nonzeros (adult's one-hot 14 of 123) take a
+    cache (numba). Rows with few nonzeros (adult's one-hot 14 of 123) take a
     fraction of a dense GEMM's arithmetic, and no BLAS call alternates with the compiled loop
     (whose threads the BLAS's spinning threads slowed by 1.8x). The sums run in another order
     than a GEMM's: equal to rounding. ``indptr`` may be a slice of a larger matrix's (its first
