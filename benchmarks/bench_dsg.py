@@ -602,7 +602,8 @@ def plot_curves(records, path, title):
     except ImportError:
         logger.info("matplotlib is not installed: no plot")
         return None
-    datasets = list(dict.fromkeys(r["dataset"] for r in records if r["role"] != "paper"))
+    datasets = list(dict.fromkeys(r["dataset"] for r in records  # the stream has its own plot
+                                  if r["role"] != "paper" and "stream_suite" not in r["params"]))
     fig, axes = plt.subplots(1, len(datasets), figsize=(5.2 * len(datasets), 4.4), squeeze=False)
     for ax, ds in zip(axes[0], datasets):
         recs = [r for r in records if r["dataset"] == ds]
@@ -668,7 +669,7 @@ def dataset_of(rec):
 
 def run(quick=False, out_dir=None, parts=None):
     """Run every dataset, or only ``parts`` (``--part``), then keep the other datasets' records of
-    the existing result file: a partial run replaces just its own datasets' records."""
+    the existing result file (the stream's among them): a run replaces just its own datasets'."""
     suite = Suite(SUITE, quick=quick, out_dir=out_dir, paper=PAPER)
     table = QUICK if quick else FULL
     only = os.environ.get("KERNELSCALE_DSG_ONLY")  # comma-separated dataset names (older partial runs)
@@ -676,7 +677,7 @@ def run(quick=False, out_dir=None, parts=None):
         names = [PARTS[p] for p in PARTS if p in parts]
     else:
         names = [n for n in table if not only or n in only.split(",")]
-    if set(names) != set(table) and suite.path.exists():
+    if suite.path.exists():  # the stream's records (bench_dsg_stream.record_in_dsg) stay in every run
         import json
 
         doc = json.loads(suite.path.read_text())

@@ -34,8 +34,12 @@ def test_a_run_paused_and_resumed_from_its_saved_state_equals_one_run(tmp_path):
     assert [r["params"]["examples"] for r in doc["records"]] == [16384, 20000]
 
 
-def test_a_part_that_stops_between_checkpoints_records_where_it_stopped(tmp_path):
+def test_a_part_that_stops_between_checkpoints_records_where_it_stopped_and_in_dsg_json(tmp_path):
     kw = dict(data=_digits(), checkpoints=(9000, 40000), out_dir=tmp_path / "results", state_dir=tmp_path / "s")
+    (tmp_path / "results").mkdir()
+    other = {"dataset": "adult", "method": "DSG", "role": "ours", "params": {}, "metrics": {"test_error": 0.15}}
+    dsg = tmp_path / "results" / "dsg.json"
+    dsg.write_text(json.dumps({"suite": "dsg", "records": [other]}))
     stream.run(until=20000, **kw)  # 3 chunks: past 20000, short of the 40000 checkpoint
     doc = json.loads((tmp_path / "results" / "dsg-stream.json").read_text())
     assert [(r["params"]["examples"], "part's end" in r["method"]) for r in doc["records"]] == [
@@ -44,6 +48,11 @@ def test_a_part_that_stops_between_checkpoints_records_where_it_stopped(tmp_path
     stream.run(**kw)  # resumed to the end: the part's end is superseded by the checkpoints
     doc = json.loads((tmp_path / "results" / "dsg-stream.json").read_text())
     assert [r["params"]["examples"] for r in doc["records"]] == [16384, 40000]
+    # dsg.json holds the run's records once (the first part's are replaced), beside its own
+    records = json.loads(dsg.read_text())["records"]
+    assert records[0] == other and [r["params"]["examples"] for r in records[1:]] == [16384, 40000]
+    assert [r["metrics"] for r in records[1:]] == [r["metrics"] for r in doc["records"]]
+    assert {r["params"]["stream_suite"] for r in records[1:]} == {"dsg-stream"}
 
 
 def test_a_batch_of_several_chunks_is_one_partial_fit_call_and_a_study_picks_its_best_setting(tmp_path):
