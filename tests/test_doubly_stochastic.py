@@ -495,6 +495,23 @@ def test_auto_n_iter_and_block_scale_with_n():
     assert dsg_auto_sizes(20000, batch_size=100)[:2] == (256, 100)
     assert dsg_auto_sizes(1000, solver="preconditioned") == (4, 4096, 1024)
     assert dsg_auto_sizes(10**6, solver="preconditioned") == (200, 4096, 1024)
+    # the squared loss on at most 8192 rows: four full-batch steps of 2048 features
+    assert dsg_auto_sizes(3000, solver="preconditioned", loss="squared") == (4, 8192, 2048)
+    assert dsg_auto_sizes(8192, solver="preconditioned", loss="squared") == (4, 8192, 2048)
+    assert dsg_auto_sizes(8193, solver="preconditioned", loss="squared") == (9, 4096, 1024)
+    assert dsg_auto_sizes(3000, solver="preconditioned", loss="hinge") == (4, 4096, 1024)
+    assert dsg_auto_sizes(3000, "preconditioned", block_size=512, loss="squared") == (6, 2048, 512)
+
+
+def test_a_small_regression_fit_takes_full_batch_steps_of_2048_features_and_a_classifier_keeps_1024():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2100, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=2100)
+    reg = DoublyStochasticRegressor(GaussianKernel(2.0), random_state=0).fit(X, y)
+    assert (reg.solver_, reg.n_iter_, reg.coef_.shape[1]) == ("preconditioned", 4, 2048)
+    assert np.sqrt(np.mean((reg.predict(X) - y) ** 2)) < 0.15
+    clf = DoublyStochasticClassifier(GaussianKernel(2.0), random_state=0).fit(X, y > 0)
+    assert (clf.solver_, clf.n_iter_, clf.coef_.shape[1]) == ("preconditioned", 4, 1024)
 
 
 def test_auto_sizes_at_large_n_are_unchanged_and_never_keep_running_scores():
