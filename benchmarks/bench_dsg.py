@@ -70,6 +70,10 @@ copy of the paper, so the rules below are the ones we could recover):
   13.5 / 8.23; LIBLINEAR at 16384 features 11.7 / 8.51 (9 / 6 s); exact kernel ridge
   10.9 / 5.49 (5 / 22 s). Virtual examples cut our error by 40%, but fixed
   features solved to tolerance stay level with us on this small set (5732 molecules).
+- Part ``defaults`` (issue #17 item 2): ``fit`` as a user calls it, every loss of each
+  dataset (``DEFAULT_LOSSES``) with every parameter but the kernel at its default, on the full
+  training set with all threads; each record names the best result of the other parts on its
+  dataset (benchmarks/README.md, "Every loss at its defaults").
 - Not run: covtype (not in shared/data: no usable copy, see its README), MNIST8M's virtual
   examples (deformed digits), NORMA / kernel SDCA.
 
@@ -77,7 +81,7 @@ copy of the paper, so the rules below are the ones we could recover):
 test subsets of 4000, budgets of a few seconds, 2^8 / 2^10 peer features (QM7 virtual: 2^8
 features, 3 test draws); about three minutes.
 
-Run: ``python benchmarks/bench_dsg.py [--quick] [--part adult|mnist-8v6|qm7|mnist-10|qm7-virtual ...]`` or
+Run: ``python benchmarks/bench_dsg.py [--quick] [--part adult|mnist-8v6|qm7|mnist-10|qm7-virtual|defaults ...]`` or
 ``kernelscale bench dsg [--quick]``; ``--part`` reruns those datasets only and keeps the other
 datasets' records of the existing ``results/dsg.json``.
 """
