@@ -564,7 +564,7 @@ def run_qm7_virtual(suite, name, cfg, quick):
                 peers.append(rec)
         for virtual in (False, True):
             est = DoublyStochasticRegressor(kernel, solver="preconditioned", random_state=SEED)
-            est.set_params(t0=est._auto_t0(n))  # what fit's "auto" gives on the 5732 molecules
+            est.set_params(t0=est._auto_t0(n, est._block_size()))  # one pass of the stream's batches
             if virtual:
                 point, curve, peak = run_virtual(est, Ctr, ytr, draws, Fte, yte, extra, budget)
             else:
@@ -705,7 +705,7 @@ def run_defaults(suite, quick):
             fit_s = time.perf_counter() - start
             metrics = metric_of(task, {"y_std": 1.0, "y_mean": 0.0}, est.predict(Xte), yte)
             params = {"defaults": True, "loss": loss, "sigma": sigma, "solver": est.solver_, "n_iter": est.n_iter_,
-                      "block_size": est.coef_.shape[1], "step_size": getattr(est, "step_size_", est.step_size), "t0": est.t0_,
+                      "block_size": est.coef_.shape[1], "step_size": est._step(), "t0": est.t0_,
                       **{f"best_{role}": {"value": v, "method": m} for role, (v, m) in best.items()}}
             suite.add(f"{name} ({Xtr.shape[0]}/{Xte.shape[0]})", f"DSG {loss} at its defaults", params=params,
                       metrics=metrics, time_median_s=fit_s, times_s=[fit_s])
@@ -728,14 +728,15 @@ def run(quick=False, out_dir=None, parts=None):
         names = [PARTS[p] for p in PARTS if p in parts and p != "defaults"]
     else:
         names = [n for n in table if not only or n in only.split(",")]
-    rerun_defaults = not parts or "defaults" in parts
+    rerun_defaults = ("defaults" in parts) if parts else not only
     if suite.path.exists():  # the stream's records (bench_dsg_stream.record_in_dsg) stay in every run
         import json
 
         doc = json.loads(suite.path.read_text())
         if bool(doc.get("quick")) == bool(quick):
-            kept = [r for r in doc["records"]
-                    if (not rerun_defaults if "defaults" in r["params"] else dataset_of(r) not in names)]
+            partial = set(names) != set(table)
+            kept = [r for r in doc["records"] if "stream_suite" in r["params"]
+                    or (not rerun_defaults if "defaults" in r["params"] else partial and dataset_of(r) not in names)]
             suite.records.extend(kept)
             logger.info("kept %d records of %s from %s", len(kept), sorted({dataset_of(r) for r in kept}),
                         suite.path)

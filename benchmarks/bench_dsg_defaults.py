@@ -296,7 +296,9 @@ def _t0_rows(suite, dataset, task, make, Xf, yf, Xv, yv, peer_err=None, score=No
     defaults, on one fit / validation split."""
     from kernelscale.doubly_stochastic import dsg_auto_sizes
 
-    one_pass = math.ceil(Xf.shape[0] / min(dsg_auto_sizes(Xf.shape[0], "preconditioned")[1], Xf.shape[0]))
+    loss = "squared" if task == "regression" else None
+    n = Xf.shape[0]
+    one_pass = math.ceil(n / min(dsg_auto_sizes(n, "preconditioned", loss=loss)[1], n))
     for passes in T0_PASSES:
         est = make("preconditioned").set_params(t0=passes * one_pass)
         _fit_row(suite, f"t0: {dataset}", f"DSG preconditioned, t0 = {passes:g} passes", est, task, Xf, yf,
@@ -350,9 +352,11 @@ def _passes_rows(suite, dataset, task, make, Xf, yf, Xv, yv, peer_err=None, scor
 
     n = Xf.shape[0]
     if n >= _AUTO_PRECONDITIONED_ROWS:
-        batch = min(dsg_auto_sizes(n, "preconditioned")[1], n)
+        _, batch, block = dsg_auto_sizes(n, "preconditioned", loss="squared" if task == "regression" else None)
+        sizes = {"batch_size": batch, "block_size": block}  # "auto"'s, which an explicit n_iter would not take
         _preconditioned_grid(suite, "passes", dataset, task, make, Xf, yf, Xv, yv, peer_err, score,
-                             [(f"{p} passes", {"n_iter": math.ceil(p * n / batch)}) for p in PASSES_GRID])
+                             [(f"{p} passes", {"n_iter": math.ceil(p * n / min(batch, n)), **sizes})
+                              for p in PASSES_GRID])
 
 
 def _intercept_rows(suite, dataset, task, make, Xf, yf, Xv, yv, peer_err=None, score=None):

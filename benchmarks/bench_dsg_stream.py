@@ -309,6 +309,8 @@ def record_in_dsg(path):
     the doubly stochastic suite's one file (issue #17): its records replace those of an earlier
     run of the same suite there, and name their file in ``params["stream_suite"]``."""
     doc = json.loads(Path(path).read_text())
+    if doc.get("quick") or "validation" in doc["suite"]:
+        raise ValueError(f"{path} is a quick run or a validation study: only full stream runs go to dsg.json.")
     dsg = Path(path).with_name("dsg.json")
     if not dsg.exists():
         logger.info("no %s to record the stream in", dsg)
@@ -379,9 +381,9 @@ def main(argv=None):
     if a.best_setting:
         print(best_setting(a.best_setting))
         return 0
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
     if a.record_in_dsg:
         return 0 if record_in_dsg(a.record_in_dsg) else 1
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
     run(a.quick, a.out_dir, budget_s=a.budget_s, until=a.until, state_dir=a.state_dir, fresh=a.fresh,
         device=a.device, workers=a.workers, t0=a.t0, validation=a.validation, profile=a.profile,
         step_size=a.step_size, precond_ridge=a.precond_ridge, block_size=a.block_size, batch_size=a.batch_size)

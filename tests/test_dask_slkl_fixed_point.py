@@ -36,8 +36,10 @@ def test_slkl_over_chunks_equals_numpy(data, sync, no_gather):
         (kernelscale.SLKLRegressor(n_components=20, random_state=0), X.astype(np.float32), y, w),  # float64 y
         (kernelscale.SLKLClassifier(kernelscale.GaussianKernel(sigma=1.0), n_components=20, random_state=0), X,
          y_class, w),
-        (kernelscale.SLKLClassifier(n_components=20, class_weight="balanced", random_state=0), X, _three_classes(X),
-         None),
+        # alpha=1: at the default 0.1 this system is ill-conditioned enough that the chunks'
+        # summation order moves dual_coef_ by 5e-6 relative
+        (kernelscale.SLKLClassifier(n_components=20, class_weight="balanced", alpha=1.0, random_state=0), X,
+         _three_classes(X), None),
     ]
     for est, Xc, yc, wc in cases:
         assert supports(est)

@@ -501,17 +501,22 @@ def test_auto_n_iter_and_block_scale_with_n():
     assert dsg_auto_sizes(8193, solver="preconditioned", loss="squared") == (9, 4096, 1024)
     assert dsg_auto_sizes(3000, solver="preconditioned", loss="hinge") == (4, 4096, 1024)
     assert dsg_auto_sizes(3000, "preconditioned", block_size=512, loss="squared") == (6, 2048, 512)
+    assert dsg_auto_sizes(3000, "preconditioned", batch_size=1000, loss="squared") == (12, 1000, 1024)
 
 
 def test_a_small_regression_fit_takes_full_batch_steps_of_2048_features_and_a_classifier_keeps_1024():
     rng = np.random.default_rng(0)
-    X = rng.normal(size=(2100, 3))
-    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=2100)
+    X = rng.normal(size=(5000, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=5000)
     reg = DoublyStochasticRegressor(GaussianKernel(2.0), random_state=0).fit(X, y)
-    assert (reg.solver_, reg.n_iter_, reg.coef_.shape[1]) == ("preconditioned", 4, 2048)
+    # one pass is one batch: t0 = 1 (steps 1, 1/2, 1/3, 1/4)
+    assert (reg.solver_, reg.n_iter_, reg.coef_.shape[1], reg.t0_) == ("preconditioned", 4, 2048, 1.0)
     assert np.sqrt(np.mean((reg.predict(X) - y) ** 2)) < 0.15
     clf = DoublyStochasticClassifier(GaussianKernel(2.0), random_state=0).fit(X, y > 0)
-    assert (clf.solver_, clf.n_iter_, clf.coef_.shape[1]) == ("preconditioned", 4, 1024)
+    assert (clf.solver_, clf.n_iter_, clf.coef_.shape[1], clf.t0_) == ("preconditioned", 5, 1024, 2.0)
+    # an explicit batch keeps the block of 1024
+    small = DoublyStochasticRegressor(GaussianKernel(2.0), batch_size=2500, random_state=0).fit(X, y)
+    assert (small.n_iter_, small.coef_.shape[1], small.t0_) == (8, 1024, 2.0)
 
 
 def test_auto_sizes_at_large_n_are_unchanged_and_never_keep_running_scores():

@@ -443,8 +443,8 @@ def test_classifier_one_vs_all_on_digits():
     assert np.mean(clf.predict(Xte) == yte) > 0.9
     # each one-vs-all problem is the regressor on +-1 targets
     Y = np.where(ytr[:, None] == np.arange(10), 1.0, -1.0)
-    reg = SLKLRegressor(GaussianKernel(sigma=2.0), n_components=64, sparsity=0.01, fit_intercept=False,
-                        random_state=0).fit(Xtr, Y)
+    reg = SLKLRegressor(GaussianKernel(sigma=2.0), n_components=64, sparsity=0.01, alpha=clf.alpha,
+                        fit_intercept=False, random_state=0).fit(Xtr, Y)
     np.testing.assert_allclose(reg.predict(Xte), scores, rtol=1e-10, atol=1e-12)
     binary = SLKLClassifier(GaussianKernel(sigma=2.0), n_components=32, random_state=0).fit(Xtr, ytr == 3)
     assert binary.decision_function(Xte).shape == (400,)
@@ -525,7 +525,8 @@ def test_outputs_on_threads_give_the_fit_of_one_thread(monkeypatch):
         np.testing.assert_array_equal(fit.dual_coef_, one.dual_coef_)
     # the regressor on the same +-1 columns, at the classifier's nu, is the same fit
     Y = np.where(y[:, None] == np.arange(5), 1.0, -1.0)
-    np.testing.assert_array_equal(SLKLRegressor(sparsity=0.01 / 5, fit_intercept=False, **kw).fit(X, Y).mu_, one.mu_)
+    reg = SLKLRegressor(sparsity=0.01 / 5, alpha=one.alpha, fit_intercept=False, **kw).fit(X, Y)
+    np.testing.assert_array_equal(reg.mu_, one.mu_)
     if compiled:  # an error in one output reaches the caller and stops the others at their next epoch
         import threading
         import types

@@ -395,8 +395,8 @@ def dsg_auto_sizes(n, solver="sgd", batch_size="auto", block_size="auto", loss=N
     [128, 256], and an "auto" block of ceil(features / n_iter) features, at most 256, with
     features = 4 n within [4096, 51200].
     solver="preconditioned": its batch and block (4096 x 1024 unless given; with
-    ``loss="squared"`` and n <= 8192, 8192 x 2048: four full-batch steps), and ceil(4 n / b)
-    iterations (4 passes), at most 200.
+    ``loss="squared"``, n <= 8192 and neither given, 8192 x 2048: four full-batch steps), and
+    ceil(4 n / b) iterations (4 passes), at most 200.
     """
     n = int(n)
     if solver == "sgd":
@@ -411,7 +411,7 @@ def dsg_auto_sizes(n, solver="sgd", batch_size="auto", block_size="auto", loss=N
         return n_iter, batch, block
     if block_size != "auto":
         block = int(block_size)
-    elif solver == "preconditioned" and loss == "squared" and n <= _AUTO_FULL_BATCH_ROWS:
+    elif solver == "preconditioned" and loss == "squared" and batch_size == "auto" and n <= _AUTO_FULL_BATCH_ROWS:
         block = _AUTO_BLOCK_SQUARED_SMALL
     else:
         block = _AUTO_BLOCK[solver]
@@ -426,7 +426,7 @@ def _use_running_scores(n, batch, n_iter):
     n x n_iter block evaluations cost at most half the batch x n_iter^2 / 2 of rescoring each
     mini-batch on every earlier block. At the sgd solver's "auto" sizes: exactly for n <= 8192
     (128 iterations of 256 points; batch <= 256 and n_iter <= 256 rule out n >= 16385). At the
-    preconditioned solver's (batches of 4096, four passes): for every n up to its 200 iterations
+    preconditioned solver's (batches of 4096 or 8192, four passes): for every n up to its 200 iterations
     (n <= 204800), adult's and MNIST's fits included."""
     return 4 * n <= batch * n_iter
 
@@ -950,11 +950,12 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
             return self.n_iter
         return dsg_auto_sizes(n, self._solver(), self.batch_size, self._block_size())[0]
 
-    def _batch_size(self, solver=None):
+    def _batch_size(self, solver=None, block=None):
+        """The batch size; ``block``: the block it goes with (default: :meth:`_block_size`)."""
         if self.batch_size != "auto":
             return self.batch_size
         solver = solver or self._solver()
-        return _AUTO_BATCH if solver == "sgd" else 4 * self._block_size(solver=solver)
+        return _AUTO_BATCH if solver == "sgd" else 4 * (block or self._block_size(solver=solver))
 
     def _step(self):
         if self.step_size != "auto":
@@ -1001,11 +1002,11 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
             return float(self.t0)
         return float(getattr(self, "t0_", _AUTO_T0_SGD))
 
-    def _auto_t0(self, n):
-        """t0="auto" for a model started on n samples (module docstring)."""
+    def _auto_t0(self, n, block):
+        """t0="auto" for a model started on n samples with blocks of ``block`` (module docstring)."""
         if self._solver() == "sgd":
             return _AUTO_T0_SGD
-        return float(-(-n // min(self._batch_size(), n)))
+        return float(-(-n // min(self._batch_size(block=block), n)))
 
     def _spec(self, dtype=None):
         dtype = self.coef_.dtype if dtype is None else dtype
@@ -1039,11 +1040,11 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
         self.kernel_ = resolve_kernel(kernel, X, rng, sample_weight)  # dask X: numpy's subsample gathered
         self.seed_ = seed_from(self.random_state if isinstance(self.random_state, Integral) else rng)
         # validates block_size / feature_method against the kernel now
-        spec = FeatureBlockSpec(self.kernel_, X.shape[1], self._block_size(n_auto), self.seed_, X.dtype,
-                                self.feature_method)
+        block = self._block_size(n_auto)
+        spec = FeatureBlockSpec(self.kernel_, X.shape[1], block, self.seed_, X.dtype, self.feature_method)
         self.feature_method_ = spec.method
         self.scale_ = 1.0
-        self.t0_ = self._auto_t0(X.shape[0]) if self.t0 == "auto" else float(self.t0)
+        self.t0_ = self._auto_t0(X.shape[0], block) if self.t0 == "auto" else float(self.t0)
         self.n_iter_ = 0
         self.objective_history_ = np.zeros(0)
 
