@@ -426,8 +426,8 @@ def _use_running_scores(n, batch, n_iter):
     n x n_iter block evaluations cost at most half the batch x n_iter^2 / 2 of rescoring each
     mini-batch on every earlier block. At the sgd solver's "auto" sizes: exactly for n <= 8192
     (128 iterations of 256 points; batch <= 256 and n_iter <= 256 rule out n >= 16385). At the
-    preconditioned solver's (batches of 4096 or 8192, four passes): for every n up to its 200 iterations
-    (n <= 204800), adult's and MNIST's fits included."""
+    preconditioned solver's (batches of 4096 or 8192, four passes): for every n up to its 200
+    iterations (n <= 204800), adult's and MNIST's fits included."""
     return 4 * n <= batch * n_iter
 
 
@@ -1325,9 +1325,9 @@ _DOC_PARAMS = """
     block_size : int >= 1 or "auto", default="auto"
         Random features drawn per iteration (even for ``feature_method="cossin"``). "auto": 1024
         for "preconditioned" (the regressor's ``fit`` with n_iter="auto" on at most 8192
-        samples: 2048, four full-batch steps); for "sgd", 256, except in a ``fit`` with n_iter="auto", where the
-        total features follow n: ceil(F / n_iter) with F = 4 n within [4096, 51200], at most 256
-        (iris, diabetes: 32; n = 4000: 125; adult: 201).
+        samples: 2048, four full-batch steps); for "sgd", 256, except in a ``fit`` with
+        n_iter="auto", where the total features follow n: ceil(F / n_iter) with F = 4 n within
+        [4096, 51200], at most 256 (iris, diabetes: 32; n = 4000: 125; adult: 201).
     step_size : float > 0 or "auto", default="auto"
         gamma_0; gamma_t = step_size / (1 + t / t0) (for large t the paper's theta / t with
         theta = step_size * t0). "auto": for "preconditioned", 1 with the squared loss and 0.5
