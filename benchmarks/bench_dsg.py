@@ -431,7 +431,7 @@ def run_dataset(suite, name, cfg, quick):
     ours = {}
     for solver in ("sgd", "preconditioned"):
         est = make_ours(task, solver, sigma, n_classes)
-        if solver == "preconditioned":  # what fit's t0="auto" gives: the mini-batches of one pass
+        if solver == "preconditioned":  # the mini-batches of one pass of the stream's batches
             est.set_params(t0=est._auto_t0(n))
         sc1, sc2, curve, peak = run_ours(est, Xtr, ytr, Xte, yte, task, extra, budget)
         params = {**base, "solver": solver, "loss": getattr(est, "loss_", "squared"),
@@ -564,7 +564,7 @@ def run_qm7_virtual(suite, name, cfg, quick):
                 peers.append(rec)
         for virtual in (False, True):
             est = DoublyStochasticRegressor(kernel, solver="preconditioned", random_state=SEED)
-            est.set_params(t0=est._auto_t0(n, est._block_size()))  # one pass of the stream's batches
+            est.set_params(t0=est._auto_t0(n))  # one pass of the stream's batches
             if virtual:
                 point, curve, peak = run_virtual(est, Ctr, ytr, draws, Fte, yte, extra, budget)
             else:

@@ -94,7 +94,10 @@ relative: nothing else got slower). Seventh (session 13, 2026-11-27), after the 
 stochastic ``solver="auto"`` (the preconditioned solver from 2048 samples): error goal 103/104
 (DSG on friedman1 0.67x, on 30 classes 0.179 against the limit 0.1825; only SLKL on 30 classes
 fails, 0.214), time goal 88/104 (a slower day: exact kernel ridge 0.53 s at n = 4000 where
-session 12 measured 0.41 s). What still fails, from side checks (not part of the suite):
+session 12 measured 0.41 s). Eighth (session 19), after ``SLKLClassifier(alpha=0.1)`` and the
+regressor's full-batch DSG blocks of 2048 at n <= 8192: error goal 103/104 (SLKL on 30 classes
+0.189 -> 0.185), time goal 80/104 (the DSG regressor's n = 4000 fits 0.45 -> 1.7-1.9 s). What
+still fails, from side checks (not part of the suite):
 
 - many classes k=30: SLKL and DSG at 1.77-1.82x SVC's 0.121, but SVC is one-vs-ONE;
   scikit-learn ``OneVsRestClassifier(SVC)`` at the same C and gamma makes 0.195, level with

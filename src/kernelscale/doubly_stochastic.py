@@ -60,8 +60,8 @@ former fixed 200 iterations of 256 x 256 (51200 features whatever n) took 11-40 
 iterations, and, when block_size is "auto" too, blocks of ceil(F / n_iter) features (at most
 256) for F = 4 n total features within [4096, 51200] (51200 is the former 200 x 256, so no
 model is larger or predicts slower than before); for "preconditioned", four passes, at most 200
-iterations, its block of 1024 (2048 for the squared loss on at most 8192 rows: four full-batch
-steps, each the ridge fit of the whole residual on a fresh block; QM7's validation MAE 18.8 ->
+iterations, its block of 1024 (2048 for the squared loss on at most 8192 rows with batch_size
+"auto" too: four full-batch steps, each the ridge fit of the whole residual on a fresh block; QM7's validation MAE 18.8 ->
 13.6 kcal/mol). A small set gets 128 iterations of small blocks (iris,
 diabetes: 128 x 32 = 4096 features), n = 4000 128 x 125, adult (n = 32561) 255 x 201 and MNIST
 256 x 200. Why (benchmarks/bench_dsg_defaults.py on held-out parts of the TRAINING data;
@@ -1002,8 +1002,9 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
             return float(self.t0)
         return float(getattr(self, "t0_", _AUTO_T0_SGD))
 
-    def _auto_t0(self, n, block):
-        """t0="auto" for a model started on n samples with blocks of ``block`` (module docstring)."""
+    def _auto_t0(self, n, block=None):
+        """t0="auto" for a model started on n samples with blocks of ``block`` (default:
+        :meth:`_block_size`; module docstring)."""
         if self._solver() == "sgd":
             return _AUTO_T0_SGD
         return float(-(-n // min(self._batch_size(block=block), n)))
@@ -1324,8 +1325,8 @@ _DOC_PARAMS = """
         preconditioned step interpolates the batch).
     block_size : int >= 1 or "auto", default="auto"
         Random features drawn per iteration (even for ``feature_method="cossin"``). "auto": 1024
-        for "preconditioned" (the regressor's ``fit`` with n_iter="auto" on at most 8192
-        samples: 2048, four full-batch steps); for "sgd", 256, except in a ``fit`` with
+        for "preconditioned" (the regressor's ``fit`` with n_iter and batch_size "auto" on at
+        most 8192 samples: 2048, four full-batch steps); for "sgd", 256, except in a ``fit`` with
         n_iter="auto", where the total features follow n: ceil(F / n_iter) with F = 4 n within
         [4096, 51200], at most 256 (iris, diabetes: 32; n = 4000: 125; adult: 201).
     step_size : float > 0 or "auto", default="auto"

@@ -602,7 +602,8 @@ _PARAMS_DOC = """
         Chosen on held-out training data (benchmarks/bench_slkl_defaults.py): against 0.01 for
         every class, validation error 3.3 -> 2.1% on digits, 5.8 -> 5.1% on USPS, 8.5 -> 7.9%
         on 12000 MNIST digits and 23.7 -> 20.6% on 30 classes (at about 3x its fit time there),
-        the same on three classes.
+        the same on three classes (all at alpha 1; the classifier's alpha of 0.1 since makes
+        its product alpha * nu ten times smaller than the paper's).
     alpha : float > 0, default=1.0 (SLKLClassifier: 0.1)
         The ridge, the paper's lambda in (lambda I + K(mu))^-1 of eq. 14; larger values
         regularise more. The classifier's +-1 targets take 0.1, chosen on held-out training
