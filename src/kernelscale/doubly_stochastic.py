@@ -61,8 +61,8 @@ iterations, and, when block_size is "auto" too, blocks of ceil(F / n_iter) featu
 256) for F = 4 n total features within [4096, 51200] (51200 is the former 200 x 256, so no
 model is larger or predicts slower than before); for "preconditioned", four passes, at most 200
 iterations, its block of 1024 (2048 for the squared loss on at most 8192 rows with batch_size
-"auto" too: four full-batch steps, each the ridge fit of the whole residual on a fresh block; QM7's validation MAE 18.8 ->
-13.6 kcal/mol). A small set gets 128 iterations of small blocks (iris,
+"auto" too: four full-batch steps, each the ridge fit of the whole residual on a fresh block;
+QM7's validation MAE 18.8 -> 13.6 kcal/mol). A small set gets 128 iterations of small blocks (iris,
 diabetes: 128 x 32 = 4096 features), n = 4000 128 x 125, adult (n = 32561) 255 x 201 and MNIST
 256 x 200. Why (benchmarks/bench_dsg_defaults.py on held-out parts of the TRAINING data;
 benchmarks/README.md, "Doubly stochastic defaults"): the error of "sgd" follows the number of
