@@ -39,7 +39,14 @@ the "auto" 0.001 of ten classes, and gave the same errors). 0.1 was as good as 1
 better on all ten sets (USPS 5.05 -> 4.72%, 30 classes 20.6 -> 20.1%, moons 10.8 -> 10.4%
 validation error) and 0.3 was worse on digits: ``SLKLClassifier``'s default since.
 
-Run: ``python benchmarks/bench_slkl_defaults.py [--quick] [--part sparsity|columns|intercept|alpha ...]``
+Part ``multiclass`` (session 20): the sets of part ``sparsity`` with more than two classes, with
+``multi_class`` "ovr" (one problem per class on all rows, the paper's protocol) and "ovo" (one per
+pair of classes on their rows), every other parameter at its default. RESULTS_MULTICLASS
+
+The parts ``sparsity``, ``columns`` and ``alpha`` pin ``multi_class="ovr"``, the decomposition of
+their records.
+
+Run: ``python benchmarks/bench_slkl_defaults.py [--quick] [--part sparsity|columns|intercept|alpha|multiclass ...]``
 (about 5 min on 2 cores; ``results/slkl_defaults.json``; a run of some parts keeps the others'
 records).
 """
@@ -61,11 +68,13 @@ from harness import Suite, cli_main  # noqa: E402
 
 SUITE = "slkl_defaults"
 SEED = 0
-PARTS = ("sparsity", "columns", "intercept", "alpha")
+PARTS = ("sparsity", "columns", "intercept", "alpha", "multiclass")
 #: part "columns": candidate columns M
 COLUMNS = (256, 384, 512)
 #: part "alpha": the classifier's ridge (1.0 its default until session 19)
 ALPHAS = (1.0, 0.3, 0.1, 0.03)
+#: part "multiclass": the decompositions of more than two classes ("ovr" the only one until session 20)
+MULTI_CLASS = ("ovr", "ovo")
 #: name -> nu as a function of the number of classes k (None: "auto")
 CANDIDATES = {
     "auto": None,
@@ -147,8 +156,8 @@ def run_sparsity(suite, quick=False):
             nu = "auto" if rule is None else rule(k)
             _fit_row(suite, ds, f"SLKL sparsity {label}",
                      {"sparsity": nu, "rule": label, "n_classes": int(k), "alpha": 1.0},
-                     SLKLClassifier(GaussianKernel(sigma=sigma), sparsity=nu, alpha=1.0, random_state=SEED), parts,
-                     peer_err)
+                     SLKLClassifier(GaussianKernel(sigma=sigma), sparsity=nu, alpha=1.0, multi_class="ovr",
+                                    random_state=SEED), parts, peer_err)
 
 
 def run_columns(suite, quick=False):
@@ -158,8 +167,8 @@ def run_columns(suite, quick=False):
         for M in COLUMNS:
             if M <= parts[0].shape[0]:
                 _fit_row(suite, ds, f"SLKL M={M}", {"n_components": M, "n_classes": int(k), "alpha": 1.0},
-                         SLKLClassifier(GaussianKernel(sigma=sigma), n_components=M, alpha=1.0, random_state=SEED),
-                         parts, peer_err)
+                         SLKLClassifier(GaussianKernel(sigma=sigma), n_components=M, alpha=1.0, multi_class="ovr",
+                                        random_state=SEED), parts, peer_err)
 
 
 def run_alpha(suite, quick=False):
@@ -168,7 +177,18 @@ def run_alpha(suite, quick=False):
     for ds, sigma, k, parts, peer_err in _splits(suite, quick, prefix="alpha: "):
         for alpha in ALPHAS:
             _fit_row(suite, ds, f"SLKL alpha={alpha:g}", {"alpha": alpha, "n_classes": int(k)},
-                     SLKLClassifier(GaussianKernel(sigma=sigma), alpha=alpha, random_state=SEED), parts, peer_err)
+                     SLKLClassifier(GaussianKernel(sigma=sigma), alpha=alpha, multi_class="ovr", random_state=SEED),
+                     parts, peer_err)
+
+
+def run_multiclass(suite, quick=False):
+    from kernelscale import GaussianKernel, SLKLClassifier
+
+    for ds, sigma, k, parts, peer_err in _splits(suite, quick, prefix="multiclass: ", min_classes=3):
+        for scheme in MULTI_CLASS:
+            _fit_row(suite, ds, f"SLKL multi_class={scheme}", {"multi_class": scheme, "n_classes": int(k)},
+                     SLKLClassifier(GaussianKernel(sigma=sigma), multi_class=scheme, random_state=SEED), parts,
+                     peer_err)
 
 
 def _regression_sets(quick):
@@ -217,7 +237,8 @@ def run_intercept(suite, quick=False):
 
 
 def _part(record):
-    return next((p for p in ("columns", "intercept", "alpha") if record["dataset"].startswith(f"{p}: ")), "sparsity")
+    return next((p for p in ("columns", "intercept", "alpha", "multiclass") if record["dataset"].startswith(f"{p}: ")),
+                "sparsity")
 
 
 def run(quick=False, out_dir=None, parts=None):
@@ -238,6 +259,8 @@ def run(quick=False, out_dir=None, parts=None):
             run_intercept(suite, quick)
         if "alpha" in parts:
             run_alpha(suite, quick)
+        if "multiclass" in parts:
+            run_multiclass(suite, quick)
     return suite.write(plot=False)
 
 

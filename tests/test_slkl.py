@@ -359,10 +359,14 @@ def test_auto_sparsity_is_the_papers_value_for_two_classes_and_shared_out_over_m
     assert clf.sparsity_ == 0.01
     ref = SLKLClassifier(n_components=40, sparsity=0.01, random_state=0).fit(X[:200][two], y[:200][two])
     np.testing.assert_array_equal(clf.mu_, ref.mu_)
-    clf = SLKLClassifier(n_components=40, random_state=0).fit(X[:200], y[:200])
+    clf = SLKLClassifier(n_components=40, multi_class="ovr", random_state=0).fit(X[:200], y[:200])
     np.testing.assert_array_equal(clf.sparsity_, np.full(3, 0.01 / 3))
-    ref = SLKLClassifier(n_components=40, sparsity=0.01 / 3, random_state=0).fit(X[:200], y[:200])
+    ref = SLKLClassifier(n_components=40, sparsity=0.01 / 3, multi_class="ovr", random_state=0).fit(X[:200], y[:200])
     np.testing.assert_array_equal(clf.mu_, ref.mu_)
+    # one-vs-one: 0.01 for each pair (its mean weight is 1)
+    clf = SLKLClassifier(n_components=40, random_state=0).fit(X[:200], y[:200])
+    assert clf.multi_class_ == "ovo"
+    np.testing.assert_array_equal(clf.sparsity_, np.full(3, 0.01))
     # the regressor's outputs are not classes: 0.01 times each column's mean square
     Y = np.where(y[:200, None] == np.arange(3), 1.0, -1.0)
     reg = SLKLRegressor(n_components=40, fit_intercept=False, random_state=0).fit(X[:200], Y)
@@ -436,7 +440,8 @@ def test_classifier_one_vs_all_on_digits():
     X, y = load_digits(return_X_y=True)
     X = X / 16.0
     Xtr, ytr, Xte, yte = X[:600], y[:600], X[1000:1400], y[1000:1400]
-    clf = SLKLClassifier(GaussianKernel(sigma=2.0), n_components=64, sparsity=0.01, random_state=0).fit(Xtr, ytr)
+    clf = SLKLClassifier(GaussianKernel(sigma=2.0), n_components=64, sparsity=0.01, multi_class="ovr",
+                         random_state=0).fit(Xtr, ytr)
     scores = clf.decision_function(Xte)
     assert scores.shape == (400, 10)
     np.testing.assert_array_equal(clf.predict(Xte), clf.classes_[scores.argmax(1)])
@@ -449,6 +454,76 @@ def test_classifier_one_vs_all_on_digits():
     binary = SLKLClassifier(GaussianKernel(sigma=2.0), n_components=32, random_state=0).fit(Xtr, ytr == 3)
     assert binary.decision_function(Xte).shape == (400,)
     assert np.mean(binary.predict(Xte) == (yte == 3)) > 0.95
+
+
+def _four_classes(n, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-3, 3, size=(n, 2))
+    codes = (X[:, 0] > 0).astype(int) + 2 * (X[:, 1] > 0.5)
+    return X, codes, np.array(["a", "b", "c", "d"])[codes], rng.uniform(0.2, 3.0, size=n)
+
+
+@pytest.mark.parametrize("update", ["exact", "newton"])
+def test_one_vs_one_solves_each_pairs_problem_on_its_rows_over_the_shared_candidates(update):
+    """Pair (a, b): SLKL (eq. 14) on the rows of classes a and b only, targets +1 / -1, their
+    weights, the shared candidate columns: KKT-optimal, "auto" nu = 0.01 x the pair's mean weight,
+    and its decision values those of kernel ridge with the learned kernel on those rows; the
+    class scores are the votes of the pairs."""
+    from kernelscale._classifier import class_pairs, one_vs_one_scores
+
+    X, codes, labels, w = _four_classes(160, 31)
+    Xt = np.random.default_rng(32).uniform(-3, 3, size=(40, 2))
+    lam = 0.1
+    clf = SLKLClassifier(GaussianKernel(sigma=1.0), n_components=30, update=update, tol=1e-14, max_iter=60000,
+                         random_state=0).fit(X, labels, sample_weight=w)
+    assert clf.multi_class_ == "ovo" and clf.alpha == lam and clf.columns_used_ == "gram"
+    assert clf.mu_.shape == (30, 6) and clf.dual_coef_.shape == (clf.n_active_, 6)
+    Z = X[clf.candidates_]
+    values = []
+    for p, (a, b) in enumerate(class_pairs(4)):
+        rows = (codes == a) | (codes == b)
+        sw = np.sqrt(w[rows])
+        t = np.where(codes[rows] == a, 1.0, -1.0)
+        assert clf.sparsity_[p] == pytest.approx(0.01 * np.mean(w[rows]), rel=1e-12)
+        mu = clf.mu_[:, p]
+        g = dense_grad(gauss(X[rows], Z) * sw[:, None], sw * t, mu, lam, clf.sparsity_[p])
+        assert np.any(mu > 0) and np.all(g[mu == 0] >= -1e-6) and np.all(np.abs(g[mu > 0]) <= 1e-6)
+        Kx, Kt = gauss(X[rows], Z), gauss(Xt, Z)
+        coef = sw * np.linalg.solve(lam * np.eye(rows.sum()) + sw[:, None] * ((Kx * mu) @ Kx.T) * sw, sw * t)
+        values.append((Kt * mu) @ Kx.T @ coef)
+    scores = clf.decision_function(Xt)
+    np.testing.assert_allclose(scores, one_vs_one_scores(np.column_stack(values), 4), rtol=1e-7, atol=1e-9)
+    np.testing.assert_array_equal(clf.predict(Xt), clf.classes_[scores.argmax(1)])
+    # the votes over row blocks of a small budget (144 rows here) are the same numbers
+    blocks = clone(clf).set_params(max_memory=300_000)
+    blocks.__dict__.update({k: v for k, v in clf.__dict__.items() if k.endswith("_")})
+    Xbig = np.random.default_rng(33).uniform(-3, 3, size=(400, 2))
+    np.testing.assert_array_equal(blocks.decision_function(Xbig), clf.decision_function(Xbig))
+
+
+def test_multi_class_auto_is_one_vs_one_where_the_gram_solver_fits():
+    from kernelscale.slkl import _ovo_gram_bytes
+
+    X, codes, labels, _ = _four_classes(200, 33)
+    kw = dict(kernel=GaussianKernel(sigma=1.0), n_components=100, random_state=0)
+    assert SLKLClassifier(**kw).fit(X, labels).multi_class_ == "ovo"
+    binary = SLKLClassifier(**kw).fit(X, codes % 2)
+    assert binary.multi_class_ == "ovr" and binary.mu_.shape == (100,)  # two classes: one problem
+    assert SLKLClassifier(columns="precompute", **kw).fit(X, labels).multi_class_ == "ovr"
+    need = 2 * _ovo_gram_bytes(100, 4)
+    assert SLKLClassifier(max_memory=need, **kw).fit(X, labels).multi_class_ == "ovo"
+    assert SLKLClassifier(max_memory=need - 1, **kw).fit(X, labels).multi_class_ == "ovr"
+    with pytest.raises(ValueError, match="multi_class='ovo' runs on the Gram solver .got columns='on_the_fly'"):
+        SLKLClassifier(columns="on_the_fly", multi_class="ovo", **kw).fit(X, labels)
+    with pytest.raises(ValueError, match="multi_class='ovo' runs on the Gram solver, which needs .* max_memory="):
+        SLKLClassifier(multi_class="ovo", max_memory=_ovo_gram_bytes(100, 4) - 1, **kw).fit(X, labels)
+    # the scheme is part of the model: a warm start continues only the same one
+    est = SLKLClassifier(warm_start=True, tol=1e-8, **kw).fit(X, labels)
+    final = [h[-1] for h in est.objective_history_]
+    est.fit(X, labels)
+    np.testing.assert_allclose([h[0] for h in est.objective_history_], final, rtol=1e-10)
+    est.set_params(multi_class="ovr").fit(X, labels)
+    assert est.multi_class_ == "ovr" and est.mu_.shape == (100, 4)
 
 
 def test_warm_start_continues_from_previous_weights():
@@ -491,9 +566,11 @@ def test_outputs_on_threads_give_the_fit_of_one_thread(monkeypatch):
 
     X, y = load_digits(n_class=5, return_X_y=True)
     X, y = X[:300] / 16.0, y[:300]
-    kw = dict(kernel=GaussianKernel(sigma=3.0), n_components=60, random_state=0)
+    base = dict(kernel=GaussianKernel(sigma=3.0), n_components=60, random_state=0)
+    kw = dict(base, multi_class="ovr")
     monkeypatch.setattr(slkl_mod, "blas_threads", lambda: 1)
     one = SLKLClassifier(**kw).fit(X, y)
+    pairs_one = SLKLClassifier(**base).fit(X, y)  # one-vs-one: 10 problems
     monkeypatch.setattr(slkl_mod, "blas_threads", lambda: 4)
     compiled = slkl_mod._slkl_loop.compiled_epoch() is not None
 
@@ -523,9 +600,14 @@ def test_outputs_on_threads_give_the_fit_of_one_thread(monkeypatch):
     for fit in (four, in_turn):
         np.testing.assert_array_equal(fit.mu_, one.mu_)
         np.testing.assert_array_equal(fit.dual_coef_, one.dual_coef_)
+    monkeypatch.setattr(slkl_mod, "blas_threads", lambda: 4)
+    pairs_four = SLKLClassifier(**base).fit(X, y)
+    assert pairs_four.multi_class_ == "ovo" and pairs_four.mu_.shape == (60, 10)
+    np.testing.assert_array_equal(pairs_four.mu_, pairs_one.mu_)
+    np.testing.assert_array_equal(pairs_four.dual_coef_, pairs_one.dual_coef_)
     # the regressor on the same +-1 columns, at the classifier's nu, is the same fit
     Y = np.where(y[:, None] == np.arange(5), 1.0, -1.0)
-    reg = SLKLRegressor(sparsity=0.01 / 5, alpha=one.alpha, fit_intercept=False, **kw).fit(X, Y)
+    reg = SLKLRegressor(sparsity=0.01 / 5, alpha=one.alpha, fit_intercept=False, **base).fit(X, Y)
     np.testing.assert_array_equal(reg.mu_, one.mu_)
     if compiled:  # an error in one output reaches the caller and stops the others at their next epoch
         import threading

@@ -3,6 +3,7 @@ the target codings (one-vs-rest +-1, one-hot, one-vs-one pairs), and prediction 
 scores or from the votes of the pairwise ones."""
 
 import numpy as np
+from scipy import sparse
 from sklearn.utils.multiclass import check_classification_targets
 
 from .ops.memory import format_bytes, parse_memory
@@ -80,13 +81,28 @@ def one_vs_one_scores(pair_scores, n_classes):
     """(n, n_classes) scores from the (n, n_pairs) pairwise decision values: each class's votes
     (a positive value votes for the pair's first class) plus its summed signed decision values
     squashed into (-1/3, 1/3), which breaks ties between equal vote counts without overturning a
-    vote; the argmax is the majority vote."""
+    vote; the argmax is the majority vote. The pair-to-class maps are sparse (two entries a pair),
+    so many classes cost O(n n_pairs), not O(n n_pairs n_classes)."""
     pairs = class_pairs(n_classes)
-    first, second = (one_hot(pairs[:, j], n_classes) for j in (0, 1))  # (n_pairs, n_classes) each
+    m = pairs.shape[0]
+    first, second = (sparse.csr_matrix((np.ones(m), (np.arange(m), pairs[:, j])), shape=(m, n_classes))
+                     for j in (0, 1))
     wins = (pair_scores > 0).astype(np.float64)
-    votes = wins @ first + (1.0 - wins) @ second
-    confidence = pair_scores @ (first - second)
+    votes = np.asarray((first.T @ wins.T).T + (second.T @ (1.0 - wins).T).T)
+    confidence = np.asarray(((first - second).T @ np.asarray(pair_scores, dtype=np.float64).T).T)
     return (votes + confidence / (3.0 * (np.abs(confidence) + 1.0))).astype(pair_scores.dtype, copy=False)
+
+
+def one_vs_one_scores_in_blocks(pair_scores_of, X, n_classes, max_memory):
+    """:func:`one_vs_one_scores` of ``pair_scores_of(X[rows])`` over row blocks of X, so the
+    (rows, n_pairs) pairwise values of a block take at most a tenth of ``max_memory``: many
+    test points with many classes never hold all n x n_pairs values at once."""
+    n_pairs = n_classes * (n_classes - 1) // 2
+    rows = max(1, parse_memory(max_memory) // (10 * 8 * (3 * n_pairs + 2 * n_classes)))
+    if X.shape[0] <= rows:
+        return one_vs_one_scores(pair_scores_of(X), n_classes)
+    return np.concatenate([one_vs_one_scores(pair_scores_of(X[start:start + rows]), n_classes)
+                           for start in range(0, X.shape[0], rows)])
 
 
 class OneVsRestScoresMixin:

@@ -73,8 +73,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT
-from ._classifier import (OneVsRestScoresMixin, check_class_memory, encode_classes, one_vs_rest_from_one_hot,
-                          one_vs_rest_targets)
+from ._classifier import (OneVsRestScoresMixin, check_class_memory, class_pairs, encode_classes, one_hot,
+                          one_vs_one_scores_in_blocks, one_vs_rest_from_one_hot)
 from ._monitor import IterationMonitor, problem_callbacks
 from ._estimator import (FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit, fit_weights, positive_counts, target_means,
                          positive_rows, resolve_kernel, validate_fit_data)
@@ -750,11 +750,13 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
                "objective_history_", "n_iter_", "n_skipped_", "n_newton_fallbacks_", "mu_", "dual_coef_",
                "classes_", *INPUT_ATTRIBUTES)
 
-    def _solve(self, X, Y, sample_weight, fitted, warm_start=True, squeeze=False):
+    def _solve(self, X, Y, sample_weight, fitted, warm_start=True, squeeze=False, pairs=None):
         """Fit the columns of Y (n, k) as k problems over shared candidates and commit ``fitted``
         plus the fitted state in one step (``mu_`` and ``dual_coef_`` 1-d with ``squeeze``);
-        ``warm_start=False`` ignores the previous weights."""
-        n_all, k = Y.shape
+        ``warm_start=False`` ignores the previous weights. With ``pairs`` (p, 2) of class codes,
+        Y is one-hot and the problems are the p one-vs-one ones, +1 for a pair's first class and
+        -1 for its second on their rows only, solved on the Gram solver from per-class sums."""
+        n_all, k = Y.shape[0], (Y.shape[1] if pairs is None else len(pairs))
         if not 1e-150 <= float(self.alpha) <= 1e150:  # the coordinate steps divide by alpha**2
             raise ValueError(f"alpha={self.alpha!r} is outside the range of SLKL's arithmetic (alpha**2 must be a "
                              f"finite, normal float); pass 1e-150 <= alpha <= 1e150.")
@@ -804,6 +806,15 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
         # Q_AA into the new G in place; the Python loop's updates make one new G at a time)
         gram_bytes = 8 * (4 * M * M + 2 * M * k)
         mode = self.columns
+        if pairs is not None:  # the per-class Gram matrices beside the solver's state
+            gram_bytes = _ovo_gram_bytes(M, Y.shape[1])
+            if mode not in ("auto", "gram") or gram_bytes > budget:
+                raise ValueError(
+                    f"multi_class='ovo' runs on the Gram solver, which needs {format_bytes(gram_bytes)} for the "
+                    f"{Y.shape[1]} per-class {M} x {M} Gram matrices and its state (columns={mode!r}, "
+                    f"max_memory={format_bytes(budget)}); use columns='auto' with enough max_memory, lower "
+                    f"n_components, or multi_class='ovr'.")
+            mode = "gram"
         if mode == "auto":
             if 2 * gram_bytes <= budget or distributed:
                 mode = "gram"
@@ -824,7 +835,14 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
                 f"n_components or increase max_memory."
             )
         scale = _candidate_scale(kernel, Zc)
-        if distributed:  # one pass over the row chunks: Q, R, y^T W y and the non-zero targets
+        if pairs is not None:  # one pass over the rows (chunks): per class C^T W C, C^T w, sum(w), rows
+            gram_kw = dict(kernel=kernel, points=Zc, scale=scale, budget=budget)
+            Qs, R, yy, counts = (
+                DaskRows(X.chunks[0], budget).sum(_class_gram_chunk, X, Y, sample_weight, **gram_kw) if distributed
+                else _class_gram_chunk(Xk, Yk, None if np.all(wk == 1.0) else wk, **gram_kw))
+            first, second = pairs[:, 0], pairs[:, 1]
+            R, yy, rows = R[:, first] - R[:, second], yy[first] + yy[second], counts[first] + counts[second]
+        elif distributed:  # one pass over the row chunks: Q, R, y^T W y and the non-zero targets
             Q, R, yy, nonzero = DaskRows(X.chunks[0], budget).sum(
                 _gram_chunk, X, Y, sample_weight, kernel=kernel, points=Zc, scale=scale, budget=budget)
         else:
@@ -838,7 +856,11 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
             if mode == "gram":
                 # one BLAS-3 pass over kernel row blocks (all BLAS threads), shared by the k outputs
                 Q, R = gram_of_columns(source, Yw, budget)
-        nu = _resolve_sparsity(self.sparsity, yy, n, nonzero, shared=yy.size if self._AUTO_SPARSITY_PER_CLASS else 1)
+        if pairs is None:
+            nu = _resolve_sparsity(self.sparsity, yy, n, nonzero,
+                                   shared=yy.size if self._AUTO_SPARSITY_PER_CLASS else 1)
+        else:  # each pair's mean over its own rows
+            nu = _resolve_sparsity(self.sparsity, yy, np.maximum(rows, 1), rows > 0)
         kw = dict(lam=self.alpha, update=self.update, tol=self.tol, max_iter=self.max_iter)
         # one seed per output: the draws of output j do not depend on the others, so the outputs
         # may run in any order, on any number of threads, with the same result
@@ -853,10 +875,13 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
                 # the outputs' compiled coordinate loops (without the GIL) side by side; each thread
                 # beyond the first holds another G state with its refresh (3 M^2 floats, as counted in
                 # gram_bytes for the first), within the budget left beside gram_bytes
-                threads = max(1, min(k, blas_threads(), 1 + (budget - gram_bytes) // (24 * M * M)))
+                # (a pair's Q_a + Q_b adds M^2 more)
+                threads = max(1, min(k, blas_threads(),
+                                     1 + (budget - gram_bytes) // ((24 if pairs is None else 32) * M * M)))
 
             def solve_one(j, mon):
-                return slkl_gram(Q, R[:, j], yy[j], nu=nu[j], mu0=None if mu0 is None else mu0[:, j], monitor=mon,
+                Qj = Q if pairs is None else Qs[first[j]] + Qs[second[j]]
+                return slkl_gram(Qj, R[:, j], yy[j], nu=nu[j], mu0=None if mu0 is None else mu0[:, j], monitor=mon,
                                  random_state=state(j), **kw)
         else:
             if mode == "precompute":
@@ -912,7 +937,10 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
 
     def _scores(self, X):
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        return self._decision_values(validate_data(self, X, dtype=[np.float64, np.float32], reset=False))
+
+    def _decision_values(self, X):
+        """K(X, X_fit_) @ dual_coef_ for a validated X: one column per output (or pair)."""
         coef = self.dual_coef_[:, None] if self.dual_coef_.ndim == 1 else self.dual_coef_
         if self.n_active_ == 0:
             return np.zeros((X.shape[0], coef.shape[1]), dtype=np.result_type(X.dtype, coef.dtype))
@@ -926,16 +954,30 @@ _OVERFLOW = ("SLKL produced non-finite weights: its arithmetic overflowed or los
 
 
 def _class_bytes(n, M, k):
-    """float64 bytes of the arrays with one column per output: the targets (with their weighted
-    copies), C^T Y of the Gram solver and the weights, steps and coefficients of the M candidates."""
-    return 8 * k * (3 * n + 6 * M)
+    """float64 bytes of the arrays with one column per output: the one-hot and +-1 targets (with
+    their weighted copies), C^T Y of the Gram solver and the weights, steps and coefficients of
+    the M candidates."""
+    return 8 * k * (4 * n + 6 * M)
+
+
+def _ovo_bytes(n, M, k):
+    """float64 bytes of a one-vs-one fit's arrays with one column per class or pair: the one-hot
+    targets, the per-class C^T W C (M x M each) and the per-pair state of :func:`_class_bytes`."""
+    return 8 * (n * k + k * M * M + 6 * M * (k * (k - 1) // 2))
+
+
+def _ovo_gram_bytes(M, k):
+    """The one-vs-one Gram solver's bytes: the per-class M x M Gram matrices, C^T W per class and
+    pair and the solver state of one pair (Q_a + Q_b, G and their temporaries)."""
+    return 8 * (k * M * M + 4 * M * M + M * (k + k * (k - 1) // 2))
 
 
 def _resolve_sparsity(sparsity, yy, n, nonzero, shared=1):
     """nu per output: the number given, or "auto" = 0.01 * mean(w y^2) / shared of each weighted
     target column Yw = sqrt(w) y (0.01 / shared for a zero target), from yy = sum(Yw^2) over the
-    n rows of positive weight and ``nonzero`` (whether Yw has a non-zero entry); ``shared``: the
-    number of one-vs-rest problems of a classifier with more than two classes, else 1."""
+    n rows of positive weight (one n per output for one-vs-one pairs) and ``nonzero`` (whether Yw
+    has a non-zero entry); ``shared``: the number of one-vs-rest problems of a classifier with
+    more than two classes, else 1."""
     with np.errstate(over="ignore", under="ignore"):
         mean_square = yy / n
     if not np.all(np.isfinite(mean_square)):
@@ -972,6 +1014,27 @@ def _gram_chunk(X, Y, w, *, kernel, points, scale, budget):
     with np.errstate(over="ignore", under="ignore"):
         yy = np.einsum("ij,ij->j", Yw, Yw)
     return Q, R, yy, np.any(Yw != 0, axis=0).astype(np.float64)
+
+
+def _class_gram_chunk(X, Y, w, *, kernel, points, scale, budget):
+    """The one-vs-one Gram quantities of some rows (a row chunk of a distributed fit), from their
+    one-hot classes Y (n, k) and weights w (None for ones): per class c, C_c^T C_c (k, M, M) and
+    C_c^T sqrt(w_c) (M, k) with C_c = sqrt(w_c) K(X_c, points) scale, sum(w_c) and the number of
+    rows of positive weight. A pair (a, b) is then Q_a + Q_b, r_a - r_b, sum(w_a) + sum(w_b)."""
+    member = np.asarray(Y) > 0
+    M, k = points.shape[0], member.shape[1]
+    Qs, R, wsum, counts = np.zeros((k, M, M)), np.zeros((M, k)), np.zeros(k), np.zeros(k)
+    for c in range(k):
+        rows = np.flatnonzero(member[:, c])
+        if rows.size == 0:
+            continue
+        sqrt_w = None if w is None else np.sqrt(np.asarray(w[rows], dtype=np.float64))
+        target = np.ones((rows.size, 1)) if sqrt_w is None else sqrt_w[:, None]
+        Qs[c], R[:, c:c + 1] = KernelOperator(kernel, X[rows], budget).column_gram(
+            None, target, scale=scale, weights=sqrt_w, budget=budget, points=points)
+        wsum[c] = rows.size if w is None else float(np.sum(w[rows], dtype=np.float64))
+        counts[c] = rows.size if w is None else np.count_nonzero(w[rows] > 0)
+    return Qs, R, wsum, counts
 
 
 def _init_params(self, kernel, n_components, sparsity, alpha, update, tol, max_iter, columns, max_memory, device,
@@ -1064,34 +1127,55 @@ class SLKLRegressor(MultiOutputMixin, FiniteR2Mixin, RegressorMixin, _SLKLBase):
 
 
 class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
-    """SLKL one-vs-all: regression on +-1 targets, one problem per class (two classes: one).
+    """SLKL classifier: regression on +-1 targets, one problem per pair of classes or per class.
 
-    The protocol of the paper's USPS and MNIST experiments. ``predict`` is the argmax of the
-    class scores (the sign for two classes). No ``predict_proba``: the scores are least-squares
-    regressions of +-1 labels, not probabilities (calibrate with
+    Two classes make one problem. For more, ``multi_class`` picks one-vs-one (a problem per
+    pair of classes on their rows, as LIBSVM's SVC; the default where its Gram matrices fit) or
+    one-vs-all (a problem per class on all rows: the protocol of the paper's USPS and MNIST
+    experiments). ``predict`` is the argmax of the class scores (the sign for two classes, the
+    majority vote of the pairs for one-vs-one). No ``predict_proba``: the scores are
+    least-squares regressions of +-1 labels, not probabilities (calibrate with
     ``sklearn.calibration.CalibratedClassifierCV`` if needed).
 
     Parameters
     ----------""" + _PARAMS_DOC + """
+    multi_class : "auto", "ovo" or "ovr", default="auto"
+        How more than two classes are decomposed. "ovo": k(k-1)/2 problems, one per pair of
+        classes on the rows of its two classes, all over the same M candidates: one pass over
+        the rows sums each class's C^T W C (M x M) and C^T w, and a pair's problem is the Gram
+        solver on Q_a + Q_b and r_a - r_b; "auto" sparsity is 0.01 times the pair's mean
+        weight. "ovr": k problems on all rows, "auto" sparsity 0.01 / k each. "auto" is "ovo"
+        when ``columns`` is "auto" or "gram" and the k Gram matrices with the solver's state fit
+        in half of ``max_memory``, else "ovr". Chosen on held-out training data
+        (benchmarks/bench_slkl_defaults.py, part "multiclass"): validation error %s.
     class_weight : dict, "balanced" or None
-        Multiplies each sample's weight by its class weight (in every one-vs-all problem).
+        Multiplies each sample's weight by its class weight (in every binary problem).
 
     Attributes
     ----------
-    classes_ : ndarray""" + _ATTR_DOC + """
+    classes_ : ndarray
+    multi_class_ : "ovo" or "ovr"
+        The decomposition used ("ovr" for two classes). With "ovo" every array with one column
+        per problem (``mu_``, ``dual_coef_``, ``sparsity_``, ``objective_history_``) has one per
+        pair of classes (0, 1), (0, 2), ..., (k-2, k-1), positive values meaning the first;
+        ``decision_function`` gives each class its votes plus its summed pairwise decision values
+        squashed into (-1/3, 1/3).""" + _ATTR_DOC + """
     """
 
     _parameter_constraints: dict = {
         **_SLKLBase._parameter_constraints,
+        "multi_class": [StrOptions({"auto", "ovo", "ovr"})],
         "class_weight": [dict, StrOptions({"balanced"}), None],
     }
     _AUTO_SPARSITY_PER_CLASS = True
+    _FITTED = (*_SLKLBase._FITTED, "multi_class_")
 
     def __init__(self, kernel="gaussian", *, n_components=256, sparsity="auto", alpha=0.1, update="exact", tol=1e-4,
-                 max_iter=None, columns="auto", class_weight=None, max_memory=None, device=None, warm_start=False,
-                 random_state=None, verbose=0, callback=None):
+                 max_iter=None, columns="auto", multi_class="auto", class_weight=None, max_memory=None, device=None,
+                 warm_start=False, random_state=None, verbose=0, callback=None):
         _init_params(self, kernel, n_components, sparsity, alpha, update, tol, max_iter, columns, max_memory, device,
                      warm_start, random_state, verbose, callback)
+        self.multi_class = multi_class
         self.class_weight = class_weight
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -1100,22 +1184,54 @@ class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
         X, y, fitted = validate_fit_data(self, X, y, dtype=[np.float64, np.float32])
         classes, codes = encode_classes(y)
         sample_weight = fit_weights(sample_weight, self.class_weight, X, codes, classes, ones=True)
-        k = 1 if classes.size == 2 else classes.size
-        check_class_memory(_class_bytes(X.shape[0], min(self.n_components, X.shape[0]), k), self.max_memory,
-                           classes.size, "the one-vs-rest targets and the per-class SLKL state")
-        return self._fit_prepared(X, one_vs_rest_targets(codes, classes.size), classes, sample_weight, fitted)
+        n, M, k = X.shape[0], min(self.n_components, X.shape[0]), classes.size
+        if self._scheme(k, M) == "ovo":
+            check_class_memory(_ovo_bytes(n, M, k), self.max_memory, k,
+                               f"the per-class Gram matrices and the state of the {k * (k - 1) // 2} one-vs-one "
+                               f"problems (or pass multi_class='ovr')")
+        else:
+            check_class_memory(_class_bytes(n, M, 1 if k == 2 else k), self.max_memory, k,
+                               "the one-vs-rest targets and the per-class SLKL state")
+        return self._fit_prepared(X, one_hot(codes, k), classes, sample_weight, fitted)
+
+    def _scheme(self, n_classes, M):
+        """"ovo" or "ovr": ``multi_class`` resolved for ``n_classes`` classes and M candidates (a
+        ValueError for one-vs-one with a column mode other than the Gram solver)."""
+        if n_classes == 2 or self.multi_class == "ovr":
+            return "ovr"
+        gram_solver = self.columns in ("auto", "gram")
+        if self.multi_class == "ovo":
+            if not gram_solver:
+                raise ValueError(
+                    f"multi_class='ovo' runs on the Gram solver (got columns={self.columns!r}); use columns='auto' "
+                    f"or 'gram', or multi_class='ovr'.")
+            return "ovo"
+        fits = 2 * _ovo_gram_bytes(M, n_classes) <= parse_memory(self.max_memory)
+        return "ovo" if gram_solver and fits else "ovr"
 
     def _fit_prepared(self, X, Y, classes, sample_weight, fitted):
-        """The fit on validated X, +-1 targets Y (one column per class, one for two classes) and
-        weights: numpy arrays, or dask arrays with X's row chunks, Y one-hot there
-        (:mod:`kernelscale._dask_fit`; weights None for ones)."""
-        if is_dask(Y):
-            Y = DaskRows(X.chunks[0], 0).map(one_vs_rest_from_one_hot, Y, width=1 if classes.size == 2 else classes.size,
-                                            dtype=np.float64)
-        same_classes = np.array_equal(getattr(self, "classes_", None), classes)  # warm start only then
-        fitted["classes_"] = classes
+        """The fit on validated X, one-hot targets Y (one column per class) and weights: numpy
+        arrays, or dask arrays with X's row chunks (:mod:`kernelscale._dask_fit`; weights None
+        for ones)."""
+        scheme = self._scheme(classes.size, min(self.n_components, X.shape[0]))
+        same_classes = (np.array_equal(getattr(self, "classes_", None), classes)  # warm start only then
+                        and getattr(self, "multi_class_", "ovr") == scheme)
+        fitted.update(classes_=classes, multi_class_=scheme)
+        if scheme == "ovo":
+            return self._solve(X, Y, sample_weight, fitted, warm_start=same_classes, pairs=class_pairs(classes.size))
+        width = 1 if classes.size == 2 else classes.size
+        Y = (DaskRows(X.chunks[0], 0).map(one_vs_rest_from_one_hot, Y, width=width, dtype=np.float64)
+             if is_dask(Y) else one_vs_rest_from_one_hot(Y))
         return self._solve(X, Y, sample_weight, fitted, warm_start=same_classes, squeeze=classes.size == 2)
 
+    def _scores(self, X):
+        """One column per class (one for two classes); one-vs-one pairwise decision values become
+        votes (:func:`kernelscale._classifier.one_vs_one_scores`), over row blocks within
+        ``max_memory``."""
+        if getattr(self, "multi_class_", "ovr") != "ovo":
+            return super()._scores(X)
+        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        return one_vs_one_scores_in_blocks(self._decision_values, X, self.classes_.size, self.max_memory)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -13,9 +13,8 @@ moves its last stored column the same way (an O(n) copy instead of shifting m0 c
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import cho_factor, cho_solve
 from scipy.linalg.blas import dger
-from scipy.linalg.lapack import dpotri
+from scipy.linalg.lapack import dpotrf, dpotri, dpotrs
 
 __all__ = ["woodbury_direct", "woodbury_direct_gram", "woodbury_rescale", "woodbury_remove", "woodbury_append"]
 
@@ -54,16 +53,19 @@ def woodbury_direct_gram(CtC, mu, lam, rhs=None, overwrite=False):
     B *= (s / lam)[:, None]
     B *= s
     B.flat[:: m0 + 1] += 1.0
-    # B is symmetric: B.T is a Fortran view LAPACK factorises and inverts in place (lower = B's upper)
-    factor = cho_factor(B.T, lower=True, overwrite_a=True, check_finite=False)
-    if not np.all(np.isfinite(np.diagonal(factor[0]))):  # a non-finite entry reaches the factor's diagonal
-        raise np.linalg.LinAlgError("the Woodbury matrix I + S C^T C S / lam is not finite")
+    # B is symmetric: B.T is a Fortran view LAPACK factorises and inverts in place (lower = B's upper);
+    # the LAPACK routines are called directly: at the m0 of a typical refresh (tens) the wrappers'
+    # argument checks cost more than the arithmetic
+    factor, info = dpotrf(B.T, lower=1, clean=0, overwrite_a=1)
+    if info > 0 or not np.all(np.isfinite(np.diagonal(factor))):  # a non-finite entry reaches the diagonal
+        raise np.linalg.LinAlgError("the Woodbury matrix I + S C^T C S / lam is not finite or not positive definite")
     solved = None
     if rhs is not None:
-        solved = s * cho_solve(factor, s * np.asarray(rhs, dtype=np.float64), check_finite=False)
-        if not np.all(np.isfinite(solved)):
+        solved, info = dpotrs(factor, s * np.asarray(rhs, dtype=np.float64), lower=1)
+        solved *= s
+        if info != 0 or not np.all(np.isfinite(solved)):
             raise np.linalg.LinAlgError("the right-hand side of the Woodbury solve is not finite")
-    inverse, info = dpotri(factor[0], lower=1, overwrite_c=1)
+    inverse, info = dpotri(factor, lower=1, overwrite_c=1)
     if info != 0:
         raise np.linalg.LinAlgError(f"potri failed (info={info})")
     G = inverse.T  # C-ordered again: the inverse sits in its upper triangle
@@ -80,6 +82,13 @@ def _scale_and_mirror(G, s):
     symmetric, in row blocks, never touching the (scratch) strict lower triangle's values, with
     temporaries of a block's size only (the panel copies below the diagonal read disjoint memory)."""
     m0, block = G.shape[0], _MIRROR_BLOCK
+    if m0 <= block:  # one block: a few whole-array operations (np.triu selects, it does no arithmetic)
+        U = np.triu(G)
+        U *= s[:, None]
+        U *= s
+        G[...] = U
+        G += np.triu(U, 1).T  # 0 + x below the diagonal, x + 0 above it: exact
+        return
     for i in range(0, m0, block):
         j = min(i + block, m0)
         d = G[i:j, i:j]
