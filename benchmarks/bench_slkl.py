@@ -421,7 +421,8 @@ def table3(suite, runs_per_M, Ms):
         errs, m0u, m0c, times, conv = [], [], [], [], []
         nerrs, ntimes = [], []
         for r in range(runs):
-            est = SLKLClassifier(kernel, n_components=M, sparsity=NU, alpha=LAM, tol=TOL, random_state=SOLVER_SEED + r)
+            est = SLKLClassifier(kernel, n_components=M, sparsity=NU, alpha=LAM, tol=TOL, multi_class="ovr",
+                                 random_state=SOLVER_SEED + r)
             with _Threads(1):
                 (est, ok), t = _timed(lambda: _fit_quiet(est, Xtr, ytr))
                 errs.append(int(np.sum(est.predict(Xte) != yte)))
@@ -485,7 +486,8 @@ def timings(suite, cases, repeats, warmup):
             classes = np.unique(ytr)
             yfit = ytr
             ykrr = np.where(ytr[:, None] == classes[None, :], 1.0, -1.0)
-            slkl = SLKLClassifier(GaussianKernel(sigma), n_components=M, sparsity=NU, alpha=LAM, tol=TOL, random_state=SOLVER_SEED)
+            slkl = SLKLClassifier(GaussianKernel(sigma), n_components=M, sparsity=NU, alpha=LAM, tol=TOL,
+                                  multi_class="ovr", random_state=SOLVER_SEED)
         else:
             Xtr, ytr, Xte, yte, off = regression_split(key, 0)
             sigma, task, ds = REGRESSION[key]["sigma"], "regression", REGRESSION[key]["title"]
@@ -628,7 +630,8 @@ def mnist(suite, sizes, M, n_test, allow_full):
 
     def fit_record(n, columns, threads):
         idx = perm[:n]
-        est = SLKLClassifier(kernel, n_components=M, sparsity=NU, alpha=LAM, tol=TOL, random_state=SOLVER_SEED, columns=columns)
+        est = SLKLClassifier(kernel, n_components=M, sparsity=NU, alpha=LAM, tol=TOL, random_state=SOLVER_SEED,
+                             columns=columns, multi_class="ovr")
         fn = lambda: _fit_quiet(est, X[idx], y[idx])[0]  # noqa: E731
         meas = measure(_one_thread(fn) if threads == 1 else fn, repeats=1, warmup=0)
         err = float(np.mean(est.predict(Xte) != yte))

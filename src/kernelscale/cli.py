@@ -75,7 +75,7 @@ def _demo_entries():
         DemoEntry("SLKLRegressor", "sinc", lambda: SLKLRegressor(
             GaussianKernel(sigma=1.0), n_components=256, sparsity=0.01, alpha=1.0, random_state=0)),
         DemoEntry("SLKLClassifier (one-vs-all)", "digits", lambda: SLKLClassifier(
-            GaussianKernel(sigma=2.0), n_components=128, sparsity=0.01, random_state=0)),
+            GaussianKernel(sigma=2.0), n_components=128, sparsity=0.01, multi_class="ovr", random_state=0)),
         DemoEntry("DoublyStochasticRegressor (SGD)", "sinc", lambda: DoublyStochasticRegressor(
             GaussianKernel(sigma=1.0), n_iter=60, batch_size=128, block_size=128, step_size=2.0, random_state=0)),
         DemoEntry("DoublyStochasticRegressor (preconditioned)", "sinc", lambda: DoublyStochasticRegressor(
