@@ -251,6 +251,44 @@ def test_compiled_epochs_take_the_steps_of_the_python_loop(update, refresh, monk
         assert runs["python"][0].n_newton_fallbacks > 0  # the fallback branch ran in the epochs too
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+def test_the_loop_refresh_of_small_active_sets_is_the_direct_woodbury_solve(compiled):
+    """_slkl_loop._refresh (compiled and as plain Python): G = (D^-1 + Q_AA / lam)^-1 and
+    v = G r_A in the leading block of the buffers, to 1e-12 relative of the LAPACK refresh, G
+    exactly symmetric, the rest of the buffers untouched; False where the matrix is not
+    positive definite or v overflows."""
+    from kernelscale import _slkl_loop
+    from kernelscale.woodbury import woodbury_direct_gram
+
+    if compiled and not _slkl_loop.NUMBA_AVAILABLE:
+        pytest.skip("numba is not installed")
+    refresh = (_slkl_loop.compiled_epoch() and _slkl_loop.compiled_refresh()) if compiled else _slkl_loop._refresh
+    X, y, cand, C = problem(n=150, M=70, seed=27)
+    Q, R = gram_of_columns(C, y)
+    r = R[:, 0]
+    rng = np.random.default_rng(28)
+    mu = rng.uniform(1e-3, 2.0, size=70)
+    for m0 in (0, 1, 7, _slkl_loop.REFRESH_COMPILED_MAX):
+        act = rng.permutation(70)
+        G, v = np.full((70, 70), 7.0), np.full(70, 7.0)
+        assert refresh(Q, r, mu, act, m0, 0.3, G, v)
+        A = act[:m0]
+        ref_G, ref_v = woodbury_direct_gram(Q[np.ix_(A, A)], mu[A], 0.3, rhs=r[A])
+        block = G[:m0, :m0]
+        np.testing.assert_allclose(block, ref_G, rtol=0, atol=1e-12 * np.abs(ref_G).max(initial=1.0))
+        np.testing.assert_allclose(v[:m0], ref_v, rtol=0, atol=1e-12 * np.abs(ref_v).max(initial=1.0))
+        assert np.array_equal(block, block.T)
+        assert np.all(G[m0:] == 7.0) and np.all(G[:, m0:] == 7.0) and np.all(v[m0:] == 7.0)
+    act = np.arange(70)
+    bad = Q.copy()
+    bad[0, 0] = -1e3  # not positive definite
+    assert not refresh(bad, r, mu, act, 5, 0.3, np.zeros((70, 70)), np.zeros(70))
+    bad[0, 0] = np.nan
+    assert not refresh(bad, r, mu, act, 5, 0.3, np.zeros((70, 70)), np.zeros(70))
+    with np.errstate(all="ignore"):  # the plain-Python loop warns as numpy scalars do
+        assert not refresh(Q, np.full(70, 1e308), mu * 1e3, act, 5, 1e-300, np.zeros((70, 70)), np.zeros(70))
+
+
 @pytest.mark.parametrize("gram", [False, True])
 def test_dual_coefficients_stay_accurate_when_the_columns_are_nearly_collinear(gram):
     """mu_A a_A comes from the direct solve v = (D^-1 + Q_AA / lam)^-1 C_A^T y, not from

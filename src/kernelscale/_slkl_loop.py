@@ -181,9 +181,85 @@ def _epoch(Q, r, qdiag, mu, slot, act, m0, G, v, draws, lam, nu, newton, skip):
     return m0, n_skipped, n_fallbacks
 
 
+#: the largest active set whose refresh runs compiled (:func:`_refresh`); a larger one takes
+#: LAPACK (:func:`kernelscale.woodbury.woodbury_direct_gram`), whose call overhead its O(m0^3)
+#: arithmetic then outweighs
+REFRESH_COMPILED_MAX = 64
+
+
+def _refresh(Q, r, mu, act, m0, lam, G, v):
+    """G[:m0, :m0] = S (I + S Q_AA S / lam)^-1 S and v[:m0] = G r_A from scratch (eq. 23, as
+    :func:`kernelscale.woodbury.woodbury_direct_gram`, S = diag(sqrt(mu_A))): the Cholesky
+    factor L of the middle matrix solves for v (backward stable) and gives G = S L^-T L^-1 S,
+    computed on its upper triangle and mirrored (exactly symmetric). Plain loops, m0^3 / 2
+    multiply-adds, for the small active sets of a typical refresh, where the LAPACK calls'
+    overhead in Python was half of a one-vs-one fit. Returns False when the factor or v is not
+    finite (the matrix is not positive definite, or an entry overflowed)."""
+    s = np.empty(m0)
+    for i in range(m0):
+        s[i] = math.sqrt(mu[act[i]])
+    L = np.empty((m0, m0))  # B, then its Cholesky factor, in the lower triangle
+    for i in range(m0):
+        for j in range(i + 1):
+            L[i, j] = (Q[act[i], act[j]] * (s[i] / lam)) * s[j]
+        L[i, i] += 1.0
+    for j in range(m0):
+        d = L[j, j]
+        for k in range(j):
+            d -= L[j, k] * L[j, k]
+        if not (d > 0.0 and math.isfinite(d)):
+            return False
+        d = math.sqrt(d)
+        L[j, j] = d
+        for i in range(j + 1, m0):
+            acc = L[i, j]
+            for k in range(j):
+                acc -= L[i, k] * L[j, k]
+            L[i, j] = acc / d
+    x = np.empty(m0)  # v = S L^-T L^-1 S r_A
+    for i in range(m0):
+        acc = s[i] * r[act[i]]
+        for k in range(i):
+            acc -= L[i, k] * x[k]
+        x[i] = acc / L[i, i]
+    for i in range(m0 - 1, -1, -1):
+        acc = x[i]
+        for k in range(i + 1, m0):
+            acc -= L[k, i] * x[k]
+        x[i] = acc / L[i, i]
+    W = np.zeros((m0, m0))  # L^-1, lower triangular
+    for j in range(m0):
+        W[j, j] = 1.0 / L[j, j]
+        for i in range(j + 1, m0):
+            acc = 0.0
+            for k in range(j, i):
+                acc -= L[i, k] * W[k, j]
+            W[i, j] = acc / L[i, i]
+    for i in range(m0):
+        for j in range(i, m0):
+            acc = 0.0
+            for k in range(j, m0):
+                acc += W[k, i] * W[k, j]
+            g = (acc * s[i]) * s[j]
+            G[i, j] = g
+            G[j, i] = g
+        v[i] = s[i] * x[i]
+        if not math.isfinite(v[i]):
+            return False
+    return True
+
+
+_compiled_refresh = None
+
+
+def compiled_refresh():
+    """The compiled :func:`_refresh` (None until :func:`compiled_epoch` has built it)."""
+    return _compiled_refresh
+
+
 def compiled_epoch():
     """The compiled :func:`_epoch` (built once; None without numba or with USE_NUMBA off)."""
-    global _compiled, _nb_quadratic, _nb_step_change, _nb_exact_step, _nb_newton_step
+    global _compiled, _compiled_refresh, _nb_quadratic, _nb_step_change, _nb_exact_step, _nb_newton_step
     if not (USE_NUMBA and NUMBA_AVAILABLE):
         return None
     with _compile_lock:
@@ -197,5 +273,6 @@ def compiled_epoch():
             inline = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy", inline="always")
             _nb_quadratic, _nb_step_change = inline(_quadratic), jit(step_change)
             _nb_exact_step, _nb_newton_step = jit(exact_step), jit(newton_step)
+            _compiled_refresh = jit(_refresh)
             _compiled = jit(_epoch)
     return _compiled

@@ -483,6 +483,7 @@ def slkl_gram(Q, r, yy, *, lam=1.0, nu=0.01, update="exact", tol=1e-4, max_iter=
     newton = update == "newton"
     empty = np.zeros(0)
     epoch = None if trace else _slkl_loop.compiled_epoch()  # one epoch of visits, compiled
+    compiled_refresh = None if epoch is None else (_slkl_loop.compiled_refresh() or _slkl_loop._refresh)
     if epoch is not None:
         Q = np.ascontiguousarray(Q)
         G_buf, v_buf = np.zeros((M, M)), np.zeros(M)  # G and v in their leading m0 x m0 and m0 entries
@@ -559,9 +560,15 @@ def slkl_gram(Q, r, yy, *, lam=1.0, nu=0.01, update="exact", tol=1e-4, max_iter=
                 if trace:
                     tr.append(F)
         if refresh:
-            G, v = _gram_state(Q, r, mu, act, m0, lam)
-            if epoch is not None:
-                G_buf[:m0, :m0], v_buf[:m0] = G, v
+            if epoch is not None and m0 <= _slkl_loop.REFRESH_COMPILED_MAX:
+                if not compiled_refresh(Q, r, mu, act, m0, lam, G_buf, v_buf):
+                    raise np.linalg.LinAlgError(
+                        "the Woodbury matrix I + S C^T C S / lam is not finite or not positive definite")
+                G, v = G_buf[:m0, :m0], v_buf[:m0]
+            else:
+                G, v = _gram_state(Q, r, mu, act, m0, lam)
+                if epoch is not None:
+                    G_buf[:m0, :m0], v_buf[:m0] = G, v
         F = yy - float(rA @ v) * inv_lam + nu * mu.sum()
         history.append(F)
         converged = F_epoch - F < tol * F_epoch
