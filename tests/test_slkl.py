@@ -564,6 +564,22 @@ def test_multi_class_auto_is_one_vs_one_where_the_gram_solver_fits():
     assert est.multi_class_ == "ovr" and est.mu_.shape == (100, 4)
 
 
+def test_a_pair_of_classes_without_weight_converges_at_once_to_no_columns():
+    """Two classes whose samples all have weight 0: their pair's problem has no rows (F = 0), so
+    it stops after one epoch without a ConvergenceWarning and keeps no column; the other pairs
+    are fitted as usual."""
+    import warnings
+
+    X, codes, labels, w = _four_classes(200, 34)
+    w[codes >= 2] = 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clf = SLKLClassifier(GaussianKernel(sigma=1.0), n_components=40, random_state=0).fit(X, labels, sample_weight=w)
+    assert clf.multi_class_ == "ovo" and len(clf.objective_history_[5]) == 2
+    assert np.all(clf.mu_[:, 5] == 0) and np.all(clf.mu_[:, 0] >= 0) and np.any(clf.mu_[:, 0] > 0)
+    assert set(clf.predict(X)) <= {"a", "b"}
+
+
 def test_warm_start_continues_from_previous_weights():
     X, y, _, _ = problem(n=80, M=30, seed=16)
     est = SLKLRegressor(GaussianKernel(sigma=1.0), n_components=30, tol=1e-8, warm_start=True, random_state=0).fit(X, y)

@@ -389,7 +389,7 @@ def slkl(columns, y, *, lam=1.0, nu=0.01, update="exact", tol=1e-4, max_iter=Non
             st.refresh()
         F = st.objective(nu)
         history.append(F)
-        converged = F_epoch - F < tol * F_epoch
+        converged = F_epoch - F <= tol * F_epoch  # (F = 0 for a target of zeros: at once)
         if monitor is not None and monitor.update(objective=F, n_active=st.m0):
             stopped = True
             break
@@ -571,7 +571,7 @@ def slkl_gram(Q, r, yy, *, lam=1.0, nu=0.01, update="exact", tol=1e-4, max_iter=
                     G_buf[:m0, :m0], v_buf[:m0] = G, v
         F = yy - float(rA @ v) * inv_lam + nu * mu.sum()
         history.append(F)
-        converged = F_epoch - F < tol * F_epoch
+        converged = F_epoch - F <= tol * F_epoch  # (F = 0 for a target of zeros: at once)
         if monitor is not None and monitor.update(objective=F, n_active=m0):
             stopped = True
             break
