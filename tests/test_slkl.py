@@ -540,7 +540,7 @@ def test_one_vs_one_solves_each_pairs_problem_on_its_rows_over_the_shared_candid
 
 
 def test_multi_class_auto_is_one_vs_one_where_the_gram_solver_fits():
-    from kernelscale.slkl import _ovo_gram_bytes
+    from kernelscale.slkl import _ovo_bytes
 
     X, codes, labels, _ = _four_classes(200, 33)
     kw = dict(kernel=GaussianKernel(sigma=1.0), n_components=100, random_state=0)
@@ -548,13 +548,19 @@ def test_multi_class_auto_is_one_vs_one_where_the_gram_solver_fits():
     binary = SLKLClassifier(**kw).fit(X, codes % 2)
     assert binary.multi_class_ == "ovr" and binary.mu_.shape == (100,)  # two classes: one problem
     assert SLKLClassifier(columns="precompute", **kw).fit(X, labels).multi_class_ == "ovr"
-    need = 2 * _ovo_gram_bytes(100, 4)
+    need = 2 * _ovo_bytes(200, 100, 4)
     assert SLKLClassifier(max_memory=need, **kw).fit(X, labels).multi_class_ == "ovo"
     assert SLKLClassifier(max_memory=need - 1, **kw).fit(X, labels).multi_class_ == "ovr"
+    # many classes: "auto" counts every per-class and per-pair array before choosing (n = 2000,
+    # 200 classes, 19900 pairs: 0.36 GB; on dask chunks, with the tree's partial sums, 1.3 GB)
+    assert SLKLClassifier(n_components=256, max_memory=3e8)._scheme(200, 2000, distributed=False) == "ovr"
+    assert SLKLClassifier(n_components=256, max_memory=2e9)._scheme(200, 2000, distributed=False) == "ovo"
+    assert SLKLClassifier(n_components=256, max_memory=2e9)._scheme(200, 2000, distributed=True) == "ovr"
     with pytest.raises(ValueError, match="multi_class='ovo' runs on the Gram solver .got columns='on_the_fly'"):
         SLKLClassifier(columns="on_the_fly", multi_class="ovo", **kw).fit(X, labels)
-    with pytest.raises(ValueError, match="multi_class='ovo' runs on the Gram solver, which needs .* max_memory="):
-        SLKLClassifier(multi_class="ovo", max_memory=_ovo_gram_bytes(100, 4) - 1, **kw).fit(X, labels)
+    with pytest.raises(ValueError, match="too small for 4 classes: the per-class Gram matrices and the state of the "
+                                         "6 one-vs-one problems .or pass multi_class='ovr'."):
+        SLKLClassifier(multi_class="ovo", max_memory=_ovo_bytes(200, 100, 4) - 1, **kw).fit(X, labels)
     # the scheme is part of the model: a warm start continues only the same one
     est = SLKLClassifier(warm_start=True, tol=1e-8, **kw).fit(X, labels)
     final = [h[-1] for h in est.objective_history_]

@@ -9,8 +9,8 @@ with a ``_partial_fit_prepared`` (the doubly stochastic ones):
 - GeneralizedLeastSquaresClassifier, CalibratedLeastSquaresClassifier, StagewiseClassifier,
   StagewiseRegressor: every pass over rows is a sum or a per-row update;
 - SLKLRegressor, SLKLClassifier (``columns="auto"`` or ``"gram"``): the M candidate rows are
-  gathered, then one pass sums each chunk's C^T W C, C^T W y and y^T W y; the coordinate descent
-  runs on these M x M quantities on the client;
+  gathered, then one pass sums each chunk's C^T W C, C^T W y and y^T W y (one-vs-one: each
+  class's C^T W C and C^T w); the coordinate descent runs on these M x M quantities on the client;
 - RegularizedKernelClassifier, RegularizedKernelRegressor (``solver="fixed_point"``, a
   non-linear kernel): c and K c stay in X's row chunks, each iteration is one kernel product
   of one task per pair of row chunks; c and the support rows are gathered at the end (the model

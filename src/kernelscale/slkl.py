@@ -35,9 +35,11 @@ skipped visit costs O(m0) and a full one O(m0^2) instead of O(n) and O(n m0), at
 of O(n M (M + d)) and O(M^2) memory. This departs from the cost analysis of the paper (Sec. 4.2),
 whose open problem (the cost of visits that leave a weight at zero) it removes. With numba
 installed the visits of an epoch run compiled (kernelscale._slkl_loop: the same iterates up to
-rounding; the refresh of G, the objective and the callback stay in Python between epochs): on
-30 one-vs-rest problems of 4000 points the fit went from 1.6 s to 0.65 s, on wine (3 classes)
-from 45 ms to 12 ms. ``trace=True`` runs the Python loop.
+rounding; so does the refresh of G from scratch after each epoch for up to 64 active columns,
+LAPACK beyond; the objective and the callback stay in Python between epochs): on 30
+one-vs-rest problems of 4000 points the fit went from 1.6 s to 0.65 s, on wine (3 classes) from
+45 ms to 12 ms; the compiled refresh took the 435 one-vs-one pairs of those 30 classes from
+2.0 s to 1.2 s. ``trace=True`` runs the Python loop.
 
 The learned model is kernel ridge regression with the kernel k_mu(x, x') =
 sum_m mu_m k(x, x_m) k(x_m, x') / k(x_m, x_m); its prediction simplifies (eqs. 16-17) to
@@ -74,7 +76,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT
 from ._classifier import (OneVsRestScoresMixin, check_class_memory, class_pairs, encode_classes, one_hot,
-                          one_vs_one_scores_in_blocks, one_vs_rest_from_one_hot)
+                          one_vs_one_scores_in_blocks, one_vs_rest_from_one_hot, one_vs_rest_targets)
 from ._monitor import IterationMonitor, problem_callbacks
 from ._estimator import (FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit, fit_weights, positive_counts, target_means,
                          positive_rows, resolve_kernel, validate_fit_data)
@@ -83,7 +85,7 @@ from .kernels import KERNEL_NAMES, Kernel
 from .ops.kernel import KernelOperator
 from .ops.lapack_threads import blas_threads, one_blas_thread
 from .ops.memory import format_bytes, parse_memory
-from .ops.rows import DaskRows, is_dask
+from .ops.rows import SPLIT_EVERY, DaskRows, is_dask
 from . import _slkl_loop
 from ._slkl_loop import exact_step, newton_step, step_change
 from .woodbury import woodbury_append, woodbury_direct_gram, woodbury_remove, woodbury_rescale
@@ -604,8 +606,9 @@ _PARAMS_DOC = """
         the first term of eq. 14 grows like y^2 and the penalty does not, so a fixed nu makes the
         fit depend on the units of y (with nu = 0.01 and y * 1e-5 the model kept no column worth
         the penalty: normalised RMSE 1.19 against 0.31 for y * 1). For +-1 class targets without
-        weights "auto" is exactly 0.01, the value of the paper's experiments, for two classes;
-        for k > 2 classes it is divided by k (0.01 / k for each of the k one-vs-rest problems).
+        weights "auto" is exactly 0.01, the value of the paper's experiments, for two classes
+        and for each one-vs-one pair (``SLKLClassifier``'s ``multi_class``); for k > 2 classes
+        one-vs-rest it is divided by k (0.01 / k for each of the k problems).
         Chosen on held-out training data (benchmarks/bench_slkl_defaults.py): against 0.01 for
         every class, validation error 3.3 -> 2.1% on digits, 5.8 -> 5.1% on USPS, 8.5 -> 7.9%
         on 12000 MNIST digits and 23.7 -> 20.6% on 30 classes (at about 3x its fit time there),
@@ -622,7 +625,7 @@ _PARAMS_DOC = """
         a Newton step that would raise F is replaced by the exact step and counted in
         ``n_newton_fallbacks_``.
     tol : float > 0, default=1e-4
-        Stop when F(mu^{k-M}) - F(mu^k) < tol F(mu^{k-M}) (checked every M visits).
+        Stop when F(mu^{k-M}) - F(mu^k) <= tol F(mu^{k-M}) (checked every M visits).
     max_iter : int or None, default=None
         Maximum coordinate visits per output (None: 500 M); ConvergenceWarning if reached.
     columns : "auto", "gram", "precompute" or "on_the_fly", default="auto"
@@ -645,7 +648,8 @@ _PARAMS_DOC = """
         (a torch tensor as input selects its device); the others need torch.
     warm_start : bool, default=False
         Reuse the previous candidates and weights ``mu_`` when the training set has the same
-        size, n_components and number of outputs.
+        size, n_components and number of outputs (the classifier: the same classes and the same
+        ``multi_class_``).
     random_state : int, RandomState or None
         Seeds the candidate sample, the coordinate choice and the median heuristic.
     verbose : int, default=0
@@ -711,10 +715,12 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
 
     def _fits_over_chunks(self):
         """A dask X is fitted over its row chunks (kernelscale._dask_fit) with the Gram solver: one
-        pass of per-chunk sums C^T W C, C^T W y and y^T W y; the coordinate descent runs on these
-        M x M quantities here. The other column modes hold n-sized columns: they gather X. The
-        sums are taken per chunk and added up a tree, not over numpy's row blocks: the model
-        differs from numpy's by rounding (measured: 2e-10 relative in float64)."""
+        pass of per-chunk sums C^T W C, C^T W y and y^T W y (one-vs-one: per class); the coordinate
+        descent runs on these M x M quantities here. The other column modes hold n-sized columns:
+        they gather X. The sums are taken per chunk and added up a tree, not over numpy's row
+        blocks: the model differs from numpy's by rounding (measured: 2e-10 relative in float64
+        at alpha 1; the classifier's +-1 systems at its default alpha 0.1 can amplify it to
+        1e-7-5e-6 relative on small problems)."""
         return self.columns in ("auto", "gram")
 
     def _solve_outputs(self, solve_one, k, threads=1):
@@ -813,15 +819,8 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
         # Q_AA into the new G in place; the Python loop's updates make one new G at a time)
         gram_bytes = 8 * (4 * M * M + 2 * M * k)
         mode = self.columns
-        if pairs is not None:  # the per-class Gram matrices beside the solver's state
-            gram_bytes = _ovo_gram_bytes(M, Y.shape[1])
-            if mode not in ("auto", "gram") or gram_bytes > budget:
-                raise ValueError(
-                    f"multi_class='ovo' runs on the Gram solver, which needs {format_bytes(gram_bytes)} for the "
-                    f"{Y.shape[1]} per-class {M} x {M} Gram matrices and its state (columns={mode!r}, "
-                    f"max_memory={format_bytes(budget)}); use columns='auto' with enough max_memory, lower "
-                    f"n_components, or multi_class='ovr'.")
-            mode = "gram"
+        if pairs is not None:  # the Gram solver, its columns mode and memory checked by the caller
+            gram_bytes, mode = _ovo_gram_bytes(M, Y.shape[1], _partial_sums(distributed)), "gram"
         if mode == "auto":
             if 2 * gram_bytes <= budget or distributed:
                 mode = "gram"
@@ -961,22 +960,29 @@ _OVERFLOW = ("SLKL produced non-finite weights: its arithmetic overflowed or los
 
 
 def _class_bytes(n, M, k):
-    """float64 bytes of the arrays with one column per output: the one-hot and +-1 targets (with
-    their weighted copies), C^T Y of the Gram solver and the weights, steps and coefficients of
-    the M candidates."""
-    return 8 * k * (4 * n + 6 * M)
+    """float64 bytes of the arrays with one column per output: the targets (with their weighted
+    copies), C^T Y of the Gram solver and the weights, steps and coefficients of the M candidates."""
+    return 8 * k * (3 * n + 6 * M)
 
 
-def _ovo_bytes(n, M, k):
-    """float64 bytes of a one-vs-one fit's arrays with one column per class or pair: the one-hot
-    targets, the per-class C^T W C (M x M each) and the per-pair state of :func:`_class_bytes`."""
-    return 8 * (n * k + k * M * M + 6 * M * (k * (k - 1) // 2))
+def _partial_sums(distributed):
+    """How many per-class Gram sums a one-vs-one fit may hold at once: one, or on dask row chunks
+    a node of the tree reduction's SPLIT_EVERY chunk sums, its result and a chunk in progress."""
+    return SPLIT_EVERY + 2 if distributed else 1
 
 
-def _ovo_gram_bytes(M, k):
-    """The one-vs-one Gram solver's bytes: the per-class M x M Gram matrices, C^T W per class and
-    pair and the solver state of one pair (Q_a + Q_b, G and their temporaries)."""
-    return 8 * (k * M * M + 4 * M * M + M * (k + k * (k - 1) // 2))
+def _ovo_gram_bytes(M, k, partial_sums=1):
+    """The one-vs-one Gram solver's bytes: the per-class M x M Gram matrices (``partial_sums``
+    copies of them: a distributed fit's tree adds up to SPLIT_EVERY chunks' at once), C^T W per
+    class and pair and the solver state of one pair (Q_a + Q_b, G and their temporaries)."""
+    return 8 * (partial_sums * k * M * M + 4 * M * M + M * (k + k * (k - 1) // 2))
+
+
+def _ovo_bytes(n, M, k, partial_sums=1):
+    """All a one-vs-one fit holds beside X and its kernel blocks: the one-hot targets (with the
+    copy of the rows of positive weight), the Gram solver's state of :func:`_ovo_gram_bytes` and
+    the weights, steps and coefficients of the M candidates for every pair."""
+    return 16 * n * k + _ovo_gram_bytes(M, k, partial_sums) + 8 * 5 * M * (k * (k - 1) // 2)
 
 
 def _resolve_sparsity(sparsity, yy, n, nonzero, shared=1):
@@ -1037,8 +1043,10 @@ def _class_gram_chunk(X, Y, w, *, kernel, points, scale, budget):
             continue
         sqrt_w = None if w is None else np.sqrt(np.asarray(w[rows], dtype=np.float64))
         target = np.ones((rows.size, 1)) if sqrt_w is None else sqrt_w[:, None]
-        Qs[c], R[:, c:c + 1] = KernelOperator(kernel, X[rows], budget).column_gram(
-            None, target, scale=scale, weights=sqrt_w, budget=budget, points=points)
+        Xc = X[rows]
+        Qs[c], R[:, c:c + 1] = KernelOperator(kernel, Xc, budget).column_gram(
+            None, target, scale=scale, weights=sqrt_w, budget=budget, points=points,
+            fixed_bytes=Qs.nbytes + R.nbytes + Xc.nbytes)
         wsum[c] = rows.size if w is None else float(np.sum(w[rows], dtype=np.float64))
         counts[c] = rows.size if w is None else np.count_nonzero(w[rows] > 0)
     return Qs, R, wsum, counts
@@ -1194,19 +1202,17 @@ class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
         X, y, fitted = validate_fit_data(self, X, y, dtype=[np.float64, np.float32])
         classes, codes = encode_classes(y)
         sample_weight = fit_weights(sample_weight, self.class_weight, X, codes, classes, ones=True)
-        n, M, k = X.shape[0], min(self.n_components, X.shape[0]), classes.size
-        if self._scheme(k, M) == "ovo":
-            check_class_memory(_ovo_bytes(n, M, k), self.max_memory, k,
-                               f"the per-class Gram matrices and the state of the {k * (k - 1) // 2} one-vs-one "
-                               f"problems (or pass multi_class='ovr')")
-        else:
-            check_class_memory(_class_bytes(n, M, 1 if k == 2 else k), self.max_memory, k,
-                               "the one-vs-rest targets and the per-class SLKL state")
-        return self._fit_prepared(X, one_hot(codes, k), classes, sample_weight, fitted)
+        n, k = X.shape[0], classes.size
+        if self._scheme(k, n, distributed=False) == "ovo":
+            return self._fit_prepared(X, one_hot(codes, k), classes, sample_weight, fitted)
+        check_class_memory(_class_bytes(n, min(self.n_components, n), 1 if k == 2 else k), self.max_memory, k,
+                           "the one-vs-rest targets and the per-class SLKL state")
+        return self._fit_prepared(X, one_vs_rest_targets(codes, k), classes, sample_weight, fitted)
 
-    def _scheme(self, n_classes, M):
-        """"ovo" or "ovr": ``multi_class`` resolved for ``n_classes`` classes and M candidates (a
-        ValueError for one-vs-one with a column mode other than the Gram solver)."""
+    def _scheme(self, n_classes, n, distributed):
+        """"ovo" or "ovr": ``multi_class`` resolved for ``n_classes`` classes of n samples (a
+        ValueError for one-vs-one with a column mode other than the Gram solver). "auto" takes
+        one-vs-one where all it holds (:func:`_ovo_bytes`) fits in half of ``max_memory``."""
         if n_classes == 2 or self.multi_class == "ovr":
             return "ovr"
         gram_solver = self.columns in ("auto", "gram")
@@ -1216,23 +1222,26 @@ class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
                     f"multi_class='ovo' runs on the Gram solver (got columns={self.columns!r}); use columns='auto' "
                     f"or 'gram', or multi_class='ovr'.")
             return "ovo"
-        fits = 2 * _ovo_gram_bytes(M, n_classes) <= parse_memory(self.max_memory)
-        return "ovo" if gram_solver and fits else "ovr"
+        need = _ovo_bytes(n, min(self.n_components, n), n_classes, _partial_sums(distributed))
+        return "ovo" if gram_solver and 2 * need <= parse_memory(self.max_memory) else "ovr"
 
     def _fit_prepared(self, X, Y, classes, sample_weight, fitted):
-        """The fit on validated X, one-hot targets Y (one column per class) and weights: numpy
-        arrays, or dask arrays with X's row chunks (:mod:`kernelscale._dask_fit`; weights None
-        for ones)."""
-        scheme = self._scheme(classes.size, min(self.n_components, X.shape[0]))
+        """The fit on validated X, targets Y and weights: numpy arrays (Y one-hot for one-vs-one,
+        else the +-1 targets of :func:`one_vs_rest_targets`), or dask arrays with X's row chunks,
+        Y one-hot (:mod:`kernelscale._dask_fit`; weights None for ones)."""
+        n, k, distributed = X.shape[0], classes.size, is_dask(X)
+        scheme = self._scheme(k, n, distributed)
         same_classes = (np.array_equal(getattr(self, "classes_", None), classes)  # warm start only then
                         and getattr(self, "multi_class_", "ovr") == scheme)
         fitted.update(classes_=classes, multi_class_=scheme)
         if scheme == "ovo":
-            return self._solve(X, Y, sample_weight, fitted, warm_start=same_classes, pairs=class_pairs(classes.size))
-        width = 1 if classes.size == 2 else classes.size
-        Y = (DaskRows(X.chunks[0], 0).map(one_vs_rest_from_one_hot, Y, width=width, dtype=np.float64)
-             if is_dask(Y) else one_vs_rest_from_one_hot(Y))
-        return self._solve(X, Y, sample_weight, fitted, warm_start=same_classes, squeeze=classes.size == 2)
+            check_class_memory(_ovo_bytes(n, min(self.n_components, n), k, _partial_sums(distributed)),
+                               self.max_memory, k, f"the per-class Gram matrices and the state of the "
+                               f"{k * (k - 1) // 2} one-vs-one problems (or pass multi_class='ovr')")
+            return self._solve(X, Y, sample_weight, fitted, warm_start=same_classes, pairs=class_pairs(k))
+        if is_dask(Y):
+            Y = DaskRows(X.chunks[0], 0).map(one_vs_rest_from_one_hot, Y, width=1 if k == 2 else k, dtype=np.float64)
+        return self._solve(X, Y, sample_weight, fitted, warm_start=same_classes, squeeze=k == 2)
 
     def _scores(self, X):
         """One column per class (one for two classes); one-vs-one pairwise decision values become
