@@ -1160,8 +1160,9 @@ class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
         the rows sums each class's C^T W C (M x M) and C^T w, and a pair's problem is the Gram
         solver on Q_a + Q_b and r_a - r_b; "auto" sparsity is 0.01 times the pair's mean
         weight. "ovr": k problems on all rows, "auto" sparsity 0.01 / k each. "auto" is "ovo"
-        when ``columns`` is "auto" or "gram" and the k Gram matrices with the solver's state fit
-        in half of ``max_memory``, else "ovr". Chosen on held-out training data
+        when ``columns`` is "auto" or "gram" and everything one-vs-one holds (the k Gram
+        matrices, the solver's state, the per-pair weights and coefficients; on dask chunks the
+        tree's partial sums of the Gram matrices) fits in half of ``max_memory``, else "ovr". Chosen on held-out training data
         (benchmarks/bench_slkl_defaults.py, part "multiclass"): validation error one-vs-rest ->
         one-vs-one 4.72 -> 3.07% on USPS, 7.83 -> 5.87% on 12000 MNIST digits, 20.1 -> 9.1% on
         30 classes, 2.08 -> 1.78% on digits, 14.3 -> 7.1% on iris, 0 -> 0 on wine, at 1.0-2x
