@@ -131,6 +131,11 @@ def test_one_vs_one_solves_each_pair_on_its_own_rows(loss):
     assert scores.shape == (60, 4)
     np.testing.assert_array_equal(np.floor(scores + 1 / 3), votes)  # votes plus a term in (-1/3, 1/3)
     np.testing.assert_array_equal(est.predict(X_new), est.classes_[np.argmax(scores, axis=1)])
+    # in row blocks of a small budget (336 rows): the same numbers
+    X_big = np.random.default_rng(3).normal(size=(3000, 2))
+    whole = est.decision_function(X_big)
+    est.max_memory = 700_000
+    np.testing.assert_array_equal(est.decision_function(X_big), whole)
 
 
 def test_one_vs_one_matches_svc_where_one_vs_rest_does_not():

@@ -31,7 +31,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._device import DeviceMixin
 from ._params import DEVICE_CONSTRAINT
 from ._classifier import (OneVsRestScoresMixin, check_class_memory, encode_classes, one_vs_one_problems,
-                          one_vs_one_scores, one_vs_rest_from_one_hot, one_vs_rest_targets)
+                          one_vs_one_scores_in_blocks, one_vs_rest_from_one_hot, one_vs_rest_targets)
 from ._estimator import (FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit,
                          fit_weights, resolve_kernel, validate_fit_data)
 from ._monitor import problem_callbacks
@@ -263,7 +263,10 @@ class _RegularizedBase(DeviceMixin, BaseEstimator):
     def _scores(self, X):
         """(n, m) decision values K(X, X_fit) c + b (or X w + b on the linear path)."""
         check_is_fitted(self)
-        X = self._validate_X(X, reset=False)
+        return self._decision_values(self._validate_X(X, reset=False))
+
+    def _decision_values(self, X):
+        """:meth:`_scores` of a validated X."""
         intercept = self.intercept_.reshape(-1)
         if hasattr(self, "coef_"):
             scores = np.asarray(X @ self.coef_.reshape(intercept.size, -1).T)
@@ -502,11 +505,12 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
 
     def _scores(self, X):
         """(n, n_classes) scores (one column for two classes); one-vs-one pairwise decision values
-        become votes (:func:`kernelscale._classifier.one_vs_one_scores`)."""
-        scores = super()._scores(X)
-        if getattr(self, "multi_class_", "ovr") == "ovo":
-            return one_vs_one_scores(scores, self.classes_.size)
-        return scores
+        become votes (:func:`kernelscale._classifier.one_vs_one_scores`), over row blocks within
+        ``max_memory``."""
+        if getattr(self, "multi_class_", "ovr") != "ovo":
+            return super()._scores(X)
+        X = self._validate_X(X, reset=False)
+        return one_vs_one_scores_in_blocks(self._decision_values, X, self.classes_.size, self.max_memory)
 
     def _has_proba(self):
         """The logistic loss fitted (or, before fit, to be fitted) one-vs-rest."""
