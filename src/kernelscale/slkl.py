@@ -1162,11 +1162,12 @@ class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
         weight. "ovr": k problems on all rows, "auto" sparsity 0.01 / k each. "auto" is "ovo"
         when ``columns`` is "auto" or "gram" and everything one-vs-one holds (the k Gram
         matrices, the solver's state, the per-pair weights and coefficients; on dask chunks the
-        tree's partial sums of the Gram matrices) fits in half of ``max_memory``, else "ovr". Chosen on held-out training data
-        (benchmarks/bench_slkl_defaults.py, part "multiclass"): validation error one-vs-rest ->
-        one-vs-one 4.72 -> 3.07% on USPS, 7.83 -> 5.87% on 12000 MNIST digits, 20.1 -> 9.1% on
-        30 classes, 2.08 -> 1.78% on digits, 14.3 -> 7.1% on iris, 0 -> 0 on wine, at 1.0-2x
-        the fit time (the pairs' coordinate loops: 0.87 -> 1.70 s on 30 classes).
+        tree's partial sums of the Gram matrices) fits in half of ``max_memory``, else "ovr".
+        Chosen on held-out training data (benchmarks/bench_slkl_defaults.py, part "multiclass"):
+        validation error one-vs-rest -> one-vs-one 4.72 -> 3.07% on USPS, 7.83 -> 5.87% on
+        12000 MNIST digits, 20.1 -> 9.1% on 30 classes, 2.08 -> 1.78% on digits, 14.3 -> 7.1% on
+        iris, 0 -> 0 on wine, at up to 2x the fit time (the pairs' coordinate loops: 0.87 ->
+        1.70 s on 30 classes).
     class_weight : dict, "balanced" or None
         Multiplies each sample's weight by its class weight (in every binary problem).
 
