@@ -570,6 +570,19 @@ def test_multi_class_auto_is_one_vs_one_where_the_gram_solver_fits():
     assert est.multi_class_ == "ovr" and est.mu_.shape == (100, 4)
 
 
+def test_the_decomposition_is_decided_once_per_fit(monkeypatch):
+    """"auto" reads the memory available, which the targets then take some of: a second reading
+    that chose otherwise must not refit one-hot targets as +-1 ones."""
+    X, codes, labels, _ = _four_classes(200, 35)
+    kw = dict(kernel=GaussianKernel(sigma=1.0), n_components=40, random_state=0)
+    ref = SLKLClassifier(multi_class="ovo", **kw).fit(X, labels)
+    answers = iter(["ovo"])
+    monkeypatch.setattr(SLKLClassifier, "_scheme", lambda self, k, n, distributed: next(answers, "ovr"))
+    got = SLKLClassifier(**kw).fit(X, labels)
+    assert got.multi_class_ == "ovo"
+    np.testing.assert_array_equal(got.mu_, ref.mu_)
+
+
 def test_a_pair_of_classes_without_weight_converges_at_once_to_no_columns():
     """Two classes whose samples all have weight 0: their pair's problem has no rows (F = 0), so
     it stops after one epoch without a ConvergenceWarning and keeps no column; the other pairs

@@ -1205,11 +1205,20 @@ class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
         classes, codes = encode_classes(y)
         sample_weight = fit_weights(sample_weight, self.class_weight, X, codes, classes, ones=True)
         n, k = X.shape[0], classes.size
-        if self._scheme(k, n, distributed=False) == "ovo":
-            return self._fit_prepared(X, one_hot(codes, k), classes, sample_weight, fitted)
+        # decided once: "auto" reads the memory available, which the targets then take some of
+        scheme = self._scheme(k, n, distributed=False)
+        if scheme == "ovo":
+            self._check_ovo_memory(n, k, distributed=False)
+            return self._fit_prepared(X, one_hot(codes, k), classes, sample_weight, fitted, scheme)
         check_class_memory(_class_bytes(n, min(self.n_components, n), 1 if k == 2 else k), self.max_memory, k,
                            "the one-vs-rest targets and the per-class SLKL state")
-        return self._fit_prepared(X, one_vs_rest_targets(codes, k), classes, sample_weight, fitted)
+        return self._fit_prepared(X, one_vs_rest_targets(codes, k), classes, sample_weight, fitted, scheme)
+
+    def _check_ovo_memory(self, n, k, distributed):
+        """A ValueError, before anything class-sized is allocated, when one-vs-one does not fit."""
+        check_class_memory(_ovo_bytes(n, min(self.n_components, n), k, _partial_sums(distributed)),
+                           self.max_memory, k, f"the per-class Gram matrices and the state of the "
+                           f"{k * (k - 1) // 2} one-vs-one problems (or pass multi_class='ovr')")
 
     def _scheme(self, n_classes, n, distributed):
         """"ovo" or "ovr": ``multi_class`` resolved for ``n_classes`` classes of n samples (a
@@ -1227,19 +1236,20 @@ class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
         need = _ovo_bytes(n, min(self.n_components, n), n_classes, _partial_sums(distributed))
         return "ovo" if gram_solver and 2 * need <= parse_memory(self.max_memory) else "ovr"
 
-    def _fit_prepared(self, X, Y, classes, sample_weight, fitted):
-        """The fit on validated X, targets Y and weights: numpy arrays (Y one-hot for one-vs-one,
-        else the +-1 targets of :func:`one_vs_rest_targets`), or dask arrays with X's row chunks,
-        Y one-hot (:mod:`kernelscale._dask_fit`; weights None for ones)."""
-        n, k, distributed = X.shape[0], classes.size, is_dask(X)
-        scheme = self._scheme(k, n, distributed)
+    def _fit_prepared(self, X, Y, classes, sample_weight, fitted, scheme=None):
+        """The fit on validated X, targets Y and weights: numpy arrays from :meth:`fit` with the
+        ``scheme`` it chose (Y one-hot for one-vs-one, else the +-1 targets of
+        :func:`one_vs_rest_targets`), or dask arrays with X's row chunks, Y one-hot, the scheme
+        chosen here (:mod:`kernelscale._dask_fit`; weights None for ones)."""
+        k = classes.size
+        if scheme is None:
+            scheme = self._scheme(k, X.shape[0], distributed=is_dask(X))
+            if scheme == "ovo":
+                self._check_ovo_memory(X.shape[0], k, distributed=is_dask(X))
         same_classes = (np.array_equal(getattr(self, "classes_", None), classes)  # warm start only then
                         and getattr(self, "multi_class_", "ovr") == scheme)
         fitted.update(classes_=classes, multi_class_=scheme)
         if scheme == "ovo":
-            check_class_memory(_ovo_bytes(n, min(self.n_components, n), k, _partial_sums(distributed)),
-                               self.max_memory, k, f"the per-class Gram matrices and the state of the "
-                               f"{k * (k - 1) // 2} one-vs-one problems (or pass multi_class='ovr')")
             return self._solve(X, Y, sample_weight, fitted, warm_start=same_classes, pairs=class_pairs(k))
         if is_dask(Y):
             Y = DaskRows(X.chunks[0], 0).map(one_vs_rest_from_one_hot, Y, width=1 if k == 2 else k, dtype=np.float64)
