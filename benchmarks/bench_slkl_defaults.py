@@ -44,7 +44,8 @@ Part ``multiclass`` (session 20): the sets of part ``sparsity`` with more than t
 pair of classes on their rows), every other parameter at its default. One-vs-one was better on
 five of the six sets and level on the sixth (validation error ovr -> ovo): USPS 4.72 -> 3.07%,
 MNIST 12000 7.83 -> 5.87%, 30 classes 20.1 -> 9.1%, digits 2.08 -> 1.78%, iris 14.3 -> 7.1%,
-wine 0 -> 0, at up to 2x the fit time (30 classes 0.87 -> 1.70 s): ``SLKLClassifier``'s
+wine 0 -> 0, at up to 1.8x the fit time (30 classes 0.84 -> 1.01 s, USPS 0.29 -> 0.51 s):
+``SLKLClassifier``'s
 ``multi_class="auto"`` takes it since.
 
 The parts ``sparsity``, ``columns`` and ``alpha`` pin ``multi_class="ovr"``, the decomposition of
