@@ -88,8 +88,8 @@ def one_vs_one_scores(pair_scores, n_classes):
     first, second = (sparse.csr_matrix((np.ones(m), (np.arange(m), pairs[:, j])), shape=(m, n_classes))
                      for j in (0, 1))
     wins = (pair_scores > 0).astype(np.float64)
-    votes = np.asarray((first.T @ wins.T).T + (second.T @ (1.0 - wins).T).T)
-    confidence = np.asarray(((first - second).T @ np.asarray(pair_scores, dtype=np.float64).T).T)
+    votes = wins @ first + (1.0 - wins) @ second  # dense @ sparse: a dense array
+    confidence = np.asarray(pair_scores, dtype=np.float64) @ (first - second)
     return (votes + confidence / (3.0 * (np.abs(confidence) + 1.0))).astype(pair_scores.dtype, copy=False)
 
 
