@@ -56,10 +56,10 @@ from estimator_list import ESTIMATORS
 
 #: the modules whose ValueError/TypeError is a validation refusal whatever its message
 VALIDATION_FILES = (
-    os.path.join("kernelscale", "_validation.py"),
-    os.path.join("kernelscale", "_estimator.py"),
-    os.path.join("kernelscale", "_classifier.py"),
-    os.path.join("kernelscale", "_params.py"),
+    os.path.join("kernelscale", "base", "validation.py"),
+    os.path.join("kernelscale", "base", "estimator.py"),
+    os.path.join("kernelscale", "base", "classifier.py"),
+    os.path.join("kernelscale", "base", "params.py"),
     os.path.join("sklearn", "utils", "validation.py"),
     os.path.join("sklearn", "utils", "_param_validation.py"),
     os.path.join("sklearn", "utils", "multiclass.py"),

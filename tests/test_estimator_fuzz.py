@@ -6,7 +6,7 @@ dtypes, NaN/inf, 1-d/3-d/empty arrays, one class or many, NaN in y, bad sample w
 mismatched lengths, nonsense hyperparameters set with ``set_params``) and checks that each one
 gives either a *clear* refusal or a *valid* model:
 
-- clear: a ValueError/TypeError raised by a validation module (kernelscale._validation,
+- clear: a ValueError/TypeError raised by a validation module (kernelscale.base.validation,
   _estimator, _classifier, _params; scikit-learn's utils.validation, utils._param_validation,
   utils.multiclass, utils.class_weight), or one whose message names the offending argument (X, y,
   sample_weight, classes, or a hyperparameter); never a LinAlgError, ZeroDivisionError,
@@ -97,6 +97,6 @@ def test_deep_errors_are_told_from_clear_ones():
     assert not is_clear(raised(lambda: float("abc")), names)
     assert not is_clear(raised(lambda: np.linalg.inv(np.zeros((2, 2)))), names)
     assert is_clear(raised(lambda: (_ for _ in ()).throw(ValueError("alpha must be > 0; pass 1.0"))), names)
-    from kernelscale._validation import as_float_array
+    from kernelscale.base.validation import as_float_array
 
     assert is_clear(raised(lambda: as_float_array([[np.nan]])), set())

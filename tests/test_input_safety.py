@@ -37,7 +37,7 @@ from kernelscale import (
     SLKLClassifier,
     project_simplex,
 )
-from kernelscale._validation import check_sparse
+from kernelscale.base.validation import check_sparse
 from kernelscale.kernels import median_heuristic
 
 # ----------------------------------------------------------------------------------------------
@@ -357,7 +357,7 @@ from kernelscale import (  # noqa: E402
     RegularizedKernelClassifier,
     SLKLRegressor,
 )
-from kernelscale._estimator import finite_r2_score  # noqa: E402
+from kernelscale.base.estimator import finite_r2_score  # noqa: E402
 from kernelscale.preprocessing import CenterNormalize  # noqa: E402
 
 _SUPERVISED = [ExactKernelRidge(alpha=1.0), GeneralizedLeastSquaresClassifier(max_iter=5),

@@ -10,7 +10,7 @@ from sklearn.base import clone
 from sklearn.utils import compute_sample_weight
 
 import kernelscale.lssvm as lssvm_mod
-from kernelscale._monitor import IterationMonitor
+from kernelscale.base.monitor import IterationMonitor
 from kernelscale.datasets import make_sinc
 from kernelscale.exact import exact_lssvm
 from kernelscale.kernels import GaussianKernel, PolynomialKernel

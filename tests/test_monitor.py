@@ -2,7 +2,7 @@
 
 import pytest
 
-from kernelscale._monitor import IterationMonitor, check_callback
+from kernelscale.base.monitor import IterationMonitor, check_callback
 
 
 def run(monitor, n=10):

@@ -507,7 +507,7 @@ def test_one_vs_one_solves_each_pairs_problem_on_its_rows_over_the_shared_candid
     weights, the shared candidate columns: KKT-optimal, "auto" nu = 0.01 x the pair's mean weight,
     and its decision values those of kernel ridge with the learned kernel on those rows; the
     class scores are the votes of the pairs."""
-    from kernelscale._classifier import class_pairs, one_vs_one_scores
+    from kernelscale.base.classifier import class_pairs, one_vs_one_scores
 
     X, codes, labels, w = _four_classes(160, 31)
     Xt = np.random.default_rng(32).uniform(-3, 3, size=(40, 2))

@@ -18,7 +18,7 @@ from sklearn.base import clone, is_classifier, is_regressor
 torch = pytest.importorskip("torch")
 
 from kernelscale import GaussianKernel, SLKLRegressor  # noqa: E402
-from kernelscale._device import DeviceMixin  # noqa: E402
+from kernelscale.base.device import DeviceMixin  # noqa: E402
 from kernelscale.ops import KernelOperator, kernel_matvec  # noqa: E402
 from kernelscale.ops.backend import NUMPY, current_backend, get_backend, using  # noqa: E402
 from kernelscale.ops.torch_backend import TorchBackend  # noqa: E402
@@ -157,7 +157,7 @@ def test_float64_input_is_computed_in_float32_on_a_cuda_device(monkeypatch):
 
     cuda_like = TorchBackend("cpu")
     cuda_like.device = types.SimpleNamespace(type="cuda")  # only the device type is read
-    monkeypatch.setattr("kernelscale._device.get_backend", lambda device: cuda_like if device == "cuda" else NUMPY)
+    monkeypatch.setattr("kernelscale.base.device.get_backend", lambda device: cuda_like if device == "cuda" else NUMPY)
     est = _Recorder()
     est.device = "cuda"
     assert est.fit(np.ones((4, 2))).dtype_seen_ == np.float32

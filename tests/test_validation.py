@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from kernelscale._validation import as_float_array, check_positive, check_same_features, result_dtype
+from kernelscale.base.validation import as_float_array, check_positive, check_same_features, result_dtype
 
 
 def test_float32_kept_integers_promoted_to_float64():
@@ -61,7 +61,7 @@ def test_check_same_features():
 def test_conversion_errors_of_scikit_learns_validation_name_the_argument():
     from sklearn.linear_model import Ridge
 
-    from kernelscale._validation import check_sample_weight, validate_data
+    from kernelscale.base.validation import check_sample_weight, validate_data
 
     X = np.array([[1.0, "abc"], [2.0, 3.0]], dtype=object)
     with pytest.raises(TypeError, match=r"^X must hold numbers only \(could not convert string to float: 'abc'\)"):

@@ -1,6 +1,6 @@
 """Dask arrays as inputs of every estimator: the one place kernelscale handles them.
 
-:class:`~kernelscale._device.DeviceMixin` hands every public method call with a
+:class:`~kernelscale.base.device.DeviceMixin` hands every public method call with a
 ``dask.array.Array`` argument to :func:`call`, next to where it converts torch tensors; no
 estimator knows about dask. What happens depends on the method:
 

@@ -54,7 +54,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import is_classifier
 
-from ._classifier import check_class_memory, encode_classes, one_hot
+from .base.classifier import check_class_memory, encode_classes, one_hot
 
 __all__ = ["DISTRIBUTED", "class_weight_chunk", "fit", "partial_fit", "persist_within", "sum_labels", "supports"]
 

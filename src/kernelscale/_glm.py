@@ -1,14 +1,14 @@
 """Small shared pieces of the least-squares family (least_squares, stagewise, doubly_stochastic):
 the softmax and its loss, normalised sample weights, and the Cholesky factor with a conditioning
-check (target codings and weight composition: :mod:`kernelscale._classifier`,
-:mod:`kernelscale._estimator`). Nothing here is a pass over feature blocks (that is :mod:`ops`)."""
+check (target codings and weight composition: :mod:`kernelscale.base.classifier`,
+:mod:`kernelscale.base.estimator`). Nothing here is a pass over feature blocks (that is :mod:`ops`)."""
 
 from __future__ import annotations
 
 import numpy as np
 from scipy import linalg
 
-from ._validation import as_float_array
+from .base.validation import as_float_array
 from .ops.lapack_threads import one_lapack_thread
 
 

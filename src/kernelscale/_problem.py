@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from ._validation import as_float_array, check_positive, check_sparse
+from .base.validation import as_float_array, check_positive, check_sparse
 from .losses import make_loss
 
 __all__ = [

@@ -58,8 +58,8 @@ from scipy.linalg import blas
 from sklearn.utils import check_random_state
 
 from . import _cd_loops as loops
-from ._monitor import IterationMonitor
-from ._validation import as_float_array, check_positive
+from .base.monitor import IterationMonitor
+from .base.validation import as_float_array, check_positive
 from ._problem import (
     SolverResult,
     check_linear_X,
@@ -315,7 +315,7 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
     max_memory : int, str or None
         Budget for the row cache and kernel work; fails at once, naming it, if one row does not fit.
     random_state : seeds the "random" rule.
-    verbose, callback : progress bar / per-sweep callback (kernelscale._monitor).
+    verbose, callback : progress bar / per-sweep callback (kernelscale.base.monitor).
     cache : kernelscale.ops.row_cache.KernelRowCache or None
         Rows of K(X, X) to reuse (e.g. across the classes of one-vs-rest).
 

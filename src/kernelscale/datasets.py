@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
-from ._validation import check_positive
+from .base.validation import check_positive
 
 __all__ = [
     "DATASETS",

@@ -258,13 +258,13 @@ from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from ._classifier import check_class_memory, one_hot, one_vs_rest_targets, require_two_classes
-from ._monitor import IterationMonitor
-from ._estimator import FiniteR2Mixin, commit_fit, resolve_kernel, target_means, warm_start_iterations
+from .base.classifier import check_class_memory, one_hot, one_vs_rest_targets, require_two_classes
+from .base.monitor import IterationMonitor
+from .base.estimator import FiniteR2Mixin, commit_fit, resolve_kernel, target_means, warm_start_iterations
 from ._glm import softmax
-from ._device import DeviceMixin
-from ._params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
-from ._validation import check_finite_result, check_sample_weight, validate_data
+from .base.device import DeviceMixin
+from .base.params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
+from .base.validation import check_finite_result, check_sample_weight, validate_data
 from .kernels import make_kernel
 from .ops.feature_blocks import FeatureBlockSpec, kernel_family, seed_from
 from .ops.backend import NUMPY, current_backend, device_type

@@ -27,11 +27,12 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._device import DeviceMixin
-from ._params import DEVICE_CONSTRAINT
-from ._estimator import FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit, resolve_kernel, validate_fit_data
-from ._validation import (as_float_array, check_finite_result, check_positive, check_sample_weight,
-                          validate_data)
+from .base.device import DeviceMixin
+from .base.params import DEVICE_CONSTRAINT
+from .base.estimator import FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit, resolve_kernel, validate_fit_data
+from .base.validation import (
+    as_float_array, check_finite_result, check_positive, check_sample_weight, validate_data,
+)
 from .ops.kernel import KernelOperator, kernel_matrix, kernel_matvec
 from .ops.lapack_threads import one_lapack_thread
 from .ops.memory import format_bytes, parse_memory

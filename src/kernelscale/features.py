@@ -20,11 +20,12 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._estimator import INPUT_ATTRIBUTES, commit_fit, validate_fit_data
-from ._device import DeviceMixin
-from ._params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
-from ._validation import (FLOAT_DTYPES, as_float_array, check_finite_result, check_positive, check_same_features,
-                          validate_data)
+from .base.estimator import INPUT_ATTRIBUTES, commit_fit, validate_fit_data
+from .base.device import DeviceMixin
+from .base.params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
+from .base.validation import (
+    FLOAT_DTYPES, as_float_array, check_finite_result, check_positive, check_same_features, validate_data,
+)
 from .ops.kernel import iter_kernel_blocks, kernel_matrix
 from .kernels import PolynomialKernel, make_kernel
 from .ops.feature_blocks import FeatureBlockSpec, seed_from

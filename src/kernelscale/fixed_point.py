@@ -34,7 +34,7 @@ from functools import partial
 import numpy as np
 from sklearn.utils import check_random_state
 
-from ._monitor import IterationMonitor
+from .base.monitor import IterationMonitor
 from ._problem import (
     SolverResult,
     as_C,
@@ -47,7 +47,7 @@ from ._problem import (
     setup,
     vector_bytes,
 )
-from ._validation import as_float_array, check_positive
+from .base.validation import as_float_array, check_positive
 from .kernels import make_kernel
 from .ops.kernel import KernelOperator, kernel_diag, kernel_matvec
 from .ops.memory import parse_memory
@@ -370,7 +370,7 @@ def kernel_fixed_point(kernel, X, y, loss="squared", C=1.0, *, step_size="trace"
     max_memory : int, str or None
         Budget for kernel rows (cached: as many as fit) and blocked products.
     random_state : for the power iteration.
-    verbose, callback : progress bar / per-iteration callback (kernelscale._monitor).
+    verbose, callback : progress bar / per-iteration callback (kernelscale.base.monitor).
     cache : kernelscale.ops.row_cache.KernelRowCache or None
         Reuse rows computed by an earlier solve on the same kernel and X.
     cache_bytes : int or None

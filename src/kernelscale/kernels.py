@@ -29,7 +29,7 @@ from scipy.spatial.distance import cdist, pdist
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils import check_random_state
 
-from ._validation import as_float_array, check_positive, check_same_features, result_dtype
+from .base.validation import as_float_array, check_positive, check_same_features, result_dtype
 
 __all__ = [
     "Kernel",

@@ -73,14 +73,14 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from ._classifier import check_class_memory, encode_classes, one_hot
-from ._estimator import INPUT_ATTRIBUTES, commit_fit, fit_weights, validate_fit_data
+from .base.classifier import check_class_memory, encode_classes, one_hot
+from .base.estimator import INPUT_ATTRIBUTES, commit_fit, fit_weights, validate_fit_data
 from ._glm import factor_spd, softmax, softmax_loss
-from ._monitor import IterationMonitor
+from .base.monitor import IterationMonitor
 from ._spectral import symmetric_eigh
-from ._device import DeviceMixin
-from ._params import DEVICE_CONSTRAINT, MEMORY_CONSTRAINT
-from ._validation import as_float_array, check_finite_result, validate_data
+from .base.device import DeviceMixin
+from .base.params import DEVICE_CONSTRAINT, MEMORY_CONSTRAINT
+from .base.validation import as_float_array, check_finite_result, validate_data
 from .ops.lapack_threads import one_lapack_thread
 from .ops.memory import parse_memory, plan_rows
 from .ops.rows import HostRows, executor, is_dask, row_weights, total, weighted_sum

@@ -103,16 +103,20 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._device import DeviceMixin
-from ._params import DEVICE_CONSTRAINT
-from ._classifier import check_class_memory, encode_classes, one_hot
-from ._monitor import IterationMonitor, check_callback
-from ._validation import as_float_array, check_finite_result, check_positive, check_sample_weight, validate_data
+from .base.device import DeviceMixin
+from .base.params import DEVICE_CONSTRAINT
+from .base.classifier import check_class_memory, encode_classes, one_hot
+from .base.monitor import IterationMonitor, check_callback
+from .base.validation import (
+    as_float_array, check_finite_result, check_positive, check_sample_weight, validate_data,
+)
 from .exact import _one_norm, exact_lssvm, kernel_predict, kernel_ridge_dual
 from .ops.backend import NUMPY
 from .ops.feature_blocks import float_dtype
-from ._estimator import (INPUT_ATTRIBUTES, FiniteR2Mixin, commit_fit, fit_weights, resolve_kernel, validate_fit_data,
-                         warm_start_iterations)
+from .base.estimator import (
+    INPUT_ATTRIBUTES, FiniteR2Mixin, commit_fit, fit_weights, resolve_kernel, validate_fit_data,
+    warm_start_iterations,
+)
 from .kernels import (KERNEL_NAMES, GaussianKernel, Kernel, LaplacianKernel, LinearKernel, MaternKernel,
                       PolynomialKernel, make_kernel)
 from .ops.kernel import KernelOperator, kernel_rows
@@ -712,7 +716,7 @@ def solve_lssvm(
     device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
         Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
         (a torch tensor as input selects its device); the others need torch.
-    verbose, callback : see :class:`kernelscale._monitor.IterationMonitor`. The callback's dict
+    verbose, callback : see :class:`kernelscale.base.monitor.IterationMonitor`. The callback's dict
         has "run", "step", "residual" / "update" and "coef", the live (n + 1, k) array W (a lazy
         dask array on dask input).
 

@@ -30,9 +30,9 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._estimator import INPUT_ATTRIBUTES, commit_fit, validate_fit_data
+from .base.estimator import INPUT_ATTRIBUTES, commit_fit, validate_fit_data
 from ._spectral import symmetric_eigh
-from ._validation import as_float_array, check_same_features, validate_data
+from .base.validation import as_float_array, check_same_features, validate_data
 from .ops.memory import parse_memory, plan_rows
 
 __all__ = ["CenterNormalize", "FFTFeatures", "GaussianCenterFilter", "image_shape_of", "pca_fit", "pca_transform"]

@@ -28,16 +28,19 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from ._device import DeviceMixin
-from ._params import DEVICE_CONSTRAINT
-from ._classifier import (OneVsRestScoresMixin, check_class_memory, encode_classes, one_vs_one_problems,
-                          one_vs_one_scores_in_blocks, one_vs_rest_from_one_hot, one_vs_rest_targets)
-from ._estimator import (FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit,
-                         fit_weights, resolve_kernel, validate_fit_data)
-from ._monitor import problem_callbacks
+from .base.device import DeviceMixin
+from .base.params import DEVICE_CONSTRAINT
+from .base.classifier import (
+    OneVsRestScoresMixin, check_class_memory, encode_classes, one_vs_one_problems,
+    one_vs_one_scores_in_blocks, one_vs_rest_from_one_hot, one_vs_rest_targets,
+)
+from .base.estimator import (
+    FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit, fit_weights, resolve_kernel, validate_fit_data,
+)
+from .base.monitor import problem_callbacks
 from .coordinate_descent import RULES, kernel_coordinate_descent, linear_coordinate_descent, prefers_csr
 from .exact import kernel_predict
-from ._validation import check_finite_result, check_sparse, validate_data
+from .base.validation import check_finite_result, check_sparse, validate_data
 from ._problem import as_C, vector_bytes
 from .fixed_point import kernel_fixed_point, linear_fixed_point
 from .kernels import KERNEL_NAMES, Kernel, LinearKernel
@@ -505,7 +508,7 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
 
     def _scores(self, X):
         """(n, n_classes) scores (one column for two classes); one-vs-one pairwise decision values
-        become votes (:func:`kernelscale._classifier.one_vs_one_scores`), over row blocks within
+        become votes (:func:`kernelscale.base.classifier.one_vs_one_scores`), over row blocks within
         ``max_memory``."""
         if getattr(self, "multi_class_", "ovr") != "ovo":
             return super()._scores(X)

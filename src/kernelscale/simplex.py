@@ -13,7 +13,7 @@ import numbers
 
 import numpy as np
 
-from ._validation import as_float_array
+from .base.validation import as_float_array
 
 __all__ = ["project_simplex", "project_hypercube"]
 

@@ -74,14 +74,18 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._device import DeviceMixin
-from ._params import DEVICE_CONSTRAINT
-from ._classifier import (OneVsRestScoresMixin, check_class_memory, class_pairs, encode_classes, one_hot,
-                          one_vs_one_scores_in_blocks, one_vs_rest_from_one_hot, one_vs_rest_targets)
-from ._monitor import IterationMonitor, problem_callbacks
-from ._estimator import (FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit, fit_weights, positive_counts, target_means,
-                         positive_rows, resolve_kernel, validate_fit_data)
-from ._validation import check_finite_result, validate_data
+from .base.device import DeviceMixin
+from .base.params import DEVICE_CONSTRAINT
+from .base.classifier import (
+    OneVsRestScoresMixin, check_class_memory, class_pairs, encode_classes, one_hot,
+    one_vs_one_scores_in_blocks, one_vs_rest_from_one_hot, one_vs_rest_targets,
+)
+from .base.monitor import IterationMonitor, problem_callbacks
+from .base.estimator import (
+    FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit, fit_weights, positive_counts, target_means, positive_rows,
+    resolve_kernel, validate_fit_data,
+)
+from .base.validation import check_finite_result, validate_data
 from .kernels import KERNEL_NAMES, Kernel
 from .ops.kernel import KernelOperator
 from .ops.lapack_threads import blas_threads, one_blas_thread
@@ -1258,7 +1262,7 @@ class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
 
     def _scores(self, X):
         """One column per class (one for two classes); one-vs-one pairwise decision values become
-        votes (:func:`kernelscale._classifier.one_vs_one_scores`), over row blocks within
+        votes (:func:`kernelscale.base.classifier.one_vs_one_scores`), over row blocks within
         ``max_memory``."""
         if getattr(self, "multi_class_", "ovr") != "ovo":
             return super()._scores(X)

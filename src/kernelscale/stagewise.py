@@ -57,16 +57,16 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._classifier import check_class_memory, encode_classes, one_hot
-from ._monitor import IterationMonitor
-from ._validation import as_float_array, check_finite_result, validate_data
-from ._estimator import (
+from .base.classifier import check_class_memory, encode_classes, one_hot
+from .base.monitor import IterationMonitor
+from .base.validation import as_float_array, check_finite_result, validate_data
+from .base.estimator import (
     INPUT_ATTRIBUTES, FiniteR2Mixin, commit_fit, fit_weights, resolve_kernel, validate_fit_data,
     warm_start_iterations,
 )
 from ._glm import factor_spd, softmax, softmax_loss
-from ._device import DeviceMixin
-from ._params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
+from .base.device import DeviceMixin
+from .base.params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
 from .kernels import make_kernel
 from .least_squares import _squared_error, generalized_least_squares, gls_fixed_bytes
 from .ops.feature_blocks import METHODS, FeatureBlockSpec, kernel_family, seed_from

@@ -48,7 +48,7 @@ from scipy.special import expit
 from sklearn.base import clone
 from sklearn.utils import check_random_state
 
-from .._validation import check_positive
+from ..base.validation import check_positive
 from ..kernels import GaussianKernel, Kernel, LaplacianKernel, LinearKernel, MaternKernel, PolynomialKernel, make_kernel
 from .backend import NUMPY
 from .memory import available_memory, format_bytes

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import as_float_array, check_same_features, result_dtype
+from ..base.validation import as_float_array, check_same_features, result_dtype
 from ..kernels import make_kernel
 from .backend import NUMPY, current_backend, device_type, get_backend
 from .memory import MAX_BLOCK_BYTES, format_bytes, parse_memory, rows_per_block, ufunc_workspace_bytes

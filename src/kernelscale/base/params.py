@@ -4,7 +4,7 @@ from numbers import Real
 
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .kernels import KERNEL_NAMES, Kernel
+from ..kernels import KERNEL_NAMES, Kernel
 
 #: ``kernel``: a kernel name or a Kernel instance
 KERNEL_CONSTRAINT = [StrOptions(set(KERNEL_NAMES)), Kernel]

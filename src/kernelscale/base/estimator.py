@@ -25,9 +25,9 @@ from sklearn.utils import check_random_state
 from sklearn.metrics import r2_score
 from sklearn.utils.class_weight import compute_class_weight
 
-from ._validation import check_sample_weight, validate_data
-from .kernels import MEDIAN_SAMPLES, make_kernel
-from .ops.rows import is_dask
+from .validation import check_sample_weight, validate_data
+from ..kernels import MEDIAN_SAMPLES, make_kernel
+from ..ops.rows import is_dask
 
 __all__ = ["resolve_kernel", "fit_weights", "warm_start_iterations", "validate_fit_data", "commit_fit",
            "INPUT_ATTRIBUTES", "FiniteR2Mixin", "finite_r2_score"]

@@ -6,7 +6,7 @@ import numpy as np
 from scipy import sparse
 from sklearn.utils.multiclass import check_classification_targets
 
-from .ops.memory import format_bytes, parse_memory
+from ..ops.memory import format_bytes, parse_memory
 
 
 def require_two_classes(classes, name="y"):

@@ -27,8 +27,8 @@ import inspect
 
 import numpy as np
 
-from . import _dask
-from .ops.backend import current_backend, device_type, get_backend, using
+from .. import _dask
+from ..ops.backend import current_backend, device_type, get_backend, using
 
 __all__ = ["DeviceMixin", "is_tensor"]
 
