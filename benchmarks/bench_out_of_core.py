@@ -6,7 +6,7 @@ tol=0, max_memory=BUDGET)`` on a dask array whose row chunks (50000 rows, 26 MB)
 the file by each task (``np.fromfile`` at the chunk's offset: anonymous memory, freed after the
 task, unlike a memmap whose pages count in the resident set while mapped), with dask's
 synchronous scheduler. Without a distributed client the distributed fit keeps X in this
-process only within ``max_memory`` (:mod:`kernelscale._dask_fit`), so every pass reads the file
+process only within ``max_memory`` (:mod:`kernelscale.dask.fit`), so every pass reads the file
 again, one chunk at a time. The child's peak resident set (VmHWM: the interpreter and its libraries
 included; a child that only imports them and loads y gives the baseline) is the
 measurement; goal: below the budget, with X at least twice the budget (``--quick`` is a smoke run:

@@ -8,7 +8,7 @@ from sklearn.base import clone
 from sklearn.datasets import make_classification
 
 import kernelscale
-from kernelscale._dask_fit import DISTRIBUTED, supports  # noqa: F401
+from kernelscale.dask.fit import DISTRIBUTED, supports  # noqa: F401
 
 from estimator_list import ESTIMATORS as CONFIGS
 from estimator_list import FLOAT32_LSSVM
@@ -192,7 +192,7 @@ def _refuse_gather(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the distributed fit gathered a dask array into this process")
 
-    monkeypatch.setattr(kernelscale._dask, "_gather", refuse)
+    monkeypatch.setattr(kernelscale.dask.dispatch, "_gather", refuse)
     monkeypatch.setattr(da.Array, "__array__", refuse)
 
 

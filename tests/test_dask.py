@@ -1,9 +1,9 @@
-"""Dask arrays as estimator input (kernelscale._dask, behind DeviceMixin).
+"""Dask arrays as estimator input (kernelscale.dask.dispatch, behind DeviceMixin).
 
 Every estimator of the registry, on a dask array chunked by rows, fits the model numpy fits and
 predicts lazily, chunk by chunk, what numpy predicts (to 1e-8 relative in float64); on the
 synchronous scheduler for all of them, on a two-process LocalCluster for a few. The estimators of
-``kernelscale._dask_fit.DISTRIBUTED`` fit over the row chunks (one task per chunk per pass, sums
+``kernelscale.dask.fit.DISTRIBUTED`` fit over the row chunks (one task per chunk per pass, sums
 reduced by a tree, nothing n-sized gathered): their models equal numpy's up to the order of the
 sums (1e-8 relative); the others gather the arrays and fit numpy's model exactly. Bad dask input gets an error naming the argument and the fix; inside a dask worker the
 default memory budget is the worker's memory limit per thread.
@@ -26,7 +26,7 @@ import kernelscale
 from kernelscale import GeneralizedLeastSquaresClassifier, registry
 from kernelscale.ops.memory import DEFAULT_MEMORY_FRACTION, available_memory, dask_worker_memory, default_memory_budget
 
-from kernelscale._dask_fit import DISTRIBUTED, supports
+from kernelscale.dask.fit import DISTRIBUTED, supports
 
 from dask_support import (  # noqa: F401 (fixtures)
     DISTRIBUTED_RTOL, N, ROWS, WORKER_MEMORY, _configs, _dask, _refuse_gather, _target, assert_same_model,
@@ -292,7 +292,7 @@ def test_string_class_labels_in_a_dask_y(data, sync):
     assert got.score(_dask(X), _dask(labels)) == ref.score(X, labels)
 
 
-# -- distributed fits (kernelscale._dask_fit) ----------------------------------------------------
+# -- distributed fits (kernelscale.dask.fit) ----------------------------------------------------
 
 def _distributed_configs():
     """(estimator, target kind) for every configuration of the distributed estimators that fits

@@ -1,4 +1,4 @@
-"""What a distributed fit keeps in memory between passes (kernelscale._dask_fit._keep): X and the
+"""What a distributed fit keeps in memory between passes (kernelscale.dask.fit._keep): X and the
 per-row arrays are persisted when they fit the memory they would stay in, except an X that the
 fit reduces first (a stagewise PCA), whose projection is kept instead."""
 
@@ -7,7 +7,7 @@ import pytest
 from sklearn.base import clone
 
 import kernelscale
-from kernelscale import _dask_fit
+from kernelscale.dask import fit as _dask_fit
 
 from dask_support import DISTRIBUTED_RTOL, _dask, assert_same_model, dask, data, sync  # noqa: F401 (fixtures)
 

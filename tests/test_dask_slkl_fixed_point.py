@@ -1,5 +1,5 @@
 """SLKL (Gram solver) and the fixed-point solver of RegularizedKernel* fitted over dask row chunks
-(kernelscale._dask_fit): nothing n-sized gathered while fitting, numpy's model to 1e-8 relative
+(kernelscale.dask.fit): nothing n-sized gathered while fitting, numpy's model to 1e-8 relative
 (the sums over rows taken in another order), with the same number of iterations."""
 
 import numpy as np
@@ -7,7 +7,7 @@ import pytest
 from sklearn.base import clone
 
 import kernelscale
-from kernelscale._dask_fit import supports
+from kernelscale.dask.fit import supports
 from kernelscale.ops import rows as rows_module
 
 from dask_support import (  # noqa: F401 (fixtures)

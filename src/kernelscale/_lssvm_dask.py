@@ -1,7 +1,7 @@
 """The LS-SVM system Theta of eq. 17 over the row chunks of dask arrays (issue #15).
 
 :func:`kernelscale.lssvm.solve_lssvm` runs its block solvers unchanged on the objects here when
-X is a dask array chunked by rows (:mod:`kernelscale._dask_fit`):
+X is a dask array chunked by rows (:mod:`kernelscale.dask.fit`):
 
 - the (n + 1) x k vectors W, R, Z and the committee are :class:`Split`: the bias row (k numbers)
   in this process, the n sample rows a dask array partitioned like X, persisted after every
@@ -121,14 +121,14 @@ def _any_chunk(a):
 
 def prepare(X, Y, sample_weight, dtype, max_memory):
     """X and Y in the fit dtype with the rows of zero weight dropped (as numpy's fit drops them),
-    persisted within the memory they would stay in (:func:`kernelscale._dask_fit.persist_within`);
-    the weights (checked by :mod:`kernelscale._dask_fit`) of the rows kept. Refused before any
+    persisted within the memory they would stay in (:func:`kernelscale.dask.fit.persist_within`);
+    the weights (checked by :mod:`kernelscale.dask.fit`) of the rows kept. Refused before any
     solve when the fitted model (the training rows and dual coefficients, as numpy's holds them)
     would not fit ``max_memory``."""
     import dask
     import dask.array as da
 
-    from ._dask_fit import persist_within
+    from .dask.fit import persist_within
     from .ops.memory import format_bytes, parse_memory
 
     X, Y = X.astype(dtype), Y.astype(dtype)

@@ -173,7 +173,7 @@ times the loss of f = 0, the run stops with a ValueError asking for a smaller st
 estimator keeps its previous state).
 
 Dask (issue #15). ``fit`` and ``partial_fit`` take a dask X chunked by rows
-(:mod:`kernelscale._dask_fit`): the batch indices are drawn as on numpy; the rows of a group of
+(:mod:`kernelscale.dask.fit`): the batch indices are drawn as on numpy; the rows of a group of
 consecutive batches (one pass at most, and what fits a quarter of the budget left beside the
 iterations, at most ``FETCH_MAX_BYTES`` = 256 MB) are fetched with one dask compute
 (:func:`_batch_rows`). When one pass holds more rows than one fetch, ``fit`` draws each pass
@@ -577,7 +577,7 @@ def _scoring_client(X):
         return None
     import dask
 
-    from ._dask import current_client
+    from .dask.dispatch import current_client
 
     if dask.config.get("scheduler", None) not in (None, "dask.distributed", "distributed"):
         return None
@@ -1261,10 +1261,10 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
         batches = [slice(s, min(s + bs, n)) for s in range(0, n, bs)]
         return self._run(X, Y, sw, batches)
 
-    # -- dask input (kernelscale._dask_fit; module docstring, "Dask")
+    # -- dask input (kernelscale.dask.fit; module docstring, "Dask")
 
     def _fit_prepared(self, X, Y, classes, sw, fitted):
-        """``fit`` on dask arrays validated chunk by chunk by :mod:`kernelscale._dask_fit`: Y one-hot
+        """``fit`` on dask arrays validated chunk by chunk by :mod:`kernelscale.dask.fit`: Y one-hot
         over ``classes`` (classifier) or the targets (regressor), sw with the class weights."""
         return self._commit_run(type(self)._fit_dask, X, Y, classes, sw, fitted["n_features_in_"])
 
@@ -1276,7 +1276,7 @@ class _DoublyStochasticBase(DeviceMixin, BaseEstimator):
         return self._fit_coded(X, self._dask_fit_targets(Y, classes, first), sw, first)
 
     def _partial_fit_prepared(self, X, y, sw, **target_kw):
-        """``partial_fit`` on dask arrays validated chunk by chunk (:func:`kernelscale._dask_fit.partial_fit`)."""
+        """``partial_fit`` on dask arrays validated chunk by chunk (:func:`kernelscale.dask.fit.partial_fit`)."""
         first = not hasattr(self, "coef_")
         if first:
             self._validate_params()
@@ -1651,7 +1651,7 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
         return k, not (k == 2 or self.loss_ != "softmax")
 
     def _dask_fit_targets(self, Y, classes, first):
-        """The one-hot Y over ``classes`` (kernelscale._dask_fit) coded per chunk for ``classes_``."""
+        """The one-hot Y over ``classes`` (kernelscale.dask.fit) coded per chunk for ``classes_``."""
         if not first and np.setdiff1d(classes, self.classes_).size:
             raise ValueError("warm_start=True but y has new classes; set warm_start=False.")
         self._check_labels(classes, first=first, partial=False)
@@ -1661,7 +1661,7 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
 
     def _dask_partial_targets(self, y, sw, first, dtype, classes=None):
         """The labels y coded per chunk (in ``dtype``); the weights times the class weights per chunk."""
-        from ._dask_fit import class_weight_chunk, sum_labels
+        from .dask.fit import class_weight_chunk, sum_labels
 
         self._check_labels(sum_labels(y), first=first, partial=True, classes=classes)
         k, soft = self._coding()

@@ -389,7 +389,7 @@ def kernel_fixed_point(kernel, X, y, loss="squared", C=1.0, *, step_size="trace"
     SolverResult
     """
     kernel = make_kernel(kernel)
-    if is_dask(X):  # over the row chunks (kernelscale._dask_fit): y (n, k) and C (per entry) dask arrays too
+    if is_dask(X):  # over the row chunks (kernelscale.dask.fit): y (n, k) and C (per entry) dask arrays too
         loss, s = make_loss(loss, epsilon), check_intercept_scaling(intercept_scaling)
         rows = DaskRows(X.chunks[0], parse_memory(max_memory))
         diag = rows.map(_diag, X, kernel=kernel, s=s, dtype=np.float64)

@@ -344,7 +344,7 @@ def _centered64(F, center):
 
 def _check_rows_XY(X, Y):
     """``_check_XY`` for host arrays; dask arrays (validated chunk by chunk by the caller, see
-    :mod:`kernelscale._dask_fit`) are checked for shapes and row chunks only."""
+    :mod:`kernelscale.dask.fit`) are checked for shapes and row chunks only."""
     if not (is_dask(X) or is_dask(Y)):
         return _check_XY(X, Y)
     if not (is_dask(X) and is_dask(Y)) or Y.ndim != 2 or Y.shape[0] != X.shape[0] or Y.chunks[0] != X.chunks[0]:
@@ -919,7 +919,7 @@ class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
 
     def _fit_prepared(self, X, Y, classes, sw, fitted):
         """The fit on validated X, one-hot targets Y (n, k) and weights sw: numpy arrays, or dask
-        arrays with the same row chunks (:mod:`kernelscale._dask_fit`), fitted over them."""
+        arrays with the same row chunks (:mod:`kernelscale.dask.fit`), fitted over them."""
         warm = self._check_warm_start(X, classes)
         with IterationMonitor(self.verbose, self.callback, total=self.max_iter, desc="GLS") as monitor:
             result = generalized_least_squares(
@@ -1033,7 +1033,7 @@ class CalibratedLeastSquaresClassifier(_LeastSquaresClassifierBase):
 
     def _fit_prepared(self, X, Y, classes, sw, fitted, multilabel=False):
         """The fit on validated X, targets Y (n, k) and weights sw: numpy arrays, or dask
-        arrays with the same row chunks (:mod:`kernelscale._dask_fit`), fitted over them."""
+        arrays with the same row chunks (:mod:`kernelscale.dask.fit`), fitted over them."""
         basis = _check_basis(self.basis)
         init, history = None, []
         if self._check_warm_start(X, classes):

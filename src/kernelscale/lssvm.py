@@ -991,7 +991,7 @@ class _LSSVMBase(DeviceMixin, BaseEstimator):
         dtype = self._work_dtype(X)
         parse_memory(self.max_memory)
         rng = check_random_state(self.random_state)
-        if is_dask(X):  # dask arrays with X's row chunks (kernelscale._dask_fit), weights checked there
+        if is_dask(X):  # dask arrays with X's row chunks (kernelscale.dask.fit), weights checked there
             from ._lssvm_dask import prepare
 
             X, Y, sample_weight = prepare(X, Y, sample_weight, dtype, self.max_memory)
@@ -1247,7 +1247,7 @@ class LSSVMClassifier(ClassifierMixin, _LSSVMBase):
 
     def _fit_prepared(self, X, Y, classes, sample_weight, fitted):
         """The fit on validated X, one-hot targets Y (n, k) and weights: numpy arrays, or dask
-        arrays with X's row chunks (:mod:`kernelscale._dask_fit`), solved over the chunks."""
+        arrays with X's row chunks (:mod:`kernelscale.dask.fit`), solved over the chunks."""
         fitted["classes_"] = classes
         return self._fit_system(X, Y, sample_weight, fitted)
 
@@ -1331,7 +1331,7 @@ class LSSVMRegressor(MultiOutputMixin, FiniteR2Mixin, RegressorMixin, _LSSVMBase
         return self._fit_system(X, Y, sample_weight, fitted, squeeze=np.ndim(y) == 1)
 
     def _fit_prepared(self, X, y, classes, sample_weight, fitted):
-        """The fit on dask arrays with X's row chunks (:mod:`kernelscale._dask_fit`), over the chunks."""
+        """The fit on dask arrays with X's row chunks (:mod:`kernelscale.dask.fit`), over the chunks."""
         Y = y[:, None] if y.ndim == 1 else y
         return self._fit_system(X, Y, sample_weight, fitted, squeeze=y.ndim == 1)
 

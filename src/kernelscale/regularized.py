@@ -219,13 +219,13 @@ class _RegularizedBase(DeviceMixin, BaseEstimator):
             fitted.update(support_=support, support_vectors_=np.ascontiguousarray(self._support_rows(X, support)))
         return commit_fit(self, fitted, stale=self._FITTED)
 
-    #: a dask y is passed in float64, as numpy's fit converts it (kernelscale._dask_fit)
+    #: a dask y is passed in float64, as numpy's fit converts it (kernelscale.dask.fit)
     _float64_targets = True
-    #: the configurations that fit over dask row chunks (for kernelscale._dask's messages)
+    #: the configurations that fit over dask row chunks (for kernelscale.dask.dispatch's messages)
     _chunked_configuration = "solver='fixed_point' and a kernel other than 'linear'"
 
     def _fits_over_chunks(self):
-        """A dask X is fitted over its row chunks (kernelscale._dask_fit) by the fixed-point
+        """A dask X is fitted over its row chunks (kernelscale.dask.fit) by the fixed-point
         solver: one distributed kernel product K c per iteration (eq. 10, step 1), one task per
         pair of row chunks, with c, K c and the targets kept as dask arrays in X's row chunks;
         the scalars of the stopping rule, the step size and the objectives come back by tree sums.
@@ -496,7 +496,7 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
     def _fit_prepared(self, X, Y, classes, sample_weight, fitted):
         """The fit on validated X, +-1 targets Y (one column per class, one for two classes) and
         weights: numpy arrays, or dask arrays with X's row chunks, Y one-hot there
-        (:mod:`kernelscale._dask_fit`; weights None for ones)."""
+        (:mod:`kernelscale.dask.fit`; weights None for ones)."""
         if is_dask(Y):
             Y = DaskRows(X.chunks[0], 0).map(one_vs_rest_from_one_hot, Y,
                                             width=1 if classes.size == 2 else classes.size, dtype=np.float64)
@@ -616,7 +616,7 @@ class RegularizedKernelRegressor(MultiOutputMixin, FiniteR2Mixin, RegressorMixin
 
     def _fit_prepared(self, X, y, classes, sample_weight, fitted):
         """The fit on validated X, float64 y and weights: numpy arrays, or dask arrays with X's row
-        chunks (:mod:`kernelscale._dask_fit`; weights None for ones)."""
+        chunks (:mod:`kernelscale.dask.fit`; weights None for ones)."""
         Y = y.reshape(y.shape[0], -1)
         return self._solve(X, Y, sample_weight, make_loss(self.loss, self.epsilon), fitted, squeeze=y.ndim == 1,
                            tol_scale=_target_scale(Y) if self.loss == "squared" else 1.0)

@@ -713,13 +713,13 @@ class _SLKLBase(DeviceMixin, BaseEstimator):
         "callback": [callable, None],
     }
 
-    #: a dask y is passed in float64, as numpy's fit converts it (kernelscale._dask_fit)
+    #: a dask y is passed in float64, as numpy's fit converts it (kernelscale.dask.fit)
     _float64_targets = True
-    #: the configurations that fit over dask row chunks (for kernelscale._dask's messages)
+    #: the configurations that fit over dask row chunks (for kernelscale.dask.dispatch's messages)
     _chunked_configuration = "columns='auto' or columns='gram'"
 
     def _fits_over_chunks(self):
-        """A dask X is fitted over its row chunks (kernelscale._dask_fit) with the Gram solver: one
+        """A dask X is fitted over its row chunks (kernelscale.dask.fit) with the Gram solver: one
         pass of per-chunk sums C^T W C, C^T W y and y^T W y (one-vs-one: per class); the coordinate
         descent runs on these M x M quantities here. The other column modes hold n-sized columns:
         they gather X. The sums are taken per chunk and added up a tree, not over numpy's row
@@ -1128,7 +1128,7 @@ class SLKLRegressor(MultiOutputMixin, FiniteR2Mixin, RegressorMixin, _SLKLBase):
 
     def _fit_prepared(self, X, y, classes, sample_weight, fitted):
         """The fit on validated X, float64 y and weights: numpy arrays, or dask arrays with X's row
-        chunks (:mod:`kernelscale._dask_fit`; weights None for ones)."""
+        chunks (:mod:`kernelscale.dask.fit`; weights None for ones)."""
         Y = y.reshape(y.shape[0], -1)
         offset = target_means(Y, sample_weight) if self.fit_intercept else np.zeros(Y.shape[1])
         if np.any(offset):
@@ -1245,7 +1245,7 @@ class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
         """The fit on validated X, targets Y and weights: numpy arrays from :meth:`fit` with the
         ``scheme`` it chose (Y one-hot for one-vs-one, else the +-1 targets of
         :func:`one_vs_rest_targets`), or dask arrays with X's row chunks, Y one-hot, the scheme
-        chosen here (:mod:`kernelscale._dask_fit`; weights None for ones)."""
+        chosen here (:mod:`kernelscale.dask.fit`; weights None for ones)."""
         k = classes.size
         if scheme is None:
             scheme = self._scheme(k, X.shape[0], distributed=is_dask(X))

@@ -404,7 +404,7 @@ class _StagewiseBase(DeviceMixin, BaseEstimator):
 
     def _dask_reduces_X(self, d):
         """Whether a fit on d features reads X only for the PCA and keeps its projection
-        (:func:`kernelscale._dask_fit._keep`)."""
+        (:func:`kernelscale.dask.fit._keep`)."""
         if self.warm_start and hasattr(self, "coef_"):
             return self.pca_components_ is not None
         return self._n_pca(d) is not None
@@ -665,7 +665,7 @@ class StagewiseClassifier(ClassifierMixin, _StagewiseBase):
 
     def _fit_prepared(self, X, Y, classes, sw, fitted):
         """The fit on validated X, one-hot targets Y (n, k) and weights sw: numpy arrays, or dask
-        arrays with the same row chunks (:mod:`kernelscale._dask_fit`), fitted over them."""
+        arrays with the same row chunks (:mod:`kernelscale.dask.fit`), fitted over them."""
         previous_d = getattr(self, "n_features_in_", None)
         if self.warm_start and hasattr(self, "classes_") and not np.array_equal(classes, self.classes_):
             raise ValueError("warm_start=True but the classes changed; set warm_start=False.")
@@ -749,7 +749,7 @@ class StagewiseRegressor(FiniteR2Mixin, RegressorMixin, _StagewiseBase):
 
     def _fit_prepared(self, X, y, classes, sw, fitted):
         """The fit on validated X, targets y (n,) or (n, k) in X's dtype and weights sw: numpy
-        arrays, or dask arrays with the same row chunks (:mod:`kernelscale._dask_fit`)."""
+        arrays, or dask arrays with the same row chunks (:mod:`kernelscale.dask.fit`)."""
         previous_d = getattr(self, "n_features_in_", None)
         fitted["single_output_"] = y.ndim == 1
         Y = y.reshape(X.shape[0], -1)

@@ -14,7 +14,7 @@ first-class inputs:
   run at a small fraction of the float32 rate on most GPUs); pass a float64 tensor to compute
   in float64 there.
 
-Dask arrays are handed to :mod:`kernelscale._dask` at the same place, before anything else:
+Dask arrays are handed to :mod:`kernelscale.dask.dispatch` at the same place, before anything else:
 predictions map the estimator's numpy method over the row chunks (a lazy dask array back); the
 least-squares and stagewise fits run over the row chunks, other fits gather the arrays when they
 fit the memory budget.
@@ -27,7 +27,7 @@ import inspect
 
 import numpy as np
 
-from .. import _dask
+from ..dask import dispatch as _dask
 from ..ops.backend import current_backend, device_type, get_backend, using
 
 __all__ = ["DeviceMixin", "is_tensor"]
@@ -87,7 +87,7 @@ def _from_mixin(cls, name):
 
 class DeviceMixin:
     """Runs the public methods a subclass defines (or takes from a mixin before it) on the backend
-    of its ``device`` parameter; dask arrays go to :mod:`kernelscale._dask` first."""
+    of its ``device`` parameter; dask arrays go to :mod:`kernelscale.dask.dispatch` first."""
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -13,16 +13,16 @@ estimator knows about dask. What happens depends on the method:
 - ``score``: y and sample_weight are gathered, the predictions are computed over X's chunks as
   above and gathered (n values, not n rows of X), and the estimator's score runs on them.
 - ``fit`` of the estimators whose n-sized work is sums over rows, row-chunk products or
-  mini-batches of rows (:data:`kernelscale._dask_fit.DISTRIBUTED`: generalized and calibrated
+  mini-batches of rows (:data:`kernelscale.dask.fit.DISTRIBUTED`: generalized and calibrated
   least squares, stagewise regression, SLKL's Gram solver, the fixed-point solver of the
   regularized kernel estimators, the LS-SVM's block solvers, doubly stochastic gradients;
-  :func:`kernelscale._dask_fit.supports` says which configurations): distributed over X's row
-  chunks by :mod:`kernelscale._dask_fit` (one task per row chunk, or per pair of chunks, per
+  :func:`kernelscale.dask.fit.supports` says which configurations): distributed over X's row
+  chunks by :mod:`kernelscale.dask.fit` (one task per row chunk, or per pair of chunks, per
   pass; sums reduced by a tree, per-row state persisted on the workers; or the rows of a group
   of mini-batches fetched per compute; nothing n-sized gathered while fitting); the model equals
   numpy's up to the order of the sums.
 - ``partial_fit`` of the doubly stochastic estimators: X streamed in groups of mini-batches
-  (:func:`kernelscale._dask_fit.partial_fit`), numpy's model.
+  (:func:`kernelscale.dask.fit.partial_fit`), numpy's model.
 - ``fit`` of the other estimators (and any other ``partial_fit``): the dask arrays are gathered into this
   process when their size fits the estimator's memory budget (``max_memory``), and the fit runs
   on numpy arrays, so the model is the one numpy gives. Otherwise the call is refused, naming the
@@ -50,14 +50,14 @@ import warnings
 
 import numpy as np
 
-from .ops.memory import format_bytes, parse_memory
-from .ops.rows import is_dask
+from ..ops.memory import format_bytes, parse_memory
+from ..ops.rows import is_dask
 
 __all__ = ["is_dask_array", "has_dask_input", "call", "MAPPED", "GATHERED"]
 
 #: methods whose result is computed row chunk by row chunk and stays lazy
 MAPPED = ("predict", "decision_function", "predict_proba", "predict_log_proba", "transform")
-#: methods that gather their dask arguments into this process (fit: unless kernelscale._dask_fit
+#: methods that gather their dask arguments into this process (fit: unless kernelscale.dask.fit
 #: distributes it)
 GATHERED = ("fit", "partial_fit")
 
@@ -104,7 +104,7 @@ def call(estimator, method, args, kwargs):
         for key, value in others.items():
             _check_known_chunks(value, key)
     if name == "fit" and is_dask_array(X):
-        from . import _dask_fit
+        from . import fit as _dask_fit
 
         if _dask_fit.supports(estimator):  # a distributed fit over X's row chunks
             names = list(arguments)
@@ -113,7 +113,7 @@ def call(estimator, method, args, kwargs):
             if result is not NotImplemented:
                 return result
     if name == "partial_fit" and is_dask_array(X):
-        from . import _dask_fit
+        from . import fit as _dask_fit
 
         if _dask_fit.supports(estimator, "partial_fit"):  # X's rows fetched batch group by batch group
             rest = {k: v for k, v in arguments.items() if k not in (x_name, "y")}
@@ -222,7 +222,7 @@ def _gather(estimator, method, arrays):
     if need > budget:
         cls = type(estimator).__name__
         names = ", ".join(arrays)
-        from ._dask_fit import DISTRIBUTED, supports
+        from .fit import DISTRIBUTED, supports
 
         if cls in DISTRIBUTED and method == "fit":
             why = (f"{cls} fits over dask row chunks, but not multi-label targets" if supports(estimator) else

@@ -1,7 +1,7 @@
 """Distributed fits: the estimators whose n-sized work is sums over rows, or mini-batches of rows,
 fit over dask row chunks.
 
-:func:`kernelscale._dask.call` hands ``fit`` with a dask X to :func:`fit` for the estimators of
+:func:`kernelscale.dask.dispatch.call` hands ``fit`` with a dask X to :func:`fit` for the estimators of
 :data:`DISTRIBUTED` in a configuration that fits over chunks (:func:`supports`: the estimator's
 ``_fits_over_chunks()``, when it has one), and ``partial_fit`` to :func:`partial_fit` for those
 with a ``_partial_fit_prepared`` (the doubly stochastic ones):
@@ -54,7 +54,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import is_classifier
 
-from .base.classifier import check_class_memory, encode_classes, one_hot
+from ..base.classifier import check_class_memory, encode_classes, one_hot
 
 __all__ = ["DISTRIBUTED", "class_weight_chunk", "fit", "partial_fit", "persist_within", "sum_labels", "supports"]
 
@@ -237,7 +237,7 @@ def persist_within(max_memory, *arrays):
     they are: each pass then recomputes their chunks from the source."""
     import dask
 
-    from .ops.memory import parse_memory
+    from ..ops.memory import parse_memory
 
     budget = _cluster_budget() if _has_client() else parse_memory(max_memory)
     if sum(a.nbytes for a in arrays if a is not None) > budget:
@@ -250,7 +250,7 @@ def _cluster_budget():
     of its ``memory_limit``; the workers without a limit count the host's available memory once)."""
     import distributed
 
-    from .ops.memory import DEFAULT_MEMORY_FRACTION, available_memory
+    from ..ops.memory import DEFAULT_MEMORY_FRACTION, available_memory
 
     workers = distributed.get_client().scheduler_info()["workers"].values()
     limits = [w.get("memory_limit") or 0 for w in workers]
@@ -259,7 +259,7 @@ def _cluster_budget():
 
 
 def _has_client():
-    from ._dask import current_client
+    from .dispatch import current_client
 
     return current_client() is not None
 
@@ -273,6 +273,6 @@ def sum_labels(y):
 
 def _sum_counts(y, classes):
     """Samples per class, summed over the row chunks of y by a tree reduction."""
-    from .ops.rows import DaskRows
+    from ..ops.rows import DaskRows
 
     return DaskRows(y.chunks[0], 0).sum(_counts, y, classes=classes)
