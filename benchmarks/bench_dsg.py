@@ -100,7 +100,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 
 from harness import Suite, cli_main, compare, measure, run_capped  # noqa: E402
-from kernelscale.datasets import coulomb_features, load_dataset  # noqa: E402
+from kernelscale.data.datasets import coulomb_features, load_dataset  # noqa: E402
 from kernelscale.doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor  # noqa: E402
 from kernelscale.features import RandomFourierFeatures  # noqa: E402
 from kernelscale.ops.feature_blocks import FeatureBlockSpec  # noqa: E402

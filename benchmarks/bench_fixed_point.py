@@ -65,7 +65,7 @@ import numpy as np  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
 
 from harness import Suite, cli_main, compare, measure  # noqa: E402
-from kernelscale.datasets import load_dataset  # noqa: E402
+from kernelscale.data.datasets import load_dataset  # noqa: E402
 from kernelscale.kernels import GaussianKernel  # noqa: E402
 from kernelscale.regularized import RegularizedKernelClassifier  # noqa: E402
 from peers import SklearnLinearSVC, SklearnSVM, make_peer  # noqa: E402

@@ -114,7 +114,7 @@ import numpy as np  # noqa: E402
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 
 from harness import Suite, compare, measure, run_capped  # noqa: E402
-from kernelscale.datasets import load_dataset  # noqa: E402
+from kernelscale.data.datasets import load_dataset  # noqa: E402
 from kernelscale.features import RandomFourierFeatures  # noqa: E402
 from kernelscale.kernels import GaussianKernel, median_heuristic  # noqa: E402
 from kernelscale.least_squares import (  # noqa: E402

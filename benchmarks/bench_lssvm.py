@@ -101,7 +101,7 @@ import numpy as np  # noqa: E402
 
 from harness import Suite, cli_main, compare, measure, median, run_capped  # noqa: E402
 from kernelscale.ops import kernel_matrix  # noqa: E402
-from kernelscale.datasets import load_dataset  # noqa: E402
+from kernelscale.data.datasets import load_dataset  # noqa: E402
 from kernelscale.kernels import PolynomialKernel  # noqa: E402
 from kernelscale.lssvm import LSSVMClassifier, lssvm_fit_memory  # noqa: E402
 from kernelscale.preprocessing import CenterNormalize, FFTFeatures  # noqa: E402

@@ -75,7 +75,7 @@ from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 
 from harness import Suite, cli_main, compare, measure, measure_many  # noqa: E402
 from kernelscale.ops import kernel_matrix  # noqa: E402
-from kernelscale.datasets import PAPER1_SPLITS, load_dataset, make_sinc, split_dataset  # noqa: E402
+from kernelscale.data.datasets import PAPER1_SPLITS, load_dataset, make_sinc, split_dataset  # noqa: E402
 from kernelscale.exact import ExactKernelRidge  # noqa: E402
 from kernelscale.kernels import GaussianKernel  # noqa: E402
 from kernelscale.slkl import SLKLClassifier, SLKLRegressor  # noqa: E402

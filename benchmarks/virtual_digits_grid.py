@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from kernelscale import load_dataset
-from kernelscale.virtual_digits import VirtualDigits
+from kernelscale.data.virtual_digits import VirtualDigits
 
 OUT = Path(__file__).resolve().parent / "results" / "virtual-digits.png"
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from kernelscale.datasets import ENV_VAR, DatasetNotFoundError, find_dataset
+from kernelscale.data.datasets import ENV_VAR, DatasetNotFoundError, find_dataset
 
 
 @pytest.fixture

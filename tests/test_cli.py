@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from kernelscale import cli
-from kernelscale.datasets import make_sinc
+from kernelscale.data.datasets import make_sinc
 from kernelscale.exact import ExactKernelRidge
 from kernelscale.kernels import GaussianKernel
 

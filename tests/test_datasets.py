@@ -1,4 +1,4 @@
-"""Tests of kernelscale.datasets: sinc data, file loaders, dataset lookup and the real datasets."""
+"""Tests of kernelscale.data.datasets: sinc data, file loaders, dataset lookup and the real datasets."""
 
 import gzip
 import struct
@@ -7,20 +7,10 @@ import numpy as np
 import pytest
 from sklearn.datasets import dump_svmlight_file
 
-from kernelscale import datasets
-from kernelscale.datasets import (
-    DATASETS,
-    DatasetNotFoundError,
-    coulomb_features,
-    data_dirs,
-    find_dataset,
-    load_dataset,
-    load_file,
-    load_idx,
-    load_svmlight,
-    make_sinc,
-    split_dataset,
-    verify_dataset,
+from kernelscale.data import datasets
+from kernelscale.data.datasets import (
+    DATASETS, DatasetNotFoundError, coulomb_features, data_dirs, find_dataset, load_dataset, load_file,
+    load_idx, load_svmlight, make_sinc, split_dataset, verify_dataset,
 )
 
 

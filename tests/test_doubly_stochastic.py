@@ -18,7 +18,7 @@ from kernelscale.doubly_stochastic import (
     dsg_auto_sizes,
     dsg_iterations,
 )
-from kernelscale.datasets import make_sinc
+from kernelscale.data.datasets import make_sinc
 from kernelscale.exact import ExactKernelRidge
 from kernelscale.ops.feature_blocks import FeatureBlockSpec
 from kernelscale.ops.features import FeatureOperator

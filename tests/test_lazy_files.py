@@ -1,5 +1,5 @@
 """load_file(..., chunks=): files as dask arrays in row chunks, read one chunk per task at its
-offset for .npy, stored .npz members and uncompressed IDX (kernelscale.lazy_files)."""
+offset for .npy, stored .npz members and uncompressed IDX (kernelscale.data.lazy_files)."""
 
 import numpy as np
 import pytest
@@ -21,7 +21,7 @@ def arrays():
 
 def _no_whole_reads(monkeypatch):
     """Reading a whole array (np.load of the data, np.fromfile of everything) fails the test."""
-    import kernelscale.lazy_files as lazy
+    import kernelscale.data.lazy_files as lazy
 
     original = np.fromfile
 

@@ -11,7 +11,7 @@ from sklearn.utils import compute_sample_weight
 
 import kernelscale.lssvm as lssvm_mod
 from kernelscale.base.monitor import IterationMonitor
-from kernelscale.datasets import make_sinc
+from kernelscale.data.datasets import make_sinc
 from kernelscale.exact import exact_lssvm
 from kernelscale.kernels import GaussianKernel, PolynomialKernel
 from kernelscale.lssvm import (

@@ -1,4 +1,4 @@
-"""Tests of kernelscale.virtual_digits.VirtualDigits: the MNIST8M-style stream of deformed digits
+"""Tests of kernelscale.data.virtual_digits.VirtualDigits: the MNIST8M-style stream of deformed digits
 (Dai et al. 2014; Loosli, Canu & Bottou 2007). Synthetic 16x16 images except one real-MNIST test."""
 
 import pickle
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-import kernelscale.virtual_digits as virtual_digits
-from kernelscale.datasets import VirtualDigits as ReExported
-from kernelscale.virtual_digits import VirtualDigits
+import kernelscale.data.virtual_digits as virtual_digits
+from kernelscale.data.datasets import VirtualDigits as ReExported
+from kernelscale.data.virtual_digits import VirtualDigits
 
 IDENTITY = dict(max_shift=0.0, max_rotation=0.0, scale_range=(1.0, 1.0), elastic_alpha=0.0)
 

@@ -1,8 +1,11 @@
 """kernelscale: scalable kernel machines that never build the n x n kernel matrix."""
 
 from . import ops, preprocessing
-from .datasets import DATASETS, DatasetNotFoundError, coulomb_features, load_dataset, load_file, make_sinc, split_dataset, verify_dataset
-from .virtual_digits import VirtualDigits
+from .data.datasets import (
+    DATASETS, DatasetNotFoundError, coulomb_features, load_dataset, load_file, make_sinc, split_dataset,
+    verify_dataset,
+)
+from .data.virtual_digits import VirtualDigits
 from .doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor
 from .exact import ExactKernelRidge, exact_lssvm, kernel_predict, kernel_ridge_dual, kernel_ridge_objective
 from .features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures, SeededFeatureMap

@@ -146,7 +146,7 @@ def _demo_data():
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
-    from .datasets import make_sinc
+    from .data.datasets import make_sinc
 
     digits = load_digits()
     Xd_train, Xd_test, yd_train, yd_test = train_test_split(
@@ -329,7 +329,7 @@ def build_estimator(name, assignments):
 
 
 def _cmd_fit(args):
-    from .datasets import load_file
+    from .data.datasets import load_file
     from .persistence import save
 
     X, y = load_file(args.data, part=args.part)
@@ -345,7 +345,7 @@ def _cmd_fit(args):
 
 
 def _cmd_predict(args):
-    from .datasets import load_file
+    from .data.datasets import load_file
     from .persistence import load
 
     model = load(args.model)

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
-from .base.validation import check_positive
+from ..base.validation import check_positive
 
 __all__ = [
     "DATASETS",
@@ -444,7 +444,7 @@ def load_file(path, *, part=None, n_features=None, chunks=None, max_memory=None)
     are then read one chunk per task, at the chunk's offset, never whole ("auto": dask's
     ``array.chunk-size`` of rows, 128 MiB by default). A compressed ``.npz`` member is read whole
     within ``max_memory`` (default: the memory budget) and refused beyond it; the text formats
-    are read whole (:mod:`kernelscale.lazy_files`).
+    are read whole (:mod:`kernelscale.data.lazy_files`).
     """
     from . import lazy_files
 
@@ -465,7 +465,7 @@ def load_file(path, *, part=None, n_features=None, chunks=None, max_memory=None)
                 "X_train" in keys) else ""
             raise ValueError(f"{path} has no array {x_key!r}; it holds {sorted(keys)}{hint}.")
         if lazy:
-            from .ops.memory import parse_memory
+            from ..ops.memory import parse_memory
 
             budget = parse_memory(max_memory)
             X = lazy_files.npz_rows(path, x_key, chunks, budget)

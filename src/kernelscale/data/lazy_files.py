@@ -23,7 +23,7 @@ def row_chunks(n, row_bytes, chunks):
     if chunks == "auto":
         import dask
 
-        from .ops.memory import parse_memory
+        from ..ops.memory import parse_memory
 
         target = parse_memory(dask.config.get("array.chunk-size"))
         return max(1, min(n, target // max(1, row_bytes)))
