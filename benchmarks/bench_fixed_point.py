@@ -32,7 +32,7 @@ Settings:
   fit_intercept=False)`` (a local wrapper: peers.py's LinearSVC has no fit_intercept; tol 1e-4,
   max_iter 1000, scikit-learn's defaults) and LIBLINEAR ``-s 3 -B -1`` (L2-regularised L1-loss
   SVC dual, no bias, LIBLINEAR's default -e 0.1). Ours at ``tol`` in LINEAR_TOLS, with shrinking
-  (on the linear path LIBLINEAR's one-sided rule, see kernelscale.coordinate_descent).
+  (on the linear path LIBLINEAR's one-sided rule, see kernelscale.regularized.coordinate_descent).
 - "Equal or better test error": ours counts as equal when its test error is at most the peer's
   plus 0.1 percentage point (EQUAL_BAND); each of our records names its peer and the ratio
   ours / peer of time and error, and the summary uses the fastest of our tolerances that is
@@ -67,7 +67,7 @@ import scipy.sparse as sp  # noqa: E402
 from harness import Suite, cli_main, compare, measure  # noqa: E402
 from kernelscale.data.datasets import load_dataset  # noqa: E402
 from kernelscale.kernels import GaussianKernel  # noqa: E402
-from kernelscale.regularized import RegularizedKernelClassifier  # noqa: E402
+from kernelscale.regularized.estimators import RegularizedKernelClassifier  # noqa: E402
 from peers import SklearnLinearSVC, SklearnSVM, make_peer  # noqa: E402
 
 SUITE = "fixed-point"

@@ -14,7 +14,7 @@ from kernelscale.features import NystromFeatures, PolynomialRandomFeatures, Rand
 from kernelscale.kernels import GaussianKernel, PolynomialKernel
 from kernelscale.lssvm import LSSVMClassifier, LSSVMRegressor
 from kernelscale.preprocessing import CenterNormalize
-from kernelscale.regularized import RegularizedKernelClassifier, RegularizedKernelRegressor
+from kernelscale.regularized.estimators import RegularizedKernelClassifier, RegularizedKernelRegressor
 from kernelscale.slkl import SLKLClassifier, SLKLRegressor
 from kernelscale.least_squares import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
 from kernelscale.stagewise import StagewiseClassifier, StagewiseRegressor

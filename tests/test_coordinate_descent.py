@@ -1,4 +1,4 @@
-"""Tests of kernelscale.coordinate_descent: Algorithms 1 and 2 against independent solutions, the
+"""Tests of kernelscale.regularized.coordinate_descent: Algorithms 1 and 2 against independent solutions, the
 index rules, monotonicity, shrinking, the row cache (skipped rows when h = 0, LRU under a tight
 budget), dropped zero-diagonal rows and float32.
 
@@ -17,8 +17,10 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.svm import LinearSVC
 from test_fixed_point import EPS, LOSSES, SIGMA, make_problem, reference_coef, rel_err
 
-import kernelscale.coordinate_descent as cd
-from kernelscale.coordinate_descent import RULES, kernel_coordinate_descent, linear_coordinate_descent
+import kernelscale.regularized.coordinate_descent as cd
+from kernelscale.regularized.coordinate_descent import (
+    RULES, kernel_coordinate_descent, linear_coordinate_descent,
+)
 from kernelscale.ops.kernel import KernelOperator
 from kernelscale.kernels import GaussianKernel, LinearKernel
 from kernelscale.losses import HingeLoss, make_loss, primal_objective
@@ -375,7 +377,7 @@ def test_import_does_not_import_numba():
     import subprocess
     import sys
 
-    code = "import sys, kernelscale, kernelscale.coordinate_descent, kernelscale.regularized; " \
+    code = "import sys, kernelscale, kernelscale.regularized.coordinate_descent, kernelscale.regularized.estimators; " \
            "print('numba' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -384,7 +386,7 @@ def test_import_does_not_import_numba():
 _ORDER_SCRIPT = """
 import sys
 import numpy as np
-import kernelscale.coordinate_descent as cd
+import kernelscale.regularized.coordinate_descent as cd
 from kernelscale.kernels import GaussianKernel
 rng = np.random.default_rng(0)
 X = rng.normal(size=(40, 3))

@@ -28,7 +28,7 @@ from kernelscale.features import NystromFeatures, PolynomialRandomFeatures, Rand
 from kernelscale.kernels import PolynomialKernel
 from kernelscale.least_squares import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
 from kernelscale.lssvm import LSSVMClassifier, LSSVMRegressor
-from kernelscale.regularized import RegularizedKernelClassifier, RegularizedKernelRegressor
+from kernelscale.regularized.estimators import RegularizedKernelClassifier, RegularizedKernelRegressor
 from kernelscale.slkl import SLKLClassifier, SLKLRegressor
 from kernelscale.stagewise import StagewiseClassifier, StagewiseRegressor
 

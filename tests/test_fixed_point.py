@@ -1,4 +1,4 @@
-"""Tests of kernelscale.fixed_point: the iteration (10) against independent solutions of problem (2),
+"""Tests of kernelscale.regularized.fixed_point: the iteration (10) against independent solutions of problem (2),
 the step choices of eq. (11), divergence detection, the row cache and the memory budget.
 
 The independent references (also imported by test_coordinate_descent.py / test_regularized.py):
@@ -14,11 +14,8 @@ from memcheck import peak_bytes
 from scipy.optimize import minimize
 from sklearn.kernel_ridge import KernelRidge
 
-from kernelscale.fixed_point import (
-    FixedPointDivergenceError,
-    estimate_spectral_norm,
-    kernel_fixed_point,
-    kernel_objective,
+from kernelscale.regularized.fixed_point import (
+    FixedPointDivergenceError, estimate_spectral_norm, kernel_fixed_point, kernel_objective,
     linear_fixed_point,
 )
 from kernelscale.kernels import GaussianKernel, LinearKernel, PolynomialKernel

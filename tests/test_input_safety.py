@@ -90,8 +90,8 @@ def test_corrupt_sparse_input_is_refused_by_every_sparse_entry_point():
 import json, warnings
 warnings.simplefilter("ignore")
 from kernelscale import RegularizedKernelClassifier, RegularizedKernelRegressor
-from kernelscale.coordinate_descent import linear_coordinate_descent
-from kernelscale.fixed_point import linear_fixed_point
+from kernelscale.regularized.coordinate_descent import linear_coordinate_descent
+from kernelscale.regularized.fixed_point import linear_fixed_point
 y = np.r_[np.ones(100), -np.ones(100)]
 good = sp.random(200, 5, density=0.5, format="csr", random_state=1)
 fitted = {{

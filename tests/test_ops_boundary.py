@@ -20,10 +20,10 @@ FORMULAS = {"kernels.py"}
 
 #: (module, function) -> why its products over X stay outside ops
 ALLOWED = {
-    ("fixed_point.py", "linear_fixed_point"): "linear path: the primal w = X^T c of a linear model, no kernel",
-    ("_problem.py", "row_sq_norms"): "linear path: the diagonal |x_i|^2 of the linear kernel, O(n d)",
-    ("coordinate_descent.py", "linear_coordinate_descent"): "linear path: the primal w = X^T c, no kernel",
-    ("regularized.py", "_decision_values"): "linear path: scores X w of the fitted primal weights",
+    ("regularized/fixed_point.py", "linear_fixed_point"): "linear path: the primal w = X^T c of a linear model, no kernel",
+    ("regularized/problem.py", "row_sq_norms"): "linear path: the diagonal |x_i|^2 of the linear kernel, O(n d)",
+    ("regularized/coordinate_descent.py", "linear_coordinate_descent"): "linear path: the primal w = X^T c, no kernel",
+    ("regularized/estimators.py", "_decision_values"): "linear path: scores X w of the fitted primal weights",
     # paper 5's least squares run on a design matrix the caller gives (features already made):
     # X W and X^T R are a linear model's products, not kernel or random-feature blocks
     ("least_squares.py", "generalized_least_squares"): "linear model on the given design matrix",

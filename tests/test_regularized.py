@@ -20,7 +20,7 @@ from test_fixed_point import reference_coef, rel_err
 
 from kernelscale.kernels import GaussianKernel, PolynomialKernel
 from kernelscale.persistence import load, save
-from kernelscale.regularized import RegularizedKernelClassifier, RegularizedKernelRegressor
+from kernelscale.regularized.estimators import RegularizedKernelClassifier, RegularizedKernelRegressor
 
 
 def blobs(n=120, centers=2, seed=0):

@@ -62,7 +62,7 @@ def _demo_entries():
     from .lssvm import LSSVMClassifier, LSSVMRegressor
     from .preprocessing import CenterNormalize, FFTFeatures
     from .least_squares import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
-    from .regularized import RegularizedKernelClassifier, RegularizedKernelRegressor
+    from .regularized.estimators import RegularizedKernelClassifier, RegularizedKernelRegressor
     from .slkl import SLKLClassifier, SLKLRegressor
     from .stagewise import StagewiseClassifier, StagewiseRegressor
 

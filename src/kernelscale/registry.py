@@ -16,7 +16,7 @@ from .exact import ExactKernelRidge
 from .features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures
 from .least_squares import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
 from .lssvm import LSSVMClassifier, LSSVMRegressor
-from .regularized import RegularizedKernelClassifier, RegularizedKernelRegressor
+from .regularized.estimators import RegularizedKernelClassifier, RegularizedKernelRegressor
 from .slkl import SLKLClassifier, SLKLRegressor
 from .stagewise import StagewiseClassifier, StagewiseRegressor
 

@@ -70,6 +70,13 @@ def _blocks(kernel, A, prepared, budget, fixed_bytes=0, backend=NUMPY):
         yield start, stop, kernel.block(A[start:stop], prepared, out=buffer[: stop - start])
 
 
+def _fused_product(backend, kernel, A, prepared, V, budget):
+    """K(A, Z) @ V (a host array) by the backend's fused product where it has one that pays for
+    this case (the torch backend on a CUDA device: kernelscale.ops.fused), else None."""
+    product = getattr(backend, "fused_product", None)
+    return None if product is None else product(kernel, A, prepared, V, budget)
+
+
 def _fill_step(kernel, n_rows, n_cols, n_features, dtype, budget, fixed_bytes):
     """Rows per block of :func:`_fill_rows` (the result is not a temporary: only per-row work
     counts); a ValueError naming max_memory when not even one row fits."""
@@ -246,6 +253,9 @@ class KernelOperator:
         _block_rows(self.kernel, A.shape[0], Z.shape[0], self.n_features, dtype, budget, fixed)  # fail before preparing
         be = self.backend
         prepared = self.prepared if reuse else self.kernel.prepare(Z, dtype, be)
+        fused = _fused_product(be, self.kernel, A, prepared, V, budget - fixed)
+        if fused is not None:
+            return fused
         V, out = be.asarray(V), be.empty((A.shape[0],) + V.shape[1:], dtype)
         for start, stop, block in _blocks(self.kernel, A, prepared, budget, fixed, be):
             be.matmul(block, V, out=out[start:stop])
@@ -438,9 +448,14 @@ def kernel_matvec(kernel, X, Z, V, max_memory=None):
     dtype = np.result_type(dtype, V.dtype)
     V_given, V = V, np.ascontiguousarray(V, dtype=dtype)
     copied = V.nbytes if V is not V_given else 0
-    be = current_backend()
+    be, budget, fixed = current_backend(), parse_memory(max_memory), copied + _fixed_bytes(kernel, Z, dtype)
+    _block_rows(kernel, X.shape[0], Z.shape[0], X.shape[1], dtype, budget, fixed)  # fail before preparing
+    prepared = kernel.prepare(Z, dtype, be)
+    fused = _fused_product(be, kernel, X, prepared, V, budget - fixed)
+    if fused is not None:
+        return fused
     V, out = be.asarray(V), be.empty((X.shape[0],) + V.shape[1:], dtype)
-    for start, stop, block in _device_blocks(kernel, X, Z, dtype, parse_memory(max_memory), None, copied, be):
+    for start, stop, block in _blocks(kernel, X, prepared, budget, fixed, be):
         be.matmul(block, V, out=out[start:stop])
     return be.to_numpy(out)
 

@@ -4,7 +4,8 @@ Imported only when a torch device is asked for (``device="cuda"``, ``"cpu"``, a 
 input), so ``import kernelscale`` never imports torch. What runs where:
 
 - on the device: the prepared point set of a :class:`~kernelscale.ops.kernel.KernelOperator`,
-  every kernel block and its products (matvec, predict, the LS-SVM row block and its Gram, SLKL's
+  every kernel block and its products (matvec and predict fused on a CUDA device in float32:
+  :meth:`TorchBackend.fused_product`, the LS-SVM row block and its Gram, SLKL's
   column Gram), the projections and trigonometric passes of random-feature blocks, and the
   weighted moments of feature rows;
 - on the host, in numpy: random draws (float64, then cast: a seeded block is the same on every
@@ -31,6 +32,15 @@ from .memory import available_memory
 #: a ridge solve of at least this order on a device of these types runs there (module docstring)
 DEVICE_SOLVE_ORDER = 2048
 DEVICE_SOLVE_TYPES = ("cuda",)
+#: kernel products K(A, Z) @ V on a device of FUSED_DEVICE_TYPES in float32 run fused (kernelscale.ops.fused: the
+#: kernel block never written to memory) for these kernels, with at most FUSED_MAX_K right-hand
+#: sides and at least FUSED_MIN_FLOPS of distance work (2 n m d: below it, the first call's
+#: compilation would cost more than the product saves); False turns the fused products off
+FUSED_PRODUCTS = True
+FUSED_DEVICE_TYPES = ("cuda",)
+FUSED_KERNELS = ("gaussian", "laplacian", "matern")
+FUSED_MAX_K = 64
+FUSED_MIN_FLOPS = 1e10
 
 __all__ = ["TorchBackend", "TorchNamespace", "TORCH_XP", "torch_dtype", "numpy_dtype", "resolve_device"]
 
@@ -224,6 +234,46 @@ class TorchBackend:
             del L
             ridge *= 10.0
         return linalg.lstsq(self.to_numpy(A), G, check_finite=False)[0]  # on the host, as numpy's
+
+    def fused_product(self, kernel, A, prepared, V, budget):
+        """K(A, Z) @ V for the prepared Z by the fused kernels (:mod:`kernelscale.ops.fused`), as
+        a host array, in row chunks of A within ``budget`` bytes; None where they do not pay or
+        do not apply (see FUSED_PRODUCTS; also norms that overflow float32, a budget too small
+        for one row): the caller's blocked product runs then. TF32 products where torch allows
+        them for float32 matmuls (``torch.backends.cuda.matmul.allow_tf32``), as the blocked
+        product's."""
+        V = np.asarray(V)
+        (n, d), m, k = A.shape, prepared.n_points, 1 if V.ndim == 1 else V.shape[1]
+        if (not FUSED_PRODUCTS or self.device.type not in FUSED_DEVICE_TYPES or prepared.dtype != np.float32
+                or V.dtype != np.float32 or k > FUSED_MAX_K or 2.0 * n * m * d < FUSED_MIN_FLOPS):
+            return None
+        from . import fused
+
+        spec = fused.fused_kernel_spec(kernel)
+        if spec is None or spec[0] not in FUSED_KERNELS or not fused.fused_available(self.device):
+            return None
+        if spec[0] == "laplacian":
+            Z, center = prepared.data, None
+        else:  # the prepared set's centred copy of Z (a view of its augmented operand)
+            Z, center = prepared.aux[:, :d], prepared.center
+        # per row of A: its device copy, centred copy, result, row sum; the partial sums of the
+        # column splits: at most PROGRAMS_PER_SM tiles of 256 rows per SM beyond one per row
+        sms = torch.cuda.get_device_properties(self.device).multi_processor_count if self.device.type == "cuda" else 1
+        fixed = 4 * (k + 1) * (fused.PROGRAMS_PER_SM * sms * 256 + m) + V.nbytes
+        per_row = 4 * (2 * d + 2 * (k + 1) + 2)
+        step = (budget - fixed) // per_row
+        if step < 1:
+            return None
+        precision = "tf32" if torch.backends.cuda.matmul.allow_tf32 else None
+        Vd, out = self.asarray(V), np.empty((n,) + V.shape[1:], dtype=np.float32)
+        for start in range(0, n, step):
+            stop = min(start + step, n)
+            part = fused.fused_matvec(kernel, self.asarray(A[start:stop], np.float32), Z, Vd, precision=precision,
+                                      center=center, check_overflow=False)
+            if part is None:
+                return None
+            out[start:stop] = self.to_numpy(part)
+        return out
 
     def to_numpy(self, a):
         if isinstance(a, torch.Tensor):

@@ -1,8 +1,8 @@
-"""The inner loops of coordinate descent (kernelscale.coordinate_descent), compiled by numba.
+"""The inner loops of coordinate descent (kernelscale.regularized.coordinate_descent), compiled by numba.
 
 The functions below are plain Python written in the subset numba compiles. With numba installed
 (the optional ``numba`` extra) they are compiled on first use (cached on disk), and a sweep costs what
-its arithmetic costs; kernelscale.coordinate_descent falls back to its own Python loops, which give
+its arithmetic costs; kernelscale.regularized.coordinate_descent falls back to its own Python loops, which give
 the same iterates (up to the rounding of float32 axpys), when numba is missing, when its
 ``USE_NUMBA`` switch is off, and for losses other than the six built-in classes.
 """
@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from .losses import _logistic_margin_scalar, _sigmoid
+from ..losses import _logistic_margin_scalar, _sigmoid
 
 #: numba is installed; it is imported, and the loops compiled, only by :func:`compile_loops`
 #: (``import kernelscale`` does not pay for it)

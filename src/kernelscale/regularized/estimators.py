@@ -3,7 +3,7 @@
 Both minimise  C sum_i w_i L(y_i, g(x_i)) + |g|_H^2 / 2  over g = sum_i c_i k(., x_i), i.e.
 F(c) = f(K c) + c^T K c / 2 with f(z) = sum_i C w_i L(y_i, z_i) (C = 1/lam), by coordinate
 descent (Algorithm 1; Algorithm 2 on w = X^T c for ``kernel="linear"``) or by the fixed-point
-iteration (10). See kernelscale.coordinate_descent and kernelscale.fixed_point. With the optional
+iteration (10). See kernelscale.regularized.coordinate_descent and kernelscale.regularized.fixed_point. With the optional
 dependency numba installed, the coordinate-descent sweeps run compiled (same iterates, much faster).
 
 Problem (2) has no bias. ``fit_intercept=True`` adds a REGULARISED intercept, LIBLINEAR-style:
@@ -28,26 +28,26 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from .base.device import DeviceMixin
-from .base.params import DEVICE_CONSTRAINT
-from .base.classifier import (
+from ..base.device import DeviceMixin
+from ..base.params import DEVICE_CONSTRAINT
+from ..base.classifier import (
     OneVsRestScoresMixin, check_class_memory, encode_classes, one_vs_one_problems,
     one_vs_one_scores_in_blocks, one_vs_rest_from_one_hot, one_vs_rest_targets,
 )
-from .base.estimator import (
+from ..base.estimator import (
     FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit, fit_weights, resolve_kernel, validate_fit_data,
 )
-from .base.monitor import problem_callbacks
+from ..base.monitor import problem_callbacks
 from .coordinate_descent import RULES, kernel_coordinate_descent, linear_coordinate_descent, prefers_csr
-from .exact import kernel_predict
-from .base.validation import check_finite_result, check_sparse, validate_data
-from ._problem import as_C, vector_bytes
+from ..exact import kernel_predict
+from ..base.validation import check_finite_result, check_sparse, validate_data
+from .problem import as_C, vector_bytes
 from .fixed_point import kernel_fixed_point, linear_fixed_point
-from .kernels import KERNEL_NAMES, Kernel, LinearKernel
-from .ops.kernel import KernelOperator
-from .ops.memory import format_bytes, parse_memory, ufunc_workspace_bytes
-from .ops.rows import DaskRows, executor, is_dask
-from .losses import CLASSIFICATION_LOSSES, REGRESSION_LOSSES, make_loss
+from ..kernels import KERNEL_NAMES, Kernel, LinearKernel
+from ..ops.kernel import KernelOperator
+from ..ops.memory import format_bytes, parse_memory, ufunc_workspace_bytes
+from ..ops.rows import DaskRows, executor, is_dask
+from ..losses import CLASSIFICATION_LOSSES, REGRESSION_LOSSES, make_loss
 
 __all__ = ["RegularizedKernelClassifier", "RegularizedKernelRegressor"]
 

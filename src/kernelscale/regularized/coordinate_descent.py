@@ -31,7 +31,7 @@ set's rows). The stopping rule is the same on both paths. The linear path evalua
 (a pass over X) only after full sweeps: its histories hold NaN after shrunk sweeps.
 
 The sweeps run compiled when numba is installed (the optional ``numba`` extra; ``USE_NUMBA``
-switches it off; the loops are in kernelscale._cd_loops), else as Python loops with the same
+switches it off; the loops are in kernelscale.regularized.cd_loops), else as Python loops with the same
 iterates. On the linear path one compiled call runs sweeps, shrinking included, until a sweep over
 all coordinates (after every sweep when a callback is given), so that the many short sweeps over a
 shrunk working set cost no Python overhead. On the kernel path one compiled call runs sweeps,
@@ -57,27 +57,14 @@ import scipy.sparse as sp
 from scipy.linalg import blas
 from sklearn.utils import check_random_state
 
-from . import _cd_loops as loops
-from .base.monitor import IterationMonitor
-from .base.validation import as_float_array, check_positive
-from ._problem import (
-    SolverResult,
-    check_linear_X,
-    initial_coef,
-    row_sq_norms,
-    setup,
-    vector_bytes,
-)
-from .kernels import make_kernel
-from .ops.kernel import KernelOperator, kernel_diag
-from .losses import (
-    AbsoluteLoss,
-    EpsilonInsensitiveLoss,
-    HingeLoss,
-    LogisticLoss,
-    SquaredHingeLoss,
-    SquaredLoss,
-    objectives,
+from . import cd_loops as loops
+from ..base.monitor import IterationMonitor
+from ..base.validation import as_float_array, check_positive
+from .problem import SolverResult, check_linear_X, initial_coef, row_sq_norms, setup, vector_bytes
+from ..kernels import make_kernel
+from ..ops.kernel import KernelOperator, kernel_diag
+from ..losses import (
+    AbsoluteLoss, EpsilonInsensitiveLoss, HingeLoss, LogisticLoss, SquaredHingeLoss, SquaredLoss, objectives,
 )
 
 __all__ = ["kernel_coordinate_descent", "linear_coordinate_descent", "RULES"]
@@ -309,7 +296,7 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
     c0 : array of shape (n,) or None
         Warm start.
     intercept_scaling : float >= 0
-        s > 0: regularised intercept b = s^2 sum(c) (kernel K + s^2), see kernelscale.fixed_point.
+        s > 0: regularised intercept b = s^2 sum(c) (kernel K + s^2), see kernelscale.regularized.fixed_point.
     epsilon : float
         For loss="epsilon_insensitive".
     max_memory : int, str or None
@@ -629,7 +616,7 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
 
 
 # ----------------------------------------------------------------------------------------------
-# compiled loops (optional numba, kernelscale._cd_loops)
+# compiled loops (optional numba, kernelscale.regularized.cd_loops)
 
 #: compiled sweeps are used when numba is importable and this is True (tests flip it)
 USE_NUMBA = loops.NUMBA_AVAILABLE

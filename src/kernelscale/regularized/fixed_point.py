@@ -34,25 +34,17 @@ from functools import partial
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .base.monitor import IterationMonitor
-from ._problem import (
-    SolverResult,
-    as_C,
-    as_targets,
-    check_intercept_scaling,
-    check_linear_X,
-    initial_coef,
-    intercept,
-    row_sq_norms,
-    setup,
-    vector_bytes,
+from ..base.monitor import IterationMonitor
+from .problem import (
+    SolverResult, as_C, as_targets, check_intercept_scaling, check_linear_X, initial_coef, intercept,
+    row_sq_norms, setup, vector_bytes,
 )
-from .base.validation import as_float_array, check_positive
-from .kernels import make_kernel
-from .ops.kernel import KernelOperator, kernel_diag, kernel_matvec
-from .ops.memory import parse_memory
-from .ops.rows import DaskRows, HostRows, is_dask
-from .losses import dual_objective, make_loss, primal_objective
+from ..base.validation import as_float_array, check_positive
+from ..kernels import make_kernel
+from ..ops.kernel import KernelOperator, kernel_diag, kernel_matvec
+from ..ops.memory import parse_memory
+from ..ops.rows import DaskRows, HostRows, is_dask
+from ..losses import dual_objective, make_loss, primal_objective
 
 __all__ = [
     "SolverResult",
@@ -220,7 +212,7 @@ def _plus(z, *, b):
 
 
 def _intercept(rows, c, s):
-    """b = s^2 sum_i c_i (0 without intercept): :func:`kernelscale._problem.intercept` summed over rows."""
+    """b = s^2 sum_i c_i (0 without intercept): :func:`kernelscale.regularized.problem.intercept` summed over rows."""
     return rows.sum(intercept, c, s=s) if s else 0.0
 
 

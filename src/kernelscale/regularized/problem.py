@@ -1,6 +1,6 @@
 """Problem (2) of paper 3, min_c f(K c) + c^T K c / 2 with f(z) = sum_i C_i L(y_i, z_i): the
-validation and state shared by its fixed-point (:mod:`kernelscale.fixed_point`) and
-coordinate-descent (:mod:`kernelscale.coordinate_descent`) solvers, and their result type.
+validation and state shared by its fixed-point (:mod:`kernelscale.regularized.fixed_point`) and
+coordinate-descent (:mod:`kernelscale.regularized.coordinate_descent`) solvers, and their result type.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from .base.validation import as_float_array, check_positive, check_sparse
-from .losses import make_loss
+from ..base.validation import as_float_array, check_positive, check_sparse
+from ..losses import make_loss
 
 __all__ = [
     "SolverResult",
