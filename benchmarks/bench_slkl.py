@@ -78,7 +78,7 @@ from kernelscale.ops import kernel_matrix  # noqa: E402
 from kernelscale.data.datasets import PAPER1_SPLITS, load_dataset, make_sinc, split_dataset  # noqa: E402
 from kernelscale.exact import ExactKernelRidge  # noqa: E402
 from kernelscale.kernels import GaussianKernel  # noqa: E402
-from kernelscale.slkl import SLKLClassifier, SLKLRegressor  # noqa: E402
+from kernelscale.slkl.estimators import SLKLClassifier, SLKLRegressor  # noqa: E402
 from peers import make_peer  # noqa: E402
 
 try:

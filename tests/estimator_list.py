@@ -15,7 +15,7 @@ from kernelscale.kernels import GaussianKernel, PolynomialKernel
 from kernelscale.lssvm import LSSVMClassifier, LSSVMRegressor
 from kernelscale.preprocessing import CenterNormalize
 from kernelscale.regularized.estimators import RegularizedKernelClassifier, RegularizedKernelRegressor
-from kernelscale.slkl import SLKLClassifier, SLKLRegressor
+from kernelscale.slkl.estimators import SLKLClassifier, SLKLRegressor
 from kernelscale.least_squares import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
 from kernelscale.stagewise import StagewiseClassifier, StagewiseRegressor
 

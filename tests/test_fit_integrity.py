@@ -29,7 +29,7 @@ from kernelscale.kernels import PolynomialKernel
 from kernelscale.least_squares import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
 from kernelscale.lssvm import LSSVMClassifier, LSSVMRegressor
 from kernelscale.regularized.estimators import RegularizedKernelClassifier, RegularizedKernelRegressor
-from kernelscale.slkl import SLKLClassifier, SLKLRegressor
+from kernelscale.slkl.estimators import SLKLClassifier, SLKLRegressor
 from kernelscale.stagewise import StagewiseClassifier, StagewiseRegressor
 
 OWN = (ExactKernelRidge, LSSVMClassifier, LSSVMRegressor, SLKLClassifier, SLKLRegressor,

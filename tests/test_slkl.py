@@ -6,19 +6,11 @@ from scipy.optimize import minimize, minimize_scalar
 from sklearn.base import clone
 from sklearn.datasets import load_digits
 
-import kernelscale.slkl as slkl_mod
+import kernelscale.slkl.estimators as slkl_mod
 from kernelscale import GaussianKernel
-from kernelscale.slkl import (
-    ArrayColumns,
-    SLKLClassifier,
-    SLKLRegressor,
-    _State,
-    exact_step,
-    gram_of_columns,
-    newton_step,
-    slkl,
-    slkl_gram,
-    step_change,
+from kernelscale.slkl.estimators import (
+    ArrayColumns, SLKLClassifier, SLKLRegressor, _State, exact_step, gram_of_columns, newton_step, slkl,
+    slkl_gram, step_change,
 )
 from memcheck import peak_bytes
 
@@ -222,10 +214,10 @@ def test_gram_solver_takes_the_same_steps_as_the_column_solver(update):
 @pytest.mark.parametrize("update", ["exact", "newton"])
 @pytest.mark.parametrize("refresh", [True, False])
 def test_compiled_epochs_take_the_steps_of_the_python_loop(update, refresh, monkeypatch):
-    """The epoch of kernelscale._slkl_loop, compiled by numba and as plain Python, runs the
+    """The epoch of kernelscale.slkl.loop, compiled by numba and as plain Python, runs the
     Python loop's visits: the same draws, skips, Newton fallbacks, active sets and objective, up
     to the rounding of its loops; also from a warm start with active columns."""
-    from kernelscale import _slkl_loop
+    from kernelscale.slkl import loop as _slkl_loop
 
     X, y, cand, C = problem(n=150, M=50, seed=21)
     Q, R = gram_of_columns(C, y)
@@ -257,8 +249,8 @@ def test_the_loop_refresh_of_small_active_sets_is_the_direct_woodbury_solve(comp
     v = G r_A in the leading block of the buffers, to 1e-12 relative of the LAPACK refresh, G
     exactly symmetric, the rest of the buffers untouched; False where the matrix is not
     positive definite or v overflows."""
-    from kernelscale import _slkl_loop
-    from kernelscale.woodbury import woodbury_direct_gram
+    from kernelscale.slkl import loop as _slkl_loop
+    from kernelscale.slkl.woodbury import woodbury_direct_gram
 
     if compiled and not _slkl_loop.NUMBA_AVAILABLE:
         pytest.skip("numba is not installed")
@@ -540,7 +532,7 @@ def test_one_vs_one_solves_each_pairs_problem_on_its_rows_over_the_shared_candid
 
 
 def test_multi_class_auto_is_one_vs_one_where_the_gram_solver_fits():
-    from kernelscale.slkl import _ovo_bytes
+    from kernelscale.slkl.estimators import _ovo_bytes
 
     X, codes, labels, _ = _four_classes(200, 33)
     kw = dict(kernel=GaussianKernel(sigma=1.0), n_components=100, random_state=0)

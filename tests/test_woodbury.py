@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
-from kernelscale.woodbury import (woodbury_append, woodbury_direct, woodbury_direct_gram, woodbury_remove,
-                                  woodbury_rescale)
+from kernelscale.slkl.woodbury import (
+    woodbury_append, woodbury_direct, woodbury_direct_gram, woodbury_remove, woodbury_rescale,
+)
 from memcheck import peak_bytes
 
 
@@ -43,7 +44,7 @@ def test_direct_from_the_gram_matrix(m0):
 def test_scale_and_mirror_never_reads_the_scratch_triangle(m0):
     """The upper triangle U scaled on both sides and mirrored, bit for bit, with NaN and inf in the
     strict lower triangle (LAPACK's scratch) and no floating-point error raised."""
-    from kernelscale.woodbury import _scale_and_mirror
+    from kernelscale.slkl.woodbury import _scale_and_mirror
 
     rng = np.random.default_rng(m0)
     U = np.triu(rng.normal(size=(m0, m0)))

@@ -22,7 +22,7 @@ from .kernels import (
 )
 from .lssvm import LSSVMClassifier, LSSVMRegressor, solve_lssvm
 from .persistence import PersistenceWarning, describe, load, save
-from .slkl import SLKLClassifier, SLKLRegressor
+from .slkl.estimators import SLKLClassifier, SLKLRegressor
 from .regularized.estimators import RegularizedKernelClassifier, RegularizedKernelRegressor
 from .simplex import project_hypercube, project_simplex
 from .stagewise import StagewiseClassifier, StagewiseRegressor

@@ -63,7 +63,7 @@ def _demo_entries():
     from .preprocessing import CenterNormalize, FFTFeatures
     from .least_squares import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
     from .regularized.estimators import RegularizedKernelClassifier, RegularizedKernelRegressor
-    from .slkl import SLKLClassifier, SLKLRegressor
+    from .slkl.estimators import SLKLClassifier, SLKLRegressor
     from .stagewise import StagewiseClassifier, StagewiseRegressor
 
     return [

@@ -17,7 +17,7 @@ from .features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFe
 from .least_squares import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
 from .lssvm import LSSVMClassifier, LSSVMRegressor
 from .regularized.estimators import RegularizedKernelClassifier, RegularizedKernelRegressor
-from .slkl import SLKLClassifier, SLKLRegressor
+from .slkl.estimators import SLKLClassifier, SLKLRegressor
 from .stagewise import StagewiseClassifier, StagewiseRegressor
 
 __all__ = ["Entry", "ESTIMATORS", "by_name"]

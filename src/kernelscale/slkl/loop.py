@@ -1,4 +1,4 @@
-"""The coordinate visits of SLKL's Gram solver (:func:`kernelscale.slkl.slkl_gram`), compiled by numba.
+"""The coordinate visits of SLKL's Gram solver (:func:`kernelscale.slkl.estimators.slkl_gram`), compiled by numba.
 
 One call runs one epoch of visits: the same draws, steps and Woodbury updates (eqs. 24-27) as
 the Python loop of ``slkl_gram``, on the active block ``G[:m0, :m0]`` of an M x M buffer, with
@@ -182,14 +182,14 @@ def _epoch(Q, r, qdiag, mu, slot, act, m0, G, v, draws, lam, nu, newton, skip):
 
 
 #: the largest active set whose refresh runs compiled (:func:`_refresh`); a larger one takes
-#: LAPACK (:func:`kernelscale.woodbury.woodbury_direct_gram`), whose call overhead its O(m0^3)
+#: LAPACK (:func:`kernelscale.slkl.woodbury.woodbury_direct_gram`), whose call overhead its O(m0^3)
 #: arithmetic then outweighs
 REFRESH_COMPILED_MAX = 64
 
 
 def _refresh(Q, r, mu, act, m0, lam, G, v):
     """G[:m0, :m0] = S (I + S Q_AA S / lam)^-1 S and v[:m0] = G r_A from scratch (eq. 23, as
-    :func:`kernelscale.woodbury.woodbury_direct_gram`, S = diag(sqrt(mu_A))): the Cholesky
+    :func:`kernelscale.slkl.woodbury.woodbury_direct_gram`, S = diag(sqrt(mu_A))): the Cholesky
     factor L of the middle matrix solves for v (backward stable) and gives G = S L^-T L^-1 S,
     computed on its upper triangle and mirrored (exactly symmetric). Plain loops, m0^3 / 2
     multiply-adds, for the small active sets of a typical refresh, where the LAPACK calls'
