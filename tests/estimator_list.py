@@ -12,7 +12,7 @@ from kernelscale.doubly_stochastic import DoublyStochasticClassifier, DoublyStoc
 from kernelscale.exact import ExactKernelRidge
 from kernelscale.features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures
 from kernelscale.kernels import GaussianKernel, PolynomialKernel
-from kernelscale.lssvm import LSSVMClassifier, LSSVMRegressor
+from kernelscale.lssvm.estimators import LSSVMClassifier, LSSVMRegressor
 from kernelscale.preprocessing import CenterNormalize
 from kernelscale.regularized.estimators import RegularizedKernelClassifier, RegularizedKernelRegressor
 from kernelscale.slkl.estimators import SLKLClassifier, SLKLRegressor

@@ -1,4 +1,4 @@
-"""LS-SVM fits over dask row chunks (kernelscale._lssvm_dask, issue #15).
+"""LS-SVM fits over dask row chunks (kernelscale.lssvm.distributed, issue #15).
 
 Every randomized solver fitted on a dask X (row chunks of 70, 70, 70, 70, 20) draws numpy's
 blocks and gives numpy's model to 1e-8 relative in float64 (1e-4 in float32: float32 sums in
@@ -96,7 +96,7 @@ def test_on_a_local_cluster(client, data):
 def test_one_task_per_row_chunk_and_the_graph_of_an_iteration_does_not_grow(data, sync, monkeypatch):
     from dask.callbacks import Callback
 
-    from kernelscale import _lssvm_dask
+    from kernelscale.lssvm import distributed as _lssvm_dask
 
     X, y, _, _ = data
     runs, blocks, iterations = [], [], []

@@ -27,7 +27,7 @@ from kernelscale.exact import ExactKernelRidge
 from kernelscale.features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures
 from kernelscale.kernels import PolynomialKernel
 from kernelscale.least_squares import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
-from kernelscale.lssvm import LSSVMClassifier, LSSVMRegressor
+from kernelscale.lssvm.estimators import LSSVMClassifier, LSSVMRegressor
 from kernelscale.regularized.estimators import RegularizedKernelClassifier, RegularizedKernelRegressor
 from kernelscale.slkl.estimators import SLKLClassifier, SLKLRegressor
 from kernelscale.stagewise import StagewiseClassifier, StagewiseRegressor

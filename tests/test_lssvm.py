@@ -1,4 +1,4 @@
-"""Tests of kernelscale.lssvm: the randomized LS-SVM solvers of paper 4 against dense solves."""
+"""Tests of kernelscale.lssvm.estimators: the randomized LS-SVM solvers of paper 4 against dense solves."""
 
 import re
 import tracemalloc
@@ -9,22 +9,14 @@ import pytest
 from sklearn.base import clone
 from sklearn.utils import compute_sample_weight
 
-import kernelscale.lssvm as lssvm_mod
+import kernelscale.lssvm.estimators as lssvm_mod
 from kernelscale.base.monitor import IterationMonitor
 from kernelscale.data.datasets import make_sinc
 from kernelscale.exact import exact_lssvm
 from kernelscale.kernels import GaussianKernel, PolynomialKernel
-from kernelscale.lssvm import (
-    LSSVMClassifier,
-    LSSVMRegressor,
-    _blocks,
-    _iterate,
-    _nystrom,
-    _SmallSolver,
-    _System,
-    lssvm_fit_memory,
-    lssvm_theta,
-    solve_lssvm,
+from kernelscale.lssvm.estimators import (
+    LSSVMClassifier, LSSVMRegressor, _blocks, _iterate, _nystrom, _SmallSolver, _System, lssvm_fit_memory,
+    lssvm_theta, solve_lssvm,
 )
 
 SIGMA = 1.5

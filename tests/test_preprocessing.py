@@ -12,7 +12,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from kernelscale import load, save
 from kernelscale.kernels import PolynomialKernel
-from kernelscale.lssvm import LSSVMClassifier
+from kernelscale.lssvm.estimators import LSSVMClassifier
 from kernelscale.preprocessing import (
     CenterNormalize,
     FFTFeatures,

@@ -20,7 +20,7 @@ from .kernels import (
     make_kernel,
     median_heuristic,
 )
-from .lssvm import LSSVMClassifier, LSSVMRegressor, solve_lssvm
+from .lssvm.estimators import LSSVMClassifier, LSSVMRegressor, solve_lssvm
 from .persistence import PersistenceWarning, describe, load, save
 from .slkl.estimators import SLKLClassifier, SLKLRegressor
 from .regularized.estimators import RegularizedKernelClassifier, RegularizedKernelRegressor

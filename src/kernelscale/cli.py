@@ -59,7 +59,7 @@ def _demo_entries():
     from .exact import ExactKernelRidge
     from .features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures
     from .kernels import GaussianKernel
-    from .lssvm import LSSVMClassifier, LSSVMRegressor
+    from .lssvm.estimators import LSSVMClassifier, LSSVMRegressor
     from .preprocessing import CenterNormalize, FFTFeatures
     from .least_squares import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
     from .regularized.estimators import RegularizedKernelClassifier, RegularizedKernelRegressor

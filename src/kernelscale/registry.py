@@ -15,7 +15,7 @@ from .doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegre
 from .exact import ExactKernelRidge
 from .features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures
 from .least_squares import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
-from .lssvm import LSSVMClassifier, LSSVMRegressor
+from .lssvm.estimators import LSSVMClassifier, LSSVMRegressor
 from .regularized.estimators import RegularizedKernelClassifier, RegularizedKernelRegressor
 from .slkl.estimators import SLKLClassifier, SLKLRegressor
 from .stagewise import StagewiseClassifier, StagewiseRegressor

@@ -15,7 +15,7 @@ with a ``_partial_fit_prepared`` (the doubly stochastic ones):
   non-linear kernel): c and K c stay in X's row chunks, each iteration is one kernel product
   of one task per pair of row chunks; c and the support rows are gathered at the end (the model
   numpy holds);
-- LSSVMClassifier, LSSVMRegressor: the block solvers through :mod:`kernelscale._lssvm_dask` (the
+- LSSVMClassifier, LSSVMRegressor: the block solvers through :mod:`kernelscale.lssvm.distributed` (the
   J sampled rows of X shipped to every chunk; the J x J block Gram matrix and products summed
   over the chunks; W and the residual partitioned like X; the J x J solves here); their fitted
   model holds the training rows and dual coefficients, as numpy's does, gathered once at the end;

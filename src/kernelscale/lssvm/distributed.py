@@ -1,6 +1,6 @@
 """The LS-SVM system Theta of eq. 17 over the row chunks of dask arrays (issue #15).
 
-:func:`kernelscale.lssvm.solve_lssvm` runs its block solvers unchanged on the objects here when
+:func:`kernelscale.lssvm.estimators.solve_lssvm` runs its block solvers unchanged on the objects here when
 X is a dask array chunked by rows (:mod:`kernelscale.dask.fit`):
 
 - the (n + 1) x k vectors W, R, Z and the committee are :class:`Split`: the bias row (k numbers)
@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .lssvm import bias_border, lssvm_diagonal
-from .ops.kernel import kernel_matvec, kernel_rows
-from .ops.rows import DaskRows
+from .estimators import bias_border, lssvm_diagonal
+from ..ops.kernel import kernel_matvec, kernel_rows
+from ..ops.rows import DaskRows
 
 __all__ = ["DaskSystem", "Split", "prepare"]
 
@@ -128,8 +128,8 @@ def prepare(X, Y, sample_weight, dtype, max_memory):
     import dask
     import dask.array as da
 
-    from .dask.fit import persist_within
-    from .ops.memory import format_bytes, parse_memory
+    from ..dask.fit import persist_within
+    from ..ops.memory import format_bytes, parse_memory
 
     X, Y = X.astype(dtype), Y.astype(dtype)
     if sample_weight is not None:
@@ -206,7 +206,7 @@ def _colsum(A):
 
 class ChunkRows:
     """Theta[s, :] with its transpose held per row chunk (``Mt``, persisted); the J sampled rows
-    X_J and their diagonal entries D_J here. The methods are those of :class:`kernelscale.lssvm._Rows`."""
+    X_J and their diagonal entries D_J here. The methods are those of :class:`kernelscale.lssvm.estimators._Rows`."""
 
     nbytes = 0  # nothing n-sized is held here
 

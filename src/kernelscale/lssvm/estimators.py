@@ -68,7 +68,7 @@ precision gets a ridge (one RuntimeWarning per fit; the count is ``n_regularized
 
 ``n_averaged`` = S > 1 averages S independently seeded solutions (eq. 68).
 
-On a dask X chunked by rows (issue #15; :mod:`kernelscale._lssvm_dask`) the same solvers run
+On a dask X chunked by rows (issue #15; :mod:`kernelscale.lssvm.distributed`) the same solvers run
 over the chunks: the blocks drawn are numpy's, the J sampled rows of X (J x d) are shipped to
 every chunk task, each chunk keeps its part K(X_c, X_J) + D of the block and returns its part of
 the J x J Gram matrix G and of Theta[s, :] W; W and the residual R stay partitioned like X; the
@@ -103,27 +103,29 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from .base.device import DeviceMixin
-from .base.params import DEVICE_CONSTRAINT
-from .base.classifier import check_class_memory, encode_classes, one_hot
-from .base.monitor import IterationMonitor, check_callback
-from .base.validation import (
+from ..base.device import DeviceMixin
+from ..base.params import DEVICE_CONSTRAINT
+from ..base.classifier import check_class_memory, encode_classes, one_hot
+from ..base.monitor import IterationMonitor, check_callback
+from ..base.validation import (
     as_float_array, check_finite_result, check_positive, check_sample_weight, validate_data,
 )
-from .exact import _one_norm, exact_lssvm, kernel_predict, kernel_ridge_dual
-from .ops.backend import NUMPY
-from .ops.feature_blocks import float_dtype
-from .base.estimator import (
+from ..exact import _one_norm, exact_lssvm, kernel_predict, kernel_ridge_dual
+from ..ops.backend import NUMPY
+from ..ops.feature_blocks import float_dtype
+from ..base.estimator import (
     INPUT_ATTRIBUTES, FiniteR2Mixin, commit_fit, fit_weights, resolve_kernel, validate_fit_data,
     warm_start_iterations,
 )
-from .kernels import (KERNEL_NAMES, GaussianKernel, Kernel, LaplacianKernel, LinearKernel, MaternKernel,
-                      PolynomialKernel, make_kernel)
-from .ops.kernel import KernelOperator, kernel_rows
-from .ops.lapack_threads import one_lapack_thread
-from .ops.rows import is_dask
-from .simplex import project_simplex
-from .ops.memory import format_bytes, parse_memory, ufunc_workspace_bytes
+from ..kernels import (
+    KERNEL_NAMES, GaussianKernel, Kernel, LaplacianKernel, LinearKernel, MaternKernel, PolynomialKernel,
+    make_kernel,
+)
+from ..ops.kernel import KernelOperator, kernel_rows
+from ..ops.lapack_threads import one_lapack_thread
+from ..ops.rows import is_dask
+from ..simplex import project_simplex
+from ..ops.memory import format_bytes, parse_memory, ufunc_workspace_bytes
 
 __all__ = [
     "LSSVMClassifier",
@@ -516,7 +518,7 @@ def _coldots(a, b):
 
 
 # the solvers' other operations on (n + 1) x k vectors: numpy arrays, or the row-chunked
-# vectors of :mod:`kernelscale._lssvm_dask` (which implement them as methods)
+# vectors of :mod:`kernelscale.lssvm.distributed` (which implement them as methods)
 
 def _norm(a):
     return np.linalg.norm(a) if isinstance(a, np.ndarray) else a.norm()
@@ -783,7 +785,7 @@ def solve_lssvm(
     _check_memory(max(X.chunks[0]) if distributed else n, d, k, J, dtype, kernel, solver, n_averaged, budget)
 
     if distributed:  # the same solvers on W, R, Z split into the bias row and the row chunks
-        from ._lssvm_dask import DaskSystem
+        from .distributed import DaskSystem
 
         system = DaskSystem(kernel, X, C, sample_weight, budget)
         Z = system.vector(np.zeros(k), Y)
@@ -992,7 +994,7 @@ class _LSSVMBase(DeviceMixin, BaseEstimator):
         parse_memory(self.max_memory)
         rng = check_random_state(self.random_state)
         if is_dask(X):  # dask arrays with X's row chunks (kernelscale.dask.fit), weights checked there
-            from ._lssvm_dask import prepare
+            from .distributed import prepare
 
             X, Y, sample_weight = prepare(X, Y, sample_weight, dtype, self.max_memory)
             kernel = resolve_kernel(self.kernel, X, rng, sample_weight)  # numpy's draw of rows
@@ -1103,14 +1105,14 @@ _PARAMS_DOC = """
         1.1x of kernel ridge's error or better on the robustness suite's data sets
         (benchmarks/bench_robustness.py).
     solver : {"matching_pursuit", "kaczmarz", "kaczmarz_mp", "nystrom", "exact"}
-        See :mod:`kernelscale.lssvm`. "exact" builds the n x n kernel matrix.
+        See :mod:`kernelscale.lssvm.estimators`. "exact" builds the n x n kernel matrix.
     batch_size : int >= 1 or "auto", default="auto"
         J, the number of rows of Theta per block; a number is clipped with a warning to
         n_samples + 1. "auto": n_samples + 1 up to 4096 rows, and up to 24576 rows when the
         iterative solvers run on the host (``device=None``) and the n x n system fits
         ``max_memory``; else 2000. With J = n_samples + 1 one block is the whole system and one
         iteration solves it, by a Cholesky factorisation of K + D (n^3 / 3 flops, about 0.3 s in
-        all at n = 4000 on 2 cores; see :mod:`kernelscale.lssvm`), far less than the 10 to 60
+        all at n = 4000 on 2 cores; see :mod:`kernelscale.lssvm.estimators`), far less than the 10 to 60
         iterations of J = 2000 blocks (4 J^2 n flops each) that C = 10 needs to reach tol (at
         n = 16512, California housing at sigma = sqrt(10): 99 s for 100 iterations of blocks,
         20.3 s as one system, as long as exact kernel ridge, on 2 cores; the same RMSE).
