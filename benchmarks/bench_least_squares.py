@@ -117,13 +117,11 @@ from harness import Suite, compare, measure, run_capped  # noqa: E402
 from kernelscale.data.datasets import load_dataset  # noqa: E402
 from kernelscale.features import RandomFourierFeatures  # noqa: E402
 from kernelscale.kernels import GaussianKernel, median_heuristic  # noqa: E402
-from kernelscale.least_squares import (  # noqa: E402
-    CalibratedLeastSquaresClassifier,
-    GeneralizedLeastSquaresClassifier,
-    _calibrated_step,
+from kernelscale.least_squares.estimators import (
+    CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier, _calibrated_step,
 )
 from kernelscale.preprocessing import pca_fit, pca_transform  # noqa: E402
-from kernelscale.stagewise import StagewiseClassifier  # noqa: E402
+from kernelscale.least_squares.stagewise import StagewiseClassifier  # noqa: E402
 from peers import make_peer  # noqa: E402
 
 SUITE = "least-squares"

@@ -328,7 +328,9 @@ def estimator_factories():
     from sklearn.linear_model import Ridge
 
     from kernelscale.features import NystromFeatures, RandomFourierFeatures
-    from kernelscale.least_squares import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
+    from kernelscale.least_squares.estimators import (
+        CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier,
+    )
     from kernelscale.registry import ESTIMATORS
 
     out = {}

@@ -16,8 +16,10 @@ from kernelscale.lssvm.estimators import LSSVMClassifier, LSSVMRegressor
 from kernelscale.preprocessing import CenterNormalize
 from kernelscale.regularized.estimators import RegularizedKernelClassifier, RegularizedKernelRegressor
 from kernelscale.slkl.estimators import SLKLClassifier, SLKLRegressor
-from kernelscale.least_squares import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
-from kernelscale.stagewise import StagewiseClassifier, StagewiseRegressor
+from kernelscale.least_squares.estimators import (
+    CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier,
+)
+from kernelscale.least_squares.stagewise import StagewiseClassifier, StagewiseRegressor
 
 # the paper's float32 (computed in float32 whatever the input): scikit-learn compares these two
 # checks at rtol=1e-7

@@ -26,11 +26,13 @@ from kernelscale.doubly_stochastic import DoublyStochasticClassifier, DoublyStoc
 from kernelscale.exact import ExactKernelRidge
 from kernelscale.features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures
 from kernelscale.kernels import PolynomialKernel
-from kernelscale.least_squares import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
+from kernelscale.least_squares.estimators import (
+    CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier,
+)
 from kernelscale.lssvm.estimators import LSSVMClassifier, LSSVMRegressor
 from kernelscale.regularized.estimators import RegularizedKernelClassifier, RegularizedKernelRegressor
 from kernelscale.slkl.estimators import SLKLClassifier, SLKLRegressor
-from kernelscale.stagewise import StagewiseClassifier, StagewiseRegressor
+from kernelscale.least_squares.stagewise import StagewiseClassifier, StagewiseRegressor
 
 OWN = (ExactKernelRidge, LSSVMClassifier, LSSVMRegressor, SLKLClassifier, SLKLRegressor,
        RegularizedKernelClassifier, RegularizedKernelRegressor, DoublyStochasticClassifier,

@@ -1,4 +1,4 @@
-"""Tests of kernelscale.least_squares (paper 5, Algorithms 1 and 2) against independent references:
+"""Tests of kernelscale.least_squares.estimators (paper 5, Algorithms 1 and 2) against independent references:
 scikit-learn's Ridge / LogisticRegression, np.linalg.lstsq, and a naive re-implementation of
 Algorithm 2 written here with lstsq."""
 
@@ -16,13 +16,10 @@ from sklearn.metrics import log_loss
 from sklearn.utils.class_weight import compute_sample_weight
 from threadpoolctl import threadpool_limits
 
-import kernelscale.least_squares as ls
-from kernelscale.least_squares import (
-    CLS_GCV_SCALE,
-    CalibratedLeastSquaresClassifier,
-    GeneralizedLeastSquaresClassifier,
-    calibrated_least_squares,
-    generalized_least_squares,
+import kernelscale.least_squares.estimators as ls
+from kernelscale.least_squares.estimators import (
+    CLS_GCV_SCALE, CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier,
+    calibrated_least_squares, generalized_least_squares,
 )
 from kernelscale.persistence import load, save
 from kernelscale.simplex import project_hypercube, project_simplex
@@ -544,7 +541,7 @@ def test_calibrated_stops_at_max_iter_or_tol_without_a_warning():
 def test_calibration_ridge_fit_of_float32_predictions_matches_float64():
     # the basis y, y^2, y^3 of confident predictions is nearly collinear: a Gram matrix summed in
     # float32 was off by 8% in the calibration weights here
-    from kernelscale.least_squares import _expand, _ridge_fit
+    from kernelscale.least_squares.estimators import _expand, _ridge_fit
     from kernelscale.ops.features import FeatureOperator
 
     rng = np.random.default_rng(0)

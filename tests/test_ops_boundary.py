@@ -26,15 +26,15 @@ ALLOWED = {
     ("regularized/estimators.py", "_decision_values"): "linear path: scores X w of the fitted primal weights",
     # paper 5's least squares run on a design matrix the caller gives (features already made):
     # X W and X^T R are a linear model's products, not kernel or random-feature blocks
-    ("least_squares.py", "generalized_least_squares"): "linear model on the given design matrix",
-    ("least_squares.py", "calibrated_least_squares"): "linear model on the given design matrix",
-    ("least_squares.py", "_calibrated_step"): "linear model on the given design matrix",
-    ("least_squares.py", "_scores"): "linear model on the given design matrix",
+    ("least_squares/estimators.py", "generalized_least_squares"): "linear model on the given design matrix",
+    ("least_squares/estimators.py", "calibrated_least_squares"): "linear model on the given design matrix",
+    ("least_squares/estimators.py", "_calibrated_step"): "linear model on the given design matrix",
+    ("least_squares/estimators.py", "_scores"): "linear model on the given design matrix",
     # the same products, one row chunk at a time (kernelscale.ops.rows maps them over dask chunks)
-    ("least_squares.py", "_gls_scores"): "linear model on the given design matrix, per row chunk",
-    ("least_squares.py", "_gls_gradient"): "linear model on the given design matrix, per row chunk",
-    ("least_squares.py", "_residual_moments"): "linear model on the given design matrix, per row chunk",
-    ("least_squares.py", "_linear_update"): "linear model on the given design matrix, per row chunk",
+    ("least_squares/estimators.py", "_gls_scores"): "linear model on the given design matrix, per row chunk",
+    ("least_squares/estimators.py", "_gls_gradient"): "linear model on the given design matrix, per row chunk",
+    ("least_squares/estimators.py", "_residual_moments"): "linear model on the given design matrix, per row chunk",
+    ("least_squares/estimators.py", "_linear_update"): "linear model on the given design matrix, per row chunk",
     ("preprocessing.py", "pca_transform"): "the fitted PCA projection (d x p) of the inputs, before any feature block",
 }
 

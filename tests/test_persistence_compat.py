@@ -2,7 +2,7 @@
 
 ``tests/data/models-0.1.0`` was written by the code before the package layout moved into one
 package per method family (commit 466455e; ``tests/data/write_models.py``): its files record the
-classes under their old module paths (``kernelscale.stagewise.StagewiseClassifier``, ...).
+classes under their old module paths (``kernelscale.least_squares.stagewise.StagewiseClassifier``, ...).
 """
 
 from pathlib import Path

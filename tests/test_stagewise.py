@@ -1,4 +1,4 @@
-"""Tests of kernelscale.stagewise (paper 5, Algorithm 3): monotone training residual, blocks
+"""Tests of kernelscale.least_squares.stagewise (paper 5, Algorithm 3): monotone training residual, blocks
 regenerated from seeds (checked against kernelscale.features directly), stage fits against
 scikit-learn's Ridge / LinearRegression, the kernel= / feature_method= parameters against
 stagewise_regression and the former generator= results, pca_components="auto", conventions.
@@ -19,8 +19,9 @@ from kernelscale.kernels import GaussianKernel, LaplacianKernel, LinearKernel, P
 from kernelscale.ops.feature_blocks import FeatureBlockSpec, block_rng
 from kernelscale.ops.features import FeatureOperator
 from kernelscale.preprocessing import pca_fit, pca_transform
-from kernelscale.stagewise import (StagewiseClassifier, StagewiseRegressor, _auto_block_size, feature_spec,
-                                   stagewise_regression)
+from kernelscale.least_squares.stagewise import (
+    StagewiseClassifier, StagewiseRegressor, _auto_block_size, feature_spec, stagewise_regression,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -201,7 +202,7 @@ def test_auto_block_size_is_the_former_rule_from_12288_samples(n):
 @pytest.mark.parametrize("cls", [StagewiseRegressor, StagewiseClassifier])
 def test_defaults_resolved_at_30000_samples_are_the_papers(monkeypatch, cls):
     # the resolved defaults handed to Algorithm 3 at n = 30000 (captured there; no stage is fitted)
-    import kernelscale.stagewise as sw
+    import kernelscale.least_squares.stagewise as sw
 
     seen = {}
 

@@ -9,7 +9,7 @@ from .data.virtual_digits import VirtualDigits
 from .doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor
 from .exact import ExactKernelRidge, exact_lssvm, kernel_predict, kernel_ridge_dual, kernel_ridge_objective
 from .features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures, SeededFeatureMap
-from .least_squares import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
+from .least_squares.estimators import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
 from .kernels import (
     GaussianKernel,
     Kernel,
@@ -25,7 +25,7 @@ from .persistence import PersistenceWarning, describe, load, save
 from .slkl.estimators import SLKLClassifier, SLKLRegressor
 from .regularized.estimators import RegularizedKernelClassifier, RegularizedKernelRegressor
 from .simplex import project_hypercube, project_simplex
-from .stagewise import StagewiseClassifier, StagewiseRegressor
+from .least_squares.stagewise import StagewiseClassifier, StagewiseRegressor
 
 __version__ = "0.1.0"
 

@@ -61,10 +61,10 @@ def _demo_entries():
     from .kernels import GaussianKernel
     from .lssvm.estimators import LSSVMClassifier, LSSVMRegressor
     from .preprocessing import CenterNormalize, FFTFeatures
-    from .least_squares import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
+    from .least_squares.estimators import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
     from .regularized.estimators import RegularizedKernelClassifier, RegularizedKernelRegressor
     from .slkl.estimators import SLKLClassifier, SLKLRegressor
-    from .stagewise import StagewiseClassifier, StagewiseRegressor
+    from .least_squares.stagewise import StagewiseClassifier, StagewiseRegressor
 
     return [
         DemoEntry("ExactKernelRidge", "sinc", lambda: ExactKernelRidge(GaussianKernel(sigma=1.0), alpha=0.1)),

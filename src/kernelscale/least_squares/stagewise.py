@@ -36,7 +36,7 @@ Updates (``update``), each with an unpenalised intercept and a ridge ``alpha``:
 - ``"softmax"`` (classifier only; the multinomial logistic loss, named as the loss is everywhere
   in the library): ``inner_iter`` steps of Algorithm 1 with the softmax link on
   the block, the current scores as a fixed offset (accelerated steps, the default of
-  :func:`kernelscale.least_squares.generalized_least_squares`; monotone like the plain ones).
+  :func:`kernelscale.least_squares.estimators.generalized_least_squares`; monotone like the plain ones).
 
 "No change" is always feasible and the ridge shrinks towards it, so the training residual
 sum_i w_i |y_i - y_hat_i|^2 never increases with "linear" and "calibrated", and the training
@@ -57,25 +57,25 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from .base.classifier import check_class_memory, encode_classes, one_hot
-from .base.monitor import IterationMonitor
-from .base.validation import as_float_array, check_finite_result, validate_data
-from .base.estimator import (
+from ..base.classifier import check_class_memory, encode_classes, one_hot
+from ..base.monitor import IterationMonitor
+from ..base.validation import as_float_array, check_finite_result, validate_data
+from ..base.estimator import (
     INPUT_ATTRIBUTES, FiniteR2Mixin, commit_fit, fit_weights, resolve_kernel, validate_fit_data,
     warm_start_iterations,
 )
-from ._glm import factor_spd, softmax, softmax_loss
-from .base.device import DeviceMixin
-from .base.params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
-from .kernels import make_kernel
-from .least_squares import _squared_error, generalized_least_squares, gls_fixed_bytes
-from .ops.feature_blocks import METHODS, FeatureBlockSpec, kernel_family, seed_from
-from .ops.features import FeatureOperator
-from .ops.lapack_threads import one_lapack_thread
-from .ops.memory import parse_memory, plan_rows
-from .ops.rows import executor, is_dask, row_weights, total, weighted_sum
-from .preprocessing import pca_fit, pca_transform
-from .simplex import project_simplex
+from .._glm import factor_spd, softmax, softmax_loss
+from ..base.device import DeviceMixin
+from ..base.params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
+from ..kernels import make_kernel
+from .estimators import _squared_error, generalized_least_squares, gls_fixed_bytes
+from ..ops.feature_blocks import METHODS, FeatureBlockSpec, kernel_family, seed_from
+from ..ops.features import FeatureOperator
+from ..ops.lapack_threads import one_lapack_thread
+from ..ops.memory import parse_memory, plan_rows
+from ..ops.rows import executor, is_dask, row_weights, total, weighted_sum
+from ..preprocessing import pca_fit, pca_transform
+from ..simplex import project_simplex
 
 __all__ = [
     "StagewiseClassifier",
@@ -523,7 +523,7 @@ _DOC_COMMON = """
     ----------
     kernel : Kernel or str, default="gaussian"
         The kernel whose random features GEN draws (Gaussian, Laplacian, Matern, polynomial or
-        linear; see :mod:`kernelscale.stagewise`); ``sigma="median"`` is resolved on the
+        linear; see :mod:`kernelscale.least_squares.stagewise`); ``sigma="median"`` is resolved on the
         PCA-reduced data into ``kernel_``. GaussianKernel(sigma) is the former generator="rff",
         "linear" the former "sample"; for the former "polynomial" pass the PolynomialKernel.
     block_size : int >= 1 or "auto", default="auto"

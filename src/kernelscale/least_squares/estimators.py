@@ -73,18 +73,18 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from .base.classifier import check_class_memory, encode_classes, one_hot
-from .base.estimator import INPUT_ATTRIBUTES, commit_fit, fit_weights, validate_fit_data
-from ._glm import factor_spd, softmax, softmax_loss
-from .base.monitor import IterationMonitor
-from ._spectral import symmetric_eigh
-from .base.device import DeviceMixin
-from .base.params import DEVICE_CONSTRAINT, MEMORY_CONSTRAINT
-from .base.validation import as_float_array, check_finite_result, validate_data
-from .ops.lapack_threads import one_lapack_thread
-from .ops.memory import parse_memory, plan_rows
-from .ops.rows import HostRows, executor, is_dask, row_weights, total, weighted_sum
-from .simplex import project_simplex, simplex_rows
+from ..base.classifier import check_class_memory, encode_classes, one_hot
+from ..base.estimator import INPUT_ATTRIBUTES, commit_fit, fit_weights, validate_fit_data
+from .._glm import factor_spd, softmax, softmax_loss
+from ..base.monitor import IterationMonitor
+from .._spectral import symmetric_eigh
+from ..base.device import DeviceMixin
+from ..base.params import DEVICE_CONSTRAINT, MEMORY_CONSTRAINT
+from ..base.validation import as_float_array, check_finite_result, validate_data
+from ..ops.lapack_threads import one_lapack_thread
+from ..ops.memory import parse_memory, plan_rows
+from ..ops.rows import HostRows, executor, is_dask, row_weights, total, weighted_sum
+from ..simplex import project_simplex, simplex_rows
 
 __all__ = [
     "GeneralizedLeastSquaresClassifier",
@@ -840,7 +840,7 @@ class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
     minimises the multinomial logistic loss (the calibrated loss of eq. 13) plus
     (alpha/2)|W|^2, decreasing it at every iteration for any L >= 1/2; the identity link is
     ridge regression on one-hot targets, reached in ONE iteration. The intercept is fitted
-    unpenalised (see :mod:`kernelscale.least_squares`).
+    unpenalised (see :mod:`kernelscale.least_squares.estimators`).
 
     Parameters
     ----------
