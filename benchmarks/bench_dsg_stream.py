@@ -81,7 +81,7 @@ import numpy as np  # noqa: E402
 
 from harness import PeakMemory, RESULTS_DIR, Suite, current_rss  # noqa: E402
 from kernelscale import DoublyStochasticClassifier, VirtualDigits, load, load_dataset, save  # noqa: E402
-from kernelscale.doubly_stochastic import dsg_auto_sizes  # noqa: E402
+from kernelscale.doubly_stochastic.estimators import dsg_auto_sizes  # noqa: E402
 
 SUITE = "dsg-stream"
 SEED = 0

@@ -8,7 +8,7 @@ pass by design is listed, with the reason, in :func:`expected_failed_checks`.
 
 import numpy as np
 
-from kernelscale.doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor
+from kernelscale.doubly_stochastic.estimators import DoublyStochasticClassifier, DoublyStochasticRegressor
 from kernelscale.exact import ExactKernelRidge
 from kernelscale.features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures
 from kernelscale.kernels import GaussianKernel, PolynomialKernel

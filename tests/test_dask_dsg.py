@@ -93,7 +93,7 @@ def test_one_dask_compute_per_group_of_iterations_not_per_iteration(data, sync, 
     assert len(computes) == 2 + len(rows) == 6, len(computes)
     # numpy keeps running scores of its 300 rows here (4 n <= 64 x 20); a dask X stays distributed
     # and rescores each batch: numpy's rescoring model bit for bit, its running one up to rounding
-    import kernelscale.doubly_stochastic as module
+    import kernelscale.doubly_stochastic.estimators as module
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(module, "_use_running_scores", lambda *a: False)
@@ -102,7 +102,7 @@ def test_one_dask_compute_per_group_of_iterations_not_per_iteration(data, sync, 
 
 
 def test_epoch_windows_are_a_permutation_in_windows_of_whole_chunks():
-    from kernelscale.doubly_stochastic import _epoch_windows
+    from kernelscale.doubly_stochastic.estimators import _epoch_windows
 
     chunks = (70, 70, 70, 70, 20)
     offsets = np.cumsum((0,) + chunks)
@@ -122,7 +122,7 @@ def test_a_pass_larger_than_a_fetch_is_drawn_window_by_window(data, sync, no_gat
     """A pass over more rows than FETCH_MAX_BYTES: the rows are fetched window by window, each
     fetch computing the chunks of one window only, each chunk once per pass, every row once per
     pass; the fit still learns."""
-    import kernelscale.doubly_stochastic as module
+    import kernelscale.doubly_stochastic.estimators as module
 
     X, y, _, _ = data
     row_bytes = 8 * X.shape[1] + 8 * 1  # float64 rows and their +-1 target
@@ -162,7 +162,7 @@ def test_a_pass_larger_than_a_fetch_is_drawn_window_by_window(data, sync, no_gat
 def test_window_rows_copy_each_batch_out_of_its_windows():
     """Batches spanning two windows get the end of one and the start of the next; no batch is a
     view of a fetched window (which would keep it alive while the next one is fetched)."""
-    from kernelscale.doubly_stochastic import _window_rows
+    from kernelscale.doubly_stochastic.estimators import _window_rows
 
     X = np.arange(200.0).reshape(100, 2)
     rng = np.random.default_rng(0)
@@ -219,7 +219,7 @@ def test_regressor_partial_fit_with_the_median_bandwidth(data, sync, no_gather):
 
 from dask_support import client, cluster_client  # noqa: E402,F401 (fixtures)
 
-import kernelscale.doubly_stochastic as dsg_module  # noqa: E402
+import kernelscale.doubly_stochastic.estimators as dsg_module  # noqa: E402
 from kernelscale.ops.features import FeatureOperator  # noqa: E402
 
 #: blocks of 2048 columns: groups (one GEMM each) of 2 blocks, so iteration t scores ceil(t / 2)

@@ -22,7 +22,7 @@ from sklearn.utils.validation import check_is_fitted
 
 import kernelscale.exact
 import kernelscale.features
-from kernelscale.doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor
+from kernelscale.doubly_stochastic.estimators import DoublyStochasticClassifier, DoublyStochasticRegressor
 from kernelscale.exact import ExactKernelRidge
 from kernelscale.features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures
 from kernelscale.kernels import PolynomialKernel

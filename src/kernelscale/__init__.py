@@ -6,7 +6,7 @@ from .data.datasets import (
     verify_dataset,
 )
 from .data.virtual_digits import VirtualDigits
-from .doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor
+from .doubly_stochastic.estimators import DoublyStochasticClassifier, DoublyStochasticRegressor
 from .exact import ExactKernelRidge, exact_lssvm, kernel_predict, kernel_ridge_dual, kernel_ridge_objective
 from .features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures, SeededFeatureMap
 from .least_squares.estimators import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier

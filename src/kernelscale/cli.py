@@ -55,7 +55,7 @@ def _demo_entries():
     from sklearn.linear_model import Ridge, RidgeClassifier
     from sklearn.pipeline import make_pipeline
 
-    from .doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor
+    from .doubly_stochastic.estimators import DoublyStochasticClassifier, DoublyStochasticRegressor
     from .exact import ExactKernelRidge
     from .features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures
     from .kernels import GaussianKernel

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor
+from .doubly_stochastic.estimators import DoublyStochasticClassifier, DoublyStochasticRegressor
 from .exact import ExactKernelRidge
 from .features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures
 from .least_squares.estimators import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier

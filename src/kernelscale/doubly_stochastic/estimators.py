@@ -258,19 +258,19 @@ from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from .base.classifier import check_class_memory, one_hot, one_vs_rest_targets, require_two_classes
-from .base.monitor import IterationMonitor
-from .base.estimator import FiniteR2Mixin, commit_fit, resolve_kernel, target_means, warm_start_iterations
-from ._glm import softmax
-from .base.device import DeviceMixin
-from .base.params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
-from .base.validation import check_finite_result, check_sample_weight, validate_data
-from .kernels import make_kernel
-from .ops.feature_blocks import FeatureBlockSpec, kernel_family, seed_from
-from .ops.backend import NUMPY, current_backend, device_type
-from .ops.features import GROUP_COLUMNS, FeatureOperator
-from .ops.memory import format_bytes, parse_memory
-from .ops.rows import DaskRows, executor, is_dask, total
+from ..base.classifier import check_class_memory, one_hot, one_vs_rest_targets, require_two_classes
+from ..base.monitor import IterationMonitor
+from ..base.estimator import FiniteR2Mixin, commit_fit, resolve_kernel, target_means, warm_start_iterations
+from .._glm import softmax
+from ..base.device import DeviceMixin
+from ..base.params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
+from ..base.validation import check_finite_result, check_sample_weight, validate_data
+from ..kernels import make_kernel
+from ..ops.feature_blocks import FeatureBlockSpec, kernel_family, seed_from
+from ..ops.backend import NUMPY, current_backend, device_type
+from ..ops.features import GROUP_COLUMNS, FeatureOperator
+from ..ops.memory import format_bytes, parse_memory
+from ..ops.rows import DaskRows, executor, is_dask, total
 
 __all__ = [
     "DoublyStochasticRegressor",
@@ -577,7 +577,7 @@ def _scoring_client(X):
         return None
     import dask
 
-    from .dask.dispatch import current_client
+    from ..dask.dispatch import current_client
 
     if dask.config.get("scheduler", None) not in (None, "dask.distributed", "distributed"):
         return None
@@ -1661,7 +1661,7 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
 
     def _dask_partial_targets(self, y, sw, first, dtype, classes=None):
         """The labels y coded per chunk (in ``dtype``); the weights times the class weights per chunk."""
-        from .dask.fit import class_weight_chunk, sum_labels
+        from ..dask.fit import class_weight_chunk, sum_labels
 
         self._check_labels(sum_labels(y), first=first, partial=True, classes=classes)
         k, soft = self._coding()

@@ -1,0 +1,1 @@
+"""doubly_stochastic."""
