@@ -167,7 +167,7 @@ def test_conjugate_is_infinite_outside_the_dual_domain():
                                   (-500.0, 2.0), (3.0, 0.0)])
 def test_logistic_newton_solves_extreme_cases(x, t):
     s_vec = float(losses._logistic_margin(np.array([x]), np.array([t]))[0])
-    s_sc = losses._logistic_margin_scalar(x, t)
+    s_sc = losses.logistic_margin_scalar(x, t)
     for s in (s_vec, s_sc):
         sig = 1 / (1 + math.exp(s)) if s > -700 else 1.0
         assert x <= s <= x + t

@@ -55,6 +55,10 @@ __all__ = [
     "make_loss",
     "primal_objective",
     "dual_objective",
+    "sigmoid",
+    "logistic_margin_scalar",
+    "softmax",
+    "softmax_loss",
 ]
 
 NEWTON_MAX_ITER = 200
@@ -352,7 +356,7 @@ class EpsilonInsensitiveLoss(Loss):
         return np.where(c == 0, -excess, np.where(at_bound, excess - C, -np.inf))
 
 
-def _sigmoid(s):
+def sigmoid(s):
     """1 / (1 + e^{-s}) on a Python float, without overflow."""
     if s >= 0.0:
         return 1.0 / (1.0 + math.exp(-s))
@@ -400,19 +404,19 @@ def _logistic_margin(x, t):
     return s.reshape(shape)
 
 
-def _logistic_margin_scalar(x, t):
+def logistic_margin_scalar(x, t):
     """Scalar version of :func:`_logistic_margin` on Python floats."""
     if t <= 0.0:
         return x
     lo, hi = x, x + t
-    move = t * _sigmoid(-x)
+    move = t * sigmoid(-x)
     if move > 10.0:
         lt = math.log(t)
         s = min(max(lt - math.log(max(1.0, lt - x)), lo), hi)
     else:
         s = min(x + move, hi)
     for _ in range(NEWTON_MAX_ITER):
-        e = _sigmoid(-s)
+        e = sigmoid(-s)
         phi = s - x - t * e
         if phi == 0.0:
             return s
@@ -462,8 +466,8 @@ class LogisticLoss(Loss):
     def step(self, v, y, alpha, C):
         if C <= 0.0:
             return 0.0
-        s = _logistic_margin_scalar(y * v / alpha, C / alpha)
-        return y * C * _sigmoid(-s)
+        s = logistic_margin_scalar(y * v / alpha, C / alpha)
+        return y * C * sigmoid(-s)
 
     def conjugate(self, c, y, C):
         c = np.asarray(c, dtype=np.float64)
@@ -516,3 +520,24 @@ def dual_objective(loss, y, z, c, C):
     is the duality gap. Coordinate descent (Algorithm 1) is exact coordinate minimisation of D."""
     c64 = np.asarray(c, dtype=np.float64)
     return float(np.sum(loss.conjugate(c64, y, C)) + 0.5 * np.sum(c64 * np.asarray(z, dtype=np.float64)))
+
+
+def softmax(S):
+    """Row-wise softmax of the scores S (n, k), computed stably in S's dtype."""
+    P = S - S.max(axis=1, keepdims=True)
+    np.exp(P, out=P)
+    P /= P.sum(axis=1, keepdims=True)
+    return P
+
+
+def softmax_loss(S, Y, w):
+    """Softmax probabilities P and the weighted calibrated loss sum_i w_i (lse(s_i) - y_i . s_i)
+    (eq. 13 of the least-squares paper, the multinomial logistic loss), computed stably."""
+    m = S.max(axis=1)
+    P = S - m[:, None]
+    np.exp(P, out=P)
+    z = P.sum(axis=1)
+    P /= z[:, None]
+    lse = m.astype(np.float64) + np.log(z.astype(np.float64))
+    loss = w @ (lse - np.einsum("ij,ij->i", Y, S).astype(np.float64))
+    return P, float(loss)

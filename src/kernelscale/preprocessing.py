@@ -31,7 +31,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from .base.estimator import INPUT_ATTRIBUTES, commit_fit, validate_fit_data
-from ._spectral import symmetric_eigh
+from .linalg import symmetric_eigh
 from .base.validation import as_float_array, check_same_features, validate_data
 from .ops.memory import parse_memory, plan_rows
 

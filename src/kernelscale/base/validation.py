@@ -244,3 +244,16 @@ def _check_sparse_data(data, name):
                         f"convert it first, e.g. {name}.astype(np.float64).")
     if data.dtype.kind == "f" and not np.all(np.isfinite(data)):
         raise _non_finite(name)
+
+
+def normalized_weights(sample_weight, n):
+    """float64 weights summing to 1 (uniform 1/n when None)."""
+    if sample_weight is None:
+        return np.full(n, 1.0 / n)
+    w = as_float_array(sample_weight, "sample_weight", ensure_2d=False).astype(np.float64, copy=False)
+    if w.shape != (n,) or np.any(w < 0):
+        raise ValueError(f"sample_weight must be a non-negative array of shape ({n},), got shape {w.shape}.")
+    total = w.sum()
+    if not total > 0:
+        raise ValueError("sample_weight sums to zero; give at least one sample a positive weight.")
+    return w / total

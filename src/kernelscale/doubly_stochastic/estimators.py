@@ -261,7 +261,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 from ..base.classifier import check_class_memory, one_hot, one_vs_rest_targets, require_two_classes
 from ..base.monitor import IterationMonitor
 from ..base.estimator import FiniteR2Mixin, commit_fit, resolve_kernel, target_means, warm_start_iterations
-from .._glm import softmax
+from ..losses import softmax
 from ..base.device import DeviceMixin
 from ..base.params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
 from ..base.validation import check_finite_result, check_sample_weight, validate_data

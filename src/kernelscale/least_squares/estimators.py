@@ -75,9 +75,10 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ..base.classifier import check_class_memory, encode_classes, one_hot
 from ..base.estimator import INPUT_ATTRIBUTES, commit_fit, fit_weights, validate_fit_data
-from .._glm import factor_spd, softmax, softmax_loss
+from ..linalg import factor_spd
+from ..losses import softmax, softmax_loss
 from ..base.monitor import IterationMonitor
-from .._spectral import symmetric_eigh
+from ..linalg import symmetric_eigh
 from ..base.device import DeviceMixin
 from ..base.params import DEVICE_CONSTRAINT, MEMORY_CONSTRAINT
 from ..base.validation import as_float_array, check_finite_result, validate_data

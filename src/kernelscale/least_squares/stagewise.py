@@ -64,7 +64,8 @@ from ..base.estimator import (
     INPUT_ATTRIBUTES, FiniteR2Mixin, commit_fit, fit_weights, resolve_kernel, validate_fit_data,
     warm_start_iterations,
 )
-from .._glm import factor_spd, softmax, softmax_loss
+from ..linalg import factor_spd
+from ..losses import softmax, softmax_loss
 from ..base.device import DeviceMixin
 from ..base.params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
 from ..kernels import make_kernel

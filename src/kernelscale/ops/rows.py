@@ -71,10 +71,10 @@ def weighted_sum(A, w):
 
 
 def row_weights(rows, X, sample_weight, n):
-    """Weights summing to 1 (:func:`kernelscale._glm.normalized_weights` on host arrays); over the
+    """Weights summing to 1 (:func:`kernelscale.base.validation.normalized_weights` on host arrays); over the
     row chunks of X for dask input, whose sample weights were checked chunk by chunk."""
     if not rows.distributed:
-        from .._glm import normalized_weights
+        from ..base.validation import normalized_weights
 
         return normalized_weights(sample_weight, n)
     if sample_weight is None:

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from ..losses import _logistic_margin_scalar, _sigmoid
+from ..losses import logistic_margin_scalar, sigmoid
 
 #: numba is installed; it is imported, and the loops compiled, only by :func:`compile_loops`
 #: (``import kernelscale`` does not pay for it)
@@ -22,8 +22,8 @@ NUMBA_AVAILABLE = importlib.util.find_spec("numba") is not None
 _compiled = False
 
 # the scalar logistic resolvent of kernelscale.losses, compiled below (one implementation)
-_nb_sigmoid = _sigmoid
-_nb_logistic_margin = _logistic_margin_scalar
+_nb_sigmoid = sigmoid
+_nb_logistic_margin = logistic_margin_scalar
 
 
 def _nb_step(code, v, y, alpha, C, eps):
@@ -500,9 +500,9 @@ def compile_loops():
     _jit = numba.njit(cache=True, nogil=True, fastmath=False)
     _fast = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
     _inline = numba.njit(cache=True, nogil=True, inline="always")
-    numba.extending.register_jitable(_sigmoid)  # called by _logistic_margin_scalar
-    _nb_sigmoid = _jit(_sigmoid)
-    _nb_logistic_margin = _jit(_logistic_margin_scalar)
+    numba.extending.register_jitable(sigmoid)  # called by logistic_margin_scalar
+    _nb_sigmoid = _jit(sigmoid)
+    _nb_logistic_margin = _jit(logistic_margin_scalar)
     _nb_step = _jit(_nb_step)
     _nb_update = _inline(_nb_update)
     _nb_note = _inline(_nb_note)

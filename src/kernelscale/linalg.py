@@ -1,4 +1,6 @@
-"""Eigendecomposition of symmetric matrices whose entries may span the whole float64 range."""
+"""Small dense linear algebra shared by the method families: the eigendecomposition of symmetric
+matrices whose entries may span the whole float64 range, and a Cholesky factor with a
+conditioning check. Both take the small (d x d, J x J) matrices the solvers keep, never n-sized ones."""
 
 from __future__ import annotations
 
@@ -40,3 +42,21 @@ def symmetric_eigh(M, spare_bytes=0):
 _TOO_LARGE = ("The symmetric matrix built from X (a covariance or a kernel matrix) could not be decomposed: {why}. "
               "X holds values too large or too small, or columns of wildly different scales; rescale X "
               "(e.g. sklearn.preprocessing.StandardScaler).")
+
+
+def factor_spd(M, what, fix):
+    """Cholesky factor of the symmetric matrix M (float64); a ValueError naming ``fix`` when it
+    is singular to working precision."""
+    eps = np.finfo(np.float64).eps
+    anorm = float(np.abs(M).sum(axis=0).max()) if M.size else 0.0
+    try:
+        with one_lapack_thread(M.shape[0]):
+            factor = linalg.cho_factor(M, lower=True, check_finite=False)
+            (pocon,) = linalg.get_lapack_funcs(("pocon",), (factor[0],))
+            rcond, info = pocon(factor[0], anorm, uplo="L")
+        ok = info == 0 and rcond >= eps
+    except (np.linalg.LinAlgError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{what} is singular to working precision; {fix}.")
+    return factor
