@@ -176,7 +176,7 @@ def test_file_is_plain_npz_with_json_and_written_at_the_given_path(tmp_path):
         ref = meta["fitted"]["w_"]["__ndarray__"]
         np.testing.assert_array_equal(f[ref["key"]], k.w_)
     assert meta["format"] == FORMAT and meta["format_version"] == FORMAT_VERSION
-    assert meta["class"] == "kernelscale.kernels.GaussianKernel"
+    assert meta["class"] == "kernelscale.GaussianKernel"
     assert meta["params"] == {"sigma": 1.0}
     assert describe(path) == meta
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import kernelscale
+import kernelscale.base.moved
 from kernelscale.registry import ESTIMATORS
 
 FOLDER = Path(__file__).parent / "data" / "models-0.1.0"
@@ -30,3 +31,26 @@ def test_a_model_saved_before_the_layout_moved_loads_and_predicts_identically(en
         out = model.predict(X_new)
     # the same arithmetic on the same arrays: only BLAS summation order may differ
     np.testing.assert_allclose(out, expected[entry.name], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("old, new", sorted(kernelscale.base.moved.MOVED.items()))
+def test_an_old_import_path_gives_the_moved_module_with_a_deprecation_warning(old, new):
+    import importlib
+    import sys
+
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=new):
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(new)
+
+
+@pytest.mark.parametrize("entry", ESTIMATORS, ids=lambda e: e.name)
+def test_a_model_file_records_the_public_path_of_its_class(entry, tmp_path):
+    import json
+
+    from kernelscale.persistence import META_KEY
+
+    kernelscale.save(entry.cls(), tmp_path / "m.ksm")
+    with np.load(tmp_path / "m.ksm", allow_pickle=False) as f:
+        meta = json.loads(bytes(f[META_KEY]).decode("utf-8"))
+    assert meta["class"] == f"kernelscale.{entry.name}"

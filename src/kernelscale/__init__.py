@@ -1,33 +1,31 @@
 """kernelscale: scalable kernel machines that never build the n x n kernel matrix."""
 
-from . import ops, preprocessing
-from .data.datasets import (
-    DATASETS, DatasetNotFoundError, coulomb_features, load_dataset, load_file, make_sinc, split_dataset,
-    verify_dataset,
+from .base import moved as _moved
+
+_moved.install()  # the import paths of 0.1.0's flat layout (kernelscale.stagewise, ...) keep working
+
+from . import ops, preprocessing  # noqa: E402
+from .data import (  # noqa: E402
+    DATASETS, DatasetNotFoundError, VirtualDigits, coulomb_features, load_dataset, load_file, make_sinc,
+    split_dataset, verify_dataset,
 )
-from .data.virtual_digits import VirtualDigits
-from .doubly_stochastic.estimators import DoublyStochasticClassifier, DoublyStochasticRegressor
-from .exact import ExactKernelRidge, exact_lssvm, kernel_predict, kernel_ridge_dual, kernel_ridge_objective
-from .features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures, SeededFeatureMap
-from .least_squares.estimators import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
-from .kernels import (
-    GaussianKernel,
-    Kernel,
-    LaplacianKernel,
-    LinearKernel,
-    MaternKernel,
-    PolynomialKernel,
-    make_kernel,
+from .doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor  # noqa: E402
+from .exact import ExactKernelRidge, exact_lssvm, kernel_predict, kernel_ridge_dual, kernel_ridge_objective  # noqa: E402
+from .features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures, SeededFeatureMap  # noqa: E402
+from .kernels import (  # noqa: E402
+    GaussianKernel, Kernel, LaplacianKernel, LinearKernel, MaternKernel, PolynomialKernel, make_kernel,
     median_heuristic,
 )
-from .lssvm.estimators import LSSVMClassifier, LSSVMRegressor, solve_lssvm
-from .persistence import PersistenceWarning, describe, load, save
-from .slkl.estimators import SLKLClassifier, SLKLRegressor
-from .regularized.estimators import RegularizedKernelClassifier, RegularizedKernelRegressor
-from .simplex import project_hypercube, project_simplex
-from .least_squares.stagewise import StagewiseClassifier, StagewiseRegressor
+from .least_squares import (  # noqa: E402
+    CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier, StagewiseClassifier, StagewiseRegressor,
+)
+from .lssvm import LSSVMClassifier, LSSVMRegressor, solve_lssvm  # noqa: E402
+from .persistence import PersistenceWarning, describe, load, save  # noqa: E402
+from .regularized import RegularizedKernelClassifier, RegularizedKernelRegressor  # noqa: E402
+from .simplex import project_hypercube, project_simplex  # noqa: E402
+from .slkl import SLKLClassifier, SLKLRegressor  # noqa: E402
+from .base.version import __version__  # noqa: E402
 
-__version__ = "0.1.0"
 
 __all__ = [
     "ops",

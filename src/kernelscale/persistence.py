@@ -12,9 +12,12 @@ it) holding:
 The JSON document is::
 
     {"format": "kernelscale-model", "format_version": 1, "kernelscale_version": "0.1.0",
-     "class": "kernelscale.module.ClassName", "params": {...}, "fitted": {...}}
+     "class": "kernelscale.ClassName", "params": {...}, "fitted": {...}}
 
-``params`` are the constructor parameters (``get_params(deep=False)``), ``fitted`` the fitted
+``class`` is the shortest public path of the class (``kernelscale.SLKLRegressor``, not the module
+defining it), so files outlive moves inside the package; files of 0.1.0 recorded the defining
+module (``kernelscale.stagewise.StagewiseClassifier``) and load through
+:data:`kernelscale.base.moved.MOVED`. ``params`` are the constructor parameters (``get_params(deep=False)``), ``fitted`` the fitted
 attributes (every attribute of the instance ending in "_" and not starting with "_"). Values are
 JSON values (null, true/false, integers, finite floats, strings, lists, objects with string keys)
 or objects with exactly one key naming a tag:
@@ -71,6 +74,7 @@ import reprlib
 import secrets
 import signal
 import stat
+import sys
 import threading
 import warnings
 import zipfile
@@ -78,6 +82,9 @@ from pathlib import Path
 
 import numpy as np
 from sklearn.base import BaseEstimator
+
+from .base.moved import current_path
+from .base.version import __version__
 
 __all__ = [
     "save", "load", "describe", "load_memory_bound", "FORMAT", "FORMAT_VERSION",
@@ -113,8 +120,6 @@ class PersistenceWarning(UserWarning):
 
 
 def _version():
-    from . import __version__
-
     return __version__
 
 
@@ -203,7 +208,7 @@ class _Encoder:
 
     def obj(self, est, where):
         cls = type(est)
-        path = f"{cls.__module__}.{cls.__qualname__}"
+        path = public_path(cls)
         try:
             found = _resolve_class(path)
         except ValueError:
@@ -587,6 +592,17 @@ def load(path):
         return _Decoder(archive).obj(meta, "model")
 
 
+def public_path(cls):
+    """The shortest dotted path under which ``cls`` can be imported: ``kernelscale.SLKLRegressor``
+    rather than the module that defines it, so that model files outlive moves inside the package."""
+    parts = cls.__module__.split(".")
+    for i in range(1, len(parts) + 1):
+        module = sys.modules.get(".".join(parts[:i]))
+        if module is not None and getattr(module, cls.__qualname__, None) is cls:
+            return f"{module.__name__}.{cls.__qualname__}"
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 def _resolve_class(class_path):
     """The kernelscale BaseEstimator subclass (or dataclass) named ``class_path``, or ValueError."""
 
@@ -605,14 +621,14 @@ def _resolve_class(class_path):
     ):
         raise refuse("it is not in the kernelscale package")
     try:
-        module = importlib.import_module(module_name)
+        module = importlib.import_module(current_path(module_name))  # files of 0.1.0: old paths
     except ImportError:
         raise refuse(f"there is no module {_short(module_name)}") from None
     cls = getattr(module, name, None)
     if not (
         isinstance(cls, type)
         and (issubclass(cls, BaseEstimator) or dataclasses.is_dataclass(cls))
-        and cls.__module__ == module_name
+        and (cls.__module__ == "kernelscale" or cls.__module__.startswith("kernelscale."))
         and cls.__qualname__ == name
     ):
         raise refuse("it is not an estimator or kernel class defined in kernelscale")

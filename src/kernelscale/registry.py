@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .doubly_stochastic.estimators import DoublyStochasticClassifier, DoublyStochasticRegressor
+from .doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor
 from .exact import ExactKernelRidge
 from .features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures
-from .least_squares.estimators import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
-from .lssvm.estimators import LSSVMClassifier, LSSVMRegressor
-from .regularized.estimators import RegularizedKernelClassifier, RegularizedKernelRegressor
-from .slkl.estimators import SLKLClassifier, SLKLRegressor
-from .least_squares.stagewise import StagewiseClassifier, StagewiseRegressor
+from .least_squares import (
+    CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier, StagewiseClassifier, StagewiseRegressor,
+)
+from .lssvm import LSSVMClassifier, LSSVMRegressor
+from .regularized import RegularizedKernelClassifier, RegularizedKernelRegressor
+from .slkl import SLKLClassifier, SLKLRegressor
 
 __all__ = ["Entry", "ESTIMATORS", "by_name"]
 

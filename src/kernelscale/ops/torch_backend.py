@@ -256,11 +256,7 @@ class TorchBackend:
             Z, center = prepared.data, None
         else:  # the prepared set's centred copy of Z (a view of its augmented operand)
             Z, center = prepared.aux[:, :d], prepared.center
-        # per row of A: its device copy, centred copy, result, row sum; the partial sums of the
-        # column splits: at most PROGRAMS_PER_SM tiles of 256 rows per SM beyond one per row
-        sms = torch.cuda.get_device_properties(self.device).multi_processor_count if self.device.type == "cuda" else 1
-        fixed = 4 * (k + 1) * (fused.PROGRAMS_PER_SM * sms * 256 + m) + V.nbytes
-        per_row = 4 * (2 * d + 2 * (k + 1) + 2)
+        fixed, per_row = self.fused_product_bytes(d, m, k)
         step = (budget - fixed) // per_row
         if step < 1:
             return None
@@ -274,6 +270,18 @@ class TorchBackend:
                 return None
             out[start:stop] = self.to_numpy(part)
         return out
+
+    def fused_product_bytes(self, n_features, n_points, k):
+        """(fixed, per row of A): the bytes :meth:`fused_product` holds for Z's aligned centred
+        copy, V and the column splits' partial sums (at most PROGRAMS_PER_SM tiles of 256 rows
+        per SM beyond one per row), and per row of A (its device copy, its aligned centred
+        copy, the result and the row sums)."""
+        from . import fused
+
+        dp = -(-n_features // fused.ALIGN) * fused.ALIGN
+        sms = torch.cuda.get_device_properties(self.device).multi_processor_count if self.device.type == "cuda" else 1
+        fixed = 4 * (n_points * (dp + k) + (k + 1) * (fused.PROGRAMS_PER_SM * sms * 256 + n_points))
+        return fixed, 4 * (n_features + dp + 2 * (k + 1) + 2)
 
     def to_numpy(self, a):
         if isinstance(a, torch.Tensor):
