@@ -26,7 +26,7 @@ from .base.params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
 from .base.validation import (
     FLOAT_DTYPES, as_float_array, check_finite_result, check_positive, check_same_features, validate_data,
 )
-from .ops.kernel import iter_kernel_blocks, kernel_matrix
+from .ops.kernel import KernelOperator, kernel_matrix
 from .kernels import PolynomialKernel, make_kernel
 from .ops.feature_blocks import FeatureBlockSpec, seed_from
 from .ops.feature_blocks import float_dtype as _float_dtype
@@ -414,17 +414,9 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, DeviceM
         """Return the (n_samples, n_components_) Nystrom features of X, in X's dtype."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=FLOAT_DTYPES, reset=False)
-        dtype = X.dtype
-        normalization = self.normalization_.astype(dtype, copy=False)
-        copied = normalization.nbytes if normalization is not self.normalization_ else 0
-        out = None
-        blocks = iter_kernel_blocks(
-            self.kernel_, X, self.components_, self.max_memory, dtype=dtype, fixed_bytes=copied
-        )
-        for start, stop, block in blocks:
-            if out is None:  # after the budget check of the first block
-                out = np.empty((X.shape[0], self.n_components_), dtype=dtype)
-            np.matmul(block, normalization, out=out[start:stop])
+        # K(X, components) @ normalization_, in X's dtype, block by block within max_memory
+        centres = KernelOperator(self.kernel_, self.components_, self.max_memory, dtype=X.dtype)
+        out = centres.predict(X, self.normalization_.astype(X.dtype, copy=False))
         return check_finite_result(out, "features")
 
     @property
