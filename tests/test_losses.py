@@ -95,15 +95,15 @@ def test_scalar_step_equals_vectorised_resolvent(name):
     assert np.all(vec[::7] == 0)  # zero weight: the point's coefficient is 0
 
 
-def test_closed_forms_of_algorithms_md_and_table_1():
-    """The general forms of ALGORITHMS.md, and Table 1 of the paper where alpha = 1."""
+def test_closed_forms_of_the_algorithm_notes_and_table_1():
+    """The general forms of docs/algorithms.md section 3.1, and Table 1 of the paper where alpha = 1."""
     rng = np.random.default_rng(4)
     v, alpha, lam = rng.normal(0, 3, 200), 10 ** rng.uniform(-2, 1, 200), 10 ** rng.uniform(-2, 1, 200)
     yc, yr = rng.choice([-1.0, 1.0], 200), rng.normal(0, 2, 200)
     np.testing.assert_allclose(SquaredLoss().neg_resolvent(v, yr, alpha, lam), (alpha * yr - v) / (1 + alpha * lam))
     np.testing.assert_allclose(HingeLoss().neg_resolvent(v, yc, alpha, lam),
                                yc * np.minimum(1 / lam, np.maximum(0, alpha - yc * v)))
-    # ALGORITHMS.md's squared hinge has a 1/2 in front: ours (no 1/2) with lam doubled
+    # the squared hinge with a 1/2 in front (docs/algorithms.md section 3.4): ours (no 1/2) with lam doubled
     np.testing.assert_allclose(SquaredHingeLoss().neg_resolvent(v, yc, alpha, 2 * lam),
                                yc * np.maximum(0, alpha - yc * v) / (1 + alpha * lam))
     # Table 1 at alpha = 1: RLA and SVR

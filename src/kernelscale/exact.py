@@ -8,7 +8,7 @@ float64, 4 n^2 for float32): the matrix is regularised and factorised in place.
 
 - :func:`kernel_ridge_dual` / :class:`ExactKernelRidge`: min_f sum_i w_i |y_i - f(x_i)|^2 +
   alpha |f|_H^2, i.e. dual coefficients (K + alpha W^{-1})^{-1} Y, as scikit-learn's KernelRidge.
-- :func:`exact_lssvm`: the multi-class LS-SVM with bias, ALGORITHMS.md section 4, eqs. 16-19.
+- :func:`exact_lssvm`: the multi-class LS-SVM with bias, docs/algorithms.md section 4.1, eqs. 16-19.
 - :func:`kernel_ridge_objective`: the ridge objective of given dual coefficients, for tests of
   the iterative solvers.
 - :func:`kernel_predict`: K(X_test, X_fit) A + b, blocked under ``max_memory``.
@@ -27,7 +27,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from .base.device import DeviceMixin
+from .base.boundary import BoundaryMixin
 from .base.params import DEVICE_CONSTRAINT
 from .base.estimator import FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit, resolve_kernel, validate_fit_data
 from .base.validation import (
@@ -208,7 +208,7 @@ def kernel_ridge_dual(kernel, X, Y, alpha, sample_weight=None, max_memory=None):
 
 
 def exact_lssvm(kernel, X, Y, C, max_memory=None):
-    """Exact LS-SVM with bias (ALGORITHMS.md section 4, eqs. 16-19), for k outputs at once.
+    """Exact LS-SVM with bias (docs/algorithms.md section 4.1, eqs. 16-19), for k outputs at once.
 
     Solves the saddle system [[0, 1^T], [1, K + I/C]] [b; A] = [0; Y] (C is the paper's gamma)
     without factorising it: with H = K + I/C (SPD), one Cholesky gives H eta = 1 and H nu = Y,
@@ -271,7 +271,7 @@ def kernel_ridge_objective(kernel, X, Y, dual_coef, alpha, sample_weight=None, m
 
     sum_i w_i |y_i - (K c)_i|^2 + alpha tr(c^T K c).
 
-    ALGORITHMS.md section 3 with the squared loss (y - z)^2 / 2 and lam = alpha minimises this
+    docs/algorithms.md section 3.1 with the squared loss (y - z)^2 / 2 and lam = alpha minimises this
     objective divided by 2 alpha, so both have the same minimiser.
     """
     check_positive(alpha, "alpha")
@@ -291,7 +291,7 @@ def kernel_ridge_objective(kernel, X, Y, dual_coef, alpha, sample_weight=None, m
 # estimator
 
 
-class ExactKernelRidge(MultiOutputMixin, FiniteR2Mixin, RegressorMixin, DeviceMixin, BaseEstimator):
+class ExactKernelRidge(MultiOutputMixin, FiniteR2Mixin, RegressorMixin, BoundaryMixin, BaseEstimator):
     """Kernel ridge regression solved exactly by Cholesky (the ground truth for tests).
 
     Minimises sum_i w_i |y_i - f(x_i)|^2 + alpha |f|_H^2; the same model as scikit-learn's

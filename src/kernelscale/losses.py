@@ -1,4 +1,4 @@
-"""Loss functions with value, subgradient, prox and the resolvent -J_alpha (ALGORITHMS.md section 3).
+"""Loss functions with value, subgradient, prox and the resolvent -J_alpha (docs/algorithms.md section 3.1).
 
 Problem (2) of the fixed-point / coordinate-descent paper is
 
@@ -7,7 +7,7 @@ Problem (2) of the fixed-point / coordinate-descent paper is
 with sample weights ``w_i``. The solvers only need, per loss, the resolvent of the inverse
 subdifferential J_alpha = (I + alpha (df)^{-1})^{-1}, which by Moreau's identity is
 
-    -J_alpha(v) = alpha prox_{f/alpha}(v / alpha) - v.                            (ALGORITHMS.md)
+    -J_alpha(v) = alpha prox_{f/alpha}(v / alpha) - v.                            (docs/algorithms.md section 3.1)
 
 Every closed form below was derived from that identity and is tested against it with a numeric
 prox. With x = v / alpha and t = C / alpha (so t L is the scaled loss), u = prox_{tL}(x) gives
@@ -24,8 +24,8 @@ Conventions (chosen so that ``C`` means what it means in scikit-learn / LIBLINEA
   s - y x = t sigmoid(-s) on [y x, y x + t] (safeguarded Newton, no closed form).
 
 Classification losses take y in {-1, +1}. The squared hinge has no 1/2 in front (as in the
-paper's Table 1 and in LIBLINEAR, whose ``C`` it then shares); ALGORITHMS.md restates it with a
-1/2, which is the same loss with C halved. With C = 1/lam and alpha = 1 the forms reduce to the
+paper's Table 1 and in LIBLINEAR, whose ``C`` it then shares); the squared hinge with a 1/2 is
+the same loss with C halved (docs/algorithms.md section 3.4 gives both forms). With C = 1/lam and alpha = 1 the forms reduce to the
 corrected Table 1.
 
 The solvers also use the Fenchel conjugate term f_i^*(-c_i) = C_i L^*(y_i, -c_i / C_i) (the dual
@@ -227,7 +227,7 @@ class HingeLoss(Loss):
 class SquaredHingeLoss(Loss):
     """L(y, z) = (1 - y z)_+^2 (LinearSVC(loss="squared_hinge") for the linear kernel).
 
-    No 1/2 in front, as in LIBLINEAR; ALGORITHMS.md's (1 - y z)_+^2 / 2 is this loss with C / 2.
+    No 1/2 in front, as in LIBLINEAR; (1 - y z)_+^2 / 2 is this loss with C / 2.
     """
 
     name = "squared_hinge"

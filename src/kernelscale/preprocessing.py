@@ -1,6 +1,6 @@
 """Data transforms: the image transforms of paper 4 and the weighted PCA of paper 5.
 
-Image transforms of paper 4 (randomized LS-SVM, ALGORITHMS.md section 4) as transformers.
+Image transforms of paper 4 (randomized LS-SVM, docs/algorithms.md section 4.2) as transformers.
 
 Inputs are flattened images, one per row, stored row-major (numpy's and MNIST's layout), with
 an optional leading channel axis: ``image_shape`` is (L, L) or (channels, L, L); None infers a

@@ -1,6 +1,6 @@
 """Euclidean projections onto the probability simplex and the unit hypercube.
 
-The "clip" step of calibrated least squares (ALGORITHMS.md section 5, Algorithm 2, eq. 19):
+The "clip" step of calibrated least squares (docs/algorithms.md section 5.2, Algorithm 2, eq. 19):
 multi-class predictions are projected onto the simplex {p >= 0, sum p = 1}, multi-label
 predictions onto the hypercube [0, 1]^k. Both projections can only bring a prediction closer to
 any target inside the set, so they never increase the squared error against one-hot (or

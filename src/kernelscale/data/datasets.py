@@ -59,7 +59,7 @@ logger = logging.getLogger(__name__)
 ENV_VAR = "KERNELSCALE_DATA"
 #: step 3 of the search order; tests switch it off to simulate a machine without the data
 SEARCH_BESIDE_CHECKOUT = True
-#: (n_train, n_test) of the random splits used in paper 1 (ALGORITHMS.md section 1)
+#: (n_train, n_test) of the random splits used in paper 1 (docs/algorithms.md section 1.5)
 PAPER1_SPLITS = {"abalone": (3000, 1177), "boston": (350, 156)}
 
 _README = "shared/data/README.md of the kernelscale project"
@@ -541,7 +541,7 @@ def _sinc_norm(X):
 
 
 def make_sinc(n_train=1000, n_test=1000, snr_db=10, random_state=None):
-    """The sinc regression problem of paper 1 (ALGORITHMS.md section 1).
+    """The sinc regression problem of paper 1 (docs/algorithms.md section 1.5).
 
     x is uniform in [-5, 5]^2 and y = sin|x| / |x|. The training targets get Gaussian noise of
     power mean(y_train_clean^2) / 10^(snr_db / 10); the test targets are clean. Draws, in order:
@@ -572,7 +572,7 @@ def coulomb_features(C, noise=0.0, random_state=None):
     molecule's atoms give the same row. ``noise > 0`` draws random Coulomb matrices (Montavon et
     al. 2012): the row norms are perturbed by N(0, noise^2) before sorting, so each call gives
     another plausible ordering. Streaming fresh draws to a learner is QM7's "virtual examples"
-    (paper 2, ALGORITHMS.md section 2); averaging a model's predictions over several draws of a
+    (paper 2, docs/algorithms.md section 2.5); averaging a model's predictions over several draws of a
     test molecule is the matching prediction. Padding atoms (all-zero rows) stay last.
 
     Parameters

@@ -5,7 +5,7 @@ come from ONE generator, :func:`block_rng` ``(seed, t)`` =
 ``np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(t,)))``, the t-th child of
 ``np.random.SeedSequence(seed).spawn(...)``. So block t is regenerated bit for bit from
 ``(seed, t)`` with no other state, and different t give statistically independent blocks. The
-doubly stochastic method (ALGORITHMS.md section 2, "random features omega_i FROM SEED i") and
+doubly stochastic method (docs/algorithms.md section 2.2, "random features omega_i FROM SEED i") and
 the stagewise method (section 5, "GEN a block of p features") store the seed and the block
 coefficients only, never the random weights.
 

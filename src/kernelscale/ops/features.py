@@ -7,7 +7,7 @@ pass over rows goes through one of these verbs, in row chunks planned by
 
 - ``transform(X, blocks)``: [phi_t(X) for t in blocks] side by side, (n, sum of block widths);
 - ``scores(X, coef, blocks)``: f(X) = sum_j phi_{blocks[j]}(X) coef[j], (n, k) (the model of
-  ALGORITHMS.md section 2, f(x) = sum_t phi_t(x) . alpha_t);
+  docs/algorithms.md section 2.2, f(x) = sum_t phi_t(x) . alpha_t);
 - ``weighted_mean(A, w)``: sum_i w_i a_i, and ``weighted_gram(A, w, ...)``: sum_i w_i a_i b_i^T
   or the weighted covariance sum_i w_i (a_i - c)(a_i - c)^T (the Sigma of Algorithms 1-3 of
   section 5), float64 sums of products in A's dtype.

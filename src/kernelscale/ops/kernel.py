@@ -287,8 +287,8 @@ class KernelOperator:
     def column_gram(self, cand, Y, *, scale=None, weights=None, dtype=np.float64, budget=None, fixed_bytes=0,
                     points=None):
         """Q = C^T C (M, M) and R = C^T Y (M, k) for the columns C[:, m] = w * K[:, cand[m]] *
-        scale[m] (SLKL's candidate columns, eq. 6), computed in row blocks of X against the
-        candidates in ``dtype``, so C is never held whole and each column is computed once for
+        scale[m] (SLKL's candidate columns, docs/algorithms.md section 1.1), computed in row
+        blocks of X against the candidates in ``dtype``, so C is never held whole and each column is computed once for
         every output. ``points``: the candidate rows themselves (then ``cand`` is ignored), for
         candidates that are not rows of this X (the row chunks of a distributed fit)."""
         Zc = self.X[_as_indices(cand, self.n, "cand")] if points is None else points
