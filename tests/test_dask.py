@@ -1,4 +1,4 @@
-"""Dask arrays as estimator input (kernelscale.dask.dispatch, behind DeviceMixin).
+"""Dask arrays as estimator input (kernelscale.dask.dispatch, at the estimator boundary).
 
 Every estimator of the registry, on a dask array chunked by rows, fits the model numpy fits and
 predicts lazily, chunk by chunk, what numpy predicts (to 1e-8 relative in float64); on the

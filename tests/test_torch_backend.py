@@ -18,7 +18,7 @@ from sklearn.base import clone, is_classifier, is_regressor
 torch = pytest.importorskip("torch")
 
 from kernelscale import GaussianKernel, SLKLRegressor  # noqa: E402
-from kernelscale.base.device import DeviceMixin  # noqa: E402
+from kernelscale.base.boundary import BoundaryMixin  # noqa: E402
 from kernelscale.ops import KernelOperator, kernel_matvec  # noqa: E402
 from kernelscale.ops.backend import NUMPY, current_backend, get_backend, using  # noqa: E402
 from kernelscale.ops.torch_backend import TorchBackend  # noqa: E402
@@ -143,7 +143,7 @@ def test_auto_is_numpy_without_a_gpu():
     assert (get_backend("auto") is NUMPY) == (not CUDA)
 
 
-class _Recorder(DeviceMixin):
+class _Recorder(BoundaryMixin):
     device = None
 
     def fit(self, X, y=None):

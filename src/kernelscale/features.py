@@ -21,7 +21,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from .base.estimator import INPUT_ATTRIBUTES, commit_fit, validate_fit_data
-from .base.device import DeviceMixin
+from .base.boundary import BoundaryMixin
 from .base.params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
 from .base.validation import (
     FLOAT_DTYPES, as_float_array, check_finite_result, check_positive, check_same_features, validate_data,
@@ -51,7 +51,7 @@ class SeededFeatureMap:
     the kernel without bias, so (1/T) sum_{t<T} block(x, t) . block(z, t) -> k(x, z) as T grows,
     and ``blocks(X, ts)`` (the concatenation divided by sqrt(len(ts))) is a map with
     len(ts) * block_size features. This is the feature generator of the doubly stochastic
-    (ALGORITHMS.md section 2) and stagewise (section 5) methods.
+    (docs/algorithms.md section 2.2) and stagewise (section 5.2) methods.
 
     The map stores the kernel, the sizes and the integer ``seed`` only, never the random weights:
     its memory does not grow with the number of blocks used.
@@ -139,7 +139,7 @@ def _resolve_kernel(kernel, X, rng):
     return kernel.resolve(X, rng)
 
 
-class _SeededTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, DeviceMixin, BaseEstimator):
+class _SeededTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BoundaryMixin, BaseEstimator):
     """Shared fit/transform of transformers that are block 0 of a seeded map.
 
     ``transform`` equals ``SeededFeatureMap(kernel_, n_components, seed_, method=...).block(X, 0)``.
@@ -330,7 +330,7 @@ class PolynomialRandomFeatures(_SeededTransformer):
         return PolynomialKernel(degree=self.degree, gamma=self.gamma, coef0=self.coef0)
 
 
-class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, DeviceMixin, BaseEstimator):
+class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BoundaryMixin, BaseEstimator):
     """Nystrom features K(X, L) K_LL^{+1/2} on uniformly sampled landmarks L.
 
     Landmarks are ``check_random_state(random_state).permutation(n)[:n_components]`` — the

@@ -1,8 +1,8 @@
 """Dask arrays as inputs of every estimator: the one place kernelscale handles them.
 
-:class:`~kernelscale.base.device.DeviceMixin` hands every public method call with a
-``dask.array.Array`` argument to :func:`call`, next to where it converts torch tensors; no
-estimator knows about dask. What happens depends on the method:
+:func:`dispatching_dask` wraps every public method of an estimator (kernelscale.base.boundary)
+and hands each call with a ``dask.array.Array`` argument to :func:`call`; no estimator knows about
+dask. What happens depends on the method:
 
 - ``predict``, ``decision_function``, ``predict_proba``, ``predict_log_proba``, ``transform``
   (:data:`MAPPED`): the result is a lazy dask array with X's row chunks. Each row chunk is one
@@ -44,6 +44,7 @@ import sys
 
 import contextvars
 import copy
+import functools
 import inspect
 import uuid
 import warnings
@@ -53,7 +54,7 @@ import numpy as np
 from ..ops.memory import format_bytes, parse_memory
 from ..ops.rows import is_dask
 
-__all__ = ["is_dask_array", "has_dask_input", "call", "MAPPED", "GATHERED"]
+__all__ = ["is_dask_array", "has_dask_input", "call", "dispatching_dask", "MAPPED", "GATHERED"]
 
 #: methods whose result is computed row chunk by row chunk and stays lazy
 MAPPED = ("predict", "decision_function", "predict_proba", "predict_log_proba", "transform")
@@ -85,9 +86,23 @@ def has_dask_input(args, kwargs):
     return any(map(is_dask_array, args)) or any(map(is_dask_array, kwargs.values()))
 
 
+def dispatching_dask(method):
+    """``method`` (a public estimator method taking numpy arrays) that hands calls with a dask
+    array argument to :func:`call`, which calls it again on numpy arrays (row chunks, gathered
+    arrays) or runs the distributed fit."""
+
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        if has_dask_input(args, kwargs):
+            return call(self, run, args, kwargs)
+        return method(self, *args, **kwargs)
+
+    return run
+
+
 def call(estimator, method, args, kwargs):
-    """Run ``method`` (an estimator method wrapped by DeviceMixin, taking numpy arrays) of
-    ``estimator`` on arguments of which at least one is a dask array; see the module docstring."""
+    """Run ``method`` (a public estimator method, taking numpy arrays) of ``estimator`` on
+    arguments of which at least one is a dask array; see the module docstring."""
     name = method.__name__
     bound = inspect.signature(method).bind(estimator, *args, **kwargs)
     arguments = dict(list(bound.arguments.items())[1:])  # without self

@@ -4,13 +4,18 @@ A budget is given by the user as ``max_memory`` (bytes, or a string such as ``"2
 ``"512MiB"``; None means :func:`default_memory_budget`, half of the memory available now; inside
 a dask worker, half of that worker's memory limit divided by its threads, see
 :func:`dask_worker_memory`).
-Estimators call :func:`parse_memory` once; everything below them takes a number of bytes.
+Estimators call :func:`parse_memory` once; everything below them takes a number of bytes. Every
+public method of an estimator runs inside :func:`one_reading` (kernelscale.base.boundary), so
+that ``max_memory=None`` is ONE reading of the free memory per call, however many solvers,
+classes or pairs the call plans for: the budget cannot drift while a fit allocates.
 :func:`rows_per_block` and :func:`plan_rows` are the only row-chunk planners: a block of rows is
 as large as the budget allows, and never so large that it stops paying for itself.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import re
 import sys
@@ -24,6 +29,7 @@ __all__ = [
     "available_memory",
     "dask_worker_memory",
     "default_memory_budget",
+    "one_reading",
     "parse_memory",
     "format_bytes",
     "rows_per_block",
@@ -88,13 +94,39 @@ def dask_worker_memory():
     return int(limit) // max(1, int(nthreads))
 
 
+#: the readings of the free memory made inside :func:`one_reading`: backend -> budget (or None
+#: outside one)
+_READINGS = contextvars.ContextVar("kernelscale_memory_readings", default=None)
+
+
+@contextlib.contextmanager
+def one_reading():
+    """Within the block, the default budget is read once per backend (at its first use) and kept;
+    nested blocks share the outer block's readings."""
+    if _READINGS.get() is not None:
+        yield
+        return
+    token = _READINGS.set({})
+    try:
+        yield
+    finally:
+        _READINGS.reset(token)
+
+
 def default_memory_budget():
     """The budget used when ``max_memory=None``: half of the memory available now to the
     backend in use (host memory, or a GPU's free memory; in a dask worker, the worker's memory
-    limit divided by its threads)."""
+    limit divided by its threads); inside :func:`one_reading`, the first such reading."""
     from .backend import current_backend  # backend imports this module
 
-    return int(DEFAULT_MEMORY_FRACTION * current_backend().available_memory())
+    backend = current_backend()
+    readings = _READINGS.get()
+    if readings is not None and backend in readings:
+        return readings[backend]
+    budget = int(DEFAULT_MEMORY_FRACTION * backend.available_memory())
+    if readings is not None:
+        readings[backend] = budget
+    return budget
 
 
 def parse_memory(max_memory, name="max_memory"):

@@ -28,7 +28,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from ..base.device import DeviceMixin
+from ..base.boundary import BoundaryMixin
 from ..base.params import DEVICE_CONSTRAINT
 from ..base.classifier import (
     OneVsRestScoresMixin, check_class_memory, encode_classes, one_vs_one_problems,
@@ -59,7 +59,7 @@ SOLVERS = ("coordinate_descent", "fixed_point")
 _ESTIMATOR_BYTES_PER_SAMPLE = 128
 
 
-class _RegularizedBase(DeviceMixin, BaseEstimator):
+class _RegularizedBase(BoundaryMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "kernel": [Kernel, StrOptions(set(KERNEL_NAMES))],
         "C": [Interval(Real, 0, None, closed="neither")],
