@@ -15,7 +15,7 @@ Settings (ALGORITHMS.md section 4, paper Section 4.1):
 - The budget of this machine (2 cores, about 30 minutes for the whole suite) allows T = 80
   iterations of MP and 40 of Kaczmarz (the paper ran 600 Kaczmarz steps, about 5 hours on 4
   cores), Nystrom committees of 10 x J=1000, 5 x J=2000, 2 x J=4000, 3 hybrid iterations
-  (each needs one full product with Theta: n^2 d work, see kernelscale.lssvm.estimators) and 40 MP
+  (each needs one full product with Theta: n^2 d work, see kernelscale.lssvm.solvers) and 40 MP
   iterations with FFT features; these records say where the curves stand, not where they would
   end (the long parts below go further).
 - Seconds per iteration: the median of the differences of the callback's timestamps. Peak
@@ -103,7 +103,7 @@ from harness import Suite, cli_main, compare, measure, median, run_capped  # noq
 from kernelscale.ops import kernel_matrix  # noqa: E402
 from kernelscale.data.datasets import load_dataset  # noqa: E402
 from kernelscale.kernels import PolynomialKernel  # noqa: E402
-from kernelscale.lssvm.estimators import LSSVMClassifier, lssvm_fit_memory  # noqa: E402
+from kernelscale.lssvm import LSSVMClassifier, lssvm_fit_memory  # noqa: E402
 from kernelscale.preprocessing import CenterNormalize, FFTFeatures  # noqa: E402
 from peers import SklearnNystroemRidge, make_peer  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Tests of kernelscale.lssvm.estimators: the randomized LS-SVM solvers of paper 4 against dense solves."""
+"""Tests of kernelscale.lssvm: the randomized LS-SVM solvers of paper 4 against dense solves."""
 
 import re
 import tracemalloc
@@ -9,15 +9,16 @@ import pytest
 from sklearn.base import clone
 from sklearn.utils import compute_sample_weight
 
-import kernelscale.lssvm.estimators as lssvm_mod
+import kernelscale.lssvm.cholesky as lssvm_cholesky
+import kernelscale.lssvm.memory as lssvm_memory
 from kernelscale.base.monitor import IterationMonitor
 from kernelscale.data.datasets import make_sinc
 from kernelscale.exact import exact_lssvm
 from kernelscale.kernels import GaussianKernel, PolynomialKernel
-from kernelscale.lssvm.estimators import (
-    LSSVMClassifier, LSSVMRegressor, _blocks, _iterate, _nystrom, _SmallSolver, _System, lssvm_fit_memory,
-    lssvm_theta, solve_lssvm,
-)
+from kernelscale.lssvm import LSSVMClassifier, LSSVMRegressor, lssvm_fit_memory, lssvm_theta, solve_lssvm
+from kernelscale.lssvm.cholesky import BlockGramCholesky
+from kernelscale.lssvm.solvers import _blocks, _nystrom_committee, _run_blocks
+from kernelscale.lssvm.system import ThetaSystem
 
 SIGMA = 1.5
 ITERATIVE = ["matching_pursuit", "kaczmarz", "kaczmarz_mp"]
@@ -96,12 +97,12 @@ def test_weighted_exact_solution_uses_the_weighted_diagonal():
 
 def one_step(solver, X, Y, C, block, W0):
     n = X.shape[0]
-    system = _System(GaussianKernel(sigma=SIGMA), X, np.full(n, 1.0 / C), 10**9, 0)
+    system = ThetaSystem(GaussianKernel(sigma=SIGMA), X, np.full(n, 1.0 / C), 10**9, 0)
     Z = np.vstack([np.zeros(Y.shape[1]), Y])
     W = W0.copy()
     hist_r, hist_u = np.zeros(2), np.zeros(1)
     with IterationMonitor() as monitor:
-        _iterate(system, Z, W, solver, iter([block]), 1, _SmallSolver(), monitor, 0, hist_r, hist_u)
+        _run_blocks(system, Z, W, solver, iter([block]), 1, BlockGramCholesky(), monitor, 0, hist_r, hist_u)
     return W
 
 
@@ -128,9 +129,9 @@ def test_one_matching_pursuit_step_is_eqs_57_59(small):
 def test_one_nystrom_member_is_eq_27(small):
     X, Y, C, T, Z, _ = small
     s = np.array([11, 0, 23, 42, 64, 100, 2, 77])
-    system = _System(GaussianKernel(sigma=SIGMA), X, np.full(X.shape[0], 1.0 / C), 10**9, 0)
+    system = ThetaSystem(GaussianKernel(sigma=SIGMA), X, np.full(X.shape[0], 1.0 / C), 10**9, 0)
     with IterationMonitor() as monitor:
-        W, _ = _nystrom(system, Z, iter([s]), 1, _SmallSolver(), monitor, 0)
+        W, _ = _nystrom_committee(system, Z, iter([s]), 1, BlockGramCholesky(), monitor, 0)
     expected = np.linalg.pinv(T[s, :]) @ T[np.ix_(s, s)] @ np.linalg.pinv(T[:, s]) @ Z
     np.testing.assert_allclose(W, expected, rtol=1e-8, atol=1e-10)
 
@@ -350,11 +351,11 @@ def test_auto_batch_is_the_whole_system_up_to_4096_rows():
     assert reg.batch_size_ == 151 and reg.n_iter_ == 1  # one exact block solve
     b, A = exact_lssvm(kernel, X, y, 10.0)
     np.testing.assert_allclose(reg.predict(Xt), gaussian_scores(Xt, X, A, b, sigma=1.0), rtol=1e-6, atol=1e-7)
-    assert lssvm_mod._auto_batch(4095) == 4096 and lssvm_mod._auto_batch(4096) == 2000
+    assert lssvm_memory.auto_batch_size(4095) == 4096 and lssvm_memory.auto_batch_size(4096) == 2000
     # larger systems whole only where their memory fits, and not beyond AUTO_WHOLE_MAX
-    assert lssvm_mod._auto_batch(10000, lambda J: True) == 10001
-    assert lssvm_mod._auto_batch(10000, lambda J: False) == 2000
-    assert lssvm_mod._auto_batch(lssvm_mod.AUTO_WHOLE_MAX, lambda J: True) == 2000
+    assert lssvm_memory.auto_batch_size(10000, lambda J: True) == 10001
+    assert lssvm_memory.auto_batch_size(10000, lambda J: False) == 2000
+    assert lssvm_memory.auto_batch_size(lssvm_memory.AUTO_WHOLE_MAX, lambda J: True) == 2000
 
 
 def test_auto_batch_beyond_4096_rows_is_whole_within_the_budget():
@@ -368,7 +369,7 @@ def test_auto_batch_beyond_4096_rows_is_whole_within_the_budget():
     assert reg.batch_size_ == 4501 and reg.n_iter_ == 1
     b, A = exact_lssvm(kernel, X, y, 10.0)
     np.testing.assert_allclose(reg.dual_coef_, A, rtol=1e-6, atol=1e-8 * np.abs(A).max())
-    tight = lssvm_mod.lssvm_fit_memory(4500, 2, 1, 4501, np.float64, kernel) - 1
+    tight = lssvm_fit_memory(4500, 2, 1, 4501, np.float64, kernel) - 1
     small = LSSVMRegressor(kernel=kernel, max_memory=tight, n_iter=1, random_state=0).fit(X, y)
     assert small.batch_size_ == 2000
     assert LSSVMRegressor(kernel=kernel, solver="nystrom", n_iter=1, random_state=0).fit(X, y).batch_size_ == 2000
@@ -474,6 +475,31 @@ def test_regularised_singular_blocks_stay_within_the_memory_estimate(solver):
     assert peak <= budget
 
 
+@pytest.mark.parametrize("solver", ["matching_pursuit", "nystrom", "exact"])
+@pytest.mark.parametrize("batch_size", [20, "auto"])
+def test_max_memory_none_is_read_once_per_fit_and_the_plan_does_not_drift(solver, batch_size, monkeypatch):
+    """The free-memory reading behind max_memory=None changes during the fit (here it collapses
+    to 1 KiB after the first reading): the fit resolves it once, at the estimator, and every
+    plan below takes those bytes."""
+    import kernelscale.ops.memory as ops_memory
+
+    readings = []
+
+    def default_memory_budget():
+        readings.append(None)
+        return 2**30 if len(readings) == 1 else 2**10
+
+    monkeypatch.setattr(ops_memory, "default_memory_budget", default_memory_budget)
+    X, Y = problem(n=60, k=3, seed=21)
+    for est, y in ((LSSVMClassifier, Y.argmax(1)), (LSSVMRegressor, Y)):
+        readings.clear()
+        model = est(kernel=GaussianKernel(sigma=SIGMA), solver=solver, batch_size=batch_size, n_iter=3,
+                    random_state=0).fit(X, y)
+        assert len(readings) == 1, est
+        readings.clear()
+        assert model.predict(X).shape[0] == 60 and len(readings) == 1
+
+
 def test_too_small_budget_fails_at_once_naming_batch_size():
     X, Y = problem(n=300, k=3, seed=16)
     kernel = GaussianKernel(sigma=SIGMA)
@@ -577,16 +603,16 @@ def test_no_warnings_in_an_ordinary_fit():
 
 
 def _spy_whole(monkeypatch, force_fallback=False):
-    """Record what each _WholeSystem.factor returned (optionally forcing the block path)."""
+    """Record what each WholeSystemCholesky.factor returned (optionally forcing the block path)."""
     calls = []
-    original = lssvm_mod._WholeSystem.factor
+    original = lssvm_cholesky.WholeSystemCholesky.factor
 
     def factor(self):
         ok = False if force_fallback else original(self)
         calls.append(ok)
         return ok
 
-    monkeypatch.setattr(lssvm_mod._WholeSystem, "factor", factor)
+    monkeypatch.setattr(lssvm_cholesky.WholeSystemCholesky, "factor", factor)
     return calls
 
 
@@ -671,5 +697,5 @@ def test_one_norm_after_the_in_place_cholesky_reads_only_what_it_leaves():
     A = rng.normal(size=(300, 20))
     H = A @ A.T + np.eye(300)
     expected, diag = np.abs(H).sum(axis=0).max(), np.diag(H).copy()
-    linalg.cho_factor(H.T, lower=True, overwrite_a=True, check_finite=False)  # as _WholeSystem does
-    assert lssvm_mod._one_norm_lower_free(H, diag) == pytest.approx(expected, rel=1e-12)
+    linalg.cho_factor(H.T, lower=True, overwrite_a=True, check_finite=False)  # as WholeSystemCholesky does
+    assert lssvm_cholesky.one_norm_lower_free(H, diag) == pytest.approx(expected, rel=1e-12)

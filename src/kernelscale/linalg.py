@@ -1,6 +1,8 @@
 """Small dense linear algebra shared by the method families: the eigendecomposition of symmetric
 matrices whose entries may span the whole float64 range, and a Cholesky factor with a
-conditioning check. Both take the small (d x d, J x J) matrices the solvers keep, never n-sized ones."""
+conditioning check. Both take the small (d x d, J x J) matrices the solvers keep, never n-sized ones.
+:func:`one_norm` is the 1-norm of a symmetric matrix that the exact solvers have already built
+(n x n included), read in row blocks without a temporary of its size."""
 
 from __future__ import annotations
 
@@ -60,3 +62,11 @@ def factor_spd(M, what, fix):
     if not ok:
         raise ValueError(f"{what} is singular to working precision; {fix}.")
     return factor
+
+
+def one_norm(H):
+    """max_i sum_j |H_ij| (the 1-norm, as H is symmetric) in row blocks of at most 1 MiB and
+    1/16 of H: no n x n temporary. Not finite when an entry is not (nan propagates)."""
+    n = H.shape[0]
+    step = max(1, min(2**20 // (n * H.itemsize), n // 16))
+    return float(np.max([np.abs(H[i : i + step]).sum(axis=1).max() for i in range(0, n, step)]))

@@ -1,7 +1,8 @@
-"""The LS-SVM system Theta of eq. 17 over the row chunks of dask arrays (issue #15).
+"""The LS-SVM system Theta of eq. 17 over the row chunks of dask arrays (docs/algorithms.md
+section 4.1; the numpy system is :mod:`kernelscale.lssvm.system`).
 
-:func:`kernelscale.lssvm.estimators.solve_lssvm` runs its block solvers unchanged on the objects here when
-X is a dask array chunked by rows (:mod:`kernelscale.dask.fit`):
+:func:`kernelscale.lssvm.solvers.solve_lssvm` runs its block solvers unchanged on the objects here
+when X is a dask array chunked by rows (:mod:`kernelscale.dask.fit`):
 
 - the (n + 1) x k vectors W, R, Z and the committee are :class:`Split`: the bias row (k numbers)
   in this process, the n sample rows a dask array partitioned like X, persisted after every
@@ -17,16 +18,19 @@ X is a dask array chunked by rows (:mod:`kernelscale.dask.fit`):
 
 The blocks are numpy's (same random_state, same blocks) and every step is numpy's step on the
 same numbers: only the order of the sums over rows differs (partial sums per chunk), so the
-model equals numpy's to rounding. Nothing imports dask before a dask array arrives.
+model equals numpy's to rounding. Nothing imports dask before a dask array arrives. Budgets are
+bytes, resolved once by the estimator (or by ``solve_lssvm``'s entry).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .estimators import bias_border, lssvm_diagonal
+from ..dask.fit import persist_within
 from ..ops.kernel import kernel_matvec, kernel_rows
+from ..ops.memory import format_bytes
 from ..ops.rows import DaskRows
+from .system import bias_border, lssvm_diagonal
 
 __all__ = ["DaskSystem", "Split", "prepare"]
 
@@ -119,17 +123,14 @@ def _any_chunk(a):
 
 # -- the fit's inputs ------------------------------------------------------------------------------
 
-def prepare(X, Y, sample_weight, dtype, max_memory):
+def prepare(X, Y, sample_weight, dtype, budget):
     """X and Y in the fit dtype with the rows of zero weight dropped (as numpy's fit drops them),
     persisted within the memory they would stay in (:func:`kernelscale.dask.fit.persist_within`);
     the weights (checked by :mod:`kernelscale.dask.fit`) of the rows kept. Refused before any
     solve when the fitted model (the training rows and dual coefficients, as numpy's holds them)
-    would not fit ``max_memory``."""
+    would not fit ``budget`` (bytes)."""
     import dask
     import dask.array as da
-
-    from ..dask.fit import persist_within
-    from ..ops.memory import format_bytes, parse_memory
 
     X, Y = X.astype(dtype), Y.astype(dtype)
     if sample_weight is not None:
@@ -144,17 +145,18 @@ def prepare(X, Y, sample_weight, dtype, max_memory):
                                                 meta=np.empty((0,) * a.ndim, dtype=a.dtype))
                                    for a in (X, Y, sample_weight))
     model = X.nbytes + Y.nbytes
-    if model > parse_memory(max_memory):
+    if model > budget:
         raise ValueError(
             f"the fitted LS-SVM holds its training rows and dual coefficients ({format_bytes(model)}), more than "
-            f"max_memory={max_memory!r}; fit on a sample of the rows, or raise max_memory.")
-    return persist_within(max_memory, X, Y, sample_weight)
+            f"max_memory={format_bytes(budget)}; fit on a sample of the rows, or raise max_memory.")
+    return persist_within(budget, X, Y, sample_weight)
 
 
 # -- the system ------------------------------------------------------------------------------------
 
 class DaskSystem:
-    """Theta of eq. 17 for the rows of the dask array X; the diagonal D per chunk."""
+    """Theta of eq. 17 for the rows of the dask array X; the diagonal D per chunk. The methods
+    are those of :class:`kernelscale.lssvm.system.ThetaSystem`; ``budget`` is in bytes."""
 
     def __init__(self, kernel, X, C, sample_weight, budget):
         import dask.array as da
@@ -206,7 +208,8 @@ def _colsum(A):
 
 class ChunkRows:
     """Theta[s, :] with its transpose held per row chunk (``Mt``, persisted); the J sampled rows
-    X_J and their diagonal entries D_J here. The methods are those of :class:`kernelscale.lssvm.estimators._Rows`."""
+    X_J and their diagonal entries D_J here. The methods are those of
+    :class:`kernelscale.lssvm.system.ThetaRows`."""
 
     nbytes = 0  # nothing n-sized is held here
 
