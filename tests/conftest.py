@@ -35,6 +35,7 @@ SKIP_REASONS = (
     r"TRITON_INTERPRET is set|Triton's interpreter is off|triton is not installed",
     r"scipy shares numpy's BLAS here",  # nothing to throttle with one BLAS pool
     r"POSIX signals|needs FIFOs|needs Linux /proc",
+    r"SCIPY_ARRAY_API is not set",  # scikit-learn's array-API check runs only with that variable
 )
 #: optional dependencies (the extras of pyproject.toml): a test may skip for their absence, unless
 #: KERNELSCALE_REQUIRE_EXTRAS=1 says they are installed (CI's run with every extra)

@@ -40,8 +40,6 @@ never imports dask; dask is imported when a dask array arrives.
 
 from __future__ import annotations
 
-import sys
-
 import contextvars
 import copy
 import functools
@@ -68,17 +66,6 @@ _GATHER_RESULTS = contextvars.ContextVar("kernelscale_dask_gather_results", defa
 
 #: True for a ``dask.array.Array`` (checked without importing dask)
 is_dask_array = is_dask
-
-
-def current_client():
-    """The distributed client that is dask's scheduler now, or None (never imports distributed)."""
-    distributed = sys.modules.get("distributed")
-    if distributed is None:
-        return None
-    try:
-        return distributed.get_client()
-    except ValueError:
-        return None
 
 
 def has_dask_input(args, kwargs):

@@ -55,6 +55,7 @@ import numpy as np
 from sklearn.base import is_classifier
 
 from ..base.classifier import check_class_memory, encode_classes, one_hot
+from .client import cluster_budget, current_client
 
 __all__ = ["DISTRIBUTED", "class_weight_chunk", "fit", "partial_fit", "persist_within", "sum_labels", "supports"]
 
@@ -218,7 +219,7 @@ def partial_fit(estimator, X, y, sample_weight=None, **kwargs):
 
 def _keep(estimator, X, *arrays):
     """X and the per-row arrays persisted (module docstring) when their bytes fit the memory they
-    would stay in: with a distributed client, the workers' budgets added up (:func:`_cluster_budget`);
+    would stay in: with a distributed client, the workers' budgets added up (:func:`kernelscale.dask.client.cluster_budget`);
     else the estimator's ``max_memory`` in this process. Otherwise they stay as they are, and each
     pass recomputes its chunks from the source. X is not kept when the estimator reduces it to a
     smaller per-row array before its passes (``_dask_reduces_X``: a stagewise fit with its PCA reads
@@ -239,29 +240,10 @@ def persist_within(max_memory, *arrays):
 
     from ..ops.memory import parse_memory
 
-    budget = _cluster_budget() if _has_client() else parse_memory(max_memory)
+    budget = cluster_budget() if current_client() is not None else parse_memory(max_memory)
     if sum(a.nbytes for a in arrays if a is not None) > budget:
         return arrays
     return dask.persist(*arrays)
-
-
-def _cluster_budget():
-    """The memory budgets of the distributed client's workers added up (each: DEFAULT_MEMORY_FRACTION
-    of its ``memory_limit``; the workers without a limit count the host's available memory once)."""
-    import distributed
-
-    from ..ops.memory import DEFAULT_MEMORY_FRACTION, available_memory
-
-    workers = distributed.get_client().scheduler_info()["workers"].values()
-    limits = [w.get("memory_limit") or 0 for w in workers]
-    # workers without a limit share the host's memory: counted once
-    return int(DEFAULT_MEMORY_FRACTION * (sum(limits) + (available_memory() if 0 in limits else 0)))
-
-
-def _has_client():
-    from .dispatch import current_client
-
-    return current_client() is not None
 
 
 def sum_labels(y):

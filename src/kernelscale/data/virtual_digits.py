@@ -423,7 +423,7 @@ def _shared(stream):
     is current (the graph then holds only its future), else a delayed object."""
     import dask
 
-    from ..dask.dispatch import current_client
+    from ..dask.client import current_client
 
     client = current_client()
     if client is not None:

@@ -17,14 +17,14 @@ solvers never name a backend.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 
 import numpy as np
 from scipy import linalg
 
 from .fast_cos import cos_inplace
 from .lapack_threads import one_lapack_thread
-from .memory import available_memory
+from . import memory
+from .context import ACTIVE_BACKEND
 
 __all__ = ["Backend", "NUMPY", "get_backend", "current_backend", "device_type", "using", "DEVICES"]
 
@@ -76,7 +76,7 @@ class Backend:
 
     def available_memory(self):
         """Bytes this backend's arrays may still take (host memory available now)."""
-        return available_memory()
+        return memory.available_memory()
 
     def synchronize(self):
         """Wait for queued device work (nothing to wait for on the host)."""
@@ -110,13 +110,13 @@ def ridge_solve(C, G, ridge):
     return linalg.lstsq(A, G, check_finite=False)[0]
 
 
-_CURRENT = contextvars.ContextVar("kernelscale_backend", default=NUMPY)
 _TORCH_BACKENDS = {}
 
 
 def current_backend():
     """The backend the estimator being run asked for (numpy outside any :func:`using`)."""
-    return _CURRENT.get()
+    backend = ACTIVE_BACKEND.get()
+    return NUMPY if backend is None else backend
 
 
 def device_type(backend):
@@ -127,11 +127,11 @@ def device_type(backend):
 @contextlib.contextmanager
 def using(backend):
     """Run the block with ``backend`` as :func:`current_backend` (this thread only)."""
-    token = _CURRENT.set(backend)
+    token = ACTIVE_BACKEND.set(backend)
     try:
         yield backend
     finally:
-        _CURRENT.reset(token)
+        ACTIVE_BACKEND.reset(token)
 
 
 def get_backend(device=None, name="device"):

@@ -22,6 +22,8 @@ import sys
 
 import numpy as np
 
+from .context import ACTIVE_BACKEND
+
 __all__ = [
     "DEFAULT_MEMORY_FRACTION",
     "MAX_BLOCK_BYTES",
@@ -117,13 +119,13 @@ def default_memory_budget():
     """The budget used when ``max_memory=None``: half of the memory available now to the
     backend in use (host memory, or a GPU's free memory; in a dask worker, the worker's memory
     limit divided by its threads); inside :func:`one_reading`, the first such reading."""
-    from .backend import current_backend  # backend imports this module
-
-    backend = current_backend()
+    backend = ACTIVE_BACKEND.get()
+    if getattr(backend, "device", None) is None:
+        backend = None  # numpy: host memory
     readings = _READINGS.get()
     if readings is not None and backend in readings:
         return readings[backend]
-    budget = int(DEFAULT_MEMORY_FRACTION * backend.available_memory())
+    budget = int(DEFAULT_MEMORY_FRACTION * (available_memory() if backend is None else backend.available_memory()))
     if readings is not None:
         readings[backend] = budget
     return budget

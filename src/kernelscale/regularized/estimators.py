@@ -109,13 +109,13 @@ class _RegularizedBase(BoundaryMixin, BaseEstimator):
         (rows, targets), problem j fitted on X[rows] alone (one-vs-one; Y only gives the shape),
         its coefficients 0 outside its rows."""
         n, m = Y.shape
-        for name in ("max_memory", "cache_size"):  # refused on every path, also where it is not used
-            if getattr(self, name) is not None:
-                parse_memory(getattr(self, name), name)
+        # the budgets in bytes, once per fit (both refused on every path, also where not used)
+        budget = parse_memory(self.max_memory)
+        cache_bytes = None if self.cache_size is None else parse_memory(self.cache_size, "cache_size")
         rng = check_random_state(self.random_state)
         linear = self._is_linear()
         if linear:  # no kernel rows: the budget holds the O(n) solver state
-            need, budget = vector_bytes(n, m, X.dtype), parse_memory(self.max_memory)
+            need = vector_bytes(n, m, X.dtype)
             if need > budget:
                 raise ValueError(
                     f"max_memory={format_bytes(budget)} is too small for the linear solver's state on "
@@ -145,9 +145,9 @@ class _RegularizedBase(BoundaryMixin, BaseEstimator):
             state = (vector_bytes(n, m, X.dtype) if problems is None
                      else vector_bytes(p, 1, X.dtype) + points.nbytes + (8 + X.dtype.itemsize) * n * m
                      + 2 * X.dtype.itemsize * pair_rows)
-            return KernelOperator(kernel, points, self.max_memory).row_cache(
+            return KernelOperator(kernel, points, budget).row_cache(
                 reserved_bytes=state + _ESTIMATOR_BYTES_PER_SAMPLE * p + ufunc_workspace_bytes(),
-                max_rows=self._cache_rows(p, X.dtype, int(np.count_nonzero(weights)) or 1))
+                max_rows=_cache_rows(p, X.dtype, int(np.count_nonzero(weights)) or 1, cache_bytes))
 
         pair_rows = 0 if problems is None else sum(rows.size for rows, _ in problems)
         cache = row_cache(X, sample_weight) if not linear and not distributed and problems is None else None
@@ -156,9 +156,8 @@ class _RegularizedBase(BoundaryMixin, BaseEstimator):
             if linear:
                 results = [linear_fixed_point(X, Y, C=Cw, **common)]
             else:
-                kept = parse_memory(self.max_memory) if self.cache_size is None else min(
-                    parse_memory(self.cache_size), parse_memory(self.max_memory))
-                results = [kernel_fixed_point(kernel, X, Y, C=Cw, max_memory=self.max_memory, cache=cache,
+                kept = budget if cache_bytes is None else min(cache_bytes, budget)
+                results = [kernel_fixed_point(kernel, X, Y, C=Cw, max_memory=budget, cache=cache,
                                               cache_bytes=kept, **common)]
             coef = results[0].coef
             intercept = np.broadcast_to(np.asarray(results[0].intercept, dtype=X.dtype), (m,)).copy()
@@ -185,7 +184,7 @@ class _RegularizedBase(BoundaryMixin, BaseEstimator):
             intercept = np.array([r.intercept for r in results], dtype=X.dtype)
             w = np.stack([r.w for r in results]) if linear else None
         if distributed:
-            coef = self._gather_coef(coef, X)
+            coef = self._gather_coef(coef, X, budget)
         if not (np.all(np.isfinite(coef)) and np.all(np.isfinite(intercept))):
             raise ValueError("the solver produced non-finite coefficients; rescale X or y, or lower C.")
         if not all(r.converged or r.stopped_by_callback for r in results):
@@ -216,7 +215,8 @@ class _RegularizedBase(BoundaryMixin, BaseEstimator):
             w = np.ascontiguousarray(w.reshape(m, -1), dtype=X.dtype)
             fitted["coef_"] = w[0] if squeeze else w
         else:
-            fitted.update(support_=support, support_vectors_=np.ascontiguousarray(self._support_rows(X, support)))
+            fitted.update(support_=support,
+                          support_vectors_=np.ascontiguousarray(self._support_rows(X, support, budget)))
         return commit_fit(self, fitted, stale=self._FITTED)
 
     #: a dask y is passed in float64, as numpy's fit converts it (kernelscale.dask.fit)
@@ -232,10 +232,10 @@ class _RegularizedBase(BoundaryMixin, BaseEstimator):
         Coordinate descent (sequential over the coordinates) and the linear path gather X."""
         return self.solver == "fixed_point" and not self._is_linear()
 
-    def _gather_coef(self, coef, X):
+    def _gather_coef(self, coef, X, budget):
         """The model of a distributed fit: c, n values per problem, gathered as numpy holds them
-        (``dual_coef_``), within ``max_memory``."""
-        need, budget = coef.nbytes, parse_memory(self.max_memory)
+        (``dual_coef_``), within ``budget`` bytes."""
+        need = coef.nbytes
         if need > budget:
             raise ValueError(
                 f"the fitted {type(self).__name__} holds a coefficient per training point ({format_bytes(need)} "
@@ -243,25 +243,18 @@ class _RegularizedBase(BoundaryMixin, BaseEstimator):
             )
         return coef.compute()
 
-    def _support_rows(self, X, support):
+    def _support_rows(self, X, support, budget):
         """X[support]: for a dask X the rows with a non-zero coefficient, the points predict needs,
-        gathered within ``max_memory`` (every row for the squared loss, whose c has no zeros)."""
+        gathered within ``budget`` bytes (every row for the squared loss, whose c has no zeros)."""
         if not is_dask(X):
             return X[support]
-        need, budget = support.size * X.shape[1] * X.dtype.itemsize, parse_memory(self.max_memory)
+        need = support.size * X.shape[1] * X.dtype.itemsize
         if need > budget:
             raise ValueError(
                 f"the fitted {type(self).__name__} predicts from its {support.size} support vectors "
                 f"({format_bytes(need)}), more than max_memory={format_bytes(budget)}; increase max_memory."
             )
         return X[support].compute()
-
-    def _cache_rows(self, n, dtype, n_rows):
-        """Kernel rows the cache may keep: ``n_rows`` (the rows a solve can ask for), at most
-        ``cache_size`` bytes of them."""
-        if self.cache_size is None:
-            return n_rows
-        return int(max(1, min(n_rows, parse_memory(self.cache_size) // (n * np.dtype(dtype).itemsize))))
 
     def _scores(self, X):
         """(n, m) decision values K(X, X_fit) c + b (or X w + b on the linear path)."""
@@ -280,6 +273,14 @@ class _RegularizedBase(BoundaryMixin, BaseEstimator):
             return np.zeros((X.shape[0], intercept.size), dtype=dtype) + intercept.astype(dtype)
         return check_finite_result(kernel_predict(self.kernel_, X, self.support_vectors_, coef, intercept,
                                                   max_memory=self.max_memory), "decision values")
+
+
+def _cache_rows(n, dtype, n_rows, cache_bytes):
+    """Kernel rows the cache may keep: ``n_rows`` (the rows a solve can ask for), at most
+    ``cache_bytes`` of them (None: no limit beyond the budget)."""
+    if cache_bytes is None:
+        return n_rows
+    return int(max(1, min(n_rows, cache_bytes // (n * np.dtype(dtype).itemsize))))
 
 
 _COMMON_DOC = """

@@ -380,10 +380,10 @@ def kernel_fixed_point(kernel, X, y, loss="squared", C=1.0, *, step_size="trace"
     -------
     SolverResult
     """
-    kernel = make_kernel(kernel)
+    kernel, budget = make_kernel(kernel), parse_memory(max_memory)  # bytes from here on
     if is_dask(X):  # over the row chunks (kernelscale.dask.fit): y (n, k) and C (per entry) dask arrays too
         loss, s = make_loss(loss, epsilon), check_intercept_scaling(intercept_scaling)
-        rows = DaskRows(X.chunks[0], parse_memory(max_memory))
+        rows = DaskRows(X.chunks[0], budget)
         diag = rows.map(_diag, X, kernel=kernel, s=s, dtype=np.float64)
         n = X.shape[0]
         keep = n * n * X.dtype.itemsize <= (rows.budget if cache_bytes is None else cache_bytes)
@@ -398,7 +398,7 @@ def kernel_fixed_point(kernel, X, y, loss="squared", C=1.0, *, step_size="trace"
     keep = diag > 0
     if cache is None:
         k = 1 if y.ndim == 1 else y.shape[1]
-        cache = KernelOperator(kernel, X, max_memory).row_cache(reserved_bytes=vector_bytes(n, k, dtype),
+        cache = KernelOperator(kernel, X, budget).row_cache(reserved_bytes=vector_bytes(n, k, dtype),
                                                                 max_rows=int(keep.sum()))
     # static fill: the first rows that fit (all of them when the budget allows)
     cache.fetch(np.flatnonzero(keep)[: cache.capacity])
