@@ -36,6 +36,7 @@ from .base.validation import (
 from .ops.kernel import KernelOperator, kernel_matrix, kernel_matvec
 from .ops.lapack_threads import one_lapack_thread
 from .ops.memory import format_bytes, parse_memory
+from .linalg import one_norm
 from .kernels import KERNEL_NAMES, Kernel, make_kernel
 
 __all__ = [
@@ -65,14 +66,6 @@ def _check_gram_memory(n, dtype, max_memory, what):
         )
 
 
-def _one_norm(H):
-    """max_i sum_j |H_ij| (the 1-norm, as H is symmetric) in row blocks of at most 1 MiB and
-    1/16 of H: no n x n temporary. Not finite when an entry is not (nan propagates)."""
-    n = H.shape[0]
-    step = max(1, min(2**20 // (n * H.itemsize), n // 16))
-    return float(np.max([np.abs(H[i : i + step]).sum(axis=1).max() for i in range(0, n, step)]))
-
-
 def _solve_spd(build, B):
     """Solve H X = B for the symmetric matrix H returned by ``build()``, overwriting H.
 
@@ -88,7 +81,7 @@ def _solve_spd(build, B):
     """
     H = build()
     B = np.asfortranarray(B, dtype=H.dtype)
-    anorm = _one_norm(H)  # not finite if an entry of H is not: no separate pass over H
+    anorm = one_norm(H)  # not finite if an entry of H is not: no separate pass over H
     if not (np.isfinite(anorm) and np.all(np.isfinite(B))):
         raise ValueError(_UNSOLVABLE.format(why="the regularised kernel matrix or the targets overflowed"))
     eps = np.finfo(H.dtype).eps
