@@ -23,9 +23,10 @@ loops: float64 1.00 / 1.18 s (13.7x / 13.8x faster than LIBSVM's 13.6 / 16.3 s; 
 the bound), float32 1.07 s in the second run (15.2x; 0.75x the float32 bound). Before the tiles,
 float64 had taken 1.39-1.74 s (7.3-9.9x) and float32 1.24-1.36 s (9.9-11.4x, its dense GEMM path).
 
-``--devices cuda`` predicts on a GPU instead (float32 there, as the library computes float64
-input on a CUDA device; the bound likewise, its tensors on the GPU and the device synchronised
-before the clock stops); the results go to ``results/dsg-predict-cuda.json``.
+``--devices cuda`` predicts on a GPU instead, in the data's dtype as everywhere (the bound
+likewise, its tensors on the GPU and the device synchronised before the clock stops; the results
+recorded before the library kept float64 on a GPU are float32 runs); the results go to
+``results/dsg-predict-cuda.json``.
 
 ``--svc-cache FILE`` keeps the fitted SVC (joblib) for a later run on the same machine, e.g. one
 fitted in the background while the GPU is busy (``--fit-svc-only``): :func:`libsvm` fits it or
@@ -91,7 +92,7 @@ def _bound(model, X, backend):
     import torch
 
     device = torch.device(backend if str(backend).startswith("cuda") else "cpu")
-    dtype = torch.float32 if device.type == "cuda" else torch.from_numpy(X[:1]).dtype  # float32 on a GPU
+    dtype = torch.from_numpy(X[:1]).dtype  # the data's dtype, as the library computes
 
     def put(a):
         return torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=dtype)

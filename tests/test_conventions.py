@@ -44,9 +44,13 @@ def _data(est, n=120, d=4, seed=0, dtype=np.float64):
 
 
 def _fit(est, X, y, **kw):
+    """Fit (a transformer also transforms X: its work over the rows is there)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return est.fit(X, y, **kw) if y is not None else est.fit(X, **kw)
+        if y is not None:
+            return est.fit(X, y, **kw)
+        est.fit(X, **kw).transform(X)
+        return est
 
 
 def _seeded(est):

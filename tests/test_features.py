@@ -10,7 +10,7 @@ from sklearn.metrics.pairwise import laplacian_kernel, polynomial_kernel, rbf_ke
 
 from kernelscale import features
 from kernelscale.ops.feature_blocks import FeatureBlockSpec, block_rng
-from kernelscale.ops.kernel import iter_kernel_blocks
+from kernelscale.ops import kernel as ops_kernel
 from kernelscale.ops.memory import ufunc_workspace_bytes
 from kernelscale.features import (
     NystromFeatures,
@@ -230,7 +230,7 @@ def test_rff_transformer_is_seeded_block_zero(data):
     assert rff.seed_ == 5
     assert np.array_equal(rff.transform(Z), fm.block(Z, 0))
     assert rff.random_weights_.shape == (5, 128) and rff.random_offset_.shape == (128,)
-    poly = PolynomialRandomFeatures(degree=3, n_components=64, random_state=5).fit(X)
+    poly = PolynomialRandomFeatures(PolynomialKernel(3, 1.0, 1.0), n_components=64, random_state=5).fit(X)
     assert np.array_equal(poly.transform(Z), SeededFeatureMap(PolynomialKernel(3, 1.0, 1.0), 64, 5).block(Z, 0))
 
 
@@ -285,13 +285,14 @@ def test_nystrom_blocks_under_tiny_memory_budget(data, monkeypatch):
     tiny = NystromFeatures(GaussianKernel(SIGMA), n_components=16, random_state=0, max_memory=ufunc_workspace_bytes() + 4000)
     tiny.fit(X)
     n_blocks = []
+    blocks = ops_kernel._blocks
 
     def counting(*args, **kwargs):
-        for item in iter_kernel_blocks(*args, **kwargs):
+        for item in blocks(*args, **kwargs):
             n_blocks.append(item[1] - item[0])
             yield item
 
-    monkeypatch.setattr(features, "iter_kernel_blocks", counting)
+    monkeypatch.setattr(ops_kernel, "_blocks", counting)
     assert np.allclose(tiny.transform(Z), expected, rtol=1e-12, atol=1e-12)
     assert len(n_blocks) > 2 and sum(n_blocks) == Z.shape[0]
     with pytest.raises(ValueError, match="max_memory"):
@@ -338,7 +339,7 @@ def test_clear_errors(data):
     with pytest.raises(ValueError, match="sigma"):
         RandomFourierFeatures(GaussianKernel(sigma=-1.0)).fit(X)
     with pytest.raises(ValueError, match="coef0"):
-        PolynomialRandomFeatures(coef0=-1.0).fit(X)
+        PolynomialRandomFeatures(PolynomialKernel(coef0=-1.0)).fit(X)
     rff = RandomFourierFeatures(GaussianKernel(1.0), n_components=16).fit(X)
     with pytest.raises(ValueError, match="features"):
         rff.transform(X[:, :3])
@@ -380,3 +381,33 @@ def test_random_state_none_draws_a_seed(data):
 
 # ----------------------------------------------------------------------------------------------
 # scikit-learn compatibility (to move into the shared estimator-check test)
+
+
+def test_polynomial_features_take_the_kernel_and_the_former_parameters_with_a_warning(data):
+    X, Z = data
+    new = PolynomialRandomFeatures(PolynomialKernel(3, 0.5, 2.0), n_components=32, random_state=1).fit(X)
+    with pytest.warns(FutureWarning, match="kernel=PolynomialKernel"):
+        old = PolynomialRandomFeatures(degree=3, gamma=0.5, coef0=2.0, n_components=32, random_state=1).fit(X)
+    with pytest.warns(FutureWarning, match="degree=3"):
+        positional = PolynomialRandomFeatures(3, gamma=0.5, coef0=2.0, n_components=32, random_state=1).fit(X)
+    np.testing.assert_allclose(old.transform(Z), new.transform(Z), rtol=1e-12)
+    np.testing.assert_allclose(positional.transform(Z), new.transform(Z), rtol=1e-12)
+    default = PolynomialRandomFeatures(n_components=32, random_state=1).fit(X)
+    assert (default.kernel_.degree, default.kernel_.gamma, default.kernel_.coef0) == (2, 1.0, 1.0)
+    with pytest.raises(ValueError, match="not both"):
+        PolynomialRandomFeatures(PolynomialKernel(2), degree=3).fit(X)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: RandomFourierFeatures(n_components=16, random_state=0),
+    lambda: PolynomialRandomFeatures(n_components=16, random_state=0),
+    lambda: NystromFeatures(n_components=16, random_state=0),
+])
+def test_transformers_take_max_memory_and_verbose(make, data, capsys):
+    X, Z = data
+    quiet = make().fit(X)
+    loud = make().set_params(verbose=1, max_memory="1MB").fit(X)
+    np.testing.assert_allclose(loud.transform(Z), quiet.transform(Z), rtol=1e-12, atol=1e-12)
+    assert ".transform" in capsys.readouterr().err  # the progress bar
+    with pytest.raises(ValueError, match="max_memory"):
+        make().set_params(max_memory=64).fit(X).transform(Z)

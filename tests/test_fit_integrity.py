@@ -273,7 +273,7 @@ def test_failed_or_interrupted_partial_fit_keeps_the_model(estimator, monkeypatc
     StagewiseClassifier(PolynomialKernel(degree=3), block_size=12, n_stages=2, pca_components=None, random_state=0),
     GeneralizedLeastSquaresClassifier(max_iter=20, alpha=1e-6),  # small weights would not overflow
     CalibratedLeastSquaresClassifier(max_iter=10),
-    PolynomialRandomFeatures(degree=3, n_components=32, random_state=0),
+    PolynomialRandomFeatures(PolynomialKernel(degree=3), n_components=32, random_state=0),
     NystromFeatures(PolynomialKernel(degree=3), n_components=20, random_state=0),
 ], ids=_id)
 def test_overflowing_predictions_are_refused_naming_X(estimator):

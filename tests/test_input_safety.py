@@ -38,7 +38,7 @@ from kernelscale import (
     project_simplex,
 )
 from kernelscale.base.validation import check_sparse
-from kernelscale.kernels import median_heuristic
+from kernelscale.kernels import PolynomialKernel, median_heuristic
 
 # ----------------------------------------------------------------------------------------------
 # item 1: sparse structure is checked before scipy's conversions or compiled loops read it
@@ -452,7 +452,7 @@ def test_random_maps_larger_than_memory_are_refused_naming_the_hyperparameter():
     with pytest.raises(ValueError, match=r"^n_components=10\*\*15|^n_components=1000000000000000 need"):
         RandomFourierFeatures(n_components=10**15).fit(X)
     with pytest.raises(ValueError, match=r"and degree=1000000000000000 need .* lower n_components or degree"):
-        PolynomialRandomFeatures(n_components=8, degree=10**15).fit(X)
+        PolynomialRandomFeatures(PolynomialKernel(degree=10**15), n_components=8).fit(X)
 
 
 def test_the_integer_true_is_one_component():

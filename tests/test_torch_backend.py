@@ -151,8 +151,8 @@ class _Recorder(BoundaryMixin):
         return self
 
 
-def test_float64_input_is_computed_in_float32_on_a_cuda_device(monkeypatch):
-    """The GPU default (README, "GPUs"): float64 numpy input runs in float32 on CUDA."""
+def test_the_dtype_follows_the_input_on_a_cuda_device_too(monkeypatch):
+    """dtype=None follows the input everywhere (README, "GPUs"): no silent float32 on CUDA."""
     import types
 
     cuda_like = TorchBackend("cpu")
@@ -160,10 +160,9 @@ def test_float64_input_is_computed_in_float32_on_a_cuda_device(monkeypatch):
     monkeypatch.setattr("kernelscale.base.device.get_backend", lambda device: cuda_like if device == "cuda" else NUMPY)
     est = _Recorder()
     est.device = "cuda"
-    assert est.fit(np.ones((4, 2))).dtype_seen_ == np.float32
+    for dtype in (np.float64, np.float32):
+        assert est.fit(np.ones((4, 2), dtype=dtype)).dtype_seen_ == dtype
     assert est.backend_seen_ is cuda_like
-    est.device = None
-    assert est.fit(np.ones((4, 2))).dtype_seen_ == np.float64
 
 
 def test_default_budget_follows_the_backend_memory(monkeypatch):

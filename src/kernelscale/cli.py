@@ -29,8 +29,6 @@ from typing import Callable
 import numpy as np
 from sklearn.base import BaseEstimator, is_classifier
 
-logger = logging.getLogger("kernelscale")
-
 
 def _out(text=""):
     sys.stdout.write(f"{text}\n")
@@ -55,16 +53,17 @@ def _demo_entries():
     from sklearn.linear_model import Ridge, RidgeClassifier
     from sklearn.pipeline import make_pipeline
 
-    from .doubly_stochastic.estimators import DoublyStochasticClassifier, DoublyStochasticRegressor
+    from .doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor
     from .exact import ExactKernelRidge
     from .features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures
-    from .kernels import GaussianKernel
-    from .lssvm.estimators import LSSVMClassifier, LSSVMRegressor
+    from .kernels import GaussianKernel, PolynomialKernel
+    from .least_squares import (
+        CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier, StagewiseClassifier, StagewiseRegressor,
+    )
+    from .lssvm import LSSVMClassifier, LSSVMRegressor
     from .preprocessing import CenterNormalize, FFTFeatures
-    from .least_squares.estimators import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
-    from .regularized.estimators import RegularizedKernelClassifier, RegularizedKernelRegressor
-    from .slkl.estimators import SLKLClassifier, SLKLRegressor
-    from .least_squares.stagewise import StagewiseClassifier, StagewiseRegressor
+    from .regularized import RegularizedKernelClassifier, RegularizedKernelRegressor
+    from .slkl import SLKLClassifier, SLKLRegressor
 
     return [
         DemoEntry("ExactKernelRidge", "sinc", lambda: ExactKernelRidge(GaussianKernel(sigma=1.0), alpha=0.1)),
@@ -100,7 +99,7 @@ def _demo_entries():
         DemoEntry("RandomFourierFeatures+RidgeClassifier", "digits", lambda: make_pipeline(
             RandomFourierFeatures("gaussian", n_components=1500, random_state=0), RidgeClassifier(alpha=1e-3))),
         DemoEntry("PolynomialRandomFeatures+RidgeClassifier", "digits", lambda: make_pipeline(
-            PolynomialRandomFeatures(degree=2, gamma=0.5, coef0=1.0, n_components=1500, random_state=0),
+            PolynomialRandomFeatures(PolynomialKernel(degree=2, gamma=0.5, coef0=1.0), n_components=1500, random_state=0),
             RidgeClassifier(alpha=1e-3))),
         DemoEntry("NystromFeatures+RidgeClassifier", "digits", lambda: make_pipeline(
             NystromFeatures("gaussian", n_components=500, random_state=0), RidgeClassifier(alpha=1e-3))),

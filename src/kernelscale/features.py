@@ -17,11 +17,12 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, clone
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from .base.estimator import INPUT_ATTRIBUTES, commit_fit, validate_fit_data
 from .base.boundary import BoundaryMixin
+from .base.monitor import IterationMonitor
 from .base.params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
 from .base.validation import (
     FLOAT_DTYPES, as_float_array, check_finite_result, check_positive, check_same_features, validate_data,
@@ -166,15 +167,14 @@ class _SeededTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Boun
         rng = check_random_state(self.random_state)
         kernel = self._kernel(X, rng)
         seed = seed_from(self.random_state if isinstance(self.random_state, Integral) else rng)
-        self._check_map_memory(X.shape[1])
+        self._check_map_memory(X.shape[1], getattr(kernel, "degree", 1))
         block = self._spec(self._dtype(X), kernel, X.shape[1], seed).block(0)
         fitted.update(kernel_=kernel, seed_=seed, block_=block, **self._block_attributes(block))
         return commit_fit(self, fitted, stale=INPUT_ATTRIBUTES)
 
-    def _check_map_memory(self, n_features):
+    def _check_map_memory(self, n_features, degree):
         """Refuse, naming the hyperparameters, a random map larger than the memory available now
         (an upper bound of its arrays: n_components x (n_features + 2) x degree float64 values)."""
-        degree = getattr(self, "degree", 1)
         need = 8 * self.n_components * (n_features + 2) * max(1, degree)
         if need > available_memory():
             what = f"n_components={self.n_components}" + (f" and degree={degree}" if degree != 1 else "")
@@ -196,7 +196,8 @@ class _SeededTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Boun
         X = validate_data(self, X, dtype=FLOAT_DTYPES, reset=False)
         dtype = self._dtype(X)
         block = self.block_ if self.block_.dtype == dtype else self.block_.astype(dtype)
-        features = FeatureOperator(self._spec(dtype), parse_memory(None), blocks={0: block}).transform(X, [0])
+        operator = FeatureOperator(self._spec(dtype), parse_memory(self.max_memory), blocks={0: block})
+        features = _in_row_slices(X, lambda rows: operator.transform(rows, [0]), self.verbose, type(self).__name__)
         return check_finite_result(features, "features")
 
     @property
@@ -230,6 +231,10 @@ class RandomFourierFeatures(_SeededTransformer):
         ``SeededFeatureMap(kernel_, n_components, seed_, method=method).block(X, 0)``.
     dtype : None, np.float32 or np.float64
         Computation dtype; None follows the input (float32 in, float32 out).
+    max_memory : int, str or None, default=None
+        Bytes ``transform`` may use beside its output (rows are cut to fit; README, "Memory").
+    verbose : int, default=0
+        1 shows a progress bar over the rows ``transform`` computes.
     device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
         Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
         (a torch tensor as input selects its device); the others need torch.
@@ -246,16 +251,20 @@ class RandomFourierFeatures(_SeededTransformer):
         "method": [StrOptions({"cos", "cossin"})],
         "random_state": ["random_state"],
         "dtype": "no_validation",  # checked in fit by _float_dtype
+        "max_memory": MEMORY_CONSTRAINT,
+        "verbose": ["verbose"],
         "device": DEVICE_CONSTRAINT,
     }
 
     def __init__(self, kernel="gaussian", *, n_components=1024, method="cos", random_state=None, dtype=None,
-                 device=None):
+                 max_memory=None, verbose=0, device=None):
         self.kernel = kernel
         self.n_components = n_components
         self.method = method
         self.random_state = random_state
         self.dtype = dtype
+        self.max_memory = max_memory
+        self.verbose = verbose
         self.device = device
 
     def _kernel(self, X, rng):
@@ -283,22 +292,28 @@ class RandomFourierFeatures(_SeededTransformer):
 class PolynomialRandomFeatures(_SeededTransformer):
     """Random features of the polynomial kernel (gamma <x, z> + coef0)^degree.
 
-    Equals kernelscale.kernels.PolynomialKernel(degree, gamma, coef0) in expectation:
-    Phi(x) . Phi(z) is unbiased with error O(1 / sqrt(n_components)).
+    Phi(x) . Phi(z) is an unbiased estimate of ``kernel`` with error O(1 / sqrt(n_components)).
 
     Parameters
     ----------
-    degree : int >= 1, default=2
-    gamma : float > 0, default=1.0
-    coef0 : float >= 0, default=1.0
+    kernel : PolynomialKernel, "polynomial" or None, default=None
+        The kernel; None is ``PolynomialKernel(degree=2, gamma=1.0, coef0=1.0)`` (coef0 >= 0:
+        the random maps need non-negative coefficients).
     n_components : int, default=1024
     method : {"tensorsketch", "maclaurin"}, default="tensorsketch"
         TensorSketch (Pham & Pagh 2013): O(n (d degree + degree D log D)); random Maclaurin
         (Kar & Karnick 2012): degree GEMMs, O(n d D degree), usually higher variance.
     random_state : int, RandomState or None
+    max_memory : int, str or None, default=None
+        Bytes ``transform`` may use beside its output (rows are cut to fit; README, "Memory").
+    verbose : int, default=0
+        1 shows a progress bar over the rows ``transform`` computes.
     device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
         Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
         (a torch tensor as input selects its device); the others need torch.
+    degree, gamma, coef0 : deprecated
+        The kernel's parameters before ``kernel=``; pass ``kernel=PolynomialKernel(degree, gamma,
+        coef0)`` instead (they still work, with a FutureWarning, and are removed in 0.3).
 
     Attributes
     ----------
@@ -307,27 +322,66 @@ class PolynomialRandomFeatures(_SeededTransformer):
     """
 
     _parameter_constraints: dict = {
-        "degree": [Interval(Integral, 1, None, closed="left")],
-        "gamma": [Interval(Real, 0, None, closed="neither")],
-        "coef0": [Interval(Real, 0, None, closed="left")],
+        "kernel": [PolynomialKernel, StrOptions({"polynomial", "poly"}), None, Interval(Integral, 1, None, closed="left")],
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "method": [StrOptions({"tensorsketch", "maclaurin"})],
         "random_state": ["random_state"],
+        "max_memory": MEMORY_CONSTRAINT,
+        "verbose": ["verbose"],
         "device": DEVICE_CONSTRAINT,
+        "degree": [Interval(Integral, 1, None, closed="left"), Hidden(StrOptions({"deprecated"}))],
+        "gamma": [Interval(Real, 0, None, closed="neither"), Hidden(StrOptions({"deprecated"}))],
+        "coef0": [Interval(Real, 0, None, closed="left"), Hidden(StrOptions({"deprecated"}))],
     }
 
-    def __init__(self, degree=2, *, gamma=1.0, coef0=1.0, n_components=1024, method="tensorsketch", random_state=None,
-                 device=None):
-        self.degree = degree
-        self.gamma = gamma
-        self.coef0 = coef0
+    def __init__(self, kernel=None, *, n_components=1024, method="tensorsketch", random_state=None,
+                 max_memory=None, verbose=0, device=None, degree="deprecated", gamma="deprecated",
+                 coef0="deprecated"):
+        self.kernel = kernel
         self.n_components = n_components
         self.method = method
         self.random_state = random_state
+        self.max_memory = max_memory
+        self.verbose = verbose
         self.device = device
+        self.degree = degree
+        self.gamma = gamma
+        self.coef0 = coef0
 
     def _kernel(self, X, rng):
-        return PolynomialKernel(degree=self.degree, gamma=self.gamma, coef0=self.coef0)
+        old = {k: getattr(self, k) for k in ("degree", "gamma", "coef0") if getattr(self, k) != "deprecated"}
+        kernel = self.kernel
+        if isinstance(kernel, Integral):  # the former first positional parameter, degree
+            old.setdefault("degree", int(kernel))
+            kernel = None
+        if old:
+            if kernel is not None:
+                raise ValueError(f"pass either kernel or the deprecated {', '.join(old)}, not both.")
+            warnings.warn(
+                f"PolynomialRandomFeatures({', '.join(f'{k}={v!r}' for k, v in old.items())}) is deprecated "
+                f"and removed in 0.3; pass kernel=PolynomialKernel(...) instead.", FutureWarning, stacklevel=4)
+            return PolynomialKernel(**{"degree": 2, "gamma": 1.0, "coef0": 1.0, **old})
+        if kernel is None:
+            return PolynomialKernel(degree=2, gamma=1.0, coef0=1.0)
+        kernel = make_kernel(kernel, "kernel")
+        if kernel.coef0 < 0:
+            raise ValueError(f"PolynomialRandomFeatures needs coef0 >= 0 (non-negative coefficients), got "
+                             f"coef0={kernel.coef0}.")
+        return kernel
+
+
+def _in_row_slices(X, compute, verbose, name):
+    """``compute(X)``; with ``verbose``, over 20 slices of rows with a progress bar (the features
+    of a row do not depend on the others, so the result is the same)."""
+    if not verbose or X.shape[0] < 2:
+        return compute(X)
+    bounds = np.linspace(0, X.shape[0], min(20, X.shape[0]) + 1).astype(int)
+    with IterationMonitor(verbose, total=bounds.size - 1, desc=f"{name}.transform", show=()) as monitor:
+        parts = []
+        for start, stop in zip(bounds[:-1], bounds[1:]):
+            parts.append(compute(X[start:stop]))
+            monitor.update(rows=int(stop))
+    return np.concatenate(parts)
 
 
 class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BoundaryMixin, BaseEstimator):
@@ -348,6 +402,8 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Boundar
     random_state : int, RandomState or None
     max_memory : int, str or None
         Budget for kernel blocks (see kernelscale.ops.memory).
+    verbose : int, default=0
+        1 shows a progress bar over the rows ``transform`` computes.
     device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
         Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
         (a torch tensor as input selects its device); the others need torch.
@@ -363,14 +419,17 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Boundar
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
         "max_memory": MEMORY_CONSTRAINT,
+        "verbose": ["verbose"],
         "device": DEVICE_CONSTRAINT,
     }
 
-    def __init__(self, kernel="gaussian", *, n_components=256, random_state=None, max_memory=None, device=None):
+    def __init__(self, kernel="gaussian", *, n_components=256, random_state=None, max_memory=None, verbose=0,
+                 device=None):
         self.kernel = kernel
         self.n_components = n_components
         self.random_state = random_state
         self.max_memory = max_memory
+        self.verbose = verbose
         self.device = device
 
     def fit(self, X, y=None):
@@ -415,8 +474,9 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Boundar
         check_is_fitted(self)
         X = validate_data(self, X, dtype=FLOAT_DTYPES, reset=False)
         # K(X, components) @ normalization_, in X's dtype, block by block within max_memory
-        centres = KernelOperator(self.kernel_, self.components_, self.max_memory, dtype=X.dtype)
-        out = centres.predict(X, self.normalization_.astype(X.dtype, copy=False))
+        centres = KernelOperator(self.kernel_, self.components_, parse_memory(self.max_memory), dtype=X.dtype)
+        normalization = self.normalization_.astype(X.dtype, copy=False)
+        out = _in_row_slices(X, lambda rows: centres.predict(rows, normalization), self.verbose, "NystromFeatures")
         return check_finite_result(out, "features")
 
     @property

@@ -9,9 +9,9 @@ name a backend. The same wrapper makes torch tensors first-class inputs:
   with ``device=None`` the tensor's device is used;
 - the result of a method called with a tensor X is a tensor on that device (fit returns the
   estimator, as always);
-- on a CUDA device, float64 numpy input is computed in float32 (the GPU default: float64 GEMMs
-  run at a small fraction of the float32 rate on most GPUs); pass a float64 tensor to compute
-  in float64 there.
+- the computation dtype follows the input on every device, as everywhere else (``dtype=None``):
+  float64 input is computed in float64 on a GPU too. Pass float32 data (or ``dtype=np.float32``
+  where an estimator has it) for the GPU's float32 rate, several times its float64 one.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import functools
 
 import numpy as np
 
-from ..ops.backend import current_backend, device_type, get_backend, using
+from ..ops.backend import current_backend, get_backend, using
 
 __all__ = ["on_device", "is_tensor"]
 
@@ -32,10 +32,6 @@ def is_tensor(a):
 
 def _host(a):
     return a.detach().cpu().numpy() if is_tensor(a) else a
-
-
-def _on_cuda(backend):
-    return device_type(backend) == "cuda"
 
 
 def on_device(method):
@@ -50,8 +46,6 @@ def on_device(method):
             return method(self, *args, **kwargs)  # a nested call: already on the device, on host arrays
         args = [_host(a) for a in args]
         kwargs = {k: _host(v) for k, v in kwargs.items()}
-        if args and tensor is None and _on_cuda(backend) and getattr(args[0], "dtype", None) == np.float64:
-            args[0] = np.asarray(args[0], dtype=np.float32)
         with using(backend):
             result = method(self, *args, **kwargs)
         if tensor is not None and isinstance(result, np.ndarray):

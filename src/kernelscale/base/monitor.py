@@ -12,7 +12,7 @@ import numbers
 
 from tqdm.auto import tqdm
 
-logger = logging.getLogger("kernelscale")
+logger = logging.getLogger(__name__)
 
 
 def check_callback(callback):
