@@ -312,7 +312,7 @@ def table2(suite, key, runs, Ms):
         pr = paper_ratio[i] if i is not None else None
         o = suite.add(
             ds, f"SLKLRegressor (M={M})", role="ours",
-            params=dict(p, nu=NU, tol=TOL, update="exact", columns="auto",
+            params=dict(p, nu=NU, tol=TOL, update="line_search", columns="auto",
                         random_state=f"{SOLVER_SEED} + run"),
             metrics={"mse": mean, "mse_std": std, "m0": float(np.mean(res[("m0", M)])),
                      "m0_std": _ms(res[("m0", M)])[1], "ratio_to_krrn": ratio_mean,

@@ -7,11 +7,14 @@ from sklearn.base import clone
 from sklearn.datasets import load_digits
 
 import kernelscale.slkl.estimators as slkl_mod
+import kernelscale.slkl.solver as solver_mod
 from kernelscale import GaussianKernel
-from kernelscale.slkl.estimators import (
-    ArrayColumns, SLKLClassifier, SLKLRegressor, _State, exact_step, gram_of_columns, newton_step, slkl,
-    slkl_gram, step_change,
+from kernelscale.slkl import (
+    ArrayColumns, SLKLClassifier, SLKLRegressor, gram_of_columns, line_search_step, newton_step, slkl, slkl_gram,
+    step_change,
 )
+from kernelscale.slkl import loop as slkl_loop
+from kernelscale.slkl.solver import _State
 from memcheck import peak_bytes
 
 
@@ -51,7 +54,7 @@ def problem(n=80, M=24, seed=0):
 # one coordinate
 
 
-def test_exact_step_minimises_dense_F_along_the_coordinate():
+def test_line_search_step_minimises_dense_F_along_the_coordinate():
     X, y, cand, C = problem()
     rng = np.random.default_rng(3)
     lam, nu = 0.5, 0.02
@@ -68,7 +71,7 @@ def test_exact_step_minimises_dense_F_along_the_coordinate():
         best = minimize_scalar(along, bounds=(0.0, 50.0), method="bounded", options={"xatol": 1e-10})
         grid = np.linspace(0, 50, 5001)
         v_grid = grid[np.argmin([along(v) for v in grid[::10]]) * 10]
-        v = exact_step(mu[m], lam * a * a, b, nu)
+        v = line_search_step(mu[m], lam * a * a, b, nu)
         assert along(v) <= min(best.fun, along(v_grid), along(0.0)) + 1e-10
         # the closed form of F along the coordinate
         t = 0.37
@@ -76,10 +79,11 @@ def test_exact_step_minimises_dense_F_along_the_coordinate():
 
 
 def test_raw_newton_overshoot_example():
-    """ALGORITHMS.md: nu = 1, lam a^2 = 0.25, b = 1, mu = 0.9: the clipped Newton step raises F by 1.35."""
+    """docs/algorithms.md section 1.3: nu = 1, lam a^2 = 0.25, b = 1, mu = 0.9: the clipped Newton
+    step raises F by 1.35."""
     assert newton_step(0.9, 0.25, 1.0, 1.0) == 0.0
     assert step_change(-0.9, 0.25, 1.0, 1.0) == pytest.approx(1.35)
-    assert exact_step(0.9, 0.25, 1.0, 1.0) == pytest.approx(0.4)
+    assert line_search_step(0.9, 0.25, 1.0, 1.0) == pytest.approx(0.4)
     assert step_change(-0.5, 0.25, 1.0, 1.0) == pytest.approx(-0.25)
 
 
@@ -92,7 +96,7 @@ def test_safeguarded_newton_catches_and_counts_the_overshoot():
     assert res.mu[0] == pytest.approx(0.4)
     assert res.objective == pytest.approx(F0 - 0.25)
     assert dense_F(C, y, res.mu, 1.0, 1.0) == pytest.approx(F0 - 0.25)
-    raw = slkl(C, y, lam=1.0, nu=1.0, update="exact", mu0=[0.9], max_iter=1, random_state=0)
+    raw = slkl(C, y, lam=1.0, nu=1.0, update="line_search", mu0=[0.9], max_iter=1, random_state=0)
     assert raw.n_newton_fallbacks == 0 and raw.mu[0] == pytest.approx(0.4)
 
 
@@ -131,7 +135,7 @@ def test_state_u_and_G_follow_dense_values():
 
 
 @pytest.mark.parametrize("gram", [False, True])
-@pytest.mark.parametrize("update", ["exact", "newton"])
+@pytest.mark.parametrize("update", ["line_search", "newton"])
 def test_F_never_increases_and_tracks_dense_F(update, gram):
     X, y, cand, C = problem(n=100, M=40, seed=2)
     lam, nu = 1.0, 0.01
@@ -154,7 +158,7 @@ def test_newton_fallbacks_happen_on_real_problems_and_F_still_decreases():
 
 
 @pytest.mark.parametrize("gram", [False, True])
-@pytest.mark.parametrize("update", ["exact", "newton"])
+@pytest.mark.parametrize("update", ["line_search", "newton"])
 def test_kkt_and_projected_gradient_reference(update, gram):
     X, y, cand, C = problem(n=60, M=20, seed=6)
     lam, nu = 1.0, 0.02
@@ -175,8 +179,8 @@ def test_kkt_and_projected_gradient_reference(update, gram):
 def test_skip_rule_is_exact_and_skips_the_curvature(monkeypatch):
     X, y, cand, C = problem(n=100, M=40, seed=7)
     calls = []
-    real = slkl_mod._curvature
-    monkeypatch.setattr(slkl_mod, "_curvature", lambda st, c, cc: calls.append(1) or real(st, c, cc))
+    real = solver_mod._curvature
+    monkeypatch.setattr(solver_mod, "_curvature", lambda st, c, cc: calls.append(1) or real(st, c, cc))
     res = slkl(C, y, nu=0.05, max_iter=2000, random_state=0)
     assert res.n_skipped > 0
     assert len(calls) == res.n_iter - res.n_skipped
@@ -189,7 +193,7 @@ def test_skip_rule_is_exact_and_skips_the_curvature(monkeypatch):
 # the Gram solver
 
 
-@pytest.mark.parametrize("update", ["exact", "newton"])
+@pytest.mark.parametrize("update", ["line_search", "newton"])
 def test_gram_solver_takes_the_same_steps_as_the_column_solver(update):
     """Q = C^T C and r = C^T y give the same a, b, steps and G updates: the same iterates."""
     X, y, cand, C = problem(n=150, M=50, seed=20)
@@ -211,7 +215,7 @@ def test_gram_solver_takes_the_same_steps_as_the_column_solver(update):
     np.testing.assert_allclose(noskip.mu, res.mu, rtol=1e-8, atol=1e-12)
 
 
-@pytest.mark.parametrize("update", ["exact", "newton"])
+@pytest.mark.parametrize("update", ["line_search", "newton"])
 @pytest.mark.parametrize("refresh", [True, False])
 def test_compiled_epochs_take_the_steps_of_the_python_loop(update, refresh, monkeypatch):
     """The epoch of kernelscale.slkl.loop, compiled by numba and as plain Python, runs the
@@ -350,7 +354,7 @@ def test_gram_memory_is_o_of_m_squared_and_checked_before_allocating():
 
 
 @pytest.mark.parametrize("columns", ["gram", "precompute"])
-@pytest.mark.parametrize("update", ["exact", "newton"])
+@pytest.mark.parametrize("update", ["line_search", "newton"])
 def test_prop3_only_lam_times_nu_matters(update, columns):
     X, y, cand, C = problem(n=80, M=30, seed=8)
     Xt = np.random.default_rng(9).uniform(-3, 3, size=(30, 2))
@@ -493,7 +497,7 @@ def _four_classes(n, seed):
     return X, codes, np.array(["a", "b", "c", "d"])[codes], rng.uniform(0.2, 3.0, size=n)
 
 
-@pytest.mark.parametrize("update", ["exact", "newton"])
+@pytest.mark.parametrize("update", ["line_search", "newton"])
 def test_one_vs_one_solves_each_pairs_problem_on_its_rows_over_the_shared_candidates(update):
     """Pair (a, b): SLKL (eq. 14) on the rows of classes a and b only, targets +1 / -1, their
     weights, the shared candidate columns: KKT-optimal, "auto" nu = 0.01 x the pair's mean weight,
@@ -532,7 +536,7 @@ def test_one_vs_one_solves_each_pairs_problem_on_its_rows_over_the_shared_candid
 
 
 def test_multi_class_auto_is_one_vs_one_where_the_gram_solver_fits():
-    from kernelscale.slkl.estimators import _ovo_bytes
+    from kernelscale.slkl.multiclass import ovo_bytes
 
     X, codes, labels, _ = _four_classes(200, 33)
     kw = dict(kernel=GaussianKernel(sigma=1.0), n_components=100, random_state=0)
@@ -540,19 +544,19 @@ def test_multi_class_auto_is_one_vs_one_where_the_gram_solver_fits():
     binary = SLKLClassifier(**kw).fit(X, codes % 2)
     assert binary.multi_class_ == "ovr" and binary.mu_.shape == (100,)  # two classes: one problem
     assert SLKLClassifier(columns="precompute", **kw).fit(X, labels).multi_class_ == "ovr"
-    need = 2 * _ovo_bytes(200, 100, 4)
+    need = 2 * ovo_bytes(200, 100, 4)
     assert SLKLClassifier(max_memory=need, **kw).fit(X, labels).multi_class_ == "ovo"
     assert SLKLClassifier(max_memory=need - 1, **kw).fit(X, labels).multi_class_ == "ovr"
     # many classes: "auto" counts every per-class and per-pair array before choosing (n = 2000,
     # 200 classes, 19900 pairs: 0.36 GB; on dask chunks, with the tree's partial sums, 1.3 GB)
-    assert SLKLClassifier(n_components=256, max_memory=3e8)._scheme(200, 2000, distributed=False) == "ovr"
-    assert SLKLClassifier(n_components=256, max_memory=2e9)._scheme(200, 2000, distributed=False) == "ovo"
-    assert SLKLClassifier(n_components=256, max_memory=2e9)._scheme(200, 2000, distributed=True) == "ovr"
+    assert SLKLClassifier(n_components=256)._scheme(200, 2000, distributed=False, budget=int(3e8)) == "ovr"
+    assert SLKLClassifier(n_components=256)._scheme(200, 2000, distributed=False, budget=int(2e9)) == "ovo"
+    assert SLKLClassifier(n_components=256)._scheme(200, 2000, distributed=True, budget=int(2e9)) == "ovr"
     with pytest.raises(ValueError, match="multi_class='ovo' runs on the Gram solver .got columns='on_the_fly'"):
         SLKLClassifier(columns="on_the_fly", multi_class="ovo", **kw).fit(X, labels)
     with pytest.raises(ValueError, match="too small for 4 classes: the per-class Gram matrices and the state of the "
                                          "6 one-vs-one problems .or pass multi_class='ovr'."):
-        SLKLClassifier(multi_class="ovo", max_memory=_ovo_bytes(200, 100, 4) - 1, **kw).fit(X, labels)
+        SLKLClassifier(multi_class="ovo", max_memory=ovo_bytes(200, 100, 4) - 1, **kw).fit(X, labels)
     # the scheme is part of the model: a warm start continues only the same one
     est = SLKLClassifier(warm_start=True, tol=1e-8, **kw).fit(X, labels)
     final = [h[-1] for h in est.objective_history_]
@@ -569,10 +573,87 @@ def test_the_decomposition_is_decided_once_per_fit(monkeypatch):
     kw = dict(kernel=GaussianKernel(sigma=1.0), n_components=40, random_state=0)
     ref = SLKLClassifier(multi_class="ovo", **kw).fit(X, labels)
     answers = iter(["ovo"])
-    monkeypatch.setattr(SLKLClassifier, "_scheme", lambda self, k, n, distributed: next(answers, "ovr"))
+    monkeypatch.setattr(SLKLClassifier, "_scheme", lambda self, k, n, distributed, budget: next(answers, "ovr"))
     got = SLKLClassifier(**kw).fit(X, labels)
     assert got.multi_class_ == "ovo"
     np.testing.assert_array_equal(got.mu_, ref.mu_)
+
+
+def test_a_one_vs_one_fit_reads_the_free_memory_once(monkeypatch):
+    """max_memory=None is half the free memory, resolved ONCE per fit (and once per prediction)
+    by the estimator: a reading that drifts during the fit (every call another, smaller value,
+    each of which would choose one-vs-rest) changes neither the decomposition nor the budget of
+    the per-class sums, the kernel blocks or any pair's solver; the model is the fit with
+    max_memory fixed at the first reading. (The estimators resolve max_memory through
+    parse_memory, patched here, not only through the free-memory reading that the public
+    boundary also holds fixed per call, so this checks SLKL's own plan.)"""
+    from kernelscale.ops.memory import DEFAULT_MEMORY_FRACTION, parse_memory
+    from kernelscale.slkl.multiclass import ovo_bytes
+
+    X, codes, labels, w = _four_classes(200, 36)
+    kw = dict(kernel=GaussianKernel(sigma=1.0), n_components=40, random_state=0)
+    first = 8 * ovo_bytes(200, 40, 4)  # half of it holds one-vs-one for "auto" (and the kernel blocks)
+    readings = []
+
+    def drifting_parse_memory(max_memory, name="max_memory"):
+        if max_memory is not None:
+            return parse_memory(max_memory, name)
+        readings.append(first // 4 ** len(readings))  # first, first / 4, ...: from the second on, "ovr"
+        return int(DEFAULT_MEMORY_FRACTION * readings[-1])
+
+    budgets = []  # the bytes handed below the estimator: row executors, per-class sums, kernel operators
+    where = {"executor": lambda args, kwargs: args[0], "class_gram_sums": lambda args, kwargs: kwargs["budget"],
+             "KernelOperator": lambda args, kwargs: args[2]}
+    for name, budget_of in where.items():
+        def spy(*args, _real=getattr(slkl_mod, name), _name=name, _budget_of=budget_of, **kwargs):
+            budgets.append((_name, _budget_of(args, kwargs)))
+            return _real(*args, **kwargs)
+        monkeypatch.setattr(slkl_mod, name, spy)
+    monkeypatch.setattr(slkl_mod, "parse_memory", drifting_parse_memory)
+    got = SLKLClassifier(**kw).fit(X, labels, sample_weight=w)
+    assert len(readings) == 1 and got.multi_class_ == "ovo"
+    budget = int(DEFAULT_MEMORY_FRACTION * first)
+    assert {name for name, _ in budgets} == {"executor", "class_gram_sums"}
+    assert all(b == budget for _, b in budgets), budgets
+    ref = SLKLClassifier(max_memory=budget, **kw).fit(X, labels, sample_weight=w)
+    assert len(readings) == 1 and ref.multi_class_ == "ovo"
+    for name in ("mu_", "dual_coef_", "sparsity_", "candidates_"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(ref, name))
+    budgets.clear()
+    readings.clear()  # the drift starts again at ``first``
+    Xt = np.random.default_rng(37).uniform(-3, 3, size=(500, 2))  # three row blocks of pairwise values
+    scores = got.decision_function(Xt)
+    assert len(readings) == 1 and len(budgets) == 3 and all(b == budget for _, b in budgets), budgets
+    np.testing.assert_array_equal(scores, ref.decision_function(Xt))
+
+
+def test_update_exact_is_the_former_name_of_line_search():
+    """update="exact" (the line minimiser's former name) still fits, with a FutureWarning, the
+    same model as "line_search", the default; exact_step is line_search_step."""
+    import warnings
+
+    from kernelscale.slkl import exact_step
+
+    X, y, cand, C = problem(n=80, M=20, seed=38)
+    assert exact_step is line_search_step
+    assert SLKLRegressor().update == SLKLClassifier().update == "line_search"
+    kw = dict(kernel=GaussianKernel(sigma=1.0), n_components=20, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        new = SLKLRegressor(update="line_search", **kw).fit(X, y)
+        default = SLKLRegressor(**kw).fit(X, y)
+        res = slkl(C, y, random_state=0)
+    with pytest.warns(FutureWarning, match="update='exact' was renamed update='line_search'"):
+        old = SLKLRegressor(update="exact", **kw).fit(X, y)
+    for est in (old, default):
+        np.testing.assert_array_equal(est.mu_, new.mu_)
+    for solver, args in ((slkl, (C, y)), (slkl_gram, (C.T @ C, C.T @ y, y @ y))):
+        with pytest.warns(FutureWarning, match="renamed update='line_search'"):
+            got = solver(*args, update="exact", random_state=0)
+        np.testing.assert_array_equal(got.mu, solver(*args, update="line_search", random_state=0).mu)
+    np.testing.assert_array_equal(res.mu, slkl(C, y, update="line_search", random_state=0).mu)
+    with pytest.raises(ValueError, match="update must be one of"):
+        slkl(C, y, update="gradient")
 
 
 def test_a_pair_of_classes_without_weight_converges_at_once_to_no_columns():
@@ -637,7 +718,7 @@ def test_outputs_on_threads_give_the_fit_of_one_thread(monkeypatch):
     one = SLKLClassifier(**kw).fit(X, y)
     pairs_one = SLKLClassifier(**base).fit(X, y)  # one-vs-one: 10 problems
     monkeypatch.setattr(slkl_mod, "blas_threads", lambda: 4)
-    compiled = slkl_mod._slkl_loop.compiled_epoch() is not None
+    compiled = slkl_loop.compiled_epoch() is not None
 
     class Reversed(concurrent.futures.ThreadPoolExecutor):
         used = []

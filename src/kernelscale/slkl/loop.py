@@ -1,15 +1,18 @@
-"""The coordinate visits of SLKL's Gram solver (:func:`kernelscale.slkl.estimators.slkl_gram`), compiled by numba.
+"""The coordinate visits of SLKL's Gram solver (:func:`kernelscale.slkl.solver.slkl_gram`), compiled by numba.
 
-One call runs one epoch of visits: the same draws, steps and Woodbury updates (eqs. 24-27) as
-the Python loop of ``slkl_gram``, on the active block ``G[:m0, :m0]`` of an M x M buffer, with
-the rank-one products written as loops (the same iterates up to rounding). Between epochs
-``slkl_gram`` refreshes G from scratch, records the objective and calls the monitor, in Python.
-With numba installed (the optional ``fast`` extra) the epoch is compiled on first use (cached on
-disk); without it, with ``trace=True`` or with :data:`USE_NUMBA` off, ``slkl_gram`` runs its own
-loop. On 30 one-vs-rest problems of 4000 points (256 candidates) the Python loop was 95% of the
-fit.
+One call runs one epoch of visits: the same draws, steps and Woodbury updates (eqs. 24-27,
+docs/algorithms.md section 1.1) as the Python loop of ``slkl_gram``, on the active block
+``G[:m0, :m0]`` of an M x M buffer, with the rank-one products written as loops (the same
+iterates up to rounding). Between epochs ``slkl_gram`` refreshes G from scratch, records the
+objective and calls the monitor, in Python. With numba installed (the optional ``fast`` extra)
+the epoch is compiled on first use (cached on disk); without it, with ``trace=True`` or with
+:data:`USE_NUMBA` off, ``slkl_gram`` runs its own loop. Why the loop is compiled (its share of a
+fit, measured): benchmarks/studies/slkl.md, "Compiled visits".
+
+The step rules live here too, as plain functions the compiled epoch and the Python loops share:
+:func:`line_search_step` (``update="line_search"``, formerly ``"exact"``; :func:`exact_step` is
+its former name) and :func:`newton_step`.
 """
-
 from __future__ import annotations
 
 import importlib.util
@@ -41,14 +44,19 @@ def step_change(t, lam_a2, b, nu):
     return nu * t - lam_a2 * t / (1.0 + t * b)
 
 
-def exact_step(mu, lam_a2, b, nu):
-    """The minimiser over v >= 0 of F along the coordinate: max(0, mu + (sqrt(lam a^2/nu) - 1)/b).
+def line_search_step(mu, lam_a2, b, nu):
+    """The minimiser over v >= 0 of F along the coordinate: max(0, mu + (sqrt(lam a^2/nu) - 1)/b)
+    (an exact line search on the closed form of :func:`step_change`; ``update="line_search"``).
 
     With a = 0 (or b = 0, i.e. c_m = 0) F grows linearly with slope nu, so the minimiser is 0.
     """
     if lam_a2 <= 0.0 or b <= 0.0:
         return 0.0
     return max(0.0, mu + (math.sqrt(lam_a2 / nu) - 1.0) / b)
+
+
+#: the former name of :func:`line_search_step` (``update="exact"``), kept until kernelscale 0.3
+exact_step = line_search_step
 
 
 def newton_step(mu, lam_a2, b, nu):
@@ -75,7 +83,7 @@ def _quadratic(G, z, m0, Gz):
 # disk cache notices changes to the file of the function it compiles, not to other files)
 _nb_quadratic = _quadratic
 _nb_step_change = step_change
-_nb_exact_step = exact_step
+_nb_line_search_step = line_search_step
 _nb_newton_step = newton_step
 
 
@@ -120,9 +128,9 @@ def _epoch(Q, r, qdiag, mu, slot, act, m0, G, v, draws, lam, nu, newton, skip):
             mu_new = _nb_newton_step(mu_old, lam_a2, b, nu)
             if _nb_step_change(mu_new - mu_old, lam_a2, b, nu) > 0.0:
                 n_fallbacks += 1
-                mu_new = _nb_exact_step(mu_old, lam_a2, b, nu)
+                mu_new = _nb_line_search_step(mu_old, lam_a2, b, nu)
         else:
-            mu_new = _nb_exact_step(mu_old, lam_a2, b, nu)
+            mu_new = _nb_line_search_step(mu_old, lam_a2, b, nu)
         if mu_new == mu_old:
             continue
         if p >= 0 and mu_new > 0:  # eq. 25, and v = G r_A along the same rank-one change
@@ -193,8 +201,9 @@ def _refresh(Q, r, mu, act, m0, lam, G, v):
     factor L of the middle matrix solves for v (backward stable) and gives G = S L^-T L^-1 S,
     computed on its upper triangle and mirrored (exactly symmetric). Plain loops, m0^3 / 2
     multiply-adds, for the small active sets of a typical refresh, where the LAPACK calls'
-    overhead in Python was half of a one-vs-one fit. Returns False when the factor or v is not
-    finite (the matrix is not positive definite, or an entry overflowed)."""
+    overhead in Python dominates (benchmarks/studies/slkl.md, "Compiled visits"). Returns False
+    when the factor or v is not finite (the matrix is not positive definite, or an entry
+    overflowed)."""
     s = np.empty(m0)
     for i in range(m0):
         s[i] = math.sqrt(mu[act[i]])
@@ -259,7 +268,7 @@ def compiled_refresh():
 
 def compiled_epoch():
     """The compiled :func:`_epoch` (built once; None without numba or with USE_NUMBA off)."""
-    global _compiled, _compiled_refresh, _nb_quadratic, _nb_step_change, _nb_exact_step, _nb_newton_step
+    global _compiled, _compiled_refresh, _nb_quadratic, _nb_step_change, _nb_line_search_step, _nb_newton_step
     if not (USE_NUMBA and NUMBA_AVAILABLE):
         return None
     with _compile_lock:
@@ -272,7 +281,7 @@ def compiled_epoch():
             jit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")  # x / 0 -> inf, as numpy
             inline = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy", inline="always")
             _nb_quadratic, _nb_step_change = inline(_quadratic), jit(step_change)
-            _nb_exact_step, _nb_newton_step = jit(exact_step), jit(newton_step)
+            _nb_line_search_step, _nb_newton_step = jit(line_search_step), jit(newton_step)
             _compiled_refresh = jit(_refresh)
             _compiled = jit(_epoch)
     return _compiled
