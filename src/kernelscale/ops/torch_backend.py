@@ -4,10 +4,10 @@ Imported only when a torch device is asked for (``device="cuda"``, ``"cpu"``, a 
 input), so ``import kernelscale`` never imports torch. What runs where:
 
 - on the device: the prepared point set of a :class:`~kernelscale.ops.kernel.KernelOperator`,
-  every kernel block and its products (matvec and predict fused on a CUDA device in float32:
-  :meth:`TorchBackend.fused_product`, the LS-SVM row block and its Gram, SLKL's
-  column Gram), the projections and trigonometric passes of random-feature blocks, and the
-  weighted moments of feature rows;
+  every kernel block and its products (matvec and predict fused on a CUDA device in float32
+  where FUSED_PRODUCTS says so: :meth:`TorchBackend.fused_product`; the LS-SVM row block and
+  its Gram, SLKL's column Gram), the projections and trigonometric passes of random-feature
+  blocks, and the weighted moments of feature rows;
 - on the host, in numpy: random draws (float64, then cast: a seeded block is the same on every
   device), the TensorSketch count sketches and FFTs, the small factorisations of the solvers
   (J x J, M x M, p x p, with scipy: faster there at these sizes, and in float64), and every
@@ -32,11 +32,14 @@ from .memory import available_memory
 #: a ridge solve of at least this order on a device of these types runs there (module docstring)
 DEVICE_SOLVE_ORDER = 2048
 DEVICE_SOLVE_TYPES = ("cuda",)
-#: kernel products K(A, Z) @ V on a device of FUSED_DEVICE_TYPES in float32 run fused (kernelscale.ops.fused: the
-#: kernel block never written to memory) for these kernels, with at most FUSED_MAX_K right-hand
-#: sides and at least FUSED_MIN_FLOPS of distance work (2 n m d: below it, the first call's
-#: compilation would cost more than the product saves); False turns the fused products off
-FUSED_PRODUCTS = True
+#: kernel products K(A, Z) @ V on a device of FUSED_DEVICE_TYPES in float32 run fused
+#: (kernelscale.ops.fused: the kernel block never written to memory) for these kernels, with at
+#: most FUSED_MAX_K right-hand sides and at least FUSED_MIN_FLOPS of distance work (2 n m d:
+#: below it, the first call's compilation would cost more than the product saves), when
+#: FUSED_PRODUCTS is True. Off until benchmarks/bench_fused.py has measured them faster than the
+#: blocked product on a GPU (issue 41): they have run in Triton's interpreter and compiled for
+#: sm_90, not yet on a GPU
+FUSED_PRODUCTS = False
 FUSED_DEVICE_TYPES = ("cuda",)
 FUSED_KERNELS = ("gaussian", "laplacian", "matern")
 FUSED_MAX_K = 64
@@ -256,7 +259,7 @@ class TorchBackend:
             Z, center = prepared.data, None
         else:  # the prepared set's centred copy of Z (a view of its augmented operand)
             Z, center = prepared.aux[:, :d], prepared.center
-        fixed, per_row = self.fused_product_bytes(d, m, k)
+        fixed, per_row = self.fused_product_bytes(d, m, k)  # V's device copy included
         step = (budget - fixed) // per_row
         if step < 1:
             return None
@@ -272,16 +275,19 @@ class TorchBackend:
         return out
 
     def fused_product_bytes(self, n_features, n_points, k):
-        """(fixed, per row of A): the bytes :meth:`fused_product` holds for Z's aligned centred
-        copy, V and the column splits' partial sums (at most PROGRAMS_PER_SM tiles of 256 rows
-        per SM beyond one per row), and per row of A (its device copy, its aligned centred
-        copy, the result and the row sums)."""
+        """(fixed, per row of A): upper bounds of the bytes :meth:`fused_product` holds for Z's
+        laid-out copies (three at the peak: the copy, its TF32 head and tail), V's copies and the
+        column splits' partial sums (at most PROGRAMS_PER_SM tiles of 256 rows per SM beyond one
+        per row), and per row of A (its device copy, its laid-out copies, the result, the
+        partial sums and their sum)."""
         from . import fused
 
-        dp = -(-n_features // fused.ALIGN) * fused.ALIGN
+        width = -(-(n_features + 4) // 64) * 64  # the operands' columns (tiles of BK <= 64 features)
+        kp = max(16, fused._kp(min(k, fused.MAX_K_PER_PASS))[0])
         sms = torch.cuda.get_device_properties(self.device).multi_processor_count if self.device.type == "cuda" else 1
-        fixed = 4 * (n_points * (dp + k) + (k + 1) * (fused.PROGRAMS_PER_SM * sms * 256 + n_points))
-        return fixed, 4 * (n_features + dp + 2 * (k + 1) + 2)
+        partials = kp * (fused.PROGRAMS_PER_SM * sms * 256 + 256)
+        fixed = 4 * (n_points * (3 * width + 6 + k) + (n_points + 256) * kp + partials)
+        return fixed, 4 * (n_features + 3 * width + k + 2 * kp + 6)
 
     def to_numpy(self, a):
         if isinstance(a, torch.Tensor):
