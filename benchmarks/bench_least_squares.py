@@ -117,8 +117,9 @@ from harness import Suite, compare, measure, run_capped  # noqa: E402
 from kernelscale.data.datasets import load_dataset  # noqa: E402
 from kernelscale.features import RandomFourierFeatures  # noqa: E402
 from kernelscale.kernels import GaussianKernel, median_heuristic  # noqa: E402
-from kernelscale.least_squares.estimators import (
-    CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier, _calibrated_step,
+from kernelscale.least_squares.calibrated import calibrated_step  # noqa: E402
+from kernelscale.least_squares.estimators import (  # noqa: E402
+    CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier,
 )
 from kernelscale.preprocessing import pca_fit, pca_transform  # noqa: E402
 from kernelscale.least_squares.stagewise import StagewiseClassifier  # noqa: E402
@@ -297,8 +298,8 @@ def _calibrated_staged_errors(est, Fte, yte):
     P = np.zeros((Fte.shape[0], est.coef_.shape[1]), dtype=Fte.dtype)
     out = []
     for t in range(est.n_iter_):
-        P = _calibrated_step(Fte, P, est.coef_[t], est.intercept_[t], est.calibration_[t],
-                             est.calibration_intercept_[t], est.basis_, "simplex")
+        P = calibrated_step(Fte, P, est.coef_[t], est.intercept_[t], est.calibration_[t],
+                            est.calibration_intercept_[t], est.basis_, "simplex")
         out.append(_err(est.classes_[np.argmax(P, axis=1)], yte))
     return out
 

@@ -1,82 +1,48 @@
-"""Stagewise regression on seeded feature blocks (ALGORITHMS.md section 5, Algorithm 3).
+"""The stagewise estimators of paper 5 (docs/algorithms.md section 5, Algorithm 3):
+:class:`StagewiseClassifier` and :class:`StagewiseRegressor`.
 
-For t = 1..T: GEN a block of p features from (seed, t), fit what the current predictions miss
-on that block, update the predictions. Blocks are never stored: block t is regenerated from
-``(seed_, t)`` by :mod:`kernelscale.ops.feature_blocks` and applied to rows by
-:class:`kernelscale.ops.features.FeatureOperator`, so a fitted model holds the seed, the PCA map
-and the block weights only, and prediction regenerates every block.
+They reduce X by a weighted PCA (appendix A.2.1, :func:`kernelscale.preprocessing.pca_fit`; by
+default to 50 dimensions when X has more than 50 features, none otherwise), resolve the kernel on
+the reduced data (``sigma="median"``), choose the "auto" block size and ridge from the number of
+samples, parse ``max_memory`` once into bytes, and run
+:func:`~kernelscale.least_squares.stagewise_solver.stagewise_regression` (its module describes
+GEN, the stage updates and their guarantees). Predictions regenerate every block from the seed.
 
-GEN (``kernel`` and ``feature_method``), on the data after PCA to ``pca_components`` dimensions
-(appendix A.2.1, :func:`kernelscale.preprocessing.pca_fit`; by default to 50 dimensions when X
-has more than 50 features, none otherwise). ``kernel`` is a kernelscale kernel or its name
-(``sigma="median"`` is resolved on the reduced data); ``feature_method`` picks the feature form
-(:mod:`kernelscale.ops.feature_blocks`), None the kernel's default:
-
-- Gaussian (default ``"cos"``): random Fourier features sqrt(2/p) cos(z w + b) of
-  exp(-|z - z'|^2 / (2 sigma^2)), sigma by the median trick on the reduced data by default;
-  ``"logit"``: random logits sigmoid(z w + b - pi) with the frequencies w ~ N(0, I / sigma^2) and
-  phases b ~ U[0, 2 pi] of the same Fourier block, i.e. thresholds uniform in [-pi, pi] on random
-  directions scaled by sigma; ``"cossin"`` also works (as for Laplacian and Matern kernels);
-- Polynomial (default ``"tensorsketch"``): TensorSketch features of (gamma <z, z'> + coef0)^degree
-  (``"maclaurin"`` also works);
-- Linear (default ``"sample"``): p of the (reduced) features, drawn without replacement from
-  ``block_rng(seed, t)`` (all of them when p >= d); ``"gaussian"`` projections also work.
-
-These replace the former ``generator``/``sigma``/``degree``: "rff" with ``sigma`` is
-``kernel=GaussianKernel(sigma)`` (the default ``kernel="gaussian"`` is sigma="median"), "logit"
-is ``feature_method="logit"``, "sample" is ``kernel="linear"``. The former "polynomial" used
-PolynomialKernel(degree, gamma=1 / sigma^2, coef0=1) with sigma from the median trick; now the
-PolynomialKernel is given as it is (its gamma is not taken from the data).
-
-Updates (``update``), each with an unpenalised intercept and a ridge ``alpha``:
-
-- ``"linear"``: ridge fit of the residual y - y_hat on the block (the paper's linear stages);
-- ``"calibrated"``: the same fit on the block AND the current predictions (the paper's "simplest"
-  calibration: "we only use the previous predictions as features in our new batch");
-- ``"softmax"`` (classifier only; the multinomial logistic loss, named as the loss is everywhere
-  in the library): ``inner_iter`` steps of Algorithm 1 with the softmax link on
-  the block, the current scores as a fixed offset (accelerated steps, the default of
-  :func:`kernelscale.least_squares.estimators.generalized_least_squares`; monotone like the plain ones).
-
-"No change" is always feasible and the ridge shrinks towards it, so the training residual
-sum_i w_i |y_i - y_hat_i|^2 never increases with "linear" and "calibrated", and the training
-logistic loss never increases with "softmax" (each stage starts at zero weights and Algorithm 1
-is monotone); the squared residual of "softmax" stages is not guaranteed.
+Departures from the paper (section 5.4): PCA only above 50 features by default, the median
+bandwidth taken on the reduced data, the per-stage "auto" ridge 0.1 / n and the "auto" block size
+below 12288 samples (both in the estimators' docstrings; their measurements in
+``benchmarks/studies/least_squares.md``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections import namedtuple
 from numbers import Integral, Real
 
 import numpy as np
-from scipy import linalg
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..base.classifier import check_class_memory, encode_classes, one_hot
-from ..base.monitor import IterationMonitor
-from ..base.validation import as_float_array, check_finite_result, validate_data
+from ..base.device import DeviceMixin
 from ..base.estimator import (
     INPUT_ATTRIBUTES, FiniteR2Mixin, commit_fit, fit_weights, resolve_kernel, validate_fit_data,
     warm_start_iterations,
 )
-from ..linalg import factor_spd
-from ..losses import softmax, softmax_loss
-from ..base.device import DeviceMixin
+from ..base.monitor import IterationMonitor
 from ..base.params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
+from ..base.validation import check_finite_result, validate_data
 from ..kernels import make_kernel
-from .estimators import _squared_error, generalized_least_squares, gls_fixed_bytes
-from ..ops.feature_blocks import METHODS, FeatureBlockSpec, kernel_family, seed_from
+from ..losses import softmax
+from ..ops.feature_blocks import METHODS, FeatureBlockSpec, seed_from
 from ..ops.features import FeatureOperator
-from ..ops.lapack_threads import one_lapack_thread
-from ..ops.memory import parse_memory, plan_rows
-from ..ops.rows import executor, is_dask, row_weights, total, weighted_sum
+from ..ops.memory import parse_memory
+from ..ops.rows import executor, row_weights, total, weighted_sum
 from ..preprocessing import pca_fit, pca_transform
 from ..simplex import project_simplex
+from .stagewise_solver import feature_method_of, feature_spec, replay_stage, stagewise_regression
 
 __all__ = [
     "StagewiseClassifier",
@@ -87,15 +53,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: the feature method of each kernel family for feature_method=None (the linear kernel's column
-#: subsets are the paper's "sample" generator)
-DEFAULT_METHOD = {"fourier": "cos", "polynomial": "tensorsketch", "linear": "sample"}
 #: pca_components="auto": PCA to this many components when X has more features, none otherwise
 AUTO_PCA_COMPONENTS = 50
 #: alpha="auto" is this over the number of samples (estimator docstring)
 _AUTO_RIDGE = 0.1
-
-
 #: block_size="auto": the largest block (the paper's), reached from AUTO_BLOCK_RATIO * 1024 samples
 AUTO_BLOCK_MAX = 1024
 #: block_size="auto": n // AUTO_BLOCK_RATIO features per block below AUTO_BLOCK_RATIO * 1024 samples
@@ -107,266 +68,9 @@ AUTO_BLOCK_MIN = 16
 def _auto_block_size(n):
     """block_size="auto" (estimator docstring): min(1024, max(n // 12, min(16, n // 4))), >= 1.
 
-    1024 from 12288 samples on (so at every n >= 12288, and in the papers' benchmarks, as
-    before), n // 12 from 192 to 12287 samples, 16 from 64 to 191, n // 4 below 64; continuous
-    and non-decreasing in n."""
+    1024 (the paper's block) from 12288 samples on, n // 12 from 192 to 12287 samples, 16 from 64
+    to 191, n // 4 below 64; continuous and non-decreasing in n."""
     return int(max(1, min(AUTO_BLOCK_MAX, max(n // AUTO_BLOCK_RATIO, min(AUTO_BLOCK_MIN, n // 4)))))
-
-StagewiseResult = namedtuple("StagewiseResult", "coef intercept calibration objective_history n_stages")
-
-
-# ----------------------------------------------------------------------------------------------
-# GEN
-
-
-def feature_method_of(kernel, feature_method=None):
-    """The feature method of ``kernel`` (an object or a name): ``feature_method``, or the kernel
-    family's default (:data:`DEFAULT_METHOD`) when None; a ValueError naming the argument when the
-    kernel has no random features or the method is not one of its family."""
-    kernel = make_kernel(kernel, "kernel")
-    try:
-        family = kernel_family(kernel)
-    except ValueError as err:
-        raise ValueError(f"kernel={kernel!r} cannot be used by the stagewise method: {err}") from None
-    if feature_method is None:
-        return DEFAULT_METHOD[family]
-    if METHODS.get(feature_method, (None,))[0] != family:
-        available = tuple(k for k, v in METHODS.items() if v[0] == family)
-        raise ValueError(
-            f"feature_method={feature_method!r} is not available for {type(kernel).__name__}; pass "
-            f"one of {available}, or feature_method=None for its default {DEFAULT_METHOD[family]!r}."
-        )
-    return feature_method
-
-
-def feature_spec(kernel, n_features, block_size, seed, feature_method=None, dtype=np.float64):
-    """GEN of Algorithm 3 as a seeded feature map: block t of features of data with
-    ``n_features`` columns is regenerated from ``(seed, t)`` only.
-
-    ``kernel``: a resolved kernel (no sigma="median") or a name; ``feature_method``: see the
-    module docstring (None: the kernel's default, e.g. "sample" for the linear kernel).
-    """
-    method = feature_method_of(kernel, feature_method)
-    return FeatureBlockSpec(make_kernel(kernel, "kernel"), n_features, block_size, seed, dtype, method)
-
-
-# ----------------------------------------------------------------------------------------------
-# Algorithm 3
-
-
-def _difference(A, B):
-    return A - B
-
-
-def _centered(F, center, in_place):
-    if not in_place:
-        return F - center
-    F -= center
-    return F
-
-
-def _stage_update(F, Pc, A, B, c0):
-    """F A (+ (P - pbar) B) + c0: a fitted stage's change of the predictions, per row."""
-    update = F @ A
-    if B is not None:
-        update += Pc @ B
-    update += c0
-    return update
-
-
-def _fit_stage_ls(op, F, P, Y, w, uniform, alpha, calibrated):
-    """Ridge fit of R = Y - P on [F, P] ("calibrated") or F ("linear"), intercept unpenalised.
-
-    ``op`` is a row executor (:mod:`kernelscale.ops.rows`). Centres F (in place on host arrays).
-    Returns (A (p, k), B (k, k) or None, c (k,)) in float64 for the uncentred model
-    y_hat + F A + y_hat B + c, and the update itself (n, k) in F's dtype.
-    """
-    dtype = F.dtype
-    (n, p), k = F.shape, Y.shape[1]
-    R = op.map(_difference, Y, P, width=k, dtype=dtype)
-    f_mean = op.weighted_mean(F, w)
-    F = op.map(_centered, F, center=f_mean.astype(dtype), in_place=not op.distributed, width=p, dtype=dtype,
-               persist=False)
-    blocks = [F]
-    if calibrated:
-        p_mean = op.weighted_mean(P, w)
-        blocks.append(op.map(_centered, P, center=p_mean.astype(dtype), in_place=False, width=k, dtype=dtype))
-    sizes = [b.shape[1] for b in blocks]
-    total = sum(sizes)
-    gram = np.empty((total, total))
-    cross = np.empty((total, Y.shape[1]))
-    edges = np.cumsum([0] + sizes)
-    for i, Bi in enumerate(blocks):
-        cross[edges[i] : edges[i + 1]], *grams = op.weighted_grams(
-            Bi, w, [R] + [None if j == i else blocks[j] for j in range(i, len(blocks))], uniform=uniform)
-        for j, g in zip(range(i, len(blocks)), grams):
-            gram[edges[i] : edges[i + 1], edges[j] : edges[j + 1]] = g
-            gram[edges[j] : edges[j + 1], edges[i] : edges[i + 1]] = g.T
-    gram[np.diag_indices_from(gram)] += alpha
-    factor = factor_spd(gram, "the Gram matrix of a feature block", "use alpha > 0 (e.g. 1e-6)")
-    with one_lapack_thread(gram.shape[0]):
-        sol = linalg.cho_solve(factor, cross, check_finite=False)
-    c0 = op.sum(weighted_sum, R, w)
-    A = sol[: sizes[0]]
-    A_d = A.astype(dtype)
-    c = c0 - f_mean @ A_d.astype(np.float64)
-    B = B_d = None
-    if calibrated:
-        B = sol[sizes[0] :]
-        B_d = B.astype(dtype)
-        c -= p_mean @ B_d.astype(np.float64)
-    update = op.map(_stage_update, F, blocks[1] if calibrated else None, A=A_d, B=B_d, c0=c0.astype(dtype),
-                    width=k, dtype=dtype)
-    return A, B, c, update
-
-
-def _replay_stage(op, Z, t, P, coef, intercept, calibration):
-    """y_hat + F_t A + y_hat B + c for the fitted stage t (B absent for linear/logistic stages),
-    F_t = block t of the features of Z."""
-    out = op.scores(Z, coef[None], [t])
-    if calibration is not None:
-        out += P @ calibration
-    out += intercept
-    out += P
-    return out
-
-
-def _replay_chunk(Z, P, op, t, coef, intercept, calibration):
-    return _replay_stage(op, Z, t, P, coef, intercept, calibration)
-
-
-def _constant_rows(Z, value):
-    P = np.empty((Z.shape[0], value.shape[0]), dtype=Z.dtype)
-    P[:] = value
-    return P
-
-
-def _features(Z, op, t):
-    """Block t of the features of the rows Z, regenerated from (seed, t) where the task runs."""
-    return op.transform(Z, [t])
-
-
-def _apply_step(F, P, A, c, in_place):
-    step = F @ A
-    step += c
-    return _add(P, step, in_place)
-
-
-def _add(P, step, in_place):
-    """P + step; in place on host arrays (a dask task leaves its input chunks as they are)."""
-    if not in_place:
-        return P + step
-    P += step
-    return P
-
-
-def _objective(P, Y, w, update):
-    if update == "softmax":
-        return softmax_loss(P, Y, w)[1]
-    return _squared_error(Y, P, w)
-
-
-def stagewise_fit_bytes(n, k, spec, update, itemsize):
-    """Bytes Algorithm 3 holds while fitting one stage (the block of the map ``spec``, its Gram
-    and the n x k arrays), not counting the data itself."""
-    p = spec.n_features_out
-    q = p + (k if update == "calibrated" else 0)
-    need = itemsize * n * p * (spec.workspace + 1) + 3 * 8 * q * q + itemsize * n * k * 7
-    if update == "softmax":
-        need += gls_fixed_bytes(n, p, k, itemsize, with_offset=True)
-    return need
-
-
-def stagewise_regression(
-    Z,
-    Y,
-    spec,
-    *,
-    update="linear",
-    n_stages=8,
-    inner_iter=50,
-    alpha=1e-6,
-    init=None,
-    sample_weight=None,
-    stages=None,
-    max_memory=None,
-    monitor=None,
-):
-    """Algorithm 3 on data Z (n, d) (already PCA-reduced) and targets Y (n, k), GEN the
-    feature map ``spec`` (a FeatureBlockSpec, e.g. :func:`feature_spec`).
-
-    ``init`` (k,) is the stage-0 prediction (logistic: scores); ``stages`` = (coef, intercept,
-    calibration) of an earlier fit on the same data, replayed before continuing (warm start).
-    Fits stages until ``n_stages`` in total or until ``monitor.update`` returns True.
-
-    Returns
-    -------
-    StagewiseResult(coef (T, p, k), intercept (T, k), calibration (T, k, k) or None, in Z's
-    dtype; objective_history (T + 1,): the weighted squared residual ("linear",
-    "calibrated") or softmax loss ("softmax") after every stage; n_stages = T).
-    """
-    distributed = is_dask(Z)
-    if not distributed:
-        Z = as_float_array(Z, "Z")
-        Y = np.asarray(Y, dtype=Z.dtype)
-    n = Z.shape[0]
-    dtype = Z.dtype
-    k = Y.shape[1]
-    uniform = sample_weight is None
-    budget = parse_memory(max_memory)
-    rows_n = max(Z.chunks[0]) if distributed else n  # rows one task holds at once
-    need = stagewise_fit_bytes(rows_n, k, spec, update, dtype.itemsize)
-    plan_rows(
-        1, 1, need, budget,
-        f"a stagewise fit ({rows_n} x {spec.n_features_out} features per block)",
-        "reduce block_size, pass float32 data (halves it), or increase max_memory",
-    )
-    rows = executor(budget, Z)
-    w = row_weights(rows, Z, sample_weight, n)
-    op = FeatureOperator(spec.astype(dtype), budget)
-    p = spec.n_features_out
-    P = rows.map(_constant_rows, Z, value=np.zeros(k) if init is None else np.asarray(init, dtype=dtype),
-                 dtype=dtype, width=k)
-    coefs, intercepts, calibrations = [], [], []
-    if stages is not None:
-        for t in range(stages[0].shape[0]):
-            cal = None if stages[2] is None else stages[2][t]
-            P = rows.map(_replay_chunk, Z, P, op=op, t=t, coef=stages[0][t], intercept=stages[1][t],
-                         calibration=cal, width=k, dtype=dtype)
-            coefs.append(stages[0][t])
-            intercepts.append(stages[1][t])
-            calibrations.append(cal)
-    history = [rows.sum(_objective, P, Y, w, update=update)]
-    monitor = monitor if monitor is not None else IterationMonitor()
-    for t in range(len(coefs), n_stages):
-        # over dask chunks, F (n x p) stays lazy for the least-squares updates: each of their
-        # passes regenerates its chunk of F from Z, so a worker holds no n x p array (softmax's
-        # inner iterations read F many times: kept)
-        F = rows.map(_features, Z, op=op, t=t, width=p, dtype=dtype, persist=update == "softmax")
-        if update == "softmax":
-            result = generalized_least_squares(
-                F, Y, link="softmax", alpha=alpha, max_iter=inner_iter, tol=0.0,
-                sample_weight=w, offset=P, max_memory=max_memory,
-            )
-            A, B, c = result.coef.T.astype(dtype), None, result.intercept.astype(dtype)
-            P = rows.map(_apply_step, F, P, A=A, c=c, in_place=not distributed, width=k, dtype=dtype)
-        else:
-            A, B, c, step = _fit_stage_ls(rows, F, P, Y, w, uniform, alpha, update == "calibrated")
-            A, c = A.astype(dtype), c.astype(dtype)
-            B = None if B is None else B.astype(dtype)
-            P = rows.map(_add, P, step, in_place=not distributed, width=k, dtype=dtype)
-        del F
-        coefs.append(A)
-        intercepts.append(c)
-        calibrations.append(B)
-        history.append(rows.sum(_objective, P, Y, w, update=update))
-        if monitor.update(objective=history[-1], stage=t):
-            break
-    T = len(coefs)
-    coef = np.asarray(coefs, dtype=dtype).reshape(T, p, k)
-    intercept = np.asarray(intercepts, dtype=dtype).reshape(T, k)
-    calibration = np.asarray(calibrations, dtype=dtype).reshape(T, k, k) if update == "calibrated" else None
-    return StagewiseResult(coef, intercept, calibration, np.asarray(history), T)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -424,15 +128,15 @@ class _StagewiseBase(DeviceMixin, BaseEstimator):
         d = self.n_features_in_ if self.pca_components_ is None else self.pca_components_.shape[1]
         return FeatureBlockSpec(self.kernel_, d, self.block_size_, self.seed_, dtype, self.feature_method_)
 
-    def _reduce(self, X):
+    def _reduce(self, X, budget):
         if self.pca_components_ is None:
             return X
-        return pca_transform(X, self.pca_mean_, self.pca_components_, self.max_memory)
+        return pca_transform(X, self.pca_mean_, self.pca_components_, budget)
 
-    def _fit_stages(self, X, Y, sw, update, init_fn, previous_d, fitted):
+    def _fit_stages(self, X, Y, sw, update, init_fn, previous_d, fitted, budget):
         """Fit (or, with warm_start, continue) Algorithm 3 and commit ``fitted`` plus the fitted
         state in one step, once the stages are fitted: a failed or interrupted fit leaves an
-        earlier fit (or an unfitted estimator) intact."""
+        earlier fit (or an unfitted estimator) intact. ``budget``: ``max_memory`` in bytes."""
         n, d = X.shape
         dtype = X.dtype
         if self.warm_start and hasattr(self, "coef_"):
@@ -461,11 +165,11 @@ class _StagewiseBase(DeviceMixin, BaseEstimator):
             pca_mean = pca_components = None
             block_size = _auto_block_size(n) if self.block_size == "auto" else self.block_size
             if n_pca is not None:
-                mean, components = pca_fit(X, n_pca, sw, self.max_memory)  # over row chunks for dask X
+                mean, components = pca_fit(X, n_pca, sw, budget)  # over row chunks for dask X
                 pca_mean, pca_components = mean.astype(dtype), components.astype(dtype)
-        rows = executor(parse_memory(self.max_memory), X)
+        rows = executor(budget, X)
         Z = X if pca_components is None else rows.map(
-            pca_transform, X, mean=pca_mean, components=pca_components, max_memory=self.max_memory,
+            pca_transform, X, mean=pca_mean, components=pca_components, max_memory=budget,
             width=pca_components.shape[1], dtype=dtype)
         if stages is None:
             kernel = resolve_kernel(self.kernel, Z, rng, sw)
@@ -482,7 +186,7 @@ class _StagewiseBase(DeviceMixin, BaseEstimator):
             result = stagewise_regression(
                 Z, Y, spec, update=update, n_stages=self.n_stages,
                 inner_iter=getattr(self, "inner_iter", 50), alpha=alpha, init=init,
-                sample_weight=sw, stages=stages, max_memory=self.max_memory, monitor=monitor,
+                sample_weight=sw, stages=stages, budget=budget, monitor=monitor,
             )
         fitted.update(seed_=seed, kernel_=kernel, feature_method_=method, init_=init, block_size_=block_size,
                       alpha_=alpha,
@@ -498,14 +202,15 @@ class _StagewiseBase(DeviceMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         dtype = X.dtype
-        Z = self._reduce(X)
-        op = FeatureOperator(self._spec(dtype), parse_memory(self.max_memory))
+        budget = parse_memory(self.max_memory)
+        Z = self._reduce(X, budget)
+        op = FeatureOperator(self._spec(dtype), budget)
         P = np.empty((X.shape[0], self.coef_.shape[2]), dtype=dtype)
         P[:] = self.init_.astype(dtype)
         for t in range(self.n_iter_):
             coef, intercept = self.coef_[t].astype(dtype), self.intercept_[t].astype(dtype)
             cal = None if self.calibration_ is None else self.calibration_[t].astype(dtype)
-            P = _replay_stage(op, Z, t, P, coef, intercept, cal)
+            P = replay_stage(op, Z, t, P, coef, intercept, cal)
             yield check_finite_result(P.copy(), "predictions")
 
     def _outputs(self, X):
@@ -524,32 +229,25 @@ _DOC_COMMON = """
     ----------
     kernel : Kernel or str, default="gaussian"
         The kernel whose random features GEN draws (Gaussian, Laplacian, Matern, polynomial or
-        linear; see :mod:`kernelscale.least_squares.stagewise`); ``sigma="median"`` is resolved on the
-        PCA-reduced data into ``kernel_``. GaussianKernel(sigma) is the former generator="rff",
-        "linear" the former "sample"; for the former "polynomial" pass the PolynomialKernel.
+        linear; see :mod:`kernelscale.least_squares.stagewise_solver`); ``sigma="median"`` is
+        resolved on the PCA-reduced data into ``kernel_``. (The former ``generator=``, ``sigma=``
+        and ``degree=``: benchmarks/studies/least_squares.md.)
     block_size : int >= 1 or "auto", default="auto"
         p, the features per block ("sample" uses min(p, d)). "auto", for n samples (the rows of
         X, not the sum of the weights): min(1024, max(n // 12, min(16, n // 4))), at least 1,
         i.e. 1024 (the paper's larger block) from 12288 samples on, n // 12 from 192 to 12287,
         16 from 64 to 191 and n // 4 below 64 (continuous and non-decreasing in n). With the
         default 8 stages that is 2n/3 features in all below 12288 samples: a block of p >= n
-        features interpolates the residual at once (diabetes, 331 samples, 1024 features: test
-        RMSE 2.6x kernel ridge's), and a stage costs O(n p^2), so the former n // 4 below 4096
-        samples and 1024 above (8000 features for 4000 samples, 2n) fitted 4000 x 10 rows in
-        about 1.5 s where the other estimators take 0.04-0.08 s. n // 12 cuts that about 9x at
-        n = 4000 while the test error stays within 1.5x of exact kernel ridge / SVC on the
-        robustness benchmark's sets (the tightest, 30 classes on 4000 samples, is 1.26x with
-        333 features per block against 1.45x with 250); the floor of 16 keeps the smallest
-        sets (iris, wine) from blocks of a few features. From 12288 samples on "auto" is 1024
-        as before, so the papers' benchmarks (30000 samples and more) are unchanged. Kept in
-        ``block_size_``.
+        features interpolates the residual at once, and a stage costs O(n p^2). The floor of 16
+        keeps the smallest sets from blocks of a few features. (How the rule was chosen:
+        benchmarks/studies/least_squares.md.) Kept in ``block_size_``.
     n_stages : int >= 1, default=8
         T, the number of blocks (with ``warm_start``, in total).
     feature_method : str or None, default=None
         The feature form (:mod:`kernelscale.ops.feature_blocks`); None is the kernel's default:
         "cos" (Gaussian and other shift-invariant kernels), "tensorsketch" (polynomial), "sample"
         (linear: column subsets). "logit" gives random logits from a shift-invariant kernel's
-        Fourier draws (the former generator="logit").
+        Fourier draws.
     pca_components : int, "auto" or None, default="auto"
         Reduce X to this many principal components first (appendix A.2.1); an int must be <= the
         number of features; "auto" is 50 when X has more than 50 features and no PCA otherwise;
@@ -558,16 +256,16 @@ _DOC_COMMON = """
         Ridge of every block fit, added to the block's weighted second-moment matrix (weights
         summing to 1), so alpha = lambda / n is the ridge lambda of sum_i w_i |r_i - f_i|^2 with
         weights averaging 1. "auto": 0.1 / n (n the sum of the sample weights, the number of
-        samples without them; kept in ``alpha_``): on 60000 MNIST digits it is 1.7e-6, close to the former default 1e-6
-        (1 / n there: 2.26% test error against 2.09%), while on a few hundred samples it keeps
-        the stages from fitting noise (breast_cancer: 4.9% test error against 6.3% with 1e-6,
-        both with the "auto" block size). The generated blocks have a fixed scale (e.g.
+        samples without them; kept in ``alpha_``): close to 1e-6 on 60000 samples, while on a
+        few hundred samples it keeps the stages from fitting noise
+        (benchmarks/studies/least_squares.md). The generated blocks have a fixed scale (e.g.
         sqrt(2/p) cos for "cos"), so alpha is not relative to X's scale, except for "sample".
     warm_start : bool, default=False
         Keep the fitted stages (same data) and add stages until ``n_stages`` in total.
     max_memory : int, str or None
         Budget for one block of features (n x p), its Gram matrix and the n x k work arrays,
-        checked before a fit allocates; predictions apply blocks to row chunks within it.
+        checked before a fit allocates and parsed once per fit; predictions apply blocks to row
+        chunks within it.
     device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
         Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
         (a torch tensor as input selects its device); the others need torch.
@@ -658,15 +356,17 @@ class StagewiseClassifier(ClassifierMixin, _StagewiseBase):
         """Fit on X (n, d) and class labels y (n,), with optional sample weights."""
         X, y, fitted = validate_fit_data(self, X, y, dtype=[np.float64, np.float32])
         classes, codes = encode_classes(y)
-        check_class_memory(7 * X.dtype.itemsize * X.shape[0] * classes.size, self.max_memory, classes.size,
+        budget = parse_memory(self.max_memory)
+        check_class_memory(7 * X.dtype.itemsize * X.shape[0] * classes.size, budget, classes.size,
                            "the one-hot targets and a stage's other n x k arrays")
         Y = one_hot(codes, classes.size, X.dtype)
         sw = fit_weights(sample_weight, self.class_weight, X, codes, classes)
-        return self._fit_prepared(X, Y, classes, sw, fitted)
+        return self._fit_prepared(X, Y, classes, sw, fitted, budget=budget)
 
-    def _fit_prepared(self, X, Y, classes, sw, fitted):
+    def _fit_prepared(self, X, Y, classes, sw, fitted, budget=None):
         """The fit on validated X, one-hot targets Y (n, k) and weights sw: numpy arrays, or dask
-        arrays with the same row chunks (:mod:`kernelscale.dask.fit`), fitted over them."""
+        arrays with the same row chunks (:mod:`kernelscale.dask.fit`), fitted over them.
+        ``budget``: ``max_memory`` in bytes (parsed here when not given)."""
         previous_d = getattr(self, "n_features_in_", None)
         if self.warm_start and hasattr(self, "classes_") and not np.array_equal(classes, self.classes_):
             raise ValueError("warm_start=True but the classes changed; set warm_start=False.")
@@ -675,7 +375,8 @@ class StagewiseClassifier(ClassifierMixin, _StagewiseBase):
             return np.log(np.maximum(prior, 1e-12)) if self.update == "softmax" else prior
 
         fitted["classes_"] = classes
-        return self._fit_stages(X, Y, sw, self.update, init, previous_d, fitted)
+        budget = parse_memory(self.max_memory) if budget is None else budget
+        return self._fit_stages(X, Y, sw, self.update, init, previous_d, fitted, budget)
 
     def _format(self, S):
         return S[:, 1] - S[:, 0] if S.shape[1] == 2 else S
@@ -748,13 +449,15 @@ class StagewiseRegressor(FiniteR2Mixin, RegressorMixin, _StagewiseBase):
         sw = fit_weights(sample_weight, None, X)
         return self._fit_prepared(X, np.asarray(y, dtype=X.dtype), None, sw, fitted)
 
-    def _fit_prepared(self, X, y, classes, sw, fitted):
+    def _fit_prepared(self, X, y, classes, sw, fitted, budget=None):
         """The fit on validated X, targets y (n,) or (n, k) in X's dtype and weights sw: numpy
-        arrays, or dask arrays with the same row chunks (:mod:`kernelscale.dask.fit`)."""
+        arrays, or dask arrays with the same row chunks (:mod:`kernelscale.dask.fit`).
+        ``budget``: ``max_memory`` in bytes (parsed here when not given)."""
         previous_d = getattr(self, "n_features_in_", None)
         fitted["single_output_"] = y.ndim == 1
         Y = y.reshape(X.shape[0], -1)
-        return self._fit_stages(X, Y, sw, self.update, lambda prior: prior, previous_d, fitted)
+        budget = parse_memory(self.max_memory) if budget is None else budget
+        return self._fit_stages(X, Y, sw, self.update, lambda prior: prior, previous_d, fitted, budget)
 
     def _format(self, P):
         return P[:, 0] if self.single_output_ else P
