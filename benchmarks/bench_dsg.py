@@ -14,7 +14,7 @@ copy of the paper, so the rules below are the ones we could recover):
   (nu = 1e-5, batch/block/step "auto": sgd 256 points x 256 features, step 10 for hinge and
   two-class logistic, 30 for the softmax (10 until 2026-11-22: 10.4% MNIST 10-class test error
   after one pass; 30 was chosen on a validation split of the training set, see
-  kernelscale.doubly_stochastic.estimators) and 1.5 / lambda_1 of the first block's covariance for squared
+  benchmarks/studies/doubly_stochastic.md) and 1.5 / lambda_1 of the first block's covariance for squared
   (1 until 2026-11-22), t0 = 100; preconditioned 4096 points x 1024 features, step 1, t0 = the
   mini-batches of one pass (gamma_t ~ 1 / passes; the authors' t0 = 1e4 is a constant step over
   our passes and made the error grow: QM7 MAE 36 -> 486 over 18 passes in the run of 10:36),

@@ -294,7 +294,7 @@ def _solver_rows(suite, dataset, task, make, Xf, yf, Xv, yv, peer_err=None, scor
 def _t0_rows(suite, dataset, task, make, Xf, yf, Xv, yv, peer_err=None, score=None):
     """The preconditioned solver with t0 = T0_PASSES passes over the fit part, the rest at its
     defaults, on one fit / validation split."""
-    from kernelscale.doubly_stochastic.estimators import dsg_auto_sizes
+    from kernelscale.doubly_stochastic.defaults import dsg_auto_sizes
 
     loss = "squared" if task == "regression" else None
     n = Xf.shape[0]
@@ -315,9 +315,9 @@ def _preconditioned_grid(suite, part, dataset, task, make, Xf, yf, Xv, yv, peer_
 def _damping_rows(suite, dataset, task, make, Xf, yf, Xv, yv, peer_err=None, score=None):
     """The preconditioned solver at the (step_size, precond_ridge) of DAMPING_GRID, the rest at
     its defaults, on one fit / validation split of at least 2048 fit rows (where "auto" runs it)."""
-    from kernelscale.doubly_stochastic.estimators import _AUTO_PRECONDITIONED_ROWS
+    from kernelscale.doubly_stochastic.defaults import AUTO_PRECONDITIONED_ROWS
 
-    if Xf.shape[0] >= _AUTO_PRECONDITIONED_ROWS:
+    if Xf.shape[0] >= AUTO_PRECONDITIONED_ROWS:
         _preconditioned_grid(suite, "damping", dataset, task, make, Xf, yf, Xv, yv, peer_err, score,
                              [(f"step {step:g}, ridge {ridge:g}", {"step_size": step, "precond_ridge": ridge})
                               for step, ridge in DAMPING_GRID])
@@ -336,9 +336,9 @@ def _small_blocks_rows(suite, dataset, task, make, Xf, yf, Xv, yv, peer_err=None
     """The preconditioned solver at the (block_size, batch_size) of SMALL_BLOCKS_GRID, the rest
     at its defaults (four passes), on one fit / validation split of 2048 .. BLOCKS_MIN_ROWS fit
     rows (where "auto" runs it and part ``blocks`` does not)."""
-    from kernelscale.doubly_stochastic.estimators import _AUTO_PRECONDITIONED_ROWS
+    from kernelscale.doubly_stochastic.defaults import AUTO_PRECONDITIONED_ROWS
 
-    if _AUTO_PRECONDITIONED_ROWS <= Xf.shape[0] < BLOCKS_MIN_ROWS:
+    if AUTO_PRECONDITIONED_ROWS <= Xf.shape[0] < BLOCKS_MIN_ROWS:
         _preconditioned_grid(suite, "small-blocks", dataset, task, make, Xf, yf, Xv, yv, peer_err, score,
                              [(f"block {block}, batch {batch}", {"block_size": block, "batch_size": batch})
                               for block, batch in SMALL_BLOCKS_GRID])
@@ -348,10 +348,10 @@ def _passes_rows(suite, dataset, task, make, Xf, yf, Xv, yv, peer_err=None, scor
     """The preconditioned solver at PASSES_GRID passes over the fit part (n_iter = ceil(passes n
     / batch), "auto"'s rule; t0 stays one pass, so the step decays to 1 / passes), the rest at
     its defaults, on one fit / validation split of at least 2048 fit rows."""
-    from kernelscale.doubly_stochastic.estimators import _AUTO_PRECONDITIONED_ROWS, dsg_auto_sizes
+    from kernelscale.doubly_stochastic.defaults import AUTO_PRECONDITIONED_ROWS, dsg_auto_sizes
 
     n = Xf.shape[0]
-    if n >= _AUTO_PRECONDITIONED_ROWS:
+    if n >= AUTO_PRECONDITIONED_ROWS:
         _, batch, block = dsg_auto_sizes(n, "preconditioned", loss="squared" if task == "regression" else None)
         sizes = {"batch_size": batch, "block_size": block}  # "auto"'s, which an explicit n_iter would not take
         _preconditioned_grid(suite, "passes", dataset, task, make, Xf, yf, Xv, yv, peer_err, score,

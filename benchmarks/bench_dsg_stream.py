@@ -56,7 +56,7 @@ On a GPU (``--device cuda``; results in ``results/dsg-stream-cuda.json``) the mo
 run on the device (float32) and the stream's chunks are generated ahead by ``--workers`` threads
 (the resampling is compiled without the GIL); the peak GPU memory (torch's allocator) is recorded
 beside the host's peak RSS. A stream of ``partial_fit`` calls keeps its drawn blocks on the GPU
-(doubly_stochastic module docstring, "Streaming on a GPU").
+(kernelscale.doubly_stochastic.fitting module docstring, "Streaming on a GPU").
 
 Run: ``python benchmarks/bench_dsg_stream.py [--budget-s 1200] [--until 1000000] [--fresh]
 [--device cuda] [--workers 8]`` (``--quick``: 12k real digits and a stream to 40k, a few seconds).
@@ -81,7 +81,7 @@ import numpy as np  # noqa: E402
 
 from harness import PeakMemory, RESULTS_DIR, Suite, current_rss  # noqa: E402
 from kernelscale import DoublyStochasticClassifier, VirtualDigits, load, load_dataset, save  # noqa: E402
-from kernelscale.doubly_stochastic.estimators import dsg_auto_sizes  # noqa: E402
+from kernelscale.doubly_stochastic.defaults import dsg_auto_sizes  # noqa: E402
 
 SUITE = "dsg-stream"
 SEED = 0

@@ -93,7 +93,7 @@ def test_one_dask_compute_per_group_of_iterations_not_per_iteration(data, sync, 
     assert len(computes) == 2 + len(rows) == 6, len(computes)
     # numpy keeps running scores of its 300 rows here (4 n <= 64 x 20); a dask X stays distributed
     # and rescores each batch: numpy's rescoring model bit for bit, its running one up to rounding
-    import kernelscale.doubly_stochastic.estimators as module
+    import kernelscale.doubly_stochastic.fitting as module
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(module, "_use_running_scores", lambda *a: False)
@@ -102,7 +102,7 @@ def test_one_dask_compute_per_group_of_iterations_not_per_iteration(data, sync, 
 
 
 def test_epoch_windows_are_a_permutation_in_windows_of_whole_chunks():
-    from kernelscale.doubly_stochastic.estimators import _epoch_windows
+    from kernelscale.doubly_stochastic.batches import _epoch_windows
 
     chunks = (70, 70, 70, 70, 20)
     offsets = np.cumsum((0,) + chunks)
@@ -122,7 +122,7 @@ def test_a_pass_larger_than_a_fetch_is_drawn_window_by_window(data, sync, no_gat
     """A pass over more rows than FETCH_MAX_BYTES: the rows are fetched window by window, each
     fetch computing the chunks of one window only, each chunk once per pass, every row once per
     pass; the fit still learns."""
-    import kernelscale.doubly_stochastic.estimators as module
+    import kernelscale.doubly_stochastic.batches as module
 
     X, y, _, _ = data
     row_bytes = 8 * X.shape[1] + 8 * 1  # float64 rows and their +-1 target
@@ -162,7 +162,7 @@ def test_a_pass_larger_than_a_fetch_is_drawn_window_by_window(data, sync, no_gat
 def test_window_rows_copy_each_batch_out_of_its_windows():
     """Batches spanning two windows get the end of one and the start of the next; no batch is a
     view of a fetched window (which would keep it alive while the next one is fetched)."""
-    from kernelscale.doubly_stochastic.estimators import _window_rows
+    from kernelscale.doubly_stochastic.batches import _window_rows
 
     X = np.arange(200.0).reshape(100, 2)
     rng = np.random.default_rng(0)
@@ -219,7 +219,8 @@ def test_regressor_partial_fit_with_the_median_bandwidth(data, sync, no_gather):
 
 from dask_support import client, cluster_client  # noqa: E402,F401 (fixtures)
 
-import kernelscale.doubly_stochastic.estimators as dsg_module  # noqa: E402
+import kernelscale.doubly_stochastic.distributed as distributed_module  # noqa: E402
+import kernelscale.doubly_stochastic.fitting as fitting_module  # noqa: E402
 from kernelscale.ops.features import FeatureOperator  # noqa: E402
 
 #: blocks of 2048 columns: groups (one GEMM each) of 2 blocks, so iteration t scores ceil(t / 2)
@@ -238,9 +239,9 @@ def on_workers(client, monkeypatch):
     """Every mini-batch with earlier blocks scored by the workers (no work threshold); during a fit
     on dask arrays the client's FeatureOperator.scores refuses a mini-batch; returns a function
     giving the (runs, tasks) the workers scored since the fixture started, and per worker."""
-    monkeypatch.setattr(dsg_module, "_DISTRIBUTED_SCORE_WORK", 0)
-    monkeypatch.setattr(dsg_module, "_workers_outnumber_cores", lambda client: True)
-    scores, iterations = FeatureOperator.scores, dsg_module.dsg_iterations
+    monkeypatch.setattr(distributed_module, "_DISTRIBUTED_SCORE_WORK", 0)
+    monkeypatch.setattr(distributed_module, "_workers_outnumber_cores", lambda client: True)
+    scores, iterations = FeatureOperator.scores, fitting_module.dsg_iterations
 
     def refuse(self, X, coef, blocks):
         if len(blocks) and X.shape[0] < N and any(refusing):  # a mini-batch (not a prediction of all rows)
@@ -256,11 +257,11 @@ def on_workers(client, monkeypatch):
 
     refusing = []
     monkeypatch.setattr(FeatureOperator, "scores", refuse)
-    monkeypatch.setattr(dsg_module, "dsg_iterations", iterate)
-    before = client.run(dsg_module._worker_stats)
+    monkeypatch.setattr(fitting_module, "dsg_iterations", iterate)
+    before = client.run(distributed_module._worker_stats)
 
     def done():
-        after = client.run(dsg_module._worker_stats)
+        after = client.run(distributed_module._worker_stats)
         per = {w: [after[w].get(key, 0) - before.get(w, {}).get(key, 0) for key in ("runs", "tasks")]
                for w in after}
         return tuple(sum(p[i] for p in per.values()) for i in (0, 1)), per
@@ -306,16 +307,16 @@ def test_partial_fit_and_a_warm_start_scored_on_the_workers(data, on_workers):
 
 def test_small_batches_stay_on_the_client(data, client, monkeypatch):
     X, y, _, _ = data
-    monkeypatch.setattr(dsg_module, "_workers_outnumber_cores", lambda client: True)
-    before = client.run(dsg_module._worker_stats)
+    monkeypatch.setattr(distributed_module, "_workers_outnumber_cores", lambda client: True)
+    before = client.run(distributed_module._worker_stats)
     DoublyStochasticClassifier(n_iter=5, **CLUSTER).fit(_dask(X), _dask(y))  # below the work threshold
-    assert client.run(dsg_module._worker_stats) == before
+    assert client.run(distributed_module._worker_stats) == before
 
 
 def test_workers_score_only_when_their_threads_outnumber_the_cores_here(client, monkeypatch):
     """On one host the client's BLAS threads score faster than one-thread workers on the same cores."""
     threads = sum(client.nthreads().values())
     monkeypatch.setattr(os, "cpu_count", lambda: threads)
-    assert dsg_module._scoring_client(_dask(np.zeros((4, 2)))) is None
+    assert distributed_module._scoring_client(_dask(np.zeros((4, 2)))) is None
     monkeypatch.setattr(os, "cpu_count", lambda: threads - 1)
-    assert dsg_module._scoring_client(_dask(np.zeros((4, 2)))) is client
+    assert distributed_module._scoring_client(_dask(np.zeros((4, 2)))) is client

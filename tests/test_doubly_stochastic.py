@@ -1,5 +1,6 @@
-"""Tests of kernelscale.doubly_stochastic.estimators: Algorithm 1 against a naive O(t)-decay reference, the
-kernel ridge limit, streaming, the preconditioned variant, conventions and bad input."""
+"""Tests of kernelscale.doubly_stochastic (estimators, solver, defaults): Algorithm 1 against a
+naive O(t)-decay reference, the kernel ridge limit, streaming, the preconditioned variant,
+conventions and bad input."""
 
 import re
 
@@ -9,10 +10,9 @@ from sklearn.base import clone
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.svm import SVC
 
-from kernelscale.doubly_stochastic.estimators import (
-    DoublyStochasticClassifier, DoublyStochasticRegressor, _loss_and_grad, _use_running_scores, _zero_loss,
-    dsg_auto_sizes, dsg_iterations,
-)
+from kernelscale.doubly_stochastic.defaults import dsg_auto_sizes
+from kernelscale.doubly_stochastic.estimators import DoublyStochasticClassifier, DoublyStochasticRegressor
+from kernelscale.doubly_stochastic.solver import _loss_and_grad, _use_running_scores, _zero_loss, dsg_iterations
 from kernelscale.data.datasets import make_sinc
 from kernelscale.exact import ExactKernelRidge
 from kernelscale.ops.feature_blocks import FeatureBlockSpec
@@ -536,7 +536,7 @@ def test_auto_sizes_at_large_n_are_unchanged_and_never_keep_running_scores():
 
 
 def _record_running(monkeypatch):
-    import kernelscale.doubly_stochastic.estimators as module
+    import kernelscale.doubly_stochastic.fitting as module  # where the estimators call dsg_iterations
 
     seen = []
     original = module.dsg_iterations
@@ -561,7 +561,7 @@ def test_fit_keeps_running_scores_only_where_the_rule_says(monkeypatch):
     DoublyStochasticRegressor(GaussianKernel(sigma=1.0), n_iter=4, random_state=0).fit(X, y)  # 4 * 300 > 256 * 4
     assert seen[-1] is False
     # not enough memory for the running scores beside the iteration: rescoring
-    from kernelscale.doubly_stochastic.estimators import dsg_memory
+    from kernelscale.doubly_stochastic.solver import dsg_memory
 
     T, b, D = dsg_auto_sizes(300)
     need = dsg_memory(b, FeatureBlockSpec(GaussianKernel(sigma=1.0), 1, D, 0, np.float64), 1, T)[1]
@@ -593,7 +593,7 @@ def test_running_scores_give_the_iterates_of_rescoring(loss, k):
     np.testing.assert_allclose(rest[0][:70] * rest[2], plain[0][:70] * plain[2], rtol=1e-12, atol=1e-14)
     # and an estimator's default fit (running scores) predicts as the rescoring one
     est = DoublyStochasticRegressor(GaussianKernel(sigma=1.0), random_state=0).fit(X, y)
-    import kernelscale.doubly_stochastic.estimators as module
+    import kernelscale.doubly_stochastic.fitting as module
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(module, "_use_running_scores", lambda *a: False)
         ref = DoublyStochasticRegressor(GaussianKernel(sigma=1.0), random_state=0).fit(X, y)
@@ -604,7 +604,7 @@ def test_features_computed_ahead_in_windows_across_groups_give_the_same_iterates
     """The running scores' features computed a few blocks at a time, in windows that cross
     groups of Fourier blocks, give the iterates of one block at a time (up to rounding); windows
     of one size are written into one buffer."""
-    import kernelscale.doubly_stochastic.estimators as module
+    import kernelscale.doubly_stochastic.solver as module
     import kernelscale.ops.features as ops_features
 
     X, y = sinc_data(n=120, d=3)

@@ -1,13 +1,17 @@
 """Paper 2, doubly stochastic functional gradients (docs/algorithms.md section 2).
 
-:mod:`.estimators`: ``DoublyStochasticRegressor``, ``DoublyStochasticClassifier`` and the solver
-functions ``dsg_iterations``, ``dsg_predict``, ``dsg_auto_sizes`` and ``dsg_memory``.
+- :mod:`.estimators`: ``DoublyStochasticRegressor`` and ``DoublyStochasticClassifier``;
+- :mod:`.fitting`: the fit / partial_fit / predict logic they share;
+- :mod:`.solver`: the method on arrays, ``dsg_iterations``, ``dsg_predict`` and ``dsg_memory``;
+- :mod:`.defaults`: what the "auto" parameters resolve to, ``dsg_auto_sizes``;
+- :mod:`.batches`: the mini-batches, and the rows of a dask X fetched for them;
+- :mod:`.distributed`: the mini-batches scored by the workers of a distributed client.
 """
 
-from .estimators import (
-    SOLVERS, DoublyStochasticClassifier, DoublyStochasticRegressor, dsg_auto_sizes, dsg_iterations,
-    dsg_memory, dsg_predict,
-)
+from .defaults import dsg_auto_sizes
+from .estimators import DoublyStochasticClassifier, DoublyStochasticRegressor
+from .fitting import SOLVERS
+from .solver import dsg_iterations, dsg_memory, dsg_predict
 
 __all__ = ["DoublyStochasticRegressor", "DoublyStochasticClassifier", "dsg_iterations", "dsg_auto_sizes",
            "dsg_predict", "dsg_memory", "SOLVERS"]
