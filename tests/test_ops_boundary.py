@@ -31,7 +31,7 @@ FORMULAS = {"kernels.py"}
 ALLOWED_PRODUCTS = {
     # paper 5's least squares run on a design matrix the caller gives (features already made):
     # X W is a linear model's product on the user's own columns, not a kernel or feature block
-    ("kernelscale.least_squares.estimators", "_calibrated_step"): "linear model on the given design matrix",
+    ("kernelscale.least_squares.calibrated", "calibrated_step"): "linear model on the given design matrix",
 }
 
 

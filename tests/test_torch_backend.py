@@ -221,7 +221,7 @@ def test_gpu_benchmark_records_the_device_and_the_ratio_to_torch_gemm(tmp_path):
 def keep_on_torch_cpu(monkeypatch):
     """Kept blocks (doubly_stochastic module docstring, "Streaming on a GPU") on torch's CPU
     kernels too, where they are off by default, so that these tests run without a GPU."""
-    import kernelscale.doubly_stochastic.estimators as dsg
+    import kernelscale.doubly_stochastic.fitting as dsg
 
     monkeypatch.setattr(dsg, "_KEEP_ON_DEVICES", frozenset({"cuda", "cpu"}))
 
@@ -246,7 +246,7 @@ def test_a_device_stream_draws_each_block_once_and_equals_redrawing(monkeypatch,
     redrawing every block at every call, with each block drawn once; save and pickle drop them."""
     import pickle
 
-    import kernelscale.doubly_stochastic.estimators as dsg
+    import kernelscale.doubly_stochastic.fitting as dsg
     from kernelscale import load, save
     from kernelscale.ops.feature_blocks import FeatureBlockSpec
 
@@ -381,12 +381,12 @@ def test_padded_augmented_operands_give_the_same_kernel_products(monkeypatch):
 @pytest.mark.parametrize("solver", ["sgd", "preconditioned", "preconditioned-solved-on-device"])
 def test_a_device_fit_takes_the_new_blocks_moments_where_its_features_are(solver, monkeypatch):
     """On a torch backend the new block's gradient and covariance are taken on the device
-    (doubly_stochastic._block_moments; only the D x k gradient crosses, and the D x D covariance
+    (doubly_stochastic.solver._block_moments; only the D x k gradient crosses, and the D x D covariance
     where the ridge solve runs): the same iterates as numpy's host products, weighted rows
     included, in float64; "solved-on-device": the preconditioner's solve on the device too, as
     on a GPU at blocks of DEVICE_SOLVE_ORDER features."""
     from kernelscale import DoublyStochasticClassifier
-    from kernelscale.doubly_stochastic import estimators as dsg
+    from kernelscale.doubly_stochastic import solver as dsg
     from kernelscale.ops import torch_backend
 
     factorised = []
@@ -444,7 +444,7 @@ def test_a_ridge_solve_on_the_device_equals_the_hosts_and_grows_the_ridge_as_it_
 def test_a_partial_fit_after_predictions_has_the_room_it_needs(keep_on_torch_cpu):
     """The blocks kept for predictions are cut to what a partial_fit leaves spare, so a budget
     that fits the iterations keeps fitting them after a prediction."""
-    from kernelscale.doubly_stochastic.estimators import dsg_memory
+    from kernelscale.doubly_stochastic import dsg_memory
 
     model, X = _stream("cpu", chunks=8, solver="sgd")
     _, need = dsg_memory(256, model._spec(np.float32), 3, model.n_iter_ + 2, "sgd")

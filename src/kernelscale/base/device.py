@@ -56,10 +56,3 @@ def on_device(method):
 
     return run
 
-
-def __getattr__(name):  # TRANSITIONAL: removed once every estimator imports BoundaryMixin
-    if name == "DeviceMixin":
-        from .boundary import BoundaryMixin
-
-        return BoundaryMixin
-    raise AttributeError(name)

@@ -23,7 +23,8 @@ with a ``_partial_fit_prepared`` (the doubly stochastic ones):
   their rows fetched (:meth:`kernelscale.ops.rows.DaskRows.taker`), a group of iterations per
   compute; with a distributed client each mini-batch is scored on the earlier blocks by the
   workers (one task per worker over a range of groups of blocks, regenerated there from their
-  seeds), the O(t) model updated here as on numpy (:mod:`kernelscale.doubly_stochastic.estimators`, "Dask").
+  seeds), the O(t) model updated here as on numpy (:mod:`kernelscale.doubly_stochastic.batches`,
+  :mod:`kernelscale.doubly_stochastic.distributed`).
 
 Here the arguments are validated chunk by chunk, as the estimator's own validation does on numpy
 arrays, without gathering anything n-sized:

@@ -22,7 +22,7 @@ from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ..base.classifier import check_class_memory, encode_classes, one_hot
-from ..base.device import DeviceMixin
+from ..base.boundary import BoundaryMixin
 from ..base.estimator import INPUT_ATTRIBUTES, commit_fit, fit_weights, validate_fit_data
 from ..base.monitor import IterationMonitor
 from ..base.params import DEVICE_CONSTRAINT, MEMORY_CONSTRAINT
@@ -36,7 +36,7 @@ from .generalized import LINKS, SOLVERS, generalized_least_squares
 __all__ = ["GeneralizedLeastSquaresClassifier", "CalibratedLeastSquaresClassifier"]
 
 
-class _LeastSquaresClassifierBase(ClassifierMixin, DeviceMixin, BaseEstimator):
+class _LeastSquaresClassifierBase(ClassifierMixin, BoundaryMixin, BaseEstimator):
     """Parameters and validation shared by the two classifiers."""
 
     _parameter_constraints: dict = {

@@ -26,7 +26,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..base.classifier import check_class_memory, encode_classes, one_hot
-from ..base.device import DeviceMixin
+from ..base.boundary import BoundaryMixin
 from ..base.estimator import (
     INPUT_ATTRIBUTES, FiniteR2Mixin, commit_fit, fit_weights, resolve_kernel, validate_fit_data,
     warm_start_iterations,
@@ -77,7 +77,7 @@ def _auto_block_size(n):
 # estimators
 
 
-class _StagewiseBase(DeviceMixin, BaseEstimator):
+class _StagewiseBase(BoundaryMixin, BaseEstimator):
     """Fit / replay logic shared by StagewiseClassifier and StagewiseRegressor."""
 
     _parameter_constraints: dict = {

@@ -23,7 +23,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..base.classifier import check_class_memory, encode_classes, one_hot
-from ..base.device import DeviceMixin
+from ..base.boundary import BoundaryMixin
 from ..base.estimator import (
     INPUT_ATTRIBUTES, FiniteR2Mixin, commit_fit, fit_weights, resolve_kernel, validate_fit_data,
     warm_start_iterations,
@@ -45,7 +45,7 @@ __all__ = ["LSSVMClassifier", "LSSVMRegressor"]
 logger = logging.getLogger(__name__)
 
 
-class _LSSVMBase(DeviceMixin, BaseEstimator):
+class _LSSVMBase(BoundaryMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "kernel": [Kernel, StrOptions(set(KERNEL_NAMES))],
         "C": [Interval(Real, 0, None, closed="neither")],

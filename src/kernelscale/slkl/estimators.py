@@ -47,7 +47,7 @@ from ..base.classifier import (
     OneVsRestScoresMixin, class_pairs, encode_classes, one_hot, one_vs_one_scores_in_blocks,
     one_vs_rest_from_one_hot, one_vs_rest_targets,
 )
-from ..base.device import DeviceMixin
+from ..base.boundary import BoundaryMixin
 from ..base.estimator import (
     FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit, fit_weights, positive_counts, positive_rows, resolve_kernel,
     target_means, validate_fit_data,
@@ -178,7 +178,7 @@ _OVERFLOW = ("SLKL produced non-finite weights: its arithmetic overflowed or los
              "or y, scale sample_weight towards 1, or increase alpha or sparsity.")
 
 
-class _SLKLBase(DeviceMixin, BaseEstimator):
+class _SLKLBase(BoundaryMixin, BaseEstimator):
     #: "auto" sparsity shared out over the outputs (the one-vs-rest problems of several classes)
     _AUTO_SPARSITY_PER_CLASS = False
     _parameter_constraints: dict = {
