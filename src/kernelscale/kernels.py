@@ -172,7 +172,7 @@ def _namespace(a):
     """numpy for host arrays, the torch adapter (numpy's names) for tensors."""
     if isinstance(a, np.ndarray):
         return np
-    from .ops.torch_backend import TORCH_XP  # only reached with a tensor, so torch is loaded
+    from .ops.torch_namespace import TORCH_XP  # only reached with a tensor, so torch is loaded
 
     return TORCH_XP
 
@@ -180,7 +180,7 @@ def _namespace(a):
 def _numpy_dtype(dtype):
     if isinstance(dtype, np.dtype) or not type(dtype).__module__.startswith("torch"):
         return np.dtype(dtype)
-    from .ops.torch_backend import numpy_dtype
+    from .ops.torch_namespace import numpy_dtype
 
     return numpy_dtype(dtype)
 
@@ -214,9 +214,9 @@ def _padded(device_type, d):
 def _augmented_width(d):
     """Columns of an augmented operand of d features on the backend in use (for the memory
     estimates, which are made under the backend that computes)."""
-    from .ops.backend import current_backend, device_type  # ops imports this module
+    from .ops.context import ACTIVE_BACKEND  # a leaf of ops (ops imports this module)
 
-    return _padded(device_type(current_backend()), d)
+    return _padded(getattr(getattr(ACTIVE_BACKEND.get(), "device", None), "type", None), d)
 
 
 def _augmented(xp, A, center):

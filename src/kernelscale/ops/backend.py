@@ -19,12 +19,11 @@ from __future__ import annotations
 import contextlib
 
 import numpy as np
-from scipy import linalg
 
-from .fast_cos import cos_inplace
-from .lapack_threads import one_lapack_thread
 from . import memory
 from .context import ACTIVE_BACKEND
+from .fast_cos import cos_inplace
+from .ridge import ridge_solve
 
 __all__ = ["Backend", "NUMPY", "get_backend", "current_backend", "device_type", "using", "DEVICES"]
 
@@ -86,28 +85,6 @@ class Backend:
 
 
 NUMPY = Backend()
-
-
-#: a ridge that does not make C + ridge I positive definite grows tenfold, at most this often
-RIDGE_RETRIES = 8
-
-
-def ridge_solve(C, G, ridge):
-    """(C + ridge I)^{-1} G in float64 by Cholesky on the host. A covariance accumulated in
-    float32 can be indefinite at the level of its rounding; then the ridge grows tenfold (at most
-    RIDGE_RETRIES times) before least squares (much slower). Non-finite C: a NaN solution."""
-    if not np.all(np.isfinite(C)):
-        return np.full(G.shape, np.nan)
-    D = C.shape[0]
-    for _ in range(RIDGE_RETRIES + 1):
-        A = C.copy()
-        A.flat[:: D + 1] += ridge
-        try:
-            with one_lapack_thread(D):
-                return linalg.cho_solve(linalg.cho_factor(A, check_finite=False), G, check_finite=False)
-        except np.linalg.LinAlgError:
-            ridge *= 10.0
-    return linalg.lstsq(A, G, check_finite=False)[0]
 
 
 _TORCH_BACKENDS = {}
