@@ -702,6 +702,7 @@ def test_class_memory_check_sizes_the_solver_auto_will_run():
         est.fit(X, y)
 
 
+@pytest.mark.tuning
 @pytest.mark.parametrize("name", ["diabetes", "breast_cancer"])
 def test_auto_defaults_on_small_data_match_the_exact_peer(name):
     """issue #18: at the defaults, a small set's fit is small (bounded features) and its error
@@ -785,6 +786,7 @@ def test_auto_squared_step_is_read_from_the_first_block_curvature():
     assert errors["auto"] < 0.3 * errors[1.0]
 
 
+@pytest.mark.tuning
 def test_auto_softmax_step_learns_faster_than_the_hinge_step():
     """The former auto step 10 with the softmax left 10-class problems under-fitted (its derivative
     is about 1/k per wrong class): on digits, 5 passes of 256 x 256 with the auto step (30) reach

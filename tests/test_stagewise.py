@@ -224,6 +224,7 @@ def test_defaults_resolved_at_30000_samples_are_the_papers(monkeypatch, cls):
     assert cls().get_params()["block_size"] == "auto" and cls().get_params()["n_stages"] == 8
 
 
+@pytest.mark.tuning
 def test_default_fit_on_a_small_problem_is_close_to_exact_kernel_ridge():
     # the "auto" block on 600 samples (50 features x 8 stages) against exact kernel ridge at the
     # same (median) bandwidth: the robustness goal of test RMSE within 1.5x
