@@ -225,8 +225,8 @@ class VirtualDigits:
         background. The field (uniform in (-1, 1), Simard et al. 2003) is smoothed by a Gaussian
         of width ``elastic_sigma`` (truncated at 3 widths, reflected at the borders) as two
         matrix products per image with the filter's h x h and w x w matrices (one GEMM each over
-        the chunk; 10000 MNIST fields: 0.19 s -> 0.05 s). With numba the resampling runs compiled
-        (:func:`_resample`; 10000 digits: 0.26 s -> 0.06 s), else by scipy's ``map_coordinates``;
+        the chunk). With numba the resampling runs compiled (:func:`_resample`), else by scipy's
+        ``map_coordinates``;
         both interpolate in float64 and agree to rounding.
         """
         if field is not None:

@@ -1,9 +1,8 @@
-"""A float64 cosine for random Fourier feature blocks, 3-5x faster than numpy's.
+"""A float64 cosine for random Fourier feature blocks, vectorised and threaded.
 
 Every Fourier block is one GEMM and one cosine pass over its (rows x features) result. numpy's
-float64 cosine runs at about 60 million values a second on one core (its float32 cosine is
-SIMD and 18x faster), so on adult's doubly stochastic model (8.3e8 cosines per prediction) the
-cosine, not the GEMM, set the time. :func:`cos_inplace` computes the same function with
+float64 cosine is scalar code (its float32 cosine is SIMD), so on large random-feature models
+the cosine, not the GEMM, sets the time (measurements: benchmarks/studies/compute_layer.md). :func:`cos_inplace` computes the same function with
 arithmetic that the compiler vectorises and spreads over the cores (numba, the optional
 ``fast`` extra; without numba, or for small, float32 or non-contiguous arrays, it is
 ``np.cos``):
@@ -14,8 +13,7 @@ arithmetic that the compiler vectorises and spreads over the cores (numba, the o
 - cos r and sin r by their Taylor polynomials to r^18 and r^17, whose truncation error there
   (below 1e-19) is far under a unit in the last place;
 - the quadrant k mod 4 picks cos r, -sin r, -cos r or sin r by two bit tests of the integer k,
-  which the compiler turns into vector selects, not branches (31% faster than the former
-  floating-point arithmetic for the quadrant, with the same results bit for bit).
+  which the compiler turns into vector selects, not branches.
 
 A Fourier block's phases and scale come with it: ``cos_inplace(a, offset, scale)`` computes
 scale * cos(a + offset) row by row in one pass over ``a`` (the three numpy passes took 1.75x as
@@ -111,8 +109,8 @@ def _compile_once():
         _kernel = False
         return _kernel
     # GNU OpenMP's threads spin for a while after each parallel loop, on the cores the next GEMM's
-    # BLAS threads need (and BLAS's spin on ours): a DSG fit's GEMM + cosine per block ran 2.8x
-    # slower (1.07 s against 0.38 s at 4000 x 10). Sleeping threads, unless the user chose
+    # BLAS threads need (and BLAS's spin on ours), which slowed a DSG fit's GEMM + cosine per block
+    # several times (benchmarks/studies/compute_layer.md). Sleeping threads, unless the user chose
     # otherwise. libgomp reads it when it loads (numba loads it at the process's first parallel
     # call); it is also inherited by subprocesses and by OpenMP runtimes loaded later.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

@@ -37,8 +37,8 @@ all coordinates (after every sweep when a callback is given), so that the many s
 shrunk working set cost no Python overhead. On the kernel path one compiled call runs sweeps,
 their objectives, shrinking and stopping rule included, until the stopping rule asks for an exact
 z or a coordinate that moves has no cached row (that sweep is then finished with the row fetched);
-with a callback, one sweep per call. One-vs-one fits of many small problems (435 pairs of 270
-points: 30000 sweeps) went from 2.7 s to 0.9 s by it. The "random" rule shuffles with one stream
+with a callback, one sweep per call, so that one-vs-one fits of many small problems pay little
+Python overhead (benchmarks/studies/regularized.md). The "random" rule shuffles with one stream
 of floats drawn from ``random_state``, shared by both forms.
 
 Points with k_ii = 0 (a zero kernel row: the paper removes them) and points of zero weight keep

@@ -395,9 +395,7 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
         coordinate descent with the hinge and squared hinge losses and a kernel other than
         "linear", and "ovr" otherwise: the linear kernel as LIBLINEAR's LinearSVC, the fixed-point
         solver (it iterates all problems in one kernel product), the logistic loss (its
-        probabilities are one-vs-rest).
-        On 30 classes of 4000 points (benchmarks/bench_robustness.py) one-vs-rest hinge errs on
-        0.200 of the test points, one-vs-one on 0.119 (LIBSVM's SVC 0.121).""" + _COMMON_DOC + """
+        probabilities are one-vs-rest). Why one-vs-one by default: benchmarks/studies/regularized.md.""" + _COMMON_DOC + """
     class_weight : dict, "balanced" or None
         Multiplies each sample's weight by the weight of its class (in every binary problem).
 
