@@ -60,3 +60,17 @@ def test_cli_builds_registered_estimators_and_names_them_on_error():
         cli.build_estimator("KernelRidge", [])
     with pytest.raises(KeyError, match="not a kernelscale estimator"):
         by_name("SVC")
+
+
+@pytest.mark.parametrize("entry", ESTIMATORS, ids=lambda e: e.name)
+def test_every_estimator_documents_each_of_its_parameters(entry):
+    """The class docstring (built from shared fragments where estimators share parameters) names
+    every constructor parameter as numpydoc does ("name : type")."""
+    import re
+
+    doc = entry.cls.__doc__
+    assert doc, f"{entry.name} has no docstring (a docstring built by + must be assigned to __doc__)"
+    documented = re.findall(r"(?:^\s{4}|; )(\w+(?:, \w+)*) :", doc, flags=re.M)  # "a, b : type; c : type"
+    names = {n for group in documented for n in group.split(", ")}
+    missing = set(entry.cls().get_params(deep=False)) - names
+    assert not missing, f"{entry.name} does not document {sorted(missing)}"

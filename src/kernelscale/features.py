@@ -210,8 +210,20 @@ class _SeededTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Boun
         return tags
 
 
+#: the parameters every random-feature transformer documents alike
+_TRANSFORM_PARAMS = """
+    max_memory : int, str or None, default=None
+        Bytes ``transform`` may use beside its output (rows are cut to fit; README, "Memory").
+    verbose : int, default=0
+        1 shows a progress bar over the rows ``transform`` computes.
+    device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
+        Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
+        (a torch tensor as input selects its device); the others need torch.
+"""
+
+
 class RandomFourierFeatures(_SeededTransformer):
-    """Random Fourier features of a shift-invariant kernel (Rahimi & Recht 2007).
+    __doc__ = """Random Fourier features of a shift-invariant kernel (Rahimi & Recht 2007).
 
     Phi(x) . Phi(z) is an unbiased estimate of k(x, z) with error O(1 / sqrt(n_components)).
     Frequencies come from the kernel's spectral density (Gaussian: normal; Laplacian: Cauchy;
@@ -231,14 +243,7 @@ class RandomFourierFeatures(_SeededTransformer):
         ``SeededFeatureMap(kernel_, n_components, seed_, method=method).block(X, 0)``.
     dtype : None, np.float32 or np.float64
         Computation dtype; None follows the input (float32 in, float32 out).
-    max_memory : int, str or None, default=None
-        Bytes ``transform`` may use beside its output (rows are cut to fit; README, "Memory").
-    verbose : int, default=0
-        1 shows a progress bar over the rows ``transform`` computes.
-    device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
-        Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
-        (a torch tensor as input selects its device); the others need torch.
-
+""" + _TRANSFORM_PARAMS.lstrip("\n") + """
     Attributes
     ----------
     kernel_, seed_, n_features_in_, block_ (FourierBlock), random_weights_ (d, m),
@@ -290,7 +295,7 @@ class RandomFourierFeatures(_SeededTransformer):
 
 
 class PolynomialRandomFeatures(_SeededTransformer):
-    """Random features of the polynomial kernel (gamma <x, z> + coef0)^degree.
+    __doc__ = """Random features of the polynomial kernel (gamma <x, z> + coef0)^degree.
 
     Phi(x) . Phi(z) is an unbiased estimate of ``kernel`` with error O(1 / sqrt(n_components)).
 
@@ -304,14 +309,7 @@ class PolynomialRandomFeatures(_SeededTransformer):
         TensorSketch (Pham & Pagh 2013): O(n (d degree + degree D log D)); random Maclaurin
         (Kar & Karnick 2012): degree GEMMs, O(n d D degree), usually higher variance.
     random_state : int, RandomState or None
-    max_memory : int, str or None, default=None
-        Bytes ``transform`` may use beside its output (rows are cut to fit; README, "Memory").
-    verbose : int, default=0
-        1 shows a progress bar over the rows ``transform`` computes.
-    device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
-        Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
-        (a torch tensor as input selects its device); the others need torch.
-    degree, gamma, coef0 : deprecated
+""" + _TRANSFORM_PARAMS.lstrip("\n") + """    degree, gamma, coef0 : deprecated
         The kernel's parameters before ``kernel=``; pass ``kernel=PolynomialKernel(degree, gamma,
         coef0)`` instead (they still work, with a FutureWarning, and are removed in 0.3).
 

@@ -172,6 +172,9 @@ class DoublyStochasticRegressor(FiniteR2Mixin, RegressorMixin, _DoublyStochastic
     minimiser is ExactKernelRidge with alpha = n * nu. Memory O(n_iter * block_size * k),
     independent of d.
 """
+        + """    loss : "squared", default="squared"
+        The loss (the regressor's only one; the parameter keeps the vocabulary of the classifier).
+"""
         + _DOC_PARAMS
         + """    fit_intercept : bool, default=True
         Regressor only: fit f to the targets less their weighted mean on the model's first
@@ -315,6 +318,9 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
     multinomial logistic regression (the paper's K-logistic; the same as "logistic" for two
     classes; ``predict_proba`` is the softmax). ``predict_proba`` agrees with ``predict``.
     ``partial_fit`` needs ``classes=`` on its first call.
+"""
+        + """    loss : {"hinge", "logistic", "softmax"}, default="hinge"
+        The loss, as above.
 """
         + _DOC_PARAMS
         + """    class_weight : "balanced", dict or None

@@ -286,7 +286,7 @@ class CalibratedLeastSquaresClassifier(_LeastSquaresClassifierBase):
     warm_start : bool, default=False
         Keep the stages of the previous fit (on the same data) and add iterations until
         ``max_iter`` in total, like boosting.
-    max_memory, verbose, callback : as GeneralizedLeastSquaresClassifier.
+    max_memory, device, verbose, callback : as GeneralizedLeastSquaresClassifier.
 
     Attributes
     ----------

@@ -377,7 +377,7 @@ _ATTR_DOC = """
 
 
 class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _RegularizedBase):
-    """Kernel SVM / logistic regression without bias by coordinate descent or fixed point (paper 3).
+    __doc__ = """Kernel SVM / logistic regression without bias by coordinate descent or fixed point (paper 3).
 
     Minimises C sum_i w_i L(y_i, g(x_i)) + |g|_H^2 / 2 for each binary problem (labels +-1).
     More than two classes are handled one-vs-one by default (one problem per pair of classes on
@@ -558,7 +558,7 @@ def _target_scale(Y):
 
 
 class RegularizedKernelRegressor(MultiOutputMixin, FiniteR2Mixin, RegressorMixin, _RegularizedBase):
-    """Kernel ridge / least absolute deviations / SVR without bias by coordinate descent or fixed
+    __doc__ = """Kernel ridge / least absolute deviations / SVR without bias by coordinate descent or fixed
     point (paper 3).
 
     Minimises C sum_i w_i L(y_i, g(x_i)) + |g|_H^2 / 2; with ``loss="squared"`` this is

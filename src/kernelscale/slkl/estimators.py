@@ -457,7 +457,7 @@ def _take(a, index):
 
 
 class SLKLRegressor(MultiOutputMixin, FiniteR2Mixin, RegressorMixin, _SLKLBase):
-    """Stochastic low-rank kernel learning for regression (paper 1).
+    __doc__ = """Stochastic low-rank kernel learning for regression (paper 1).
 
     Learns a sparse conical combination of M rank-one Nystrom kernels by minimising eq. 14 with
     stochastic coordinate descent, then predicts as kernel ridge regression with that kernel.
@@ -528,7 +528,7 @@ class SLKLRegressor(MultiOutputMixin, FiniteR2Mixin, RegressorMixin, _SLKLBase):
 
 
 class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
-    """SLKL classifier: regression on +-1 targets, one problem per pair of classes or per class.
+    __doc__ = """SLKL classifier: regression on +-1 targets, one problem per pair of classes or per class.
 
     Two classes make one problem. For more, ``multi_class`` picks one-vs-one (a problem per
     pair of classes on their rows, as LIBSVM's SVC; the default where its Gram matrices fit) or
