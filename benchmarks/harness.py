@@ -1,9 +1,13 @@
 """Common runner of the kernelscale benchmarks: timing, peak memory, result records, tables, plots.
 
-A suite is a module ``benchmarks/bench_<name>.py`` with ``SUITE = "<name>"`` and
-``run(quick=False, out_dir=None) -> Path`` that measures with :func:`measure` (or
-:func:`measure_many` to interleave competitors), collects records in a :class:`Suite` and writes
-``benchmarks/results/<name>.json`` in the schema documented in ``benchmarks/README.md``.
+A suite is a module of a subpackage (``benchmarks/papers/``, ``studies/``, ``perf/``) with
+``SUITE = "<name>"`` and ``run(quick=False, out_dir=None) -> Path`` that measures with
+:func:`measure` (or :func:`measure_many` to interleave competitors), collects records in a
+:class:`Suite` and writes ``benchmarks/results/<name>.json`` in the schema documented in
+``benchmarks/README.md``. :func:`scripts` lists every runnable module of the subpackages (suites
+and tools) without importing them, :func:`find_script` resolves a short name (``slkl``,
+``dsg-stream``, ``refactor_check``, a suite's name such as ``fused-matvec``) and
+:func:`load_suite` imports a suite; ``python -m benchmarks NAME`` runs one.
 
 Timings are medians of repeated runs; comparisons are ratios to a peer measured in the same run.
 Peak memory is the process's resident set size (RSS) above its level at the start of a call, so
@@ -16,9 +20,11 @@ and matplotlib are looked up when present.
 from __future__ import annotations
 
 import argparse
+import ast
 import ctypes
 import datetime as _dt
 import gc
+import importlib
 import importlib.util
 import json
 import logging
@@ -38,8 +44,13 @@ from typing import Any, Callable
 
 logger = logging.getLogger("kernelscale.benchmarks")
 
+#: benchmarks/ (this package), the results it writes and reads, and the repository around it
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
+ROOT = BENCH_DIR.parent
+TESTS_DIR = ROOT / "tests"
+#: the subpackages of runnable modules, in the order ``python -m benchmarks --list`` shows them
+FOLDERS = ("papers", "studies", "perf", "tools")
 SCHEMA_VERSION = 1
 ROLES = ("ours", "peer", "paper")
 TOP_LEVEL_KEYS = ("schema_version", "suite", "created", "quick", "machine", "records", "paper")
@@ -78,6 +89,27 @@ def ratio(ours, peer):
 def gemm_flops(n, m, d, k=0):
     """Floating-point operations of an (n, d) x (d, m) product, plus an (n, m) x (m, k) one."""
     return 2.0 * n * m * d + 2.0 * n * m * k
+
+
+def task_error(task, pred, y):
+    """The error the studies score with: root mean squared error for ``task == "regression"``,
+    the fraction misclassified otherwise."""
+    import numpy as np
+
+    if task == "regression":
+        return float(np.sqrt(np.mean((np.asarray(pred, float).ravel() - y) ** 2)))
+    return float(np.mean(np.asarray(pred) != y))
+
+
+def error_ratio(task, err, peer_err, n_val):
+    """``err / peer_err`` as the robustness goal reads it: for classification one point of
+    ``n_val`` validation points of slack (an error within one point of a perfect peer is 0, any
+    other error against a perfect peer infinity); None when ``err`` is None."""
+    if err is None:
+        return None
+    if task == "classification":
+        return (err - 1.0 / n_val) / peer_err if peer_err > 0 else (0.0 if err <= 1.0 / n_val else math.inf)
+    return err / peer_err
 
 
 # ----------------------------------------------------------------------------------------------
@@ -691,42 +723,129 @@ def plot_error_vs_time(records, path, metric=None, title=None):
 # suites
 
 
-def suite_path(name, bench_dir=None):
-    """Path of the module of suite ``name`` ('-' becomes '_'): ``bench_dir/bench_<name>.py``."""
-    bench_dir = Path(bench_dir) if bench_dir is not None else BENCH_DIR
-    return bench_dir / f"bench_{str(name).replace('-', '_')}.py"
+@dataclass(frozen=True)
+class Script:
+    """A runnable file of a subpackage, read without importing it: a module with a ``main`` (a
+    tool) or with ``SUITE`` and ``run`` (a suite; it has a ``main`` too), or a shell script."""
+
+    name: str  #: the file name without its suffix: ``python -m benchmarks NAME``
+    folder: str  #: one of FOLDERS
+    path: Path
+    suite: str | None  #: the module's SUITE (the results file's stem) when it is a suite
+    summary: str  #: the first line of its docstring (of its first comment for a shell script)
+
+    @property
+    def module(self):
+        """Dotted module name (``benchmarks.papers.slkl``); None for a shell script."""
+        return f"benchmarks.{self.folder}.{self.name}" if self.path.suffix == ".py" else None
 
 
-def list_suites(bench_dir=None):
-    """Names of the suites found in ``bench_dir`` (default: this folder)."""
-    bench_dir = Path(bench_dir) if bench_dir is not None else BENCH_DIR
-    return sorted(p.stem[len("bench_"):] for p in bench_dir.glob("bench_*.py"))
+def _read_script(folder, path):
+    """The :class:`Script` of ``path``, or None when it is not runnable (a shared module)."""
+    if path.suffix == ".sh":
+        comments = [line.lstrip("#").strip() for line in path.read_text(encoding="utf-8").splitlines()[1:]
+                    if line.startswith("#")]
+        return Script(path.stem, folder, path, None, next((c for c in comments if c), "").rstrip(",:"))
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    suite, names = None, set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "SUITE" for t in node.targets):
+            if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                suite = node.value.value
+    if "main" not in names and not (suite and "run" in names):
+        return None
+    doc = (ast.get_docstring(tree) or "").strip()
+    summary = doc.splitlines()[0].rstrip(",:") if doc else ""
+    return Script(path.stem, folder, path, suite if "run" in names else None, summary)
 
 
-def load_suite(name, bench_dir=None):
-    """Import ``bench_<name>.py`` by file path and return the module."""
-    path = suite_path(name, bench_dir)
-    if not path.is_file():
-        known = ", ".join(list_suites(path.parent)) or "none"
-        raise ValueError(f"no benchmark suite {name!r}: {path} does not exist (suites: {known}).")
-    if str(path.parent) not in sys.path:
-        sys.path.insert(0, str(path.parent))  # so the suite can `import harness` / `import peers`
-    spec = importlib.util.spec_from_file_location(f"kernelscale_bench_{path.stem[6:]}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses and pickling look the module up there
-    spec.loader.exec_module(module)
+def scripts(folders=FOLDERS):
+    """Every runnable file of the subpackages ``folders`` of benchmarks/, in folder order then
+    by name. Nothing is imported: the files are parsed."""
+    out = []
+    for folder in folders:
+        if not (BENCH_DIR / folder).is_dir():
+            continue
+        for path in sorted((BENCH_DIR / folder).iterdir()):
+            if path.suffix in (".py", ".sh") and not path.name.startswith("_"):
+                script = _read_script(folder, path)
+                if script is not None:
+                    out.append(script)
+    return out
+
+
+def _key(name):
+    return str(name).strip().lower().replace("-", "_")
+
+
+def find_script(name, suites_only=False):
+    """The :class:`Script` called ``name``: its file name (``slkl``, ``dsg_stream``, ``gpu_run``),
+    ``-`` and ``_`` alike, optionally with its folder (``papers.slkl``, ``papers/slkl.py``) or the
+    former ``bench_`` prefix, or the name of its suite (``fused-matvec``, ``refactor-speed``).
+    Raises ValueError listing the known names when there is none."""
+    candidates = [s for s in scripts() if s.suite or not suites_only]
+    key = _key(name)
+    for suffix in (".py", ".sh"):
+        key = key[: -len(suffix)] if key.endswith(suffix) else key
+    folder, _, key = key.replace("/", ".").rpartition(".")
+    if folder.startswith("benchmarks"):
+        folder = folder[len("benchmarks"):].lstrip(".")
+    for pick in (lambda s: _key(s.name) == key,
+                 lambda s: s.suite is not None and _key(s.suite) == key,
+                 lambda s: key.startswith("bench_") and _key(s.name) == key[len("bench_"):]):
+        found = [s for s in candidates if pick(s) and (not folder or s.folder == folder)]
+        if found:
+            return found[0]
+    known = ", ".join(s.name for s in candidates)
+    kind = "benchmark suite" if suites_only else "benchmark script"
+    raise ValueError(f"no {kind} {name!r} in {BENCH_DIR} (known: {known}).")
+
+
+def list_suites():
+    """The suites' short names (their file names), in folder order."""
+    return [s.name for s in scripts() if s.suite]
+
+
+def load_suite(name):
+    """Import the suite called ``name`` (see :func:`find_script`) and return the module."""
+    script = find_script(name, suites_only=True)
+    module = importlib.import_module(script.module)
     if not callable(getattr(module, "run", None)) or not hasattr(module, "SUITE"):
-        raise ValueError(f"{path} is not a benchmark suite: it needs SUITE and run(quick, out_dir).")
+        raise ValueError(f"{script.path} is not a benchmark suite: it needs SUITE and run(quick, out_dir).")
     return module
 
 
-def run_suite(name, quick=False, out_dir=None, bench_dir=None):
+def run_suite(name, quick=False, out_dir=None):
     """Run suite ``name`` and return the path of the JSON it wrote."""
-    return Path(load_suite(name, bench_dir).run(quick=quick, out_dir=out_dir))
+    return Path(load_suite(name).run(quick=quick, out_dir=out_dir))
+
+
+def load_test_module(name):
+    """The module ``tests/<name>.py`` of this checkout (``estimator_list``, ``estimator_fuzzing``,
+    ``model_fuzzing``), imported by its path under its own name, as pytest imports it; a module of
+    that name already imported is returned as is. tests/ is not a package and never goes on
+    ``sys.path``: a test module importing another (``estimator_fuzzing`` imports
+    ``estimator_list``) finds it in ``sys.modules``, so load that one first."""
+    if name in sys.modules:
+        return sys.modules[name]
+    path = TESTS_DIR / f"{name}.py"
+    if not path.is_file():
+        raise ValueError(f"no test module {path}: the tools that use it run in a source checkout.")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickling look the module up there
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
 
 
 def cli_main(run, argv=None, description=None, parts=None):
-    """``python benchmarks/bench_<name>.py [--quick] [--out-dir DIR]``, plus ``[--part P]...`` for a
+    """``python -m benchmarks NAME [--quick] [--out-dir DIR]``, plus ``[--part P]...`` for a
     suite made of ``parts`` (its ``run`` then takes ``parts=``, None meaning all of them)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="small sizes and fewer repeats")

@@ -1,11 +1,9 @@
 """Shared test helpers: the skip for tests that need the real benchmark data, the allow-list of
-skip reasons, the ops backends the batteries run on, and the loader of benchmark modules."""
+skip reasons, and the ops backends the batteries run on. The benchmarks are the package
+``benchmarks`` (pyproject.toml puts the repository's root on the tests' path)."""
 
-import importlib.util
 import os
-import pathlib
 import re
-import sys
 
 import pytest
 
@@ -88,17 +86,3 @@ def ops_backend(request):
 
     with using(get_backend(request.param)) as backend:
         yield backend
-
-
-BENCH_DIR = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def load_benchmark(name):
-    """Import ``benchmarks/<name>.py`` by path (benchmarks/ on sys.path, so it finds harness)."""
-    if str(BENCH_DIR) not in sys.path:
-        sys.path.insert(0, str(BENCH_DIR))
-    spec = importlib.util.spec_from_file_location(f"_bench_test_{name}", BENCH_DIR / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module

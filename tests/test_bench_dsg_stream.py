@@ -1,13 +1,12 @@
-"""The virtual-digit streaming benchmark (benchmarks/bench_dsg_stream.py) resumes exactly."""
+"""The virtual-digit streaming benchmark (benchmarks/papers/dsg_stream.py) resumes exactly."""
 
 import json
 
 import numpy as np
 import pytest
-from conftest import load_benchmark
 from sklearn.datasets import load_digits
 
-stream = load_benchmark("bench_dsg_stream")
+from benchmarks.papers import dsg_stream as stream
 
 
 def _digits():

@@ -1,4 +1,4 @@
-"""Tests of the robustness benchmark (benchmarks/bench_robustness.py): a tiny run's records and
+"""Tests of the robustness benchmark (benchmarks/studies/robustness.py): a tiny run's records and
 the PASS/FAIL logic of its two goals."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import json
 
 import numpy as np
 import pytest
-from conftest import load_benchmark
 
-rob = load_benchmark("bench_robustness")
-harness = load_benchmark("harness")
+from benchmarks import harness
+from benchmarks.studies import common
+from benchmarks.studies import robustness as rob
 
 
 # ----------------------------------------------------------------------------------------------
@@ -82,17 +82,17 @@ def test_score_flags_nonfinite_regression_predictions():
 
 
 def test_datasets_are_seeded_and_standardised_except_mixed_scales():
-    a = rob.make_dataset("few features d=2 (regression)", 200)
-    b = rob.make_dataset("few features d=2 (regression)", 200)
+    a = common.make_dataset("few features d=2 (regression)", 200)
+    b = common.make_dataset("few features d=2 (regression)", 200)
     np.testing.assert_array_equal(a.X_test, b.X_test)
     assert a.X_train.shape == (160, 2)
     np.testing.assert_allclose(a.X_train.mean(axis=0), 0, atol=1e-12)
-    mixed = rob.make_dataset("mixed scales (classification)", 200)
+    mixed = common.make_dataset("mixed scales (classification)", 200)
     spread = mixed.X_train.std(axis=0)
     assert spread.max() / spread.min() > 1e4  # raw, not standardised
-    big = rob.make_dataset("friedman1 y*1e5", 200)
+    big = common.make_dataset("friedman1 y*1e5", 200)
     assert np.std(big.y_train) > 1e4
-    imb = rob.make_dataset("imbalanced 95/5", 400)
+    imb = common.make_dataset("imbalanced 95/5", 400)
     assert 0.02 < np.mean(imb.y_test == 1) < 0.1
 
 

@@ -1,14 +1,13 @@
-"""The scaling benchmark (benchmarks/bench_scale.py): one real fit on a LocalCluster of virtual
+"""The scaling benchmark (benchmarks/perf/scale.py): one real fit on a LocalCluster of virtual
 digits, and its bookkeeping (resuming from the finished fits, slope, speed-up) on recorded fits."""
 
 import json
 
 import numpy as np
 import pytest
-from conftest import load_benchmark
 from sklearn.datasets import load_digits
 
-scale = load_benchmark("bench_scale")
+from benchmarks.perf import scale
 
 
 def _digits():

@@ -85,17 +85,32 @@ CHECKOUT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def planted(tmp_path, monkeypatch):
-    """A working directory whose benchmarks/ would create ``marker`` if any of it were run."""
+def benchmarks_modules():
+    """Restores the package ``benchmarks`` (and its modules) that the tests imported, after a test
+    whose command imported another checkout's, or none."""
+    saved = {n: m for n, m in sys.modules.items() if n == "benchmarks" or n.startswith("benchmarks.")}
+    yield
+    for name in [n for n in sys.modules if n == "benchmarks" or n.startswith("benchmarks.")]:
+        del sys.modules[name]
+    sys.modules.update(saved)
+
+
+@pytest.fixture
+def planted(tmp_path, monkeypatch, benchmarks_modules):
+    """A working directory whose package benchmarks/ would create ``marker`` if any of it were
+    run, first on ``sys.path`` and not yet imported."""
     bench = tmp_path / "cwd" / "benchmarks"
-    bench.mkdir(parents=True)
     marker = tmp_path / "marker"
-    payload = f"open({str(marker)!r}, 'w').close()\ndef run(quick=False): return 'ran'\n" \
+    payload = f"open({str(marker)!r}, 'w').close()\nSUITE = 'evil'\ndef run(quick=False): return 'ran'\n" \
               f"def main(argv=None): return 0\n"
-    for name in ("harness", "report", "bench_evil", "bench_blocks"):
+    for name in ("__init__", "harness", "papers/__init__", "papers/evil", "perf/__init__", "perf/blocks",
+                 "tools/__init__", "tools/report"):
+        (bench / f"{name}.py").parent.mkdir(parents=True, exist_ok=True)
         (bench / f"{name}.py").write_text(payload)
     monkeypatch.chdir(tmp_path / "cwd")
-    monkeypatch.setattr(sys, "path", sys.path[:])
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "cwd"), *sys.path])
+    for name in [n for n in sys.modules if n == "benchmarks" or n.startswith("benchmarks.")]:
+        del sys.modules[name]
     return marker
 
 
@@ -107,35 +122,45 @@ def test_an_installed_command_refuses_to_run_benchmarks_without_a_checkout(argv,
     assert not planted.exists()
 
 
-def test_bench_from_a_checkout_ignores_the_working_directory(planted):
+def test_bench_from_a_checkout_ignores_the_working_directory(planted, capsys):
     with pytest.raises(SystemExit):  # no suite "evil" in this checkout, or no checkout at all
         cli.main(["bench", "evil"])
     assert not planted.exists()
+    if cli._own_checkout() is not None:  # a development install: its own results table
+        assert cli.main(["report"]) == 0
+        assert "| dataset | method |" in capsys.readouterr().out
+        assert not planted.exists()
+        assert Path(sys.modules["benchmarks"].__file__).resolve().parent == CHECKOUT / "benchmarks"
 
 
 def fake_checkout(root, name='"kernelscale"'):
+    """A checkout with this checkout's harness and one suite, perf/fake_suite.py."""
     (root / "src" / "kernelscale").mkdir(parents=True)
     (root / "src" / "kernelscale" / "__init__.py").write_text("")
-    (root / "benchmarks").mkdir()
-    (root / "benchmarks" / "harness.py").write_text("")
-    (root / "benchmarks" / "bench_fake_suite.py").write_text(
-        "def run(quick=False):\n    return f'fake-result quick={quick}'\n")
+    (root / "benchmarks" / "perf").mkdir(parents=True)
+    (root / "benchmarks" / "__init__.py").write_text("")
+    (root / "benchmarks" / "harness.py").write_text((CHECKOUT / "benchmarks" / "harness.py").read_text())
+    (root / "benchmarks" / "perf" / "__init__.py").write_text("")
+    (root / "benchmarks" / "perf" / "fake_suite.py").write_text(
+        '"""A fake suite."""\nSUITE = "fake-suite"\n'
+        "def run(quick=False, out_dir=None):\n    return f'fake-result quick={quick}'\n")
     (root / "pyproject.toml").write_text(f"[project]\nname = {name}\n")
     return root
 
 
-def test_bench_runs_the_checkout_named_on_the_command_line(tmp_path, capsys, monkeypatch):
+def test_bench_runs_the_checkout_named_on_the_command_line(tmp_path, capsys, monkeypatch, benchmarks_modules):
     monkeypatch.setattr(sys, "path", sys.path[:])
-    monkeypatch.delitem(sys.modules, "bench_fake_suite", raising=False)
     root = fake_checkout(tmp_path / "repo")
     assert cli.main(["bench", "fake-suite", "--quick", "--checkout", str(root)]) == 0
     assert "fake-result quick=True" in capsys.readouterr().out
-    sys.modules.pop("bench_fake_suite", None)
+    assert Path(sys.modules["benchmarks"].__file__).resolve().parent == (root / "benchmarks").resolve()
     other = fake_checkout(tmp_path / "other", name='"not-kernelscale"')
     with pytest.raises(SystemExit, match="not a kernelscale source checkout"):
         cli.main(["bench", "fake-suite", "--checkout", str(other)])
     with pytest.raises(SystemExit, match="no benchmark suite"):
-        cli.main(["bench", "../bench_fake_suite", "--checkout", str(root)])
+        cli.main(["bench", "../fake_suite", "--checkout", str(root)])
+    with pytest.raises(SystemExit, match="no benchmark suite 'nope'.*fake_suite"):
+        cli.main(["bench", "nope", "--checkout", str(root)])
 
 
 def test_the_checkout_of_a_development_install_is_found():

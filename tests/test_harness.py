@@ -1,7 +1,5 @@
-"""Tests of the benchmark harness (benchmarks/harness.py, report.py, peers.py, bench_blocks.py).
-
-benchmarks/ is not a package: its modules are imported by file path.
-"""
+"""Tests of the benchmark harness (benchmarks/harness.py, tools/report.py, peers.py,
+perf/blocks.py) and of ``python -m benchmarks``."""
 
 from __future__ import annotations
 
@@ -10,6 +8,7 @@ import importlib.util
 import json
 import math
 import statistics
+import subprocess
 import sys
 import time
 import warnings
@@ -19,15 +18,11 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits
 from sklearn.preprocessing import StandardScaler
-from conftest import load_benchmark
+
+from benchmarks import harness, peers
+from benchmarks.tools import report
 
 MB = 10**6
-_load = load_benchmark
-
-
-harness = _load("harness")
-report = _load("report")
-peers = _load("peers")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -211,26 +206,70 @@ def test_plot_skipped_without_matplotlib(tmp_path, monkeypatch, caplog):
 # suites
 
 
-def test_run_suite_imports_by_path_and_maps_dashes(tmp_path, monkeypatch):
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    (tmp_path / "bench_tiny_suite.py").write_text(
-        "SUITE = 'tiny-suite'\n"
-        "def run(quick=False, out_dir=None):\n"
-        "    import json, pathlib\n"
-        "    p = pathlib.Path(out_dir) / 'tiny-suite.json'\n"
-        "    p.write_text(json.dumps({'quick': quick}))\n"
-        "    return p\n"
-    )
-    path = harness.run_suite("tiny-suite", quick=True, out_dir=tmp_path, bench_dir=tmp_path)
-    assert json.loads(path.read_text()) == {"quick": True}
-    assert harness.list_suites(tmp_path) == ["tiny_suite"]
-    with pytest.raises(ValueError, match="tiny_suite"):
-        harness.run_suite("nope", bench_dir=tmp_path)
-    assert "blocks" in harness.list_suites()
+def test_scripts_are_found_by_their_short_names():
+    found = {s.name: s for s in harness.scripts()}
+    assert {"slkl", "dsg_stream", "robustness", "blocks", "refactor_check", "report", "gpu_run"} <= set(found)
+    assert "common" not in found and "harness" not in found  # shared modules, not scripts
+    assert [s.folder for s in harness.scripts()] == sorted(
+        (s.folder for s in harness.scripts()), key=harness.FOLDERS.index)
+    slkl = found["slkl"]
+    assert (slkl.folder, slkl.module, slkl.suite) == ("papers", "benchmarks.papers.slkl", "slkl")
+    assert slkl.summary.startswith("SLKL (paper 1)")
+    assert found["fused"].suite == "fused-matvec" and found["report"].suite is None
+    assert found["gpu_run"].module is None and found["gpu_run"].path.suffix == ".sh"
+    for name in ("dsg-stream", "dsg_stream", "DSG-Stream", "papers.dsg_stream", "papers/dsg_stream.py",
+                 "benchmarks.papers.dsg_stream", "bench_dsg_stream"):
+        assert harness.find_script(name) == found["dsg_stream"], name
+    assert harness.find_script("fused-matvec") == found["fused"]
+    with pytest.raises(ValueError, match="refactor_check"):  # the message lists the known names
+        harness.find_script("nope")
+    with pytest.raises(ValueError, match="no benchmark suite 'refactor_check'"):
+        harness.find_script("refactor_check", suites_only=True)
+    with pytest.raises(ValueError, match="no benchmark script"):
+        harness.find_script("tools.slkl")  # slkl is in papers/
+    suites = harness.list_suites()
+    assert {"blocks", "fixed_point", "dsg_stream", "robustness"} <= set(suites) and "report" not in suites
+    assert harness.load_suite("fixed-point").SUITE == "fixed-point"
 
 
-def test_bench_blocks_ratio_is_against_the_faster_gemm(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(sys, "path", list(sys.path))
+def test_every_script_imports_as_a_module_with_a_main():
+    for script in harness.scripts():
+        if script.module is None:
+            continue
+        module = importlib.import_module(script.module)
+        assert callable(module.main), script.name
+        if script.suite:
+            assert module.SUITE == script.suite and callable(module.run), script.name
+
+
+def test_results_stay_in_benchmarks_results():
+    assert harness.BENCH_DIR == Path(harness.__file__).resolve().parent
+    assert harness.RESULTS_DIR == harness.BENCH_DIR / "results" and harness.RESULTS_DIR.is_dir()
+    assert report.RESULTS_DIR == harness.RESULTS_DIR and report.README == harness.ROOT / "README.md"
+    assert harness.Suite("unit").out_dir == harness.RESULTS_DIR
+
+
+def test_python_dash_m_benchmarks_lists_and_runs_scripts(capsys):
+    from benchmarks.__main__ import main
+
+    assert main(["--list"]) == 0
+    out = capsys.readouterr().out
+    assert out.index("papers/") < out.index("studies/") < out.index("perf/") < out.index("tools/")
+    assert "slkl" in out and "[fused-matvec]" in out and "refactor_check" in out
+    assert main(["no-such-script"]) == 2
+    assert "no benchmark script 'no-such-script'" in capsys.readouterr().err
+    assert main(["report", "--print"]) == 0
+    assert "| dataset | method |" in capsys.readouterr().out
+
+
+def test_listing_imports_no_script():
+    code = ("import sys; from benchmarks.__main__ import listing; listing(); "
+            "print(sorted(m for m in sys.modules if m.startswith(('kernelscale', 'numpy', 'benchmarks.'))))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=harness.ROOT, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "['benchmarks.__main__', 'benchmarks.harness']"
+
+
+def test_bench_blocks_ratio_is_against_the_faster_gemm(tmp_path, capsys):
     module = harness.load_suite("blocks")
     assert module.SUITE == "blocks"
     doc = harness.read_result(module.run(out_dir=tmp_path, n=300, n_context=100, repeats=1))

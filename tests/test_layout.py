@@ -3,16 +3,14 @@ cycle, no module over 900 lines outside ops/, no private name used across packag
 layers import downwards only."""
 
 import ast
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+from benchmarks.tools import import_graph
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "kernelscale"
-_spec = importlib.util.spec_from_file_location("import_graph", ROOT / "benchmarks" / "tools" / "import_graph.py")
-import_graph = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(import_graph)
 
 #: the method families: none imports another
 FAMILIES = ("slkl", "doubly_stochastic", "regularized", "lssvm", "least_squares")

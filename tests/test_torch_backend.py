@@ -207,9 +207,8 @@ def test_gpu_benchmark_records_the_device_and_the_ratio_to_torch_gemm(tmp_path):
     import json
     import pathlib
 
-    from conftest import load_benchmark
+    from benchmarks.perf import gpu as module
 
-    module = load_benchmark("bench_gpu")
     path = module.run(quick=True, out_dir=tmp_path, device="cpu", n=300, repeats=1)
     records = json.loads(pathlib.Path(path).read_text())["records"]
     ours = [r for r in records if r["role"] == "ours"]

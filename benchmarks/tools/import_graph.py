@@ -1,6 +1,6 @@
 """The import graph of the kernelscale package: modules, import layers, edges and cycles.
 
-    python benchmarks/tools/import_graph.py [SRC_PACKAGE] [--module-level]
+    python -m benchmarks import_graph [SRC_PACKAGE] [--module-level]
 
 An edge A -> B is an import of module B by module A, at module level or inside a function
 (``--module-level``: only the imports that run when A is imported). ``from P import name`` counts
@@ -141,4 +141,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

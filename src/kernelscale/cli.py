@@ -2,10 +2,11 @@
 
 - ``kernelscale demo`` fits every estimator on embedded data (synthetic sinc, scikit-learn's
   digits) and prints test error, fit time and predict time.
-- ``kernelscale bench NAME [--quick] [--checkout PATH]`` runs ``benchmarks/bench_NAME.py`` of a
-  source checkout: the one named, else the one this kernelscale is imported from (an editable
-  install); an installed package refuses, saying so. Nothing is ever run from the current
-  directory.
+- ``kernelscale bench NAME [--quick] [--checkout PATH]`` runs the suite NAME of the package
+  ``benchmarks`` of a source checkout (``benchmarks/papers/slkl.py`` for ``slkl``, as
+  ``python -m benchmarks NAME`` does in it): the checkout named, else the one this kernelscale is
+  imported from (an editable install); an installed package refuses, saying so. Nothing is ever
+  run from the current directory.
 - ``kernelscale fit ESTIMATOR DATA -o MODEL [-p key=value ...]`` fits and saves a model.
 - ``kernelscale predict MODEL DATA [-o FILE]`` writes one prediction per line.
 - ``kernelscale report [MODEL] [--checkout PATH]`` describes a saved model, or prints the
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import json
 import logging
 import re
@@ -201,16 +201,15 @@ def _cmd_demo(args):
 _NEEDS_CHECKOUT = (
     "kernelscale {command} runs the benchmark suite, which lives in a kernelscale source checkout "
     "(its benchmarks/ folder), not in the installed package ({package}). Name the checkout: "
-    "`kernelscale {command} --checkout PATH/TO/kernelscale`, or run `python benchmarks/"
-    "bench_NAME.py` / `python benchmarks/report.py` inside it. Code in the current directory is "
-    "never run."
+    "`kernelscale {command} --checkout PATH/TO/kernelscale`, or run `python -m benchmarks NAME` / "
+    "`python -m benchmarks report` in its root. Code in the current directory is never run."
 )
 _SUITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
 
 def is_checkout(root):
     """True when ``root`` is a kernelscale source checkout: a pyproject.toml of the project
-    "kernelscale", src/kernelscale/__init__.py and benchmarks/harness.py."""
+    "kernelscale", src/kernelscale/__init__.py and the package benchmarks/ with its harness.py."""
     root = Path(root)
     try:
         pyproject = (root / "pyproject.toml").read_text(encoding="utf-8")
@@ -218,6 +217,7 @@ def is_checkout(root):
         return False
     return (re.search(r'(?m)^name\s*=\s*"kernelscale"\s*$', pyproject) is not None
             and (root / "src" / "kernelscale" / "__init__.py").is_file()
+            and (root / "benchmarks" / "__init__.py").is_file()
             and (root / "benchmarks" / "harness.py").is_file())
 
 
@@ -228,44 +228,54 @@ def _own_checkout():
     return root if is_checkout(root) else None
 
 
-def _benchmarks_dir(command, checkout=None):
-    """benchmarks/ of the checkout named with --checkout, else of the checkout this kernelscale
-    runs from; never of the current directory (an installed command must not run code from it)."""
+def _checkout_root(command, checkout=None):
+    """The root of the checkout named with --checkout, else of the checkout this kernelscale runs
+    from; never the current directory (an installed command must not run code from it)."""
     if checkout is not None:
         root = Path(checkout).expanduser().resolve()
         if not is_checkout(root):
             raise SystemExit(
                 f"--checkout {checkout}: not a kernelscale source checkout (expected a "
                 f'pyproject.toml with name = "kernelscale", src/kernelscale/ and '
-                f"benchmarks/harness.py). Pass the root of a clone of the kernelscale repository."
+                f"benchmarks/__init__.py, harness.py). Pass the root of a clone of the kernelscale "
+                f"repository."
             )
-        return root / "benchmarks"
+        return root
     root = _own_checkout()
     if root is None:
         raise SystemExit(_NEEDS_CHECKOUT.format(command=command,
                                                 package=Path(__file__).resolve().parent))
-    return root / "benchmarks"
+    return root
 
 
-def _import_from(folder, module_name):
-    path = folder / f"{module_name}.py"
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module  # dataclasses and pickling look the module up by name
-    spec.loader.exec_module(module)
-    return module
+def _import_benchmarks(root, module_name):
+    """Import ``benchmarks.<module_name>`` of the checkout at ``root``: the root goes first on
+    ``sys.path`` (so that the benchmarks' own imports and their child processes find the package),
+    and a package ``benchmarks`` imported from anywhere else is dropped first."""
+    folder = root / "benchmarks"
+    loaded = sys.modules.get("benchmarks")
+    if loaded is not None and Path(getattr(loaded, "__file__", None) or "").resolve().parent != folder:
+        for name in [n for n in sys.modules if n == "benchmarks" or n.startswith("benchmarks.")]:
+            del sys.modules[name]
+    if str(root) in sys.path:
+        sys.path.remove(str(root))
+    sys.path.insert(0, str(root))
+    package = importlib.import_module("benchmarks")
+    if Path(package.__file__).resolve().parent != folder:
+        raise SystemExit(f"benchmarks was imported from {package.__file__}, not from {folder}.")
+    return importlib.import_module(f"benchmarks.{module_name}")
 
 
 def _cmd_bench(args):
-    folder = _benchmarks_dir("bench", args.checkout)
-    module_name = "bench_" + args.name.replace("-", "_")
-    available = sorted(p.stem[len("bench_"):].replace("_", "-") for p in folder.glob("bench_*.py"))
-    if not (_SUITE_NAME.fullmatch(args.name) and (folder / f"{module_name}.py").is_file()):
-        raise SystemExit(f"no benchmark suite {args.name!r} in {folder}; available: "
-                         f"{', '.join(available)}.")
-    path = _import_from(folder, module_name).run(quick=args.quick)
+    root = _checkout_root("bench", args.checkout)
+    harness = _import_benchmarks(root, "harness")
+    if not _SUITE_NAME.fullmatch(args.name):
+        raise SystemExit(f"no benchmark suite {args.name!r}; available: {', '.join(harness.list_suites())}.")
+    try:
+        suite = harness.load_suite(args.name)
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
+    path = suite.run(quick=args.quick)
     _out(f"results written to {path}")
     return 0
 
@@ -276,8 +286,7 @@ def _cmd_report(args):
 
         _out(json.dumps(describe(args.model), indent=2, default=str))
         return 0
-    folder = _benchmarks_dir("report", args.checkout)
-    report = _import_from(folder, "report")
+    report = _import_benchmarks(_checkout_root("report", args.checkout), "tools.report")
     return report.main(["--print"])
 
 

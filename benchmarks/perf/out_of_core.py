@@ -23,13 +23,10 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from harness import Suite, cli_main, print_table  # noqa: E402
+from benchmarks.harness import Suite, cli_main, print_table
 
 SUITE = "out-of-core"
 D, CHUNK = 64, 50_000
@@ -121,5 +118,9 @@ def run(quick=False, out_dir=None, *, rows=None, budget=None):
     return path
 
 
+def main(argv=None):
+    return cli_main(run, argv, __doc__.splitlines()[0])
+
+
 if __name__ == "__main__":
-    sys.exit(cli_main(run))
+    sys.exit(main())

@@ -75,13 +75,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from harness import PeakMemory, RESULTS_DIR, Suite, current_rss  # noqa: E402
-from kernelscale import DoublyStochasticClassifier, VirtualDigits, load, load_dataset, save  # noqa: E402
-from kernelscale.doubly_stochastic.defaults import dsg_auto_sizes  # noqa: E402
+from benchmarks.harness import PeakMemory, RESULTS_DIR, Suite, current_rss
+from kernelscale import DoublyStochasticClassifier, VirtualDigits, load, load_dataset, save
+from kernelscale.doubly_stochastic.defaults import dsg_auto_sizes
 
 SUITE = "dsg-stream"
 SEED = 0

@@ -28,17 +28,14 @@ import logging
 import math
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from harness import Suite, compare, gemm_flops, measure_many, median, print_table  # noqa: E402
-from kernelscale.kernels import GaussianKernel, LaplacianKernel, MaternKernel  # noqa: E402
-from kernelscale.ops import fused, kernel_matvec  # noqa: E402
-from kernelscale.ops import torch_backend as tb  # noqa: E402
-from kernelscale.ops.backend import get_backend, using  # noqa: E402
+from benchmarks.harness import Suite, compare, gemm_flops, measure_many, median, print_table
+from kernelscale.kernels import GaussianKernel, LaplacianKernel, MaternKernel
+from kernelscale.ops import fused, kernel_matvec
+from kernelscale.ops import torch_backend as tb
+from kernelscale.ops.backend import get_backend, using
 
 SUITE = "fused-matvec"
 TARGET_RATIO = 0.80

@@ -43,12 +43,9 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from harness import Suite, compare, gemm_flops, measure  # noqa: E402
+from benchmarks.harness import ROOT, Suite, compare, gemm_flops, measure
 
 SUITE = "refactor-speed"
 THRESHOLD = 1.05
@@ -76,29 +73,26 @@ WARM_ROWS = 2000
 
 def prepare(data_dir, quick):
     """Write every measurement's arrays (``<name>.npz``) and settings (``settings.json``)."""
-    import bench_blocks
-    import bench_fixed_point
-    import bench_least_squares
-    import bench_lssvm
-    import bench_slkl
+    from benchmarks.papers import fixed_point, least_squares, lssvm, slkl
+    from benchmarks.perf import blocks
     from kernelscale.preprocessing import pca_fit, pca_transform
 
     size = SIZES[quick]
     data_dir = Path(data_dir)
-    X, y, _, _ = bench_least_squares.load(size["mnist"])
-    sigma = bench_least_squares.paper_sigma(pca_transform(X, *pca_fit(X, 50)))[0]
+    X, y, _, _ = least_squares.load(size["mnist"])
+    sigma = least_squares.paper_sigma(pca_transform(X, *pca_fit(X, 50)))[0]
     np.savez(data_dir / "stagewise.npz", X=X, y=y)
-    X, y, _, _ = bench_lssvm.load(size["mnist"])
+    X, y, _, _ = lssvm.load(size["mnist"])
     np.savez(data_dir / "lssvm.npz", X=X, y=y)
-    X, y, Xte, _ = bench_fixed_point.load("adult", size["adult"])
+    X, y, Xte, _ = fixed_point.load("adult", size["adult"])
     np.savez(data_dir / "adult.npz", X=X, y=y, Xte=Xte)
     adult_sigma = math.sqrt(X.shape[1] / 2.0)  # LIBSVM's default gamma = 1 / d
-    X, Z, V1, _ = bench_blocks._data(size["matvec_n"], bench_blocks.D, np.float32, SEED)
+    X, Z, V1, _ = blocks.make_data(size["matvec_n"], blocks.D, np.float32, SEED)
     np.savez(data_dir / "matvec.npz", X=X, Z=Z, V=V1)
-    settings = dict(size, stagewise_sigma=float(sigma), lssvm_C=bench_lssvm.C,
+    settings = dict(size, stagewise_sigma=float(sigma), lssvm_C=lssvm.C,
                     adult_sigma=adult_sigma,
-                    slkl=dict(sparsity=bench_slkl.NU, alpha=bench_slkl.LAM, tol=bench_slkl.TOL),
-                    matvec_sigma=math.sqrt(bench_blocks.D))
+                    slkl=dict(sparsity=slkl.NU, alpha=slkl.LAM, tol=slkl.TOL),
+                    matvec_sigma=math.sqrt(blocks.D))
     (data_dir / "settings.json").write_text(json.dumps(settings))
 
 
@@ -125,9 +119,9 @@ def work(name, data_dir):
     """Time measurement ``name`` with the kernelscale first on ``sys.path``; returns its metrics."""
     import kernelscale
     from kernelscale.kernels import GaussianKernel, PolynomialKernel
-    from refactor_check import _translate_renamed_parameters
+    from benchmarks.tools.refactor_check import translate_renamed_parameters
 
-    _translate_renamed_parameters(kernelscale)
+    translate_renamed_parameters(kernelscale)
     s = json.loads((Path(data_dir) / "settings.json").read_text())
     d = np.load(Path(data_dir) / f"{'adult' if name in ('slkl', 'regularized', 'dsg') else name}.npz")
     out = {}
@@ -183,9 +177,11 @@ def work(name, data_dir):
 
 
 def _subprocess(args, src):
-    """Run this script with ``args`` and ``src`` first on sys.path; return its last stdout line."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), *args, "--src", str(src)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    """Run this module (``python -m``, in the root of the checkout that holds it, so that it
+    finds ``benchmarks``) with ``args``, and ``src`` first on sys.path; return its last stdout
+    line."""
+    cmd = [sys.executable, "-m", __spec__.name, *args, "--src", str(src)]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stderr[-4000:]}")
     return done.stdout.strip().splitlines()[-1]

@@ -19,15 +19,12 @@ from __future__ import annotations
 import logging
 import math
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from harness import Suite, cli_main, compare, gemm_flops, measure_many, print_table  # noqa: E402
-from kernelscale.ops import kernel_matvec  # noqa: E402
-from kernelscale.kernels import GaussianKernel, LaplacianKernel, MaternKernel  # noqa: E402
+from benchmarks.harness import Suite, cli_main, compare, gemm_flops, measure_many, print_table
+from kernelscale.ops import kernel_matvec
+from kernelscale.kernels import GaussianKernel, LaplacianKernel, MaternKernel
 
 SUITE = "blocks"
 TARGET_RATIO = 0.70
@@ -35,7 +32,9 @@ D = 784
 logger = logging.getLogger("kernelscale.benchmarks.blocks")
 
 
-def _data(n, d, dtype, seed):
+def make_data(n, d, dtype, seed):
+    """The seeded inputs of one measurement: X, Z (n, d) and the right-hand sides V1 (n,),
+    V10 (n, 10), of ``dtype`` (perf/refactor.py times the same ones)."""
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, d), dtype=dtype)
     Z = rng.standard_normal((n, d), dtype=dtype)  # distinct operand: a true GEMM, not a SYRK
@@ -50,7 +49,7 @@ def _gflops(flops, measurement):
 
 def _bench_gaussian(suite, n, dtype, repeats, warmup, seed):
     """Records for one dtype: two GEMM baselines, kernel_matvec with k=1, k=10 and a small budget."""
-    X, Z, V1, V10 = _data(n, D, dtype, seed)
+    X, Z, V1, V10 = make_data(n, D, dtype, seed)
     kernel = GaussianKernel(sigma=math.sqrt(D))
     buf = np.empty((n, n), dtype=dtype)
     budget = "512MB"
@@ -89,7 +88,7 @@ def _bench_gaussian(suite, n, dtype, repeats, warmup, seed):
 
 def _bench_context(suite, n, repeats, warmup, seed):
     """float64 Laplacian and Matérn 1.5 products next to a GEMM of the same shape (no target)."""
-    X, Z, V1, _ = _data(n, D, np.float64, seed)
+    X, Z, V1, _ = make_data(n, D, np.float64, seed)
     sigma = math.sqrt(D)
     fns = {
         "gemm": lambda: X @ Z.T,
@@ -141,5 +140,9 @@ def run(quick: bool = False, out_dir=None, *, n=None, n_context=None, repeats=No
     return path
 
 
+def main(argv=None):
+    return cli_main(run, argv, __doc__.splitlines()[0])
+
+
 if __name__ == "__main__":
-    sys.exit(cli_main(run, description=__doc__.splitlines()[0]))
+    sys.exit(main())

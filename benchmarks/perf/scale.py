@@ -55,11 +55,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from harness import RESULTS_DIR, PeakMemory, Suite, print_table  # noqa: E402
+from benchmarks.harness import RESULTS_DIR, PeakMemory, Suite, print_table
 
 SUITE = "scale"
 SIZES = (60_000, 250_000, 1_000_000, 4_000_000)

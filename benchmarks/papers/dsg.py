@@ -95,19 +95,17 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from harness import Suite, cli_main, compare, measure, run_capped  # noqa: E402
-from kernelscale.data.datasets import coulomb_features, load_dataset  # noqa: E402
-from kernelscale.doubly_stochastic.estimators import DoublyStochasticClassifier, DoublyStochasticRegressor  # noqa: E402
-from kernelscale.features import RandomFourierFeatures  # noqa: E402
-from kernelscale.ops.feature_blocks import FeatureBlockSpec  # noqa: E402
-from kernelscale.ops.features import FeatureOperator  # noqa: E402
-from kernelscale.ops.memory import parse_memory  # noqa: E402
-from kernelscale.kernels import GaussianKernel, LaplacianKernel, median_heuristic  # noqa: E402
-from peers import make_peer  # noqa: E402
+from benchmarks.harness import Suite, cli_main, compare, measure, run_capped
+from benchmarks.peers import make_peer
+from kernelscale.data.datasets import coulomb_features, load_dataset
+from kernelscale.doubly_stochastic.estimators import DoublyStochasticClassifier, DoublyStochasticRegressor
+from kernelscale.features import RandomFourierFeatures
+from kernelscale.ops.feature_blocks import FeatureBlockSpec
+from kernelscale.ops.features import FeatureOperator
+from kernelscale.ops.memory import parse_memory
+from kernelscale.kernels import GaussianKernel, LaplacianKernel, median_heuristic
 
 try:
     from threadpoolctl import threadpool_limits
@@ -796,5 +794,9 @@ def _print_summary(records):
     print("\n".join(lines))
 
 
+def main(argv=None):
+    return cli_main(run, argv, __doc__.splitlines()[0], parts=tuple(PARTS))
+
+
 if __name__ == "__main__":
-    sys.exit(cli_main(run, parts=tuple(PARTS)))
+    sys.exit(main())

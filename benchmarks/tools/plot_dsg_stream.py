@@ -1,22 +1,23 @@
 """The MNIST8M headline's curve: test error against virtual examples seen (issue #17).
 
-Reads every stream run recorded by ``bench_dsg_stream.py`` in benchmarks/results
+Reads every stream run recorded by ``papers/dsg_stream.py`` in benchmarks/results
 (``dsg-stream*.json``; the validation studies excluded, they measure on training digits) and draws
 one line per run, with LIBSVM's 1.47% on the 60000 real digits, kernelscale's best recorded error
 on them without virtual examples (``best_on_real_digits``) and the issue's 0.7% goal:
 
-    python benchmarks/plot_dsg_stream.py
+    python -m benchmarks plot_dsg_stream
 
 Writes benchmarks/results/dsg-stream.png.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
-from pathlib import Path
+import sys
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from benchmarks.harness import RESULTS_DIR as RESULTS
 OUT = RESULTS / "dsg-stream.png"
 GOAL, LIBSVM = 0.007, 0.0147
 #: kernelscale's MNIST runs on the 60000 real digits (no virtual examples): (result file, dataset)
@@ -51,7 +52,8 @@ def curves(results=RESULTS):
     return {k: sorted(v) for k, v in out.items()}
 
 
-def main():
+def main(argv=None):
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -76,7 +78,8 @@ def main():
     fig.tight_layout()
     fig.savefig(OUT, dpi=110)
     print(f"wrote {OUT}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

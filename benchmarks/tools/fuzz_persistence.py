@@ -7,7 +7,7 @@ object), "refused" (a ValueError naming the file), and the findings, which must 
 "not-equal", "bad-error" (another exception type, or a message without the file name) and
 "over-memory" (traced peak above load_memory_bound(file size)).
 
-Run: ``python benchmarks/fuzz_persistence.py [--cases 5000] [--seed 0]``; needs hypothesis (the
+Run: ``python -m benchmarks fuzz_persistence [--cases 5000] [--seed 0]``; needs hypothesis (the
 ``test`` extra). Prints the counts and writes them to ``results/fuzz-persistence.txt``.
 """
 
@@ -20,12 +20,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
 
-from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from model_fuzzing import model_bytes, mutations, original_models, run_case, same_model  # noqa: E402
+from benchmarks.harness import RESULTS_DIR, load_test_module
+
+_fuzzing = load_test_module("model_fuzzing")  # tests/model_fuzzing.py, shared with the suite
+model_bytes, mutations, original_models, run_case, same_model = (
+    _fuzzing.model_bytes, _fuzzing.mutations, _fuzzing.original_models, _fuzzing.run_case, _fuzzing.same_model)
 
 FINDINGS = ("not-equal", "bad-error", "over-memory")
 
@@ -56,8 +58,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results"
-                        / "fuzz-persistence.txt")
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "fuzz-persistence.txt")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:

@@ -12,7 +12,7 @@ reproducible and a finding is replayed by its seed) and counts per estimator:
 - ``silent``: NaN/inf or wrong outputs, or invalid input that was accepted;
 - ``timeout``: a case that ran past ``--time-limit`` seconds.
 
-Run: ``python benchmarks/fuzz_estimators.py [--cases 500] [--seed 0] [--only 3 7] [--time-limit 20]``;
+Run: ``python -m benchmarks fuzz_estimators [--cases 500] [--seed 0] [--only 3 7] [--time-limit 20]``;
 needs hypothesis (the ``test`` extra) only for the import of the shared module. Prints the counts
 and writes them, with one example case per finding, to ``results/fuzz-estimators.txt``.
 """
@@ -28,10 +28,12 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+from benchmarks.harness import RESULTS_DIR, load_test_module
 
-from estimator_fuzzing import ESTIMATOR_IDS, ESTIMATORS, make_case, run_case  # noqa: E402
+load_test_module("estimator_list")  # tests/estimator_fuzzing.py imports it by name
+_fuzzing = load_test_module("estimator_fuzzing")
+ESTIMATOR_IDS, ESTIMATORS, make_case, run_case = (
+    _fuzzing.ESTIMATOR_IDS, _fuzzing.ESTIMATORS, _fuzzing.make_case, _fuzzing.run_case)
 
 OUTCOMES = ("refused", "valid", "deep", "silent", "timeout")
 FINDINGS = ("deep", "silent", "timeout")
@@ -89,7 +91,7 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", type=int, nargs="*", help="indices into ESTIMATORS (default: all)")
     parser.add_argument("--time-limit", type=float, default=20.0, help="seconds per case")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "fuzz-estimators.txt"))
+    parser.add_argument("--out", default=str(RESULTS_DIR / "fuzz-estimators.txt"))
     args = parser.parse_args(argv)
     indices = args.only if args.only else range(len(ESTIMATORS))
     start = time.perf_counter()

@@ -6,7 +6,7 @@ settings). Look at it to check that every deformed digit still reads as its digi
 ``chunk(c)`` of the full MNIST8M-sized stream (60000 base images, 8.1 million examples,
 chunk_size=10000) and prints the median over a few chunks.
 
-    python benchmarks/virtual_digits_grid.py [--columns 8] [--seed 0] [--no-timing]
+    python -m benchmarks virtual_digits_grid [--columns 8] [--seed 0] [--no-timing]
 
 Writes benchmarks/results/virtual-digits.png.
 """
@@ -14,15 +14,17 @@ Writes benchmarks/results/virtual-digits.png.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks.harness import RESULTS_DIR
 from kernelscale import load_dataset
 from kernelscale.data.virtual_digits import VirtualDigits
 
-OUT = Path(__file__).resolve().parent / "results" / "virtual-digits.png"
+OUT = RESULTS_DIR / "virtual-digits.png"
 
 
 def time_chunks(mnist, n_chunks=3, dtype=np.float32):
@@ -83,7 +85,8 @@ def main(argv=None):
     args.out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=80)
     print(f"wrote {args.out}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

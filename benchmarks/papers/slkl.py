@@ -66,20 +66,18 @@ import time
 import warnings
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np
+from scipy import linalg
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
 
-import numpy as np  # noqa: E402
-from scipy import linalg  # noqa: E402
-from sklearn.base import clone  # noqa: E402
-from sklearn.exceptions import ConvergenceWarning  # noqa: E402
-
-from harness import Suite, cli_main, compare, measure, measure_many  # noqa: E402
-from kernelscale.ops import kernel_matrix  # noqa: E402
-from kernelscale.data.datasets import PAPER1_SPLITS, load_dataset, make_sinc, split_dataset  # noqa: E402
-from kernelscale.exact import ExactKernelRidge  # noqa: E402
-from kernelscale.kernels import GaussianKernel  # noqa: E402
-from kernelscale.slkl.estimators import SLKLClassifier, SLKLRegressor  # noqa: E402
-from peers import make_peer  # noqa: E402
+from benchmarks.harness import Suite, cli_main, compare, measure, measure_many
+from benchmarks.peers import make_peer
+from kernelscale.ops import kernel_matrix
+from kernelscale.data.datasets import PAPER1_SPLITS, load_dataset, make_sinc, split_dataset
+from kernelscale.exact import ExactKernelRidge
+from kernelscale.kernels import GaussianKernel
+from kernelscale.slkl.estimators import SLKLClassifier, SLKLRegressor
 
 try:
     from threadpoolctl import threadpool_limits
@@ -942,5 +940,9 @@ def run(quick: bool = False, out_dir=None, parts=None):
     return path
 
 
+def main(argv=None):
+    return cli_main(run, argv, __doc__.splitlines()[0], parts=PARTS)
+
+
 if __name__ == "__main__":
-    sys.exit(cli_main(run, parts=PARTS, description=__doc__.splitlines()[0]))
+    sys.exit(main())

@@ -17,16 +17,13 @@ import argparse
 import logging
 import math
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from harness import Suite, compare, gemm_flops, measure_many, print_table  # noqa: E402
-from kernelscale.kernels import GaussianKernel  # noqa: E402
-from kernelscale.ops import kernel_matvec  # noqa: E402
-from kernelscale.ops.backend import get_backend, using  # noqa: E402
+from benchmarks.harness import Suite, compare, gemm_flops, measure_many, print_table
+from kernelscale.kernels import GaussianKernel
+from kernelscale.ops import kernel_matvec
+from kernelscale.ops.backend import get_backend, using
 
 SUITE = "gpu-matvec"
 TARGET_RATIO = 0.80

@@ -57,18 +57,15 @@ import logging
 import sys
 import time
 import warnings
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np
+import scipy.sparse as sp
 
-import numpy as np  # noqa: E402
-import scipy.sparse as sp  # noqa: E402
-
-from harness import Suite, cli_main, compare, measure  # noqa: E402
-from kernelscale.data.datasets import load_dataset  # noqa: E402
-from kernelscale.kernels import GaussianKernel  # noqa: E402
-from kernelscale.regularized.estimators import RegularizedKernelClassifier  # noqa: E402
-from peers import SklearnLinearSVC, SklearnSVM, make_peer  # noqa: E402
+from benchmarks.harness import Suite, cli_main, compare, measure
+from benchmarks.peers import SklearnLinearSVC, SklearnSVM, make_peer
+from kernelscale.data.datasets import load_dataset
+from kernelscale.kernels import GaussianKernel
+from kernelscale.regularized.estimators import RegularizedKernelClassifier
 
 SUITE = "fixed-point"
 SEED = 0
@@ -103,7 +100,7 @@ class LinearSVCNoBias(SklearnLinearSVC):
         """As Peer.prepare, but keeps a CSR matrix CSR (scikit-learn's liblinear takes it as is)."""
         if not sp.issparse(X):
             return super().prepare(X, y)
-        from peers import Prepared
+        from benchmarks.peers import Prepared
 
         if y is None:
             return Prepared(sp.csr_matrix(X), X.shape[0])

@@ -62,14 +62,11 @@ import json
 import logging
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from bench_dsg_defaults import _error, _ratio  # noqa: E402
-from harness import Suite, cli_main  # noqa: E402
+from benchmarks.harness import Suite, cli_main, error_ratio, task_error
+from benchmarks.studies import common
 
 SUITE = "slkl_defaults"
 SEED = 0
@@ -96,10 +93,9 @@ logger = logging.getLogger("kernelscale.benchmarks.slkl_defaults")
 
 def _robustness_sets(task, quick):
     """(name, X_train, y_train) of the sets of benchmarks/bench_robustness.py for ``task``."""
-    import bench_robustness as rob
 
-    for name in rob.DATASETS:
-        data = rob.make_dataset(name, 1000 if quick else None)
+    for name in common.DATASETS:
+        data = common.make_dataset(name, 1000 if quick else None)
         if data.task == task:
             yield name, data.X_train, data.y_train
 
@@ -123,15 +119,14 @@ def _splits(suite, quick, prefix="", min_classes=2):
     least ``min_classes`` classes; the peer's record added."""
     from sklearn.model_selection import train_test_split
 
-    import bench_robustness as rob
 
     for name, X, y in _sets(quick):
         k = np.unique(y).size
         if k < min_classes:
             continue
         Xf, Xv, yf, yv = train_test_split(X, y, test_size=0.25, random_state=SEED, stratify=y)
-        sigma = rob.median_sigma(Xf)
-        peer_err = _error("classification", rob.peer_factory("classification", sigma)[2]().fit(Xf, yf).predict(Xv), yv)
+        sigma = common.median_sigma(Xf)
+        peer_err = task_error("classification", common.peer_factory("classification", sigma)[2]().fit(Xf, yf).predict(Xv), yv)
         ds = f"{prefix}{name} ({Xf.shape[0]}/{Xv.shape[0]} of train, {k} classes)"
         suite.add(ds, "exact peer (SVC)", role="peer", metrics={"val_error": peer_err},
                   params={"sigma": sigma, "n_fit": int(Xf.shape[0]), "d": int(Xf.shape[1]), "n_classes": int(k)})
@@ -144,9 +139,9 @@ def _fit_row(suite, ds, method, params, est, parts, peer_err):
     t = time.perf_counter()
     est.fit(Xf, yf)
     fit_s = time.perf_counter() - t
-    err = _error("classification", est.predict(Xv), yv)
+    err = task_error("classification", est.predict(Xv), yv)
     active = float(np.mean(est.n_active_))
-    ratio = _ratio("classification", err, peer_err, len(yv))
+    ratio = error_ratio("classification", err, peer_err, len(yv))
     suite.add(ds, method, metrics={"val_error": err, "error_ratio": ratio, "fit_s": fit_s, "active_columns": active},
               params=dict(params, n_fit=int(Xf.shape[0])))
     logger.info("%-60s %-24s nu=%-8.3g err %.4f (x%.2f SVC %.4f) %.2f s, %.0f active", ds, method,
@@ -213,7 +208,6 @@ def _regression_sets(quick):
 def run_intercept(suite, quick=False):
     from sklearn.model_selection import train_test_split
 
-    import bench_robustness as rob
     from kernelscale import GaussianKernel, SLKLRegressor
 
     for name, X, y in _regression_sets(quick):
@@ -221,8 +215,8 @@ def run_intercept(suite, quick=False):
         mu, sd = Xf.mean(axis=0), Xf.std(axis=0)
         sd[sd == 0] = 1.0
         Xf, Xv = (Xf - mu) / sd, (Xv - mu) / sd
-        sigma = rob.median_sigma(Xf)
-        peer = _error("regression", rob.peer_factory("regression", sigma)[2]().fit(Xf, yf).predict(Xv), yv)
+        sigma = common.median_sigma(Xf)
+        peer = task_error("regression", common.peer_factory("regression", sigma)[2]().fit(Xf, yf).predict(Xv), yv)
         ds = f"intercept: {name} ({Xf.shape[0]}/{Xv.shape[0]} of train)"
         suite.add(ds, "exact peer (KernelRidge)", role="peer", metrics={"val_rmse": peer},
                   params={"sigma": sigma, "n_fit": int(Xf.shape[0]), "y_mean": float(yf.mean()),
@@ -232,7 +226,7 @@ def run_intercept(suite, quick=False):
             t = time.perf_counter()
             est.fit(Xf, yf)
             fit_s = time.perf_counter() - t
-            err = _error("regression", est.predict(Xv), yv)
+            err = task_error("regression", est.predict(Xv), yv)
             suite.add(ds, f"SLKL fit_intercept={fit_intercept}",
                       metrics={"val_rmse": err, "error_ratio": err / peer, "fit_s": fit_s,
                                "active_columns": float(est.n_active_)},
@@ -269,5 +263,9 @@ def run(quick=False, out_dir=None, parts=None):
     return suite.write(plot=False)
 
 
+def main(argv=None):
+    return cli_main(run, argv, __doc__.splitlines()[0], parts=PARTS)
+
+
 if __name__ == "__main__":
-    sys.exit(cli_main(run, parts=PARTS, description=__doc__.splitlines()[0]))
+    sys.exit(main())

@@ -14,13 +14,10 @@ from __future__ import annotations
 
 import sys
 import warnings
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from harness import Suite, cli_main, compare, measure, print_table  # noqa: E402
+from benchmarks.harness import Suite, cli_main, compare, measure, print_table
 
 SUITE = "dask-fit"
 
@@ -72,5 +69,9 @@ def run(quick=False, out_dir=None, *, n=None, d=32, chunk=None, repeats=None):
     return path
 
 
+def main(argv=None):
+    return cli_main(run, argv, __doc__.splitlines()[0])
+
+
 if __name__ == "__main__":
-    sys.exit(cli_main(run))
+    sys.exit(main())

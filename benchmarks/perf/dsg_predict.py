@@ -45,13 +45,11 @@ import math
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from harness import RESULTS_DIR, Suite, compare, measure, print_table  # noqa: E402
-from kernelscale import DoublyStochasticClassifier, GaussianKernel, load_dataset  # noqa: E402
-from kernelscale.ops.fast_cos import cos_inplace  # noqa: E402
+from benchmarks.harness import RESULTS_DIR, Suite, compare, measure, print_table
+from kernelscale import DoublyStochasticClassifier, GaussianKernel, load_dataset
+from kernelscale.ops.fast_cos import cos_inplace
 
 SUITE = "dsg-predict"
 SPEEDUP_GOAL, BOUND_GOAL = 10.0, 1.5

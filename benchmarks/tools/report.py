@@ -1,8 +1,8 @@
 """Regenerate the README's results table from benchmarks/results/*.json.
 
-    python benchmarks/report.py            # rewrite the text between the README markers
-    python benchmarks/report.py --check    # exit 1 when the README is out of date
-    python benchmarks/report.py --print    # print the table only
+    python -m benchmarks report            # rewrite the text between the README markers
+    python -m benchmarks report --check    # exit 1 when the README is out of date
+    python -m benchmarks report --print    # print the table only
 
 One row per record of role "ours": dataset, method, main metric, median time, ratios to the peer
 measured in the same run, peak memory, and the JSON file it came from. Standard library only.
@@ -15,11 +15,11 @@ import json
 import sys
 from pathlib import Path
 
+from benchmarks.harness import RESULTS_DIR, ROOT
+
 BEGIN = "<!-- results:begin -->"
 END = "<!-- results:end -->"
-BENCH_DIR = Path(__file__).resolve().parent
-RESULTS_DIR = BENCH_DIR / "results"
-README = BENCH_DIR.parent / "README.md"
+README = ROOT / "README.md"
 MAIN_METRICS = ("test_error", "mae", "mse", "rmse", "error", "gflops", "accuracy")
 #: how each ratio reads in the table (ours / peer)
 RATIO_LABELS = {"time_median_s": "time", "peak_memory_bytes": "memory"}
@@ -160,7 +160,7 @@ def main(argv=None):
         return 1
     if args.check:
         if updated != text:
-            print(f"{readme} is out of date: run python benchmarks/report.py", file=sys.stderr)
+            print(f"{readme} is out of date: run python -m benchmarks report", file=sys.stderr)
             return 1
         print(f"{readme} is up to date.")
         return 0

@@ -78,13 +78,11 @@ import logging
 import math
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from harness import Suite, cli_main  # noqa: E402
+from benchmarks.harness import Suite, cli_main, error_ratio, task_error
+from benchmarks.studies import common
 
 SUITE = "dsg_defaults"
 SEED = 0
@@ -125,33 +123,26 @@ def _resolve(n, batch, passes, min_iter, features):
     return T, D
 
 
-def _error(task, pred, y):
-    if task == "regression":
-        return float(np.sqrt(np.mean((np.asarray(pred, float).ravel() - y) ** 2)))
-    return float(np.mean(np.asarray(pred) != y))
-
-
 def run_small(suite, quick=False, datasets=None, grid=None):
     from sklearn.model_selection import train_test_split
 
-    import bench_robustness as rob
     from kernelscale.doubly_stochastic.estimators import DoublyStochasticClassifier, DoublyStochasticRegressor
     from kernelscale.kernels import GaussianKernel
 
-    names = datasets or list(rob.DATASETS)
+    names = datasets or list(common.DATASETS)
     grid = grid or (SMALL_GRID if not quick else [(4, 32, 2048), (4, 64, 4096)])
     for name in names:
-        data = rob.make_dataset(name, 1000 if quick else None)
+        data = common.make_dataset(name, 1000 if quick else None)
         task = data.task
         X, y = data.X_train, data.y_train
         Xf, Xv, yf, yv = train_test_split(X, y, test_size=0.25, random_state=SEED,
                                           stratify=y if task == "classification" else None)
-        sigma = rob.median_sigma(Xf)
-        _, _, peer = rob.peer_factory(task, sigma)
+        sigma = common.median_sigma(Xf)
+        _, _, peer = common.peer_factory(task, sigma)
         t = time.perf_counter()
         p = peer().fit(Xf, yf)
         peer_s = time.perf_counter() - t
-        peer_err = _error(task, p.predict(Xv), yv)
+        peer_err = task_error(task, p.predict(Xv), yv)
         ds = f"{name} ({Xf.shape[0]}/{Xv.shape[0]} of train)"
         suite.add(ds, "exact peer", role="peer", metrics={"val_error": peer_err, "fit_s": peer_s},
                   params={"sigma": sigma, "n_fit": int(Xf.shape[0]), "d": int(Xf.shape[1]), "task": task})
@@ -164,24 +155,15 @@ def run_small(suite, quick=False, datasets=None, grid=None):
             try:
                 est.fit(Xf, yf)
                 fit_s = time.perf_counter() - t
-                err = _error(task, est.predict(Xv), yv)
+                err = task_error(task, est.predict(Xv), yv)
             except ValueError as exc:
                 fit_s, err = time.perf_counter() - t, None
                 logger.info("  %s failed: %s", (passes, min_iter, features), exc)
-            rows.append([passes, min_iter, features, T, D, err, _ratio(task, err, peer_err, len(yv)), fit_s])
+            rows.append([passes, min_iter, features, T, D, err, error_ratio(task, err, peer_err, len(yv)), fit_s])
             logger.info("%-34s P=%s m=%s F=%s T=%d D=%d: err %.4g (peer %.4g) %.3f s", name, passes, min_iter,
                         features, T, D, err if err is not None else float("nan"), peer_err, fit_s)
         suite.add(ds, "DSG grid", metrics=_best(rows), params={
             "n_fit": int(Xf.shape[0]), "task": task, "grid": rows, "grid_fields": GRID_FIELDS})
-
-
-def _ratio(task, err, peer_err, n_val):
-    """The robustness suite's error ratio (classification: one validation point of slack)."""
-    if err is None:
-        return None
-    if task == "classification":
-        return (err - 1.0 / n_val) / peer_err if peer_err > 0 else (0.0 if err <= 1.0 / n_val else math.inf)
-    return err / peer_err
 
 
 GRID_FIELDS = ["passes", "min_iter", "features", "n_iter", "block_size", "val_error", "error_ratio", "fit_s"]
@@ -234,7 +216,7 @@ def _qm7_parts():
     """QM7's training part (bench_dsg's seeded 80 / 20 split; the upper triangles of the Coulomb
     matrices, float32) cut again 80 / 20: (X fit, y fit, X validation, y validation, the median
     bandwidth of the fit part); targets in kcal/mol."""
-    from bench_dsg import qm7_split
+    from benchmarks.papers.dsg import qm7_split
     from kernelscale import GaussianKernel
 
     C, y, tr, _ = qm7_split()
@@ -271,14 +253,14 @@ def run_qm7(suite, quick=False):
 
 def _fit_row(suite, dataset, method, est, task, Xf, yf, Xv, yv, peer_err, score, params):
     """Fit ``est`` on the fit part, score it on the validation part, add the record."""
-    score = score or (lambda e: _error(task, e.predict(Xv), yv))
+    score = score or (lambda e: task_error(task, e.predict(Xv), yv))
     t = time.perf_counter()
     est.fit(Xf, yf)
     fit_s = time.perf_counter() - t
     err = score(est)
     metrics = {"val_error": err, "fit_s": fit_s, "n_iter": int(est.n_iter_)}
     if peer_err is not None:
-        metrics["error_ratio"] = _ratio(task, err, peer_err, len(yv))
+        metrics["error_ratio"] = error_ratio(task, err, peer_err, len(yv))
     logger.info("%-40s %-30s n=%d: err %.4g%s %.2f s", dataset, method, Xf.shape[0], err,
                 "" if peer_err is None else f" (x{metrics['error_ratio']:.2f} the peer's)", fit_s)
     suite.add(dataset, method, metrics=metrics, params=dict(params, n_fit=int(Xf.shape[0]), task=task))
@@ -372,16 +354,15 @@ def _intercept_rows(suite, dataset, task, make, Xf, yf, Xv, yv, peer_err=None, s
 def run_solver(suite, quick=False, datasets=None, rows=_solver_rows):
     from sklearn.model_selection import train_test_split
 
-    import bench_robustness as rob
     from kernelscale import DoublyStochasticClassifier, DoublyStochasticRegressor, GaussianKernel, load_dataset
 
-    for name in datasets or list(rob.DATASETS):
-        data = rob.make_dataset(name, 1000 if quick else None)
+    for name in datasets or list(common.DATASETS):
+        data = common.make_dataset(name, 1000 if quick else None)
         task = data.task
         Xf, Xv, yf, yv = train_test_split(data.X_train, data.y_train, test_size=0.25, random_state=SEED,
                                           stratify=data.y_train if task == "classification" else None)
-        sigma = rob.median_sigma(Xf)
-        peer_err = _error(task, rob.peer_factory(task, sigma)[2]().fit(Xf, yf).predict(Xv), yv)
+        sigma = common.median_sigma(Xf)
+        peer_err = task_error(task, common.peer_factory(task, sigma)[2]().fit(Xf, yf).predict(Xv), yv)
         cls = DoublyStochasticRegressor if task == "regression" else DoublyStochasticClassifier
         rows(suite, name, task, lambda solver: cls(GaussianKernel(sigma=sigma), solver=solver,
                                                            random_state=SEED), Xf, yf, Xv, yv, peer_err)
@@ -448,5 +429,9 @@ def run(quick=False, out_dir=None, parts=None, datasets=None):
     return suite.write(plot=False)
 
 
+def main(argv=None):
+    return cli_main(run, argv, __doc__.splitlines()[0], parts=PARTS)
+
+
 if __name__ == "__main__":
-    sys.exit(cli_main(run, parts=PARTS, description=__doc__.splitlines()[0]))
+    sys.exit(main())

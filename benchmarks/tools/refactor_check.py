@@ -1,11 +1,12 @@
 """Same results before and after a refactor: every listed estimator's outputs on fixed seeds.
 
-    python benchmarks/refactor_check.py save --src OLD_CHECKOUT/src --out old.npz
-    python benchmarks/refactor_check.py save --src src --out new.npz
-    python benchmarks/refactor_check.py compare old.npz new.npz [--rtol 1e-10]
+    python -m benchmarks refactor_check save --src OLD_CHECKOUT/src --out old.npz
+    python -m benchmarks refactor_check save --src src --out new.npz
+    python -m benchmarks refactor_check compare old.npz new.npz [--rtol 1e-10]
 
-``save`` imports kernelscale from ``--src`` and fits every estimator of this checkout's
-``tests/estimator_list.py`` on small float64 and float32 problems, storing predict /
+run in the checkout's root. ``save`` puts ``--src`` (the tree under test) first on ``sys.path``,
+imports kernelscale from it and fits every estimator of this checkout's
+``tests/estimator_list.py`` (imported by its path) on small float64 and float32 problems, storing predict /
 decision_function / predict_proba / transform outputs. Parameters renamed since the old tree are
 translated back through ``RENAMES`` (new name -> old name, per class), and the stagewise
 estimators' ``kernel`` / ``feature_method`` back to ``generator`` / ``sigma`` / ``degree`` for a
@@ -22,7 +23,8 @@ import sys
 
 import numpy as np
 
-HERE = pathlib.Path(__file__).resolve().parent
+from benchmarks.harness import load_test_module
+
 METHODS = ("predict", "decision_function", "predict_proba", "transform")
 #: the one-vocabulary renames of issue 14: class -> {new parameter: old parameter}
 RENAMES = {
@@ -86,7 +88,7 @@ def _old_stagewise_params(kwargs):
     return kwargs
 
 
-def _translate_renamed_parameters(kernelscale):
+def translate_renamed_parameters(kernelscale):
     """Let an old tree's classes accept today's parameter names and values (RENAMES,
     OLD_VALUES); a tree that already has them is left alone."""
     import functools
@@ -130,16 +132,15 @@ def _problems():
 
 
 def save(src, out):
-    sys.path.insert(0, str(pathlib.Path(src).resolve()))
-    sys.path.insert(1, str(HERE.parent / "tests"))
+    sys.path.insert(0, str(pathlib.Path(src).resolve()))  # the kernelscale tree to check
     import warnings
 
     from sklearn.base import ClassifierMixin, RegressorMixin, clone
 
     import kernelscale
 
-    _translate_renamed_parameters(kernelscale)
-    from estimator_list import ESTIMATORS
+    translate_renamed_parameters(kernelscale)
+    ESTIMATORS = load_test_module("estimator_list").ESTIMATORS  # this checkout's tests/estimator_list.py
 
     print(f"kernelscale from {kernelscale.__file__}")
     X, y_reg, y_cls, X_test = _problems()

@@ -95,17 +95,15 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from harness import Suite, cli_main, compare, measure, median, run_capped  # noqa: E402
-from kernelscale.ops import kernel_matrix  # noqa: E402
-from kernelscale.data.datasets import load_dataset  # noqa: E402
-from kernelscale.kernels import PolynomialKernel  # noqa: E402
-from kernelscale.lssvm import LSSVMClassifier, lssvm_fit_memory  # noqa: E402
-from kernelscale.preprocessing import CenterNormalize, FFTFeatures  # noqa: E402
-from peers import SklearnNystroemRidge, make_peer  # noqa: E402
+from benchmarks.harness import Suite, cli_main, compare, measure, median, run_capped
+from benchmarks.peers import SklearnNystroemRidge, make_peer
+from kernelscale.ops import kernel_matrix
+from kernelscale.data.datasets import load_dataset
+from kernelscale.kernels import PolynomialKernel
+from kernelscale.lssvm import LSSVMClassifier, lssvm_fit_memory
+from kernelscale.preprocessing import CenterNormalize, FFTFeatures
 
 SUITE = "lssvm"
 SEED = 0

@@ -108,22 +108,20 @@ import time
 import warnings
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
-import numpy as np  # noqa: E402
-from sklearn.exceptions import ConvergenceWarning  # noqa: E402
-
-from harness import Suite, compare, measure, run_capped  # noqa: E402
-from kernelscale.data.datasets import load_dataset  # noqa: E402
-from kernelscale.features import RandomFourierFeatures  # noqa: E402
-from kernelscale.kernels import GaussianKernel, median_heuristic  # noqa: E402
-from kernelscale.least_squares.calibrated import calibrated_step  # noqa: E402
-from kernelscale.least_squares.estimators import (  # noqa: E402
+from benchmarks.harness import Suite, compare, measure, run_capped
+from benchmarks.peers import make_peer
+from kernelscale.data.datasets import load_dataset
+from kernelscale.features import RandomFourierFeatures
+from kernelscale.kernels import GaussianKernel, median_heuristic
+from kernelscale.least_squares.calibrated import calibrated_step
+from kernelscale.least_squares.estimators import (
     CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier,
 )
-from kernelscale.preprocessing import pca_fit, pca_transform  # noqa: E402
-from kernelscale.least_squares.stagewise import StagewiseClassifier  # noqa: E402
-from peers import make_peer  # noqa: E402
+from kernelscale.preprocessing import pca_fit, pca_transform
+from kernelscale.least_squares.stagewise import StagewiseClassifier
 
 SUITE = "least-squares"
 SEED = 0
