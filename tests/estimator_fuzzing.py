@@ -1,6 +1,6 @@
 """Hostile inputs for every estimator of tests/estimator_list.py (issue 18, "one validation
 boundary"); tests/test_estimator_fuzz.py runs a small budget of them in the suite and
-benchmarks/fuzz_estimators.py a long campaign of the same cases.
+benchmarks/tools/fuzz_estimators.py a long campaign of the same cases.
 
 A case is one estimator configuration, optionally one hyperparameter changed with ``set_params``,
 training data (X, y, sample_weight) and test data X_test, each either ordinary or mutated

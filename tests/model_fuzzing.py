@@ -1,5 +1,5 @@
 """Mutations of model files for fuzzing ``kernelscale.load`` (tests/test_persistence_fuzz.py and
-the longer run benchmarks/fuzz_persistence.py share them).
+the longer run benchmarks/tools/fuzz_persistence.py share them).
 
 A mutation is either byte-level (the file's bytes changed in place: the zip's CRCs and sizes then
 catch every change to data that is read, so loading must fail clearly or give back the original

@@ -17,7 +17,7 @@ gives either a *clear* refusal or a *valid* model:
   probability is 0; R^2 of one sample is NaN, as scikit-learn's), with predict_proba rows on the
   simplex and predicted labels among ``classes_``.
 
-The budget is small (a few cases per configuration, deterministic); benchmarks/fuzz_estimators.py
+The budget is small (a few cases per configuration, deterministic); benchmarks/tools/fuzz_estimators.py
 runs the same cases for a long campaign. A failure prints the case (estimator and seed): replay it
 with ``run_case(make_case(index, seed))``.
 """

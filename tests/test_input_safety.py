@@ -344,7 +344,7 @@ def test_projected_probabilities_of_huge_scores_lie_on_the_simplex(model, scale)
 
 # ----------------------------------------------------------------------------------------------
 # issue 18: one validation boundary (the classes of deep and silent failures that
-# benchmarks/fuzz_estimators.py found; tests/test_estimator_fuzz.py fuzzes them all)
+# benchmarks/tools/fuzz_estimators.py found; tests/test_estimator_fuzz.py fuzzes them all)
 
 from kernelscale import (  # noqa: E402
     DoublyStochasticClassifier,

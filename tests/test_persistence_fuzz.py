@@ -2,7 +2,7 @@
 ValueError naming the file, the original model (byte-level mutations) or another kernelscale
 object (rebuilt archives), and the traced peak memory stays within load_memory_bound(file size).
 
-A small budget runs in the suite; benchmarks/fuzz_persistence.py runs the same cases longer.
+A small budget runs in the suite; benchmarks/tools/fuzz_persistence.py runs the same cases longer.
 """
 
 import pytest

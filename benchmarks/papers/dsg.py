@@ -81,7 +81,7 @@ copy of the paper, so the rules below are the ones we could recover):
 test subsets of 4000, budgets of a few seconds, 2^8 / 2^10 peer features (QM7 virtual: 2^8
 features, 3 test draws); about three minutes.
 
-Run: ``python benchmarks/bench_dsg.py [--quick] [--part adult|mnist-8v6|qm7|mnist-10|qm7-virtual|defaults ...]`` or
+Run: ``python -m benchmarks dsg [--quick] [--part adult|mnist-8v6|qm7|mnist-10|qm7-virtual|defaults ...]`` or
 ``kernelscale bench dsg [--quick]``; ``--part`` reruns those datasets only and keeps the other
 datasets' records of the existing ``results/dsg.json``.
 """
@@ -727,7 +727,7 @@ def run(quick=False, out_dir=None, parts=None):
     else:
         names = [n for n in table if not only or n in only.split(",")]
     rerun_defaults = ("defaults" in parts) if parts else not only
-    if suite.path.exists():  # the stream's records (bench_dsg_stream.record_in_dsg) stay in every run
+    if suite.path.exists():  # the stream's records (dsg_stream.record_in_dsg) stay in every run
         import json
 
         doc = json.loads(suite.path.read_text())

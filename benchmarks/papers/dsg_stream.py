@@ -58,7 +58,7 @@ run on the device (float32) and the stream's chunks are generated ahead by ``--w
 beside the host's peak RSS. A stream of ``partial_fit`` calls keeps its drawn blocks on the GPU
 (kernelscale.doubly_stochastic.fitting module docstring, "Streaming on a GPU").
 
-Run: ``python benchmarks/bench_dsg_stream.py [--budget-s 1200] [--until 1000000] [--fresh]
+Run: ``python -m benchmarks dsg_stream [--budget-s 1200] [--until 1000000] [--fresh]
 [--device cuda] [--workers 8]`` (``--quick``: 12k real digits and a stream to 40k, a few seconds).
 """
 

@@ -46,7 +46,7 @@ Settings:
 linear part; a few minutes. ``--part kernel`` / ``--part linear`` runs one part and keeps the
 other's records of an existing result file.
 
-Run: ``python benchmarks/bench_fixed_point.py [--quick] [--part kernel|linear]`` or
+Run: ``python -m benchmarks fixed_point [--quick] [--part kernel|linear]`` or
 ``kernelscale bench fixed-point [--quick]``.
 """
 

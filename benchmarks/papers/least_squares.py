@@ -93,7 +93,7 @@ Settings (ALGORITHMS.md section 5, paper Section 5.1 and appendix A.2.1):
 ``--quick``: 10000 training samples (seeded subset), the full test set, RFF dimension 1000,
 short caps; about two minutes.
 
-Run: ``python benchmarks/bench_least_squares.py [--quick] [--part ...]`` or ``kernelscale bench
+Run: ``python -m benchmarks least_squares [--quick] [--part ...]`` or ``kernelscale bench
 least-squares`` (all parts, about an hour; on 2026-11-22 table1 took 13 minutes on an idle machine,
 table1-seeds about 10 and stagewise-seeds 8.5).
 """

@@ -82,9 +82,9 @@ to 30 minutes on the 2-core machine):
 With ``--quick`` the long parts use the 10000-image subset, J = 1000 (2000 for Nystrom), at most
 12 iterations, a flat window of 4 from iteration 4, 60 s caps and a 120 s cap for SVC.
 
-Run: ``python benchmarks/bench_lssvm.py [--quick] [--part solvers --part peers]`` or
+Run: ``python -m benchmarks lssvm [--quick] [--part solvers --part peers]`` or
 ``kernelscale bench lssvm`` (the default parts); long parts one locked run at a time, e.g.
-``flock /tmp/kernelscale-heavy.lock timeout 1500 python benchmarks/bench_lssvm.py --part long-mp``.
+``flock /tmp/kernelscale-heavy.lock timeout 1500 python -m benchmarks lssvm --part long-mp``.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ Part ``defaults`` (session 20): ``SLKLClassifier`` as a user calls it, on USPS a
 one-vs-one (its default for more than two classes) and one-vs-all, beside SVC on USPS (see
 :func:`run_defaults`).
 
-Run: ``python benchmarks/bench_slkl.py [--quick] [--part paper|defaults ...]`` or ``kernelscale bench
+Run: ``python -m benchmarks slkl [--quick] [--part paper|defaults ...]`` or ``kernelscale bench
 slkl [--quick]`` (all parts; a run of one part keeps the other's records).
 """
 
@@ -852,7 +852,7 @@ def run_defaults(suite, quick):
     with --quick), fit timed once with every BLAS thread after an untimed small fit (numba's
     cached loops load on first use); beside scikit-learn's SVC (C=1, the same bandwidth) on
     USPS. MNIST has no peer record here: an SVC fit on 60000 digits takes tens of minutes on 2
-    cores (LIBSVM's 1.47% is in the doubly stochastic paper's table, benchmarks/bench_dsg.py)."""
+    cores (LIBSVM's 1.47% is in the doubly stochastic paper's table, benchmarks/papers/dsg.py)."""
     from sklearn.svm import SVC
 
     usps = load_usps()

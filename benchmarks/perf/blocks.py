@@ -11,7 +11,7 @@ GEMM. Target: at least 70% of the GEMM throughput.
 The Laplacian (L1 distances, no GEMM form) and Matérn 1.5 kernels are timed in float64 on a
 smaller n as context, without a target.
 
-Run: ``python benchmarks/bench_blocks.py [--quick]`` or ``kernelscale bench blocks``.
+Run: ``python -m benchmarks blocks [--quick]`` or ``kernelscale bench blocks``.
 """
 
 from __future__ import annotations

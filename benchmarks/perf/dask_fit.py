@@ -5,7 +5,7 @@ numpy array, on a dask array with the synchronous scheduler, and on a LocalClust
 single-thread worker processes; the time of each (median of ``--repeat`` runs), the largest
 relative difference of the coefficients from numpy's, and the task count of one pass.
 
-    python benchmarks/bench_dask_fit.py [--quick]
+    python -m benchmarks dask_fit [--quick]
 
 Writes benchmarks/results/dask-fit.json.
 """

@@ -32,7 +32,7 @@ recorded before the library kept float64 on a GPU are float32 runs); the results
 fitted in the background while the GPU is busy (``--fit-svc-only``): :func:`libsvm` fits it or
 loads it.
 
-Run: ``python benchmarks/bench_dsg_predict.py [--quick] [--devices numpy,cpu] [--repeats 3]
+Run: ``python -m benchmarks dsg_predict [--quick] [--devices numpy,cpu] [--repeats 3]
 [--dtypes float64,float32] [--svc-cache FILE]`` (``--quick``: 4000 training points, 20 iterations, no LIBSVM fit beyond 4000
 points).
 """

@@ -16,7 +16,7 @@ distance), right-hand sides V normal (n, k), k = 1 and 10:
 - ``--sweep``: tile configurations of each precision first (Gaussian, k = 10), the fastest then
   used for the timings.
 
-Run: ``python benchmarks/bench_fused.py [--quick] [--sweep] [--out-dir DIR]``; writes
+Run: ``python -m benchmarks fused [--quick] [--sweep] [--out-dir DIR]``; writes
 ``fused-matvec.json``.
 """
 

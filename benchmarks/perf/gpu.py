@@ -8,7 +8,7 @@ GFLOP/s counts 2 n m d (+ 2 n m for the product with V) for ours and 2 n m d for
 device work is synchronised before each clock stop. Goal (torch backend issue): at least 80% of
 the GEMM's throughput on a GPU. The device's name is recorded with every result.
 
-Run: ``python benchmarks/bench_gpu.py [--quick] [--device cuda]``.
+Run: ``python -m benchmarks gpu [--quick] [--device cuda]``.
 """
 
 from __future__ import annotations

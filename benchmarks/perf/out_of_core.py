@@ -13,7 +13,7 @@ measurement; goal: below the budget, with X at least twice the budget (``--quick
 its 96 MB budget is below the baseline). Another child fits the same model on the whole array in memory (numpy); the
 coefficients must agree to 1e-8 relative (only the order of the sums differs).
 
-Run: ``python benchmarks/bench_out_of_core.py [--quick]`` (``--quick``: 300000 rows, a 96 MB budget).
+Run: ``python -m benchmarks out_of_core [--quick]`` (``--quick``: 300000 rows, a 96 MB budget).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """No speed regression across a refactor (issue #14): two source trees timed in one run.
 
-    python benchmarks/bench_refactor.py --old /tmp/base/src --new src [--quick] [--repeats 3] [--only NAME ...]
+    python -m benchmarks refactor --old /tmp/base/src --new src [--quick] [--repeats 3] [--only NAME ...]
 
 ``--old`` is the ``src`` of a checkout of the commit before the refactor (``git worktree add
 /tmp/base 49b5fda``). Every measurement runs in a fresh subprocess (this script in worker mode)
@@ -200,7 +200,7 @@ def slowdown(unit, old, new):
 def run(quick=False, out_dir=None, old=None, new=None, repeats=None, only=None):
     """Time every measurement (or those in ``only``) of both trees; returns the JSON's path."""
     if old is None or new is None:
-        raise ValueError("bench_refactor needs two source trees: --old OLD_CHECKOUT/src --new src.")
+        raise ValueError("perf/refactor.py needs two source trees: --old OLD_CHECKOUT/src --new src.")
     names = list(only or MEASUREMENTS)
     repeats = SIZES[quick]["repeats"] if repeats is None else int(repeats)
     trees = {"old": Path(old).resolve(), "new": Path(new).resolve()}

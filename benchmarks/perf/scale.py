@@ -42,7 +42,7 @@ Resumable: every finished fit is written to ``--state-dir`` (default
 ``~/.cache/kernelscale/bench-scale``) with its ``SETTINGS``, and a later run skips the fits
 already there with the same settings (``--fresh`` starts over), so the sizes can be run in several parts (``--sizes``).
 
-Run: ``python benchmarks/bench_scale.py [--sizes 60000,250000] [--part stagewise] [--fresh]``
+Run: ``python -m benchmarks scale [--sizes 60000,250000] [--part stagewise] [--fresh]``
 (``--quick``: n = 20k and 40k from 6000 base digits, 1000 test digits).
 """
 

@@ -4,7 +4,7 @@ TRAINING data only: every set is the training part of its benchmark split, cut a
 fit part and a held-out validation part; nothing here reads a test set. Parts ``small``, ``adult``
 and ``qm7`` study the sgd solver (named: "auto" would run the preconditioned one from 2048 samples).
 
-Part ``small`` (the data sets of benchmarks/bench_robustness.py, issue #18): the training part
+Part ``small`` (the robustness sets, studies/common.py, issue #18): the training part
 of each set split 75 / 25 (stratified for classification); the exact peer of that suite
 (KernelRidge(alpha=1) / SVC(C=1), median bandwidth) is fitted on the fit part and scored on the
 validation part, beside ours at explicit (n_iter, block_size) configurations, all other
@@ -34,7 +34,7 @@ Part ``t0`` (the preconditioned solver's step decay): the same splits, the preco
 with t0 = 1 (its "auto"), 4 and 1e4 passes over the fit part. Larger t0 did not help a fit's
 four passes: adult hinge 16.66 / 17.49 / 18.32%, adult logistic 15.77 / 15.99 / 16.49%, 30
 classes 19.6 / 21.0 / 21.5%, MNIST 3.20 / 3.20 / 3.17%, cadata RMSE 85.5k / 98.5k / 127k
-(session 14; a stream of fresh virtual digits is another matter: benchmarks/bench_dsg_stream.py,
+(session 14; a stream of fresh virtual digits is another matter: benchmarks/papers/dsg_stream.py,
 "Choosing settings").
 
 Part ``damping`` (the preconditioned solver's step and ridge): the same splits with at least
@@ -48,7 +48,7 @@ Part ``blocks`` (the preconditioned solver's block and batch, issue #17 item 2):
 with at least BLOCKS_MIN_ROWS fit rows, the preconditioned solver at the (block_size,
 batch_size) of BLOCKS_GRID, four passes as its "auto". On a stream of virtual digits the
 authors' blocks of 8192 with batches of 32768 had cut the error per example seen by a quarter
-(benchmarks/bench_dsg_stream.py); on 2 cores a block's covariance costs batch x block^2 a step.
+(benchmarks/papers/dsg_stream.py); on 2 cores a block's covariance costs batch x block^2 a step.
 
 Part ``small-blocks`` (issue #18's time goal): the splits with 2048 to BLOCKS_MIN_ROWS - 1 fit
 rows (QM7's parts included), the preconditioned solver at the (block_size, batch_size) of
@@ -66,7 +66,7 @@ Part ``intercept`` (the regressor's ``fit_intercept``, issue #18): the regressio
 ``solver`` and QM7's parts, ``DoublyStochasticRegressor`` at its defaults with fit_intercept
 False and True.
 
-Run: ``python benchmarks/bench_dsg_defaults.py [--quick]
+Run: ``python -m benchmarks dsg_defaults [--quick]
 [--part small|adult|qm7|solver|t0|damping|blocks|small-blocks|passes|intercept ...]`` (under
 ``flock /tmp/kernelscale-heavy.lock`` on a shared machine). Results: results/dsg_defaults.json.
 """
@@ -213,7 +213,7 @@ def run_adult(suite, quick=False):
 
 
 def _qm7_parts():
-    """QM7's training part (bench_dsg's seeded 80 / 20 split; the upper triangles of the Coulomb
+    """QM7's training part (papers/dsg.py's seeded 80 / 20 split; the upper triangles of the Coulomb
     matrices, float32) cut again 80 / 20: (X fit, y fit, X validation, y validation, the median
     bandwidth of the fit part); targets in kcal/mol."""
     from benchmarks.papers.dsg import qm7_split
@@ -231,7 +231,7 @@ def _qm7_parts():
 
 
 def run_qm7(suite, quick=False):
-    """QM7's training part (bench_dsg's seeded 80 / 20 split) cut again 80 / 20: the squared loss
+    """QM7's training part (papers/dsg.py's seeded 80 / 20 split) cut again 80 / 20: the squared loss
     at (n_iter, block_size) configurations, validation MAE in kcal/mol (targets standardised
     with the fit part's mean and std)."""
     from kernelscale import DoublyStochasticRegressor, GaussianKernel

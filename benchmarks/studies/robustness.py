@@ -64,7 +64,7 @@ Goals (``evaluate_goals``; printed as a PASS/FAIL table and stored in each recor
 ``--quick``: iris, friedman1 y*1e5 and imbalanced 95/5 at n = 400, cap 5 s; well under a minute. Full run: about 20-25
 minutes on a 2-core machine (``results/robustness.json``).
 
-Run: ``python benchmarks/bench_robustness.py [--quick]`` or ``kernelscale bench robustness``.
+Run: ``python -m benchmarks robustness [--quick]`` or ``kernelscale bench robustness``.
 
 Runs (2 shared cores). First (2026-11-23, load average ~2.4; 796 s): error goal 84/104, time
 goal 46/104. Second, after the scale-aware defaults of issue #18 (SLKL's relative sparsity,

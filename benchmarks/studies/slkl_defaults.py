@@ -7,7 +7,7 @@ reads a test set.
 Part ``sparsity``: ``SLKLClassifier(GaussianKernel(sigma="median" of the fit part), alpha=1,
 random_state=0)`` (alpha 1, the default until session 19) with every other parameter at its
 default but ``sparsity``, on the classification
-sets of benchmarks/bench_robustness.py and on USPS (the paper's Table 3 set, pixels as stored)
+sets of studies/common.py (the robustness suite's) and on USPS (the paper's Table 3 set, pixels as stored)
 and a 12000-row sample of MNIST's training set (pixels scaled to [0, 1]), beside the exact peer
 of the robustness suite (SVC(C=1), same bandwidth) fitted on the same fit part. The candidates
 for nu, with k the number of classes:
@@ -26,7 +26,7 @@ Part ``columns``: the sets above with more than two classes, at the "auto" spars
 M rather than nu limits the error.
 
 Part ``intercept`` (``SLKLRegressor``'s ``fit_intercept``): the regression sets of
-benchmarks/bench_robustness.py and boston, abalone and cadata (a seeded 80% of their rows as the
+studies/common.py (the robustness suite's) and boston, abalone and cadata (a seeded 80% of their rows as the
 training part, features standardised with the fit part's statistics, targets as they are),
 ``SLKLRegressor(GaussianKernel(sigma=the median heuristic of the fit part), random_state=0)`` with
 fit_intercept False and True (every other parameter at its default), beside KernelRidge(alpha=1)
@@ -51,7 +51,7 @@ wine 0 -> 0, at up to 1.8x the fit time (30 classes 0.84 -> 1.01 s, USPS 0.29 ->
 The parts ``sparsity``, ``columns`` and ``alpha`` pin ``multi_class="ovr"``, the decomposition of
 their records.
 
-Run: ``python benchmarks/bench_slkl_defaults.py [--quick] [--part sparsity|columns|intercept|alpha|multiclass ...]``
+Run: ``python -m benchmarks slkl_defaults [--quick] [--part sparsity|columns|intercept|alpha|multiclass ...]``
 (about 5 min on 2 cores; ``results/slkl_defaults.json``; a run of some parts keeps the others'
 records).
 """
@@ -92,7 +92,7 @@ logger = logging.getLogger("kernelscale.benchmarks.slkl_defaults")
 
 
 def _robustness_sets(task, quick):
-    """(name, X_train, y_train) of the sets of benchmarks/bench_robustness.py for ``task``."""
+    """(name, X_train, y_train) of the robustness sets (studies/common.py) for ``task``."""
 
     for name in common.DATASETS:
         data = common.make_dataset(name, 1000 if quick else None)
