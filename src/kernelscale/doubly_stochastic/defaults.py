@@ -3,7 +3,7 @@
 Every rule here is a plain function of the training set's size and the loss. It is resolved once,
 when a model starts (``fit``, or the first ``partial_fit`` call), and the estimator keeps the
 result in ``solver_``, ``t0_`` and ``step_size_``. The numbers were chosen on held-out parts of
-the training data (benchmarks/bench_dsg_defaults.py, benchmarks/bench_dsg.py). The measurements
+the training data (benchmarks/studies/dsg_defaults.py, benchmarks/papers/dsg.py). The measurements
 and the history behind each constant are in benchmarks/studies/doubly_stochastic.md.
 
 ``solver="auto"``: "preconditioned" for a ``fit`` on at least :data:`AUTO_PRECONDITIONED_ROWS`

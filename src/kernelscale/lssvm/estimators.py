@@ -189,7 +189,7 @@ _PARAMS_DOC = """
         ``sample_weight``); the resolved copy is ``kernel_``. The paper's setting is the
         polynomial kernel <x, x'>^4 (eq. 64) on centred unit-norm inputs
         (:class:`kernelscale.preprocessing.CenterNormalize`), with float32: see
-        ``benchmarks/bench_lssvm.py``.
+        ``benchmarks/papers/lssvm.py``.
     C : float > 0, default=10
         Regularisation, the paper's gamma: D = I / C in Theta (eq. 17); C = 1 is scikit-learn's
         ``KernelRidge(alpha=1)`` plus the bias. The paper's 1e4 (with its polynomial kernel on

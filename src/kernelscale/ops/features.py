@@ -91,7 +91,7 @@ class FeatureOperator:
         Fourier blocks of one group of ``GROUP_COLUMNS`` columns share one GEMM in ``scores``
         (small mini-batches against many blocks) and in ``transform`` (within half of the budget
         left beside its output); False takes them one block at a time over all rows, which was
-        faster for predictions on many rows (bench_refactor's adult predict).
+        faster for predictions on many rows (benchmarks/perf/refactor.py's adult predict).
     """
 
     def __init__(self, spec, budget, *, cache_bytes=0, blocks=None, backend=None, group=True):

@@ -33,7 +33,7 @@ tests/test_fused.py::test_tf32_operands_emulated_keep_their_error_bounds): "tf32
 (Matern 3/2), 5.4e-7 (Matern 1/2), as the float32 GEMM form's 7.5e-7, 6.7e-7, 5.5e-7; "tf32"
 5.0e-5, 4.4e-5, 3.6e-5 (tests/test_fused.py keeps these bounds). Measured on an
 H100 against torch's float64 formula (2048 rows of 40000 x 784 points,
-``benchmarks/bench_fused.py``, ``benchmarks/results/fused-matvec.json``), Gaussian: "ieee"
+``benchmarks/perf/fused.py``, ``benchmarks/results/fused-matvec.json``), Gaussian: "ieee"
 3.3e-6 (k = 1) and 3.2e-7 (k = 10), "tf32x3" 5.0e-6 and 6.8e-7, "tf32" 6.0e-4 and 6.7e-5, where
 the blocked float32 product gives 1.4e-5 and 2.2e-6. The Laplacian's L1 tile is float32 arithmetic whatever the precision. In
 Triton's interpreter (every precision computed in float32) the tests find <= 2e-6 against
@@ -81,7 +81,7 @@ _LOG2E = 1.4426950408889634
 
 #: tile configurations: (BM, BN, BK, num_warps, num_stages), per (kernel family, precision):
 #: the fastest on an H100 of those that compile for sm_90 without register spills for k <= 16
-#: (``benchmarks/bench_fused.py --sweep``, Gaussian, k = 10, 40000 x 784)
+#: (``benchmarks/perf/fused.py --sweep``, Gaussian, k = 10, 40000 x 784)
 CONFIGS = {
     ("gemm", "ieee"): (128, 128, 32, 8, 3),
     ("gemm", "tf32x3"): (128, 256, 16, 8, 3),

@@ -309,7 +309,7 @@ _COMMON_DOC = """
         regressor with the squared loss, below tol times the root mean square of y (the
         coefficients are then in the units of y). The default is
         LIBSVM's; at it the kernel path matched LIBSVM's test error on adult and MNIST
-        (benchmarks/bench_fixed_point.py). Lower it when the coefficients themselves matter.
+        (benchmarks/papers/fixed_point.py). Lower it when the coefficients themselves matter.
     max_iter : int, default=1000
         Sweeps (coordinate descent) or iterations (fixed point); ConvergenceWarning if reached.
     shrinking : bool, default=True
