@@ -2,7 +2,7 @@
 MNIST 8 vs 6, MNIST 10-class and QM7, beside r-Pegasos, n-Pegasos, r-SDCA (LIBLINEAR on fixed
 random features) and LIBSVM / exact kernel ridge, under both of the paper's stopping rules.
 
-Settings (ALGORITHMS.md section 2; the paper's appendix with per-dataset settings is not in our
+Settings (docs/algorithms.md section 2; the paper's appendix with per-dataset settings is not in our
 copy of the paper, so the rules below are the ones we could recover):
 
 - Kernel: Gaussian with the authors' bandwidth rule from their released code
@@ -120,7 +120,7 @@ logger = logging.getLogger("kernelscale.benchmarks.dsg")
 
 PAPER = {
     "source": "Scalable kernel methods via doubly stochastic gradients (paper 2), Section 7 and "
-              "Figure 1; ALGORITHMS.md section 2; authors' code zixu1986/Doubly_Stochastic_Gradients",
+              "Figure 1; docs/algorithms.md section 2; authors' code zixu1986/Doubly_Stochastic_Gradients",
     "test error": {
         "adult": {"doubly SGD": 0.153, "NORMA / k-SDCA": 0.15},
         "mnist 8 vs 6": {"doubly SGD": 0.0026, "note": "MNIST8M 8 vs 6, 1.6M virtual examples"},

@@ -75,7 +75,7 @@ logger = logging.getLogger("kernelscale.benchmarks.fixed_point")
 
 PAPER = {
     "source": "Fixed-point and coordinate descent algorithms for regularized kernel methods (paper 3); "
-              "ALGORITHMS.md section 3. The paper reports no experiments.",
+              "docs/algorithms.md section 3. The paper reports no experiments.",
     "target (issue #5)": "fit time within 2x of LIBSVM (SVC) and LIBLINEAR (LinearSVC, liblinear-official) "
                          "on CPU at equal or better test error",
     "hyperparameters": "LIBSVM defaults C = 1, gamma = 1/n_features (sigma = sqrt(n_features / 2))",

@@ -1,7 +1,7 @@
 """Least squares revisited (paper 5): Table 1 on MNIST, the stagewise run towards 1.1% test error,
 and LIBLINEAR / scikit-learn / Vowpal Wabbit on the same feature matrices (time to equal error).
 
-Settings (ALGORITHMS.md section 5, paper Section 5.1 and appendix A.2.1):
+Settings (docs/algorithms.md section 5, paper Section 5.1 and appendix A.2.1):
 
 - MNIST 60000 train / 10000 test, pixels / 255, float32.
 - Table 1 rows: raw pixels (784); random Fourier features of dimension 4000 and 8000, computed
@@ -129,7 +129,7 @@ logger = logging.getLogger("kernelscale.benchmarks.least_squares")
 
 PAPER = {
     "source": "Least squares revisited: scalable approaches for multi-class prediction (paper 5), "
-              "Table 1, Figure 2, Section 5.1, appendix A.2.1; ALGORITHMS.md section 5",
+              "Table 1, Figure 2, Section 5.1, appendix A.2.1; docs/algorithms.md section 5",
     "table 1 (MNIST test error %, linear / logistic / calibrated)": {
         "raw pixels": [14.1, 7.8, 8.1],
         "RFF 4000": [1.83, 1.48, 1.54],

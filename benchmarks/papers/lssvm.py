@@ -2,7 +2,7 @@
 solver, MP with FFT features, seconds per iteration and peak memory; scikit-learn Nystroem +
 RidgeClassifier and SVC (LIBSVM) with the same kernel as peers.
 
-Settings (ALGORITHMS.md section 4, paper Section 4.1):
+Settings (docs/algorithms.md section 4, paper Section 4.1):
 
 - MNIST 60000 train / 10000 test, float32 end to end. Images centred and unit-normalised
   (``CenterNormalize``, eqs. 61-62); for the FFT run ``FFTFeatures`` (eqs. 69-75, 1176 features).
@@ -113,7 +113,7 @@ logger = logging.getLogger("kernelscale.benchmarks.lssvm")
 
 PAPER = {
     "source": "Randomized kernel methods for least-squares support vector machines (paper 4), "
-              "Section 4, Figures 2-3; ALGORITHMS.md section 4",
+              "Section 4, Figures 2-3; docs/algorithms.md section 4",
     "settings": "MNIST 60000/10000, centred unit-norm images, kernel <x,x'>^4, gamma (our C) = 1e4, "
                 "float32, Julia on a 4-core PC with 8 GB",
     "MNIST test error %": {"kaczmarz (J=2000, T=600)": 1.1, "matching_pursuit (J=2000)": 1.1,

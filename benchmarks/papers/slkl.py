@@ -1,7 +1,7 @@
 """SLKL (paper 1): Tables 2 and 3 beside the paper, fit time against exact KRR and Nystroem + Ridge,
 cost per coordinate visit against n and m0, peak memory, and the MNIST large-scale run.
 
-Settings (ALGORITHMS.md section 1, paper Section 5): Gaussian kernel exp(-|x-x'|^2 / (2 sigma^2)),
+Settings (docs/algorithms.md section 1, paper Section 5): Gaussian kernel exp(-|x-x'|^2 / (2 sigma^2)),
 lam = 1, tol = 1e-4, nu = 0.01 on every dataset. The paper prints nu only for sinc (Figs. 1-3);
 with nu = 0.01 our m0 reproduce the paper's m0 of Table 2 (sinc, boston, abalone) and of Table 3
 (USPS, per class), so we take it as the paper's value everywhere.
@@ -12,7 +12,7 @@ with nu = 0.01 our m0 reproduce the paper's m0 of Table 2 (sinc, boston, abalone
   training mean and standard deviation, y centred by the training mean (the models have no
   intercept; the same offset for every method). boston is run under both readings of the paper's
   3.25: sigma^2 = 3.25 (Table 1 as printed; it reproduces the paper's m0) and sigma = 3.25
-  (ALGORITHMS.md: it reproduces the paper's KRRn of 10.17). abalone: sigma^2 = 2.5, run twice:
+  (docs/algorithms.md section 1.5: it reproduces the paper's KRRn of 10.17). abalone: sigma^2 = 2.5, run twice:
   y centred, and y as it is ("abalone-raw-y": no intercept anywhere; this reading reproduces the
   paper's KRRM at M = 512 / 1024, 6.14 / 5.51).
 - abalone study (why the paper's SLKL/KRRn = 0.71-0.73 is out of reach): the paper's own KRRn
@@ -111,7 +111,7 @@ USPS_SIGMA = 8.0  # sigma^2 = 64
 
 PAPER = {
     "source": "Stochastic low-rank kernel learning for regression (paper 1), Tables 2-3 and Sec. 5.4; "
-              "ALGORITHMS.md section 1",
+              "docs/algorithms.md section 1",
     "settings": {"lam": 1.0, "tol": 1e-4, "runs": 20,
                  "sigma^2": {"sinc": 1, "abalone": 2.5, "boston": 3.25, "USPS": 64, "MNIST (HOG)": 4},
                  "nu": "not printed for Tables 2-3 (Figs. 1-3: nu = 0.01 on sinc); 0.01 reproduces the "
@@ -142,7 +142,7 @@ PAPER = {
         "SLKL": [76.3, 47.6, 41.5], "SLKL_std": [9.9, 3.1, 3.9], "m0": [61, 210, 515]},
     "mnist": {"M": 1000, "n_train": 60000, "n_test": 10000, "test_error": "about 0.02",
               "features": "HOG of Maji & Malik 2009 (2172 dims), sigma^2 = 4, one-vs-all"},
-    "absolute numbers": "do not transfer to this data (ALGORITHMS.md section 1): judge SLKL by its ratio "
+    "absolute numbers": "do not transfer to this data (docs/algorithms.md section 1): judge SLKL by its ratio "
                         "to KRRn measured on the same split",
 }
 
