@@ -43,26 +43,27 @@ def test_with_a_client_only_what_fits_the_workers_budgets_is_kept(data, sync, mo
     X, y, _, _ = data
     est = kernelscale.GeneralizedLeastSquaresClassifier(max_iter=3)
     calls = _persisted(monkeypatch)
-    monkeypatch.setattr(_dask_fit, "_has_client", lambda: True)
-    monkeypatch.setattr(_dask_fit, "_cluster_budget", lambda: X.nbytes // 2)
+    monkeypatch.setattr(_dask_fit, "current_client", lambda: object())  # as if a client were there
+    monkeypatch.setattr(_dask_fit, "cluster_budget", lambda: X.nbytes // 2)
     ref = clone(est).fit(X, y)
     got = clone(est).fit(_dask(X), _dask(y))
     assert not any(X.shape in call for call in calls), "X beyond the workers' budgets was kept"
     assert_same_model(ref, got, DISTRIBUTED_RTOL)
-    monkeypatch.setattr(_dask_fit, "_cluster_budget", lambda: 10 * X.nbytes)
+    monkeypatch.setattr(_dask_fit, "cluster_budget", lambda: 10 * X.nbytes)
     clone(est).fit(_dask(X), _dask(y))
     assert any(X.shape in call for call in calls)
 
 
 def test_the_cluster_budget_adds_up_the_workers_memory_limits():
     distributed = pytest.importorskip("distributed")
+    from kernelscale.dask.client import cluster_budget, current_client
     from kernelscale.ops.memory import DEFAULT_MEMORY_FRACTION
 
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, memory_limit=2**30,
                                   dashboard_address=None, silence_logs=50) as cluster:
         with distributed.Client(cluster, set_as_default=False) as client, client.as_current():
-            assert _dask_fit._cluster_budget() == int(DEFAULT_MEMORY_FRACTION * 2 * 2**30)
-            assert _dask_fit._has_client()
+            assert cluster_budget() == int(DEFAULT_MEMORY_FRACTION * 2 * 2**30)
+            assert current_client() is client
 
 
 def test_a_stagewise_fit_keeps_no_feature_block_on_the_workers(data, sync, monkeypatch):

@@ -163,6 +163,7 @@ class _SeededTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Boun
         """Resolve the kernel and draw the random weights; ``y`` is ignored. The fitted
         attributes are set together at the end (a failed refit keeps the previous ones)."""
         self._validate_params()
+        parse_memory(self.max_memory)  # refused here, not at the first transform
         X, _, fitted = validate_fit_data(self, X, None, dtype=FLOAT_DTYPES)
         rng = check_random_state(self.random_state)
         kernel = self._kernel(X, rng)
