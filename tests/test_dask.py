@@ -319,6 +319,38 @@ def test_distributed_estimators_are_the_row_sum_and_mini_batch_estimators():
         "RegularizedKernelRegressor"}
 
 
+def test_row_executors_compress_rows_and_the_kernel_product_over_emptied_chunks_equal_numpy(sync):
+    """``compress`` (the rows of positive weight) on dask chunks equals numpy's boolean indexing
+    and HostRows', with a chunk emptied; ``kernel_matvec`` over the new chunks equals K V."""
+    from kernelscale import GaussianKernel
+    from kernelscale.ops.kernel import kernel_rows
+    from kernelscale.ops.rows import HostRows, executor
+
+    rng = np.random.default_rng(0)
+    X, V, w = rng.standard_normal((60, 3)), rng.standard_normal((60, 2)), rng.random(60)
+    w[:20] = w[45:50] = 0.0  # the first chunk of 20 rows loses all of them, the third five
+    keep = w > 0
+    Xd, Vd, wd = (da.from_array(a, chunks=(20,) + a.shape[1:]) for a in (X, V, w))
+    ex = executor(2**26, Xd)
+    got = ex.compress(wd > 0, Xd, Vd, None, wd)
+    host = HostRows(2**26).compress(keep, X, V, None, w)
+    assert got[2] is None and host[2] is None
+    assert all(a.chunks[0] == (0, 20, 15) for a in (got[0], got[1], got[3]))
+    for g, h, a in zip(got, host, (X, V, None, w)):
+        if a is not None:
+            np.testing.assert_array_equal(g.compute(), a[keep])
+            np.testing.assert_array_equal(h, a[keep])
+    every = da.ones(60, chunks=20, dtype=bool)
+    assert ex.compress(every, Xd)[0] is Xd and HostRows(2**26).compress(np.ones(60, bool), X)[0] is X
+    kernel, Xk = GaussianKernel(1.5), X[keep]
+    K = kernel_rows(kernel, Xk, np.arange(Xk.shape[0]))
+    rows = executor(2**26, got[0])
+    np.testing.assert_allclose(rows.kernel_matvec(kernel, got[0], got[1]).compute(), K @ V[keep], rtol=1e-12,
+                               atol=1e-12)
+    np.testing.assert_allclose(rows.kernel_matvec(kernel, got[0], got[3]).compute(), K @ w[keep], rtol=1e-12,
+                               atol=1e-12)
+
+
 def _few_iterations(est, n_iter=5, max_iter=200):
     """``est`` with at most ``n_iter`` (LS-SVM, DSG) or ``max_iter`` (fixed point) iterations: each
     is a few scheduler round trips, and equality after a few iterations is equality of the solver

@@ -13,8 +13,15 @@ when X is a dask array chunked by rows (:mod:`kernelscale.dask.fit`):
   Gram matrix Theta_s Theta_s^T (eqs. 35-37) and the products Theta_s W are sums over the chunks
   (tree-reduced, J x J and J x k); Theta_s^T V is per row; the J x J factorisation and solves
   stay here;
-- the full product Theta W of the hybrid (and of a warm start's residual) is one task per pair
-  of row chunks (K(X_i, X_j) W_j), summed over j per row chunk.
+- the full product Theta W of the hybrid (and of a warm start's residual) is
+  :meth:`~kernelscale.ops.rows.DaskRows.kernel_matvec`: one task per pair of row chunks
+  (K(X_i, X_j) W_j), summed over j per row chunk.
+
+Every pass is a verb of the row executor :class:`~kernelscale.ops.rows.DaskRows` (docs/contributing.md,
+"Adding a Dask path"): ``map`` for the per-row results (the diagonal, the chunks' blocks, the
+updates of W and R), ``sum`` for the tree sums, ``kernel_matvec`` for K(X, X) W and ``compress``
+for the rows of positive weight. No pass calls dask's array functions itself (only
+:meth:`Split.lazy`, the callback's view of W, concatenates the bias row to the lazy rows).
 
 The blocks are numpy's (same random_state, same blocks) and every step is numpy's step on the
 same numbers: only the order of the sums over rows differs (partial sums per chunk), so the
@@ -27,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dask.fit import persist_within
-from ..ops.kernel import kernel_matvec, kernel_rows
+from ..ops.kernel import kernel_rows
 from ..ops.memory import format_bytes
 from ..ops.rows import DaskRows
 from .system import bias_border, lssvm_diagonal
@@ -45,8 +52,33 @@ def _positive(w):
     return w > 0
 
 
-def _keep_rows(a, keep):
-    return a[keep]
+def _as_dtype(a, *, to):
+    return a.astype(to)
+
+
+def _as_columns(a, *, to):
+    """A chunk of the sample rows of a vector (1-d: one column) in the fit dtype."""
+    return (a[:, None] if a.ndim == 1 else a).astype(to)
+
+
+def _zeros(a):
+    return np.zeros_like(a)
+
+
+def _plus(a, b):
+    return a + b
+
+
+def _minus(a, b):
+    return a - b
+
+
+def _times(a, *, s):
+    return a * s
+
+
+def _divided(a, *, s):
+    return a / s
 
 
 def _local(index, idx):
@@ -100,11 +132,10 @@ def _add_at_chunk(A, index, *, idx, Q):
     return out
 
 
-def _pair_chunk(Xi, Xj, Aj, *, kernel, budget):
-    """K(X_i, X_j) A_j: one task of the full product (a length-1 middle axis, summed over j)."""
-    if Xi.shape[0] == 0 or Xj.shape[0] == 0:  # a chunk whose rows all had zero weight
-        return np.zeros((Xi.shape[0], 1, Aj.shape[1]), dtype=Aj.dtype)
-    return kernel_matvec(kernel, Xi, Xj, Aj, max_memory=budget)[:, None, :]
+def _theta_chunk(KA, A, D, *, head):
+    """This chunk's rows of Theta W = [1^T A; K A + b + D A] from its rows of K A."""
+    out = KA + head
+    return out + D[:, None] * A
 
 
 def _coldots_chunk(a, b):
@@ -129,21 +160,15 @@ def prepare(X, Y, sample_weight, dtype, budget):
     the weights (checked by :mod:`kernelscale.dask.fit`) of the rows kept. Refused before any
     solve when the fitted model (the training rows and dual coefficients, as numpy's holds them)
     would not fit ``budget`` (bytes)."""
-    import dask
-    import dask.array as da
-
-    X, Y = X.astype(dtype), Y.astype(dtype)
+    ex = DaskRows(X.chunks[0], budget)
+    X, Y = (a if a.dtype == dtype else ex.map(_as_dtype, a, to=dtype, width=None if a.ndim == 1 else a.shape[1],
+                                               dtype=dtype, persist=False) for a in (X, Y))
     if sample_weight is not None:
-        keep = sample_weight.map_blocks(_positive, dtype=bool, meta=np.empty(0, dtype=bool))
-        counts = tuple(int(c) for c in dask.compute(*(da.count_nonzero(b) for b in keep.blocks)))
-        if sum(counts) == 0:
+        X, Y, sample_weight = ex.compress(ex.map(_positive, sample_weight, dtype=bool, persist=False), X, Y,
+                                          sample_weight)
+        if X.shape[0] == 0:
             raise ValueError("sample_weight has no positive entry: all weights are zero; pass at least one "
                              "non-zero weight.")
-        if sum(counts) < X.shape[0]:
-            X, Y, sample_weight = (da.blockwise(_keep_rows, "rc"[: a.ndim], a, "rc"[: a.ndim], keep, "r",
-                                                adjust_chunks={"r": counts}, dtype=a.dtype,
-                                                meta=np.empty((0,) * a.ndim, dtype=a.dtype))
-                                   for a in (X, Y, sample_weight))
     model = X.nbytes + Y.nbytes
     if model > budget:
         raise ValueError(
@@ -159,47 +184,39 @@ class DaskSystem:
     are those of :class:`kernelscale.lssvm.system.ThetaSystem`; ``budget`` is in bytes."""
 
     def __init__(self, kernel, X, C, sample_weight, budget):
-        import dask.array as da
-
         self.kernel, self.X, self.n, self.budget = kernel, X, X.shape[0], int(budget)
         self.ex = DaskRows(X.chunks[0], budget)
         self.diag = self.ex.map(_diagonal_chunk, X, sample_weight, C=C, fit_dtype=X.dtype, dtype=X.dtype)
-        self.index = da.arange(self.n, chunks=(X.chunks[0],)).persist()
+        (self.index,) = self.ex.persist(self.ex.index(self.n))
 
     def vector(self, head, body):
-        """The (n + 1) x k vector [head; body] (body: n x k, numpy or dask)."""
-        return Split(np.asarray(head, dtype=self.X.dtype), self.ex._dask(body).astype(self.X.dtype).persist(), self)
+        """The (n + 1) x k vector [head; body] (head: k numbers; body: n x k or, for k = 1, n
+        numbers; numpy or dask)."""
+        dtype = self.X.dtype
+        head = np.asarray(head, dtype=dtype)
+        return Split(head, self.ex.map(_as_columns, body, to=dtype, width=head.size, dtype=dtype), self)
 
     def rows(self, block):
         """The rows Theta[s, :] for the index block s (values in 0..n), as :class:`ChunkRows`:
         one pass fetches the sampled rows, one computes and keeps the block, one sums its Gram
         matrix (two sums: dask.persist of an array with a delayed sum mixes up the results)."""
-        import dask.array as da
-
         samples = block[block > 0]
         has_bias = samples.size < block.size
         order = np.concatenate([samples, [0]]) if has_bias else block
         idx = samples - 1
         XJ, DJ = self.ex.sum(_sampled_rows_chunk, self.index, self.X, self.diag, idx=idx)
-        dtype = self.X.dtype
-        Mt = da.blockwise(_block_chunk, "rj", self.X, "rd", self.diag, "r", self.index, "r", new_axes={"j": idx.size},
-                          concatenate=True, dtype=dtype, meta=np.empty((0, 0), dtype=dtype), kernel=self.kernel,
-                          XJ=XJ, idx=idx, budget=self.budget)
-        Mt = Mt.persist()
+        Mt = self.ex.map(_block_chunk, self.X, self.diag, self.index, kernel=self.kernel, XJ=XJ, idx=idx,
+                         budget=self.budget, width=idx.size, dtype=self.X.dtype)
         gram = self.ex.sum(_gram_chunk, Mt)
         return ChunkRows(self, order, Mt, gram, has_bias, XJ, DJ)
 
     def matvec(self, W, extra_bytes=0):
-        """Theta W: one task per pair of row chunks, K(X_i, X_j) W_j summed over j."""
-        import dask.array as da
-
+        """Theta W: K(X, X) W_body by one task per pair of row chunks (K(X_i, X_j) W_j summed over
+        j), then the bias and the diagonal per row chunk."""
         A = W.body
-        pairs = da.blockwise(_pair_chunk, "ijk", self.X, "id", self.X, "jd", A, "jk", kernel=self.kernel,
-                             budget=self.budget, adjust_chunks={"j": 1}, concatenate=True, dtype=A.dtype,
-                             meta=np.empty((0, 0, 0), dtype=A.dtype))
-        body = pairs.sum(axis=1) + W.head
-        body = body + self.diag[:, None] * A
-        return Split(self.ex.sum(_colsum, A).astype(A.dtype), body.persist(), self)
+        KA = self.ex.kernel_matvec(self.kernel, self.X, A, persist=False)
+        body = self.ex.map(_theta_chunk, KA, A, self.diag, head=W.head, width=A.shape[1], dtype=A.dtype)
+        return Split(self.ex.sum(_colsum, A).astype(A.dtype), body, self)
 
 
 def _colsum(A):
@@ -243,8 +260,8 @@ class ChunkRows:
         m, k = self.m, V.shape[1]
         # lazy: every pass that reads it computes M_c V (2 J k flops per row, against the J^2 of
         # the Gram matrix), which saves the pass that would persist it
-        body = self.Mt.map_blocks(_tdot_chunk, V=V[:m], bias=V[m] if self.has_bias else None, chunks=(self.Mt.chunks[0], (k,)),
-                                  dtype=V.dtype, meta=np.empty((0, 0), dtype=V.dtype))
+        body = self.system.ex.map(_tdot_chunk, self.Mt, V=V[:m], bias=V[m] if self.has_bias else None, width=k,
+                                  dtype=V.dtype, persist=False)
         return Split(V[:m].sum(axis=0), body, self.system)
 
     def square(self):
@@ -277,42 +294,44 @@ class Split:
     def copy(self):
         return self._like(self.head.copy(), self.body)
 
-    def zeros_like(self):
-        import dask.array as da
+    def _map(self, fn, *bodies, persist=False, **small):
+        """The sample rows ``fn`` gives chunk by chunk (lazy unless ``persist``)."""
+        dtype = np.result_type(*(b.dtype for b in bodies), *small.values())
+        return self.system.ex.map(fn, *bodies, width=self.head.size, dtype=dtype, persist=persist, **small)
 
-        return self._like(np.zeros_like(self.head), da.zeros(self.body.shape, dtype=self.body.dtype,
-                                                             chunks=self.body.chunks))
+    def zeros_like(self):
+        return self._like(np.zeros_like(self.head), self._map(_zeros, self.body))
 
     def any(self):
         return bool(self.head.any()) or self.system.ex.sum(_any_chunk, self.body) > 0
 
     def __add__(self, other):
-        return self._like(self.head + other.head, self.body + other.body)
+        return self._like(self.head + other.head, self._map(_plus, self.body, other.body))
 
     def __sub__(self, other):
-        return self._like(self.head - other.head, self.body - other.body)
+        return self._like(self.head - other.head, self._map(_minus, self.body, other.body))
 
     def __mul__(self, s):
-        return self._like(self.head * s, self.body * s)
+        return self._like(self.head * s, self._map(_times, self.body, s=s))
 
     __rmul__ = __mul__
 
     def __truediv__(self, s):
-        return self._like(self.head / s, self.body / s)
+        return self._like(self.head / s, self._map(_divided, self.body, s=s))
 
     def __iadd__(self, other):
         self.head += other.head
-        self.body = (self.body + other.body).persist()
+        self.body = self._map(_plus, self.body, other.body, persist=True)
         return self
 
     def __isub__(self, other):
         self.head -= other.head
-        self.body = (self.body - other.body).persist()
+        self.body = self._map(_minus, self.body, other.body, persist=True)
         return self
 
     def __imul__(self, alpha):
         self.head *= alpha
-        self.body = self.body * alpha  # lazy: applied by the next pass over the rows
+        self.body = self._map(_times, self.body, s=alpha)  # lazy: applied by the next pass over the rows
         return self
 
     def __getitem__(self, order):
@@ -345,7 +364,7 @@ class Split:
 
     def to_numpy(self):
         """The whole (n + 1) x k array in this process (the fitted model's dual coefficients)."""
-        return np.concatenate([self.head[None], self.body.compute()]).astype(self.dtype, copy=False)
+        return np.concatenate([self.head[None], self.system.ex.value(self.body)]).astype(self.dtype, copy=False)
 
     def lazy(self):
         """The whole (n + 1) x k array as a lazy dask array (a callback's "coef")."""

@@ -90,7 +90,7 @@ from ..exact import exact_lssvm, kernel_ridge_dual
 from ..kernels import make_kernel
 from ..ops.backend import NUMPY
 from ..ops.memory import parse_memory
-from ..ops.rows import is_dask
+from ..ops.rows import executor, is_dask
 from .cholesky import BlockGramCholesky, WholeSystemCholesky
 from .distributed import DaskSystem
 from .memory import check_fit_memory, state_bytes
@@ -212,19 +212,16 @@ def solve_lssvm(
     if distributed and (solver == "exact" or int(batch_size) >= X.shape[0] + 1):
         # one block is the whole system (an n x n solve): numpy's fit on the gathered rows,
         # which the fitted model holds anyway (X_fit_); refused first when it cannot run
-        import dask
-
         n = X.shape[0]
         check_fit_memory(n, X.shape[1], Y.shape[1] if Y.ndim == 2 else 1, min(int(batch_size), n + 1), X.dtype,
                          kernel, solver, n_averaged, budget)
-        X, Y, sample_weight = dask.compute(X, Y, sample_weight)
+        X, Y, sample_weight = executor(budget, X).value(X, Y, sample_weight)
         distributed = False
     if distributed:
         dtype = X.dtype
         n, d = X.shape
         if Y.ndim not in (1, 2) or Y.shape[0] != n:
             raise ValueError(f"Y must have shape ({n},) or ({n}, k) to match X, got {Y.shape}.")
-        Y = (Y[:, None] if Y.ndim == 1 else Y).astype(dtype)
     else:
         X = as_float_array(X, "X")
         dtype = X.dtype
@@ -237,7 +234,7 @@ def solve_lssvm(
             sample_weight = np.asarray(sample_weight, dtype=np.float64)
             if sample_weight.shape != (n,) or not np.all(sample_weight > 0):
                 raise ValueError("sample_weight must have shape (n,) with positive entries; drop zero weights first.")
-    k = Y.shape[1]
+    k = Y.shape[1] if Y.ndim == 2 else 1  # a 1-d dask Y becomes a column in the system's vector Z
 
     if solver == "exact":
         check_fit_memory(n, d, k, n, dtype, kernel, solver, n_averaged, budget)

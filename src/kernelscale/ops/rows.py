@@ -13,6 +13,9 @@ updates (scores, residuals, predictions). A solver states both through an execut
 - ``DaskRows.taker(*arrays)(groups)``: the rows at given indices (the mini-batches of the doubly
   stochastic solver), of many index arrays at once, in one compute.
 - ``rows.reduce(fn, *arrays, combine=...)``: as ``sum`` with another merge (maxima, concatenation).
+- ``rows.compress(keep, *arrays)``: the rows where a per-row boolean is true (``numpy.compress``
+  along the rows), such as the rows of positive sample weight; over dask chunks each chunk keeps
+  its own rows (a chunk may become empty), and an executor of the result has the new chunks.
 
 The fixed-point solver (paper 3) adds a product over pairs of rows: ``DaskRows.kernel_matvec``
 computes K(X, X) V as one task per pair of row chunks summed over the second by a tree, and
@@ -141,6 +144,14 @@ class HostRows:
         """The row indices 0, ..., n - 1 (a per-row array)."""
         return np.arange(n)
 
+    def compress(self, keep, *arrays):
+        """The rows of each of ``arrays`` where the per-row boolean ``keep`` is true (None stays
+        None); the arrays themselves when every row is kept."""
+        keep = np.asarray(keep, dtype=bool)
+        if keep.all():
+            return arrays
+        return tuple(None if a is None else a[keep] for a in arrays)
+
     def standard_normal(self, rng, n, dtype):
         """``rng.standard_normal(n)`` in ``dtype``."""
         return rng.standard_normal(n).astype(dtype)
@@ -208,10 +219,27 @@ def _block_product(Kij, Vj):
 
 
 def _pair_product(Xi, Xj, Vj, kernel, budget):
-    """K(X_i, X_j) V_j of one pair of row chunks, as an (n_i, 1, k) block."""
+    """K(X_i, X_j) V_j of one pair of row chunks, as an (n_i, 1, k) block (zeros when a chunk
+    has no rows, as after :meth:`DaskRows.compress`)."""
     from .kernel import kernel_matvec
 
+    if Xi.shape[0] == 0 or Xj.shape[0] == 0:
+        return np.zeros((Xi.shape[0], 1, Vj.shape[1]), dtype=np.result_type(Xi.dtype, Vj.dtype))
+
     return kernel_matvec(kernel, Xi, Xj, Vj, max_memory=budget)[:, None, :]
+
+
+def _count(keep):
+    """The rows kept in one row chunk (a 1-tuple, concatenated by :func:`_concatenate`)."""
+    return (int(np.count_nonzero(keep)),)
+
+
+def _concatenate(*parts):
+    return sum(parts, ())
+
+
+def _kept_rows(a, keep):
+    return a[keep]
 
 
 def _map_chunk(fn, small, *blocks):
@@ -296,6 +324,29 @@ class DaskRows:
         import dask.array as da
 
         return da.arange(n, chunks=(self.chunks,))
+
+    def compress(self, keep, *arrays):
+        """The rows of each of ``arrays`` where the per-row boolean ``keep`` is true (None stays
+        None), lazy dask arrays whose row chunks are the rows each chunk keeps (a chunk may
+        become empty; :func:`executor` of a result has its chunks): one pass counts the rows kept
+        per chunk, the rows are selected by one task per chunk where they are. The arrays
+        themselves when every row is kept."""
+        import dask.array as da
+
+        keep = self._dask(keep)
+        counts = self.reduce(_count, keep, combine=_concatenate)
+        if sum(counts) == sum(self.chunks):
+            return arrays
+        out = []
+        for a in arrays:
+            if a is not None:
+                a = self._dask(a)
+                index = "r" + "abcdefgh"[: a.ndim - 1]
+                a = da.blockwise(_kept_rows, index, a, index, keep, "r", adjust_chunks={"r": counts},
+                                 dtype=a.dtype, meta=np.empty((0,) * a.ndim, dtype=a.dtype),
+                                 token="kernelscale-compress")
+            out.append(a)
+        return tuple(out)
 
     def standard_normal(self, rng, n, dtype):
         """``rng.standard_normal(n)`` in ``dtype``, the same numbers, generated chunk by chunk on
