@@ -35,7 +35,7 @@ from .base.validation import (
 )
 from .ops.kernel import KernelOperator, kernel_matrix, kernel_matvec
 from .ops.lapack_threads import one_lapack_thread
-from .ops.memory import format_bytes, parse_memory
+from .ops.memory import check_fits, parse_memory
 from .linalg import one_norm
 from .kernels import KERNEL_NAMES, Kernel, make_kernel
 
@@ -56,14 +56,10 @@ logger = logging.getLogger(__name__)
 
 def _check_gram_memory(n, dtype, max_memory, what):
     """Fail before allocating when the n x n matrix alone exceeds the budget."""
-    budget = parse_memory(max_memory)
-    need = n * n * np.dtype(dtype).itemsize
-    if need > budget:
-        raise ValueError(
-            f"max_memory={format_bytes(budget)} is too small for {what}, which builds the full "
-            f"{n} x {n} kernel matrix ({format_bytes(need)}, {need} bytes); increase max_memory, "
-            f"pass float32 data (halves it), fit on fewer samples, or use a scalable solver."
-        )
+    check_fits(n * n * np.dtype(dtype).itemsize, parse_memory(max_memory),
+               f"{what}, which builds the full {n} x {n} kernel matrix",
+               "increase max_memory, pass float32 data (halves it), fit on fewer samples, or use a scalable solver",
+               exact_bytes=True)
 
 
 def _solve_spd(build, B):

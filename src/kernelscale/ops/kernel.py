@@ -34,7 +34,7 @@ import numpy as np
 from ..base.validation import as_float_array, check_same_features, result_dtype
 from ..kernels import make_kernel
 from .backend import NUMPY, current_backend, device_type, get_backend
-from .memory import MAX_BLOCK_BYTES, format_bytes, parse_memory, rows_per_block, ufunc_workspace_bytes
+from .memory import MAX_BLOCK_BYTES, check_fits, parse_memory, rows_per_block, ufunc_workspace_bytes
 from .row_cache import KernelRowCache
 
 __all__ = [
@@ -99,14 +99,9 @@ def _fill_rows(kernel, A, prepared, out, budget, fixed_bytes=0, backend=NUMPY):
 
 
 def _check_result_fits(n_rows, n_cols, dtype, budget):
-    nbytes = n_rows * n_cols * np.dtype(dtype).itemsize
-    if nbytes > budget:
-        raise ValueError(
-            f"max_memory={format_bytes(budget)} is too small for the requested {n_rows} kernel "
-            f"rows of length {n_cols} ({format_bytes(nbytes)}); request fewer rows at a time or "
-            f"increase max_memory."
-        )
-    return nbytes
+    return check_fits(n_rows * n_cols * np.dtype(dtype).itemsize, budget,
+                      f"the requested {n_rows} kernel rows of length {n_cols}",
+                      "request fewer rows at a time or increase max_memory")
 
 
 def _check_out(out, shape, dtype):

@@ -36,6 +36,7 @@ __all__ = [
     "format_bytes",
     "rows_per_block",
     "plan_rows",
+    "check_fits",
     "ufunc_workspace_bytes",
 ]
 
@@ -187,6 +188,16 @@ def plan_rows(n, per_row, fixed, budget, what, fix, *, max_rows=MAX_CHUNK_ROWS):
             f"{format_bytes(fixed + per_row)} ({fixed + per_row} bytes); {fix}."
         )
     return min(max_rows, rows_per_block(n, per_row, budget, fixed_bytes=fixed, what=what, fix=fix))
+
+
+def check_fits(need, budget, what, fix, *, exact_bytes=False):
+    """Return ``need`` (bytes of one array about to be allocated) when it fits in ``budget``
+    bytes; else a ValueError, before anything is allocated: "max_memory=<budget> is too small for
+    <what> (<need>); <fix>." (``exact_bytes``: <need> also in bytes)."""
+    if need > budget:
+        size = f"{format_bytes(need)}, {need} bytes" if exact_bytes else format_bytes(need)
+        raise ValueError(f"max_memory={format_bytes(budget)} is too small for {what} ({size}); {fix}.")
+    return need
 
 
 def ufunc_workspace_bytes():

@@ -49,6 +49,7 @@ matter.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 
@@ -247,6 +248,42 @@ class _Sweeps:
         return False
 
 
+def _coordinates(c, y, C, inv_d, compiled):
+    """c, y, C and 1 / k_ii as the sweeps read them: the compiled loops' coordinate table Q
+    (:func:`~kernelscale.regularized.cd_loops.coordinate_table`; c is its column Q_COEF, updated
+    in place) or, for the Python sweeps, lists. Returns (Q, lists, coef_now), the form not used
+    None; ``coef_now()`` is the current c as an array."""
+    if compiled:
+        Q = loops.coordinate_table(c, y, C, inv_d)
+        c_now = Q[:, loops.Q_COEF]
+        return Q, None, lambda: c_now
+    lists = c.tolist(), y.tolist(), C.tolist(), inv_d.tolist()
+    return None, lists, lambda: np.asarray(lists[0])
+
+
+@contextlib.contextmanager
+def _sweeping(desc, active, loss, y, C, *, verbose, callback, sign=None, **rules):
+    """The progress monitor and the :class:`_Sweeps` of one solve (Algorithm 1 or 2), for a
+    ``with`` block; ``rules``: the keywords of :class:`_Sweeps` other than the monitor.
+    ``sign`` (the linear path) switches on the one-sided shrinking thresholds: the direction
+    of each coordinate (sign(y_i) for classification, 1 for regression)."""
+    with IterationMonitor(verbose, callback, total=rules["max_iter"], desc=desc) as monitor:
+        sweeps = _Sweeps(active, loss, y, C, monitor=monitor, **rules)
+        if sign is not None:
+            sweeps.one_sided, sweeps.sign = True, sign
+        yield sweeps
+
+
+def _exact_intercept(c, scale, state=None):
+    """The intercept's term scale * sum(c) (b = s^2 sum(c) on the kernel path, the weight s sum(c)
+    of the constant feature on the linear path), summed exactly (math.fsum) as an exact refresh
+    of z or w needs it; also stored in ``state[0]``, where the compiled loops keep it, when given."""
+    value = scale * math.fsum(c.tolist())
+    if state is not None:
+        state[0] = value
+    return value
+
+
 def _python_sweep(order, c, y, C, inv_d, step, score, move):
     """One sweep of Algorithm 1 or 2 in Python over ``order`` (a list), on lists c, y, C, inv_d.
 
@@ -354,9 +391,9 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
         cache.fetch(np.concatenate(([i], want[want != i]))[:batch])
 
     code = _loss_code(loss)
+    Q, lists, coef_now = _coordinates(c, y, C, inv_d_arr, code >= 0)
     if code >= 0:  # compiled sweeps: state in arrays
-        Q = loops.coordinate_table(c, y, C, inv_d_arr)
-        c_arr = Q[:, loops.Q_COEF]
+        c_arr = coef_now()
         eps_loss = float(getattr(loss, "epsilon", 0.0))
         state = np.array([b, 0.0])
         counts = np.zeros(2, dtype=np.int64)
@@ -377,7 +414,7 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
                      np.empty(RUN_SWEEPS))
     else:  # the Python sweeps run on lists
         runs = False
-        c_l, y_l, C_l, inv_d = c.tolist(), y.tolist(), C.tolist(), inv_d_arr.tolist()
+        c_l, y_l, C_l, inv_d = lists
 
         def score(i):
             return float(z[i]) + b
@@ -394,23 +431,17 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
                 last_used[slot] = cache.clock
             b += s2 * h
 
-    def coef_now():
-        return c_arr if code >= 0 else np.asarray(c_l)
-
     def refresh():
         nonlocal b
         cur = coef_now()
         exact = cache.matvec(cur.astype(dtype)) if cur.any() else np.zeros(n, dtype=dtype)
         drift = float(np.max(np.abs(exact - z))) if n else 0.0
         z[:] = exact
-        b = s2 * math.fsum(cur.tolist())
-        if code >= 0:
-            state[0] = b
+        b = _exact_intercept(cur, s2, state if code >= 0 else None)
         return drift
 
-    with IterationMonitor(verbose, callback, total=max_iter, desc="coordinate descent") as monitor:
-        sweeps = _Sweeps(active, loss, y, C, rule=rule, tol=tol, max_iter=max_iter, shrinking=shrinking,
-                         random_state=random_state, monitor=monitor, dtype=dtype)
+    with _sweeping("coordinate descent", active, loss, y, C, verbose=verbose, callback=callback, rule=rule, tol=tol,
+                   max_iter=max_iter, shrinking=shrinking, random_state=random_state, dtype=dtype) as sweeps:
         sweeps.start(c, z_eff(), diag, inv_d_arr)
         if runs:
             ist[4] = RULES.index(rule)
@@ -463,7 +494,7 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
             likely[changed] = True
             if sweeps.after_sweep(c, z_eff(), changed, steps, max_h, refresh):
                 break
-        stopped = monitor.stopped_by_callback
+        stopped = sweeps.monitor.stopped_by_callback
     c = coef_now()
     coef = c.astype(dtype)
     return SolverResult(coef, z_eff().astype(dtype), b if s2 else 0.0, sweeps.sweep, sweeps.converged,
@@ -517,12 +548,12 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
         return z if idx is None else z[idx]
 
     csr = X if sparse else None
+    Q, lists, coef_now = _coordinates(c, y, C, inv_d_arr, code >= 0)
     if code >= 0:  # compiled runs of sweeps (loops._nb_linear_run): state in arrays
         eps_loss = float(getattr(loss, "epsilon", 0.0))
         if not sparse and prefers_csr(X):
             csr = sp.csr_matrix(X)  # a sweep costs O(nnz): run mostly-zero dense rows as CSR rows
-        Q = loops.coordinate_table(c, y, C, inv_d_arr)
-        c_arr = Q[:, loops.Q_COEF]
+        c_arr = coef_now()
         active_idx = np.flatnonzero(active).astype(np.intp)
         work_buf = np.zeros(n, dtype=np.intp)
         work_buf[: active_idx.size] = active_idx
@@ -539,7 +570,7 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
                     np.empty(RUN_SWEEPS, dtype=np.int64))
         order_buf = np.empty(n, dtype=np.intp)
     else:  # the Python sweeps run on lists
-        c_l, y_l, C_l, inv_d = c.tolist(), y.tolist(), C.tolist(), inv_d_arr.tolist()
+        c_l, y_l, C_l, inv_d = lists
         # z_i = x_i . w + s wb, seen at the visit (z_visit); a move adds h (x_i, s) to (w, wb).
         # _python_sweep moves coordinate i right after scoring it: score keeps row i for move
         xi = ind = val = None
@@ -569,9 +600,6 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
                 axpy(xi, w, a=h)
                 wb += s * h
 
-    def coef_now():
-        return c_arr if code >= 0 else np.asarray(c_l)
-
     def refresh():
         nonlocal wb
         cur = coef_now()
@@ -579,18 +607,14 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
         exact = np.asarray(A.T @ cur.astype(dtype), dtype=dtype).ravel()
         drift = float(np.max(np.abs(A @ (exact - w)))) if n else 0.0
         w[:] = exact
-        wb = s * math.fsum(cur.tolist())
-        if code >= 0:
-            fst[0] = wb
+        wb = _exact_intercept(cur, s, fst if code >= 0 else None)
         return drift
 
-    with IterationMonitor(verbose, callback, total=max_iter, desc="coordinate descent (linear)") as monitor:
-        sweeps = _Sweeps(active, loss, y, C, rule=rule, tol=tol, max_iter=max_iter, shrinking=shrinking,
-                         random_state=random_state, monitor=monitor, dtype=dtype)
-        sweeps.one_sided = True
+    with _sweeping("coordinate descent (linear)", active, loss, y, C, verbose=verbose, callback=callback, rule=rule,
+                   tol=tol, max_iter=max_iter, shrinking=shrinking, random_state=random_state, dtype=dtype,
+                   sign=np.sign(y) if loss.classification else np.ones(n)) as sweeps:
         if code >= 0:
             ist[4] = RULES.index(rule)  # validated by _Sweeps
-        sweeps.sign = np.sign(y) if loss.classification else np.ones(n)
         sweeps.start(c, scores(), diag, inv_d_arr)
         while not sweeps.converged and sweeps.sweep < max_iter:
             if code >= 0:
@@ -609,7 +633,7 @@ def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1
             c = np.asarray(c_l)
             if sweeps.after_sweep(c, scores_at, changed, steps, max_h, refresh, z_visit):
                 break
-        stopped = monitor.stopped_by_callback
+        stopped = sweeps.monitor.stopped_by_callback
     c = coef_now()
     return SolverResult(c.astype(dtype), scores(), s * wb, sweeps.sweep, sweeps.converged, np.array(sweeps.primal),
                         np.array(sweeps.dual), dropped, None, w=w, stopped_by_callback=stopped)
