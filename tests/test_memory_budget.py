@@ -11,7 +11,7 @@ from sklearn.base import clone, is_classifier, is_regressor
 
 import kernelscale.ops.memory as memory_module
 from kernelscale import RegularizedKernelClassifier, SLKLClassifier
-from kernelscale.ops.memory import default_memory_budget, one_reading
+from kernelscale.ops.memory import DEFAULT_MEMORY_FRACTION, default_memory_budget, one_reading
 
 
 class DriftingMemory:
@@ -74,7 +74,7 @@ def test_a_one_vs_one_fit_plans_every_pair_with_the_first_reading(estimator, dri
     y = (X[:, 0] > 0).astype(int) + 2 * (X[:, 1] > 0)
     drifting_fit = clone(estimator).fit(X, y)
     assert drifting.calls == 1
-    reading = int(0.5 * (drifting.start - 2**20))
+    reading = int(DEFAULT_MEMORY_FRACTION * (drifting.start - 2**20))  # the first reading's budget
     fixed_fit = clone(estimator).set_params(max_memory=reading).fit(X, y)
     np.testing.assert_allclose(drifting_fit.decision_function(X), fixed_fit.decision_function(X), rtol=1e-12,
                                atol=1e-12)

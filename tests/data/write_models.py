@@ -1,7 +1,7 @@
 """Writes a folder of small fitted models, one per estimator of the registry, with their outputs on
 fixed rows: ``python tests/data/write_models.py OLD_CHECKOUT/src tests/data/models-VERSION``.
 tests/test_persistence_compat.py loads each with today's code and compares the outputs."""
-import sys, pathlib
+import json, pathlib, sys
 sys.path.insert(0, sys.argv[1])
 import numpy as np
 import kernelscale
@@ -34,5 +34,5 @@ for entry in ESTIMATORS:
         est.fit(X)
         expected[cls.__name__] = est.transform(X_new)
     kernelscale.save(est, out / f"{cls.__name__}.ksm")
-np.savez(out / "expected.npz", **expected)
+(out / "expected.json").write_text(json.dumps({k: np.asarray(v).tolist() for k, v in expected.items()}))
 print(kernelscale.__file__, sorted(expected))
