@@ -2,7 +2,6 @@
 per-row arrays are persisted when they fit the memory they would stay in, except an X that the
 fit reduces first (a stagewise PCA), whose projection is kept instead."""
 
-import numpy as np
 import pytest
 from sklearn.base import clone
 

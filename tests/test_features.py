@@ -8,7 +8,6 @@ from sklearn.gaussian_process.kernels import Matern
 from sklearn.kernel_approximation import Nystroem
 from sklearn.metrics.pairwise import laplacian_kernel, polynomial_kernel, rbf_kernel
 
-from kernelscale import features
 from kernelscale.ops.feature_blocks import FeatureBlockSpec, block_rng
 from kernelscale.ops import kernel as ops_kernel
 from kernelscale.ops.memory import ufunc_workspace_bytes

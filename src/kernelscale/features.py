@@ -375,12 +375,15 @@ def _in_row_slices(X, compute, verbose, name):
     if not verbose or X.shape[0] < 2:
         return compute(X)
     bounds = np.linspace(0, X.shape[0], min(20, X.shape[0]) + 1).astype(int)
+    out = None  # filled slice by slice: the output once, plus one slice's result
     with IterationMonitor(verbose, total=bounds.size - 1, desc=f"{name}.transform", show=()) as monitor:
-        parts = []
         for start, stop in zip(bounds[:-1], bounds[1:]):
-            parts.append(compute(X[start:stop]))
+            part = compute(X[start:stop])
+            if out is None:
+                out = np.empty((X.shape[0],) + part.shape[1:], dtype=part.dtype)
+            out[start:stop] = part
             monitor.update(rows=int(stop))
-    return np.concatenate(parts)
+    return out
 
 
 class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BoundaryMixin, BaseEstimator):

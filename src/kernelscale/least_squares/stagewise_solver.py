@@ -146,7 +146,7 @@ def _fit_stage_ls(op, F, P, Y, w, uniform, alpha, calibrated):
     y_hat + F A + y_hat B + c, and the update itself (n, k) in F's dtype.
     """
     dtype = F.dtype
-    (n, p), k = F.shape, Y.shape[1]
+    p, k = F.shape[1], Y.shape[1]
     R = op.map(_difference, Y, P, width=k, dtype=dtype)
     f_mean = op.weighted_mean(F, w)
     F = op.map(_centered, F, center=f_mean.astype(dtype), in_place=not op.distributed, width=p, dtype=dtype,
