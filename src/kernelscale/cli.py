@@ -53,6 +53,7 @@ def _demo_entries():
     from sklearn.linear_model import Ridge, RidgeClassifier
     from sklearn.pipeline import make_pipeline
 
+    from .auto import AutoKernelClassifier, AutoKernelRegressor
     from .doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor
     from .exact import ExactKernelRidge
     from .features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures
@@ -66,6 +67,8 @@ def _demo_entries():
     from .slkl import SLKLClassifier, SLKLRegressor
 
     return [
+        DemoEntry("AutoKernelRegressor", "sinc", lambda: AutoKernelRegressor(time_budget=5, random_state=0)),
+        DemoEntry("AutoKernelClassifier", "digits", lambda: AutoKernelClassifier(time_budget=5, random_state=0)),
         DemoEntry("ExactKernelRidge", "sinc", lambda: ExactKernelRidge(GaussianKernel(sigma=1.0), alpha=0.1)),
         DemoEntry("RandomFourierFeatures+Ridge", "sinc", lambda: make_pipeline(
             RandomFourierFeatures(GaussianKernel(sigma=1.0), n_components=500, random_state=0), Ridge(alpha=0.1))),
