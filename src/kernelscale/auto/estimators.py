@@ -45,7 +45,7 @@ logger = logging.getLogger(__name__)
 #: (StagewiseClassifier's pca_components="auto")
 PCA_COMPONENTS = 50
 #: the search never scores a candidate on more rows than this
-SEARCH_MAX_ROWS = 8192
+SEARCH_MAX_ROWS = 1600
 #: an upper bound on the stages of a stagewise fit: the budget stops it long before
 MAX_STAGES = 100_000
 #: the stagewise fit's block of random features per stage
