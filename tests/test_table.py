@@ -123,6 +123,11 @@ def test_fit_and_predict_by_the_layout(tmp_path):
     X3, y3, _ = predict_arrays(bare, layout)
     assert y3 is None
     np.testing.assert_array_equal(X3, [[1, 0, 7]])
+    # a header of other names: by position, said in a note
+    renamed = read_table(write(tmp_path / "renamed.csv", "kind,weight\nGood,7\n"), keep_text=True)
+    X4, _, notes = predict_arrays(renamed, layout)
+    np.testing.assert_array_equal(X4, X3)
+    assert notes == ["the header's names differ from the model's (cut, carat); the columns are read by position."]
     with pytest.raises(TableError, match=r"has 1 columns, but the model reads 2 feature columns \(or 3 with "
                                          r"the target 'price'\)"):
         predict_arrays(read_table(write(tmp_path / "one.csv", "1\n2\n")), layout)

@@ -28,6 +28,7 @@ import argparse
 import importlib
 import json
 import logging
+import os
 import re
 import sys
 import time
@@ -227,6 +228,8 @@ def _explain(err):
         return _one_line(err.code), 2
     if isinstance(err, KeyboardInterrupt):
         return "interrupted.", 130
+    if isinstance(err, BrokenPipeError):  # e.g. | head: stop quietly, as other tools do
+        return None, 141
     if isinstance(err, MemoryError):
         return ("out of memory; lower -p max_memory, or the parameter that sizes the model (n_components, "
                 "block_size, batch_size), or use fewer rows."), 1
@@ -534,6 +537,15 @@ def _read_training(args, classifier):
     return X, y, None
 
 
+def _refuse_nan_labels(path, y):
+    """A target with NaN (a .npz's y) can be neither fitted nor scored."""
+    y = np.asarray(y)
+    if y.dtype.kind == "f" and np.isnan(y).any():
+        rows = np.flatnonzero(np.isnan(y).reshape(len(y), -1).any(axis=1))
+        raise CommandError(f"{path}: {len(rows)} target(s) are NaN (the first in row {rows[0]}); drop the rows "
+                           f"without a target.")
+
+
 def _cmd_fit(args):
     from .persistence import save
 
@@ -542,8 +554,7 @@ def _cmd_fit(args):
     X, y, layout = _read_training(args, is_classifier(estimator))
     if not is_classifier(estimator):
         y = np.asarray(y, dtype=np.float64)
-    elif np.asarray(y).dtype.kind == "f" and np.isnan(y).any():
-        raise CommandError(f"{args.data}: {int(np.isnan(y).sum())} label(s) are NaN; drop those rows.")
+    _refuse_nan_labels(args.data, y)
     start = time.perf_counter()
     estimator.fit(X, y)
     fit_s = time.perf_counter() - start
@@ -593,10 +604,8 @@ def _cmd_predict(args):
             sys.stderr.write(f"kernelscale predict: note: {note}\n")
     else:
         X, y = _load_other(args, path, n_features=getattr(model, "n_features_in_", None))
-        if y is not None and np.asarray(y).dtype.kind == "f" and np.isnan(y).any():
-            first = int(np.flatnonzero(np.isnan(y))[0])
-            raise CommandError(f"{path}: {int(np.isnan(y).sum())} label(s) are NaN (the first in row "
-                               f"{first}); drop those rows to score the predictions.")
+        if y is not None:
+            _refuse_nan_labels(path, y)
     pred = model.predict(X)
     lines = "\n".join(str(v) for v in np.asarray(pred).tolist()) + "\n"
     if args.output:
@@ -745,7 +754,10 @@ def main(argv=None):
             if args.debug:
                 traceback.print_exc()
             message, status = _explain(err)
-            sys.stderr.write(f"{prog}: error: {message}\n")
+            if message is None:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            else:
+                sys.stderr.write(f"{prog}: error: {message}\n")
             return status
 
 
