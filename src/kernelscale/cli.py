@@ -633,6 +633,18 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {_one_line(message)} (see {self.prog} --help)\n")
 
 
+class _Version(argparse.Action):
+    """--version: the version and the package's folder, on one line (argparse's own wraps it)."""
+
+    def __init__(self, option_strings, version, dest=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, help=help)
+        self.version = version
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        _out(self.version)
+        parser.exit()
+
+
 def _estimators_epilog():
     import textwrap
 
@@ -680,8 +692,9 @@ def _parser():
                      description="Scalable kernel machines: fit, predict, describe models; a demo.")
     from .base.version import __version__
 
-    parser.add_argument("--version", action="version", version=(
-        f"kernelscale {__version__} from {Path(__file__).resolve().parent} (Python {sys.version.split()[0]})"))
+    parser.add_argument("--version", action=_Version, help="show the version, where it is installed, and exit",
+                        version=f"kernelscale {__version__} from {Path(__file__).resolve().parent} "
+                                f"(Python {sys.version.split()[0]})")
     common = _common_options(argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     checkout = _own_checkout()
