@@ -272,14 +272,14 @@ def _is_own_class(cls):
 def save(model, path, *, metadata=None):
     """Save a kernelscale estimator or kernel to ``path`` (one .npz file; see the module docstring).
 
-    ``metadata``: an optional dict of plain JSON values (str keys; str, int, finite float, bool,
-    None, lists and dicts of them), stored as the file's ``"metadata"``; :func:`load` ignores it
-    and :func:`describe` returns it.
-
     The file is written as given (no ".npz" is appended), atomically: a unique temporary file in
     the same directory is written, fsynced and renamed over ``path``. A symbolic link at
     ``path`` is replaced, not written through. Returns the path. Raises TypeError for a model or
     attribute the format cannot hold.
+
+    ``metadata``: an optional dict of plain JSON values (str keys; str, int, finite float, bool,
+    None, lists and dicts of them), stored as the file's ``"metadata"``; :func:`load` ignores it
+    and :func:`describe` returns it.
     """
     if not (isinstance(model, BaseEstimator) and _is_own_class(type(model))):
         raise TypeError(
@@ -287,21 +287,15 @@ def save(model, path, *, metadata=None):
             f"{type(model).__module__}.{type(model).__qualname__}; save the kernelscale "
             f"estimators inside it one by one."
         )
-    if metadata is not None:
-        if not isinstance(metadata, dict):
-            raise TypeError(f"metadata must be a dict of JSON values, got {type(metadata).__name__}.")
-        try:  # plain JSON only: it is stored as given, never decoded into objects
-            metadata = json.loads(json.dumps(metadata, allow_nan=False))
-        except (TypeError, ValueError) as err:
-            raise TypeError(f"metadata must hold plain JSON values only: {err}") from None
     enc = _Encoder()
     meta = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "kernelscale_version": _version(),
         **enc.obj(model, type(model).__name__),
-        **({} if metadata is None else {"metadata": metadata}),
     }
+    if metadata is not None:
+        meta["metadata"] = _plain_json(metadata)
     blob = json.dumps(meta, allow_nan=False, ensure_ascii=False).encode("utf-8")
     arrays = {META_KEY: np.frombuffer(blob, dtype=np.uint8), **enc.arrays}
     path = Path(path)
@@ -792,3 +786,14 @@ class _Decoder:
                 raise self.fail(where, f"fitted attribute {name!r} would replace a class member")
             setattr(est, name, self.value(value, f"{where} attribute {name!r}"))
         return est
+
+
+def _plain_json(metadata):
+    """``metadata`` of :func:`save` as plain JSON values (stored as given, never decoded into
+    objects); TypeError for anything else."""
+    if not isinstance(metadata, dict):
+        raise TypeError(f"metadata must be a dict of JSON values, got {type(metadata).__name__}.")
+    try:
+        return json.loads(json.dumps(metadata, allow_nan=False))
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"metadata must hold plain JSON values only: {err}") from None
