@@ -14,6 +14,11 @@ The JSON document is::
     {"format": "kernelscale-model", "format_version": 1, "kernelscale_version": "0.1.0",
      "class": "kernelscale.ClassName", "params": {...}, "fitted": {...}}
 
+An optional ``"metadata"`` key holds a JSON object given to :func:`save` by its caller (plain
+JSON values; ``kernelscale fit`` records the columns of the data file it read there, so that
+``kernelscale predict`` reads new files the same way). :func:`load` ignores it; :func:`describe`
+returns it with the rest.
+
 ``class`` is the shortest public path of the class (``kernelscale.SLKLRegressor``, not the module
 defining it), so files outlive moves inside the package; files of 0.1.0 recorded the defining
 module (``kernelscale.stagewise.StagewiseClassifier``) and load through
@@ -264,13 +269,17 @@ def _is_own_class(cls):
     return cls.__module__ == "kernelscale" or cls.__module__.startswith("kernelscale.")
 
 
-def save(model, path):
+def save(model, path, *, metadata=None):
     """Save a kernelscale estimator or kernel to ``path`` (one .npz file; see the module docstring).
 
     The file is written as given (no ".npz" is appended), atomically: a unique temporary file in
     the same directory is written, fsynced and renamed over ``path``. A symbolic link at
     ``path`` is replaced, not written through. Returns the path. Raises TypeError for a model or
     attribute the format cannot hold.
+
+    ``metadata``: an optional dict of plain JSON values (str keys; str, int, finite float, bool,
+    None, lists and dicts of them), stored as the file's ``"metadata"``; :func:`load` ignores it
+    and :func:`describe` returns it.
     """
     if not (isinstance(model, BaseEstimator) and _is_own_class(type(model))):
         raise TypeError(
@@ -285,6 +294,8 @@ def save(model, path):
         "kernelscale_version": _version(),
         **enc.obj(model, type(model).__name__),
     }
+    if metadata is not None:
+        meta["metadata"] = _plain_json(metadata)
     blob = json.dumps(meta, allow_nan=False, ensure_ascii=False).encode("utf-8")
     arrays = {META_KEY: np.frombuffer(blob, dtype=np.uint8), **enc.arrays}
     path = Path(path)
@@ -775,3 +786,14 @@ class _Decoder:
                 raise self.fail(where, f"fitted attribute {name!r} would replace a class member")
             setattr(est, name, self.value(value, f"{where} attribute {name!r}"))
         return est
+
+
+def _plain_json(metadata):
+    """``metadata`` of :func:`save` as plain JSON values (stored as given, never decoded into
+    objects); TypeError for anything else."""
+    if not isinstance(metadata, dict):
+        raise TypeError(f"metadata must be a dict of JSON values, got {type(metadata).__name__}.")
+    try:
+        return json.loads(json.dumps(metadata, allow_nan=False))
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"metadata must hold plain JSON values only: {err}") from None
