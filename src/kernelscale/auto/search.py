@@ -15,7 +15,7 @@ residual as a tie-breaker. The bandwidth enters as a multiple of the median heur
 representation, so one grid serves every data set.
 
 Successive halving (Jamieson & Talwalkar 2016; scikit-learn's ``HalvingGridSearchCV``): every
-candidate is scored on the first ``m0`` rows of one random permutation, the best third goes on
+candidate is scored on the first ``m0`` rows of one random permutation, the best quarter goes on
 to twice as many rows, and so on until one candidate is left, the rows run out, or the next
 rung would pass the deadline (its cost is predicted from the slowest evaluation so far,
 scaled by m^3). Subsamples are nested prefixes of the permutation, so a rung sees the rows of
@@ -40,17 +40,17 @@ __all__ = ["Candidate", "SearchResult", "halving_search", "loo_losses", "ALPHA_G
 #: ridges tried by every evaluation, relative to the mean eigenvalue of K (quarter decades)
 ALPHA_GRID = np.logspace(-9, 1, 41)
 #: bandwidths tried, as multiples of the median heuristic
-BANDWIDTH_FACTORS = (0.25, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0)
+BANDWIDTH_FACTORS = (0.3, 0.5, 0.8, 1.3, 2.0)
 #: kernels tried (the two whose random features every family draws)
 KERNELS = {"gaussian": GaussianKernel, "laplacian": LaplacianKernel}
 #: bandwidth factors scored past the grid's edge when the best is there
 EDGE_STEPS = 3
-EDGE_RATIO = 1.41
+EDGE_RATIO = 1.6
 #: rows of the first rung, and the growth of the rungs
 FIRST_RUNG = 400
 RUNG_GROWTH = 2
 #: the fraction of candidates that goes on to the next rung
-KEEP = 1 / 3
+KEEP = 1 / 4
 #: smallest first rung worth a search (fewer rows are all used)
 MIN_RUNG = 20
 #: weight of the squared LOO residual in a classification score (a tie-breaker)
