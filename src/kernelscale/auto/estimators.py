@@ -110,7 +110,7 @@ class _AutoBase(BoundaryMixin, BaseEstimator):
         kernel = KERNELS[best.kernel](sigma=found.sigma)
         common = dict(max_memory=self.max_memory, device=self.device, random_state=seed)
         if exact:
-            alpha = max(found.alpha * (n / found.rows) ** plan.ALPHA_GROWTH, plan.smallest_ridge(n, X.dtype))
+            alpha = max(found.alpha * (n / found.rows) ** plan.ALPHA_GROWTH, plan.smallest_ridge(n, X.dtype, found.kernel_mean))
             model = self._exact_model(kernel, 1.0 / alpha, common)
             model.fit(Xs, y, sample_weight=sample_weight)
             chosen = {"alpha": alpha}

@@ -82,10 +82,11 @@ def stages_to_keep(losses, n_held, classification):
     return best + 1 if losses[best] < last - 2 * noise else len(losses)
 
 
-def smallest_ridge(n, dtype):
-    """The smallest ridge an exact solve on n rows gets in ``dtype`` (kernels with k(x, x) = 1):
-    below about n times the unit roundoff, K + alpha I need not factorise in that precision."""
-    return 10.0 * n * float(np.finfo(dtype).eps)
+def smallest_ridge(n, dtype, kernel_mean=1.0):
+    """The smallest ridge an exact solve on n rows gets in ``dtype``: the largest eigenvalue of K
+    is about n times its mean entry, and below a few times that over the unit roundoff's inverse,
+    K + alpha I need not factorise in that precision."""
+    return 10.0 * n * kernel_mean * float(np.finfo(dtype).eps)
 
 
 def holdout_rows(n):
