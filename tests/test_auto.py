@@ -96,7 +96,7 @@ def test_small_data_takes_the_exact_route_and_matches_its_estimator():
     assert model.score(X_test, y_test) > 0.97
     assert np.allclose(model.predict_proba(X_test).sum(axis=1), 1.0)
     rows = model.cv_results_
-    assert len(rows["validation_loss"]) == len(rows["sigma"]) >= 28
+    assert len(rows["validation_loss"]) == len(rows["sigma"]) >= 20  # 2 scalings x 2 kernels x 5 bandwidths
 
 
 def test_regression_is_equivariant_to_the_scale_of_the_targets():
