@@ -31,8 +31,9 @@ EXACT_SHARE = 0.4
 EXACT_MAX_ROWS = 20000
 #: the exact solver's ridge on n rows is the search's ridge on m rows times (n / m) ** this
 ALPHA_GROWTH = 0.5
-#: share of the budget the search may use before a stagewise fit
-SEARCH_SHARE = 0.25
+#: share of the budget the search may use before a stagewise fit (the bandwidth is flat near its
+#: optimum: benchmarks/studies/least_squares.md)
+SEARCH_SHARE = 0.1
 #: held-out rows that choose the number of stages: this fraction of n, at most HOLDOUT_MAX
 HOLDOUT_FRACTION = 0.1
 HOLDOUT_MAX = 2000
