@@ -53,6 +53,18 @@ def one_vs_rest_from_one_hot(Y):
     return T[:, 1:] if T.shape[1] == 2 else T
 
 
+def one_hot_estimates(scores):
+    """Estimates of the one-hot codes from the (n, 1) or (n, k) scores of least-squares fits of the
+    +-1 codes of :func:`one_vs_rest_targets`: (s + 1) / 2 per class, the single column of two
+    classes (the score of class 1) giving [(1 - s) / 2, (1 + s) / 2]. A row's order, and so its
+    argmax (the sign of s for two classes), is the scores' order; project onto the probability
+    simplex for probabilities."""
+    S = np.asarray(scores)
+    if S.shape[1] == 1:
+        return np.concatenate([(1 - S) / 2, (1 + S) / 2], axis=1)
+    return (S + 1) / 2
+
+
 def one_hot(codes, n_classes, dtype=np.float64):
     """{0, 1} targets, one column per class."""
     Y = np.zeros((codes.size, n_classes), dtype=dtype)
