@@ -7,6 +7,7 @@ from scipy import sparse
 from sklearn.utils.multiclass import check_classification_targets
 
 from ..ops.memory import format_bytes, parse_memory
+from .validation import check_label_types
 
 
 def require_two_classes(classes, name="y"):
@@ -19,7 +20,9 @@ def require_two_classes(classes, name="y"):
 
 
 def encode_classes(y, name="y"):
-    """classes, integer codes of y; a ValueError when y holds a single class."""
+    """classes, integer codes of y; a ValueError when y holds a single class or mixes strings
+    with numbers."""
+    check_label_types(y, name)
     check_classification_targets(y)
     classes, codes = np.unique(y, return_inverse=True)
     require_two_classes(classes, name)

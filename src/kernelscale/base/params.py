@@ -1,11 +1,15 @@
-"""Parameters shared by the estimators: scikit-learn constraints (``_parameter_constraints``) and
-``set_params`` of the nested parameters of a kernel given by name (:class:`NamedKernelParamsMixin`)."""
+"""Parameters shared by the estimators: scikit-learn constraints (``_parameter_constraints``),
+``set_params`` of the nested parameters of a kernel given by name and the refusal of integers
+beyond the float range (:class:`ParamsMixin`, which every estimator has through
+:class:`kernelscale.base.boundary.BoundaryMixin`)."""
 
-from numbers import Real
+import math
+from numbers import Integral, Real
 
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..kernels import KERNEL_NAMES, Kernel, make_kernel
+from .validation import float_value, number_repr
 
 #: ``kernel``: a kernel name or a Kernel instance
 KERNEL_CONSTRAINT = [StrOptions(set(KERNEL_NAMES)), Kernel]
@@ -19,8 +23,16 @@ DEVICE_CONSTRAINT = "no_validation"
 KERNEL_PARAMETER = "kernel"
 
 
-class NamedKernelParamsMixin:
-    """``set_params`` that accepts ``kernel__<param>`` when ``kernel`` is a name ("gaussian").
+class ParamsMixin:
+    """What every estimator's parameters share beyond scikit-learn's ``BaseEstimator``.
+
+    ``_validate_params`` (called by every fit): scikit-learn's constraints, then a ValueError
+    naming any parameter that is a Python integer beyond the float range (``alpha=10**400``): an
+    ``Interval(Real, ...)`` constraint accepts it, and the arithmetic would fail on it deep inside
+    (``float()`` overflows, numpy's ufuncs refuse it as an object). Integers within the range
+    (``alpha=10**30``) are used as the floats they convert to.
+
+    ``set_params`` accepts ``kernel__<param>`` when ``kernel`` is a name ("gaussian").
 
     scikit-learn's ``set_params`` sets ``kernel__sigma`` by calling ``kernel.set_params(sigma=...)``,
     which a string has not. Here, when ``kernel__*`` keys meet a kernel given by name (the current
@@ -33,6 +45,13 @@ class NamedKernelParamsMixin:
     nested parameter is set, so ``clone`` and scikit-learn's estimator checks see the parameters
     as given.
     """
+
+    def _validate_params(self):
+        super()._validate_params()
+        for name, value in self.get_params(deep=False).items():
+            if isinstance(value, Integral) and not isinstance(value, bool) and not math.isfinite(float_value(value)):
+                raise ValueError(f"{name}={number_repr(value)} is beyond the float range (about 1.8e308), which "
+                                 f"kernelscale computes in; pass a smaller {name}.")
 
     def set_params(self, **params):
         nested = sorted(key for key in params if key.startswith(KERNEL_PARAMETER + "__"))
