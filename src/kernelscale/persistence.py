@@ -14,6 +14,11 @@ The JSON document is::
     {"format": "kernelscale-model", "format_version": 1, "kernelscale_version": "0.1.0",
      "class": "kernelscale.ClassName", "params": {...}, "fitted": {...}}
 
+An optional ``"metadata"`` key holds a JSON object given to :func:`save` by its caller (plain
+JSON values; ``kernelscale fit`` records the columns of the data file it read there, so that
+``kernelscale predict`` reads new files the same way). :func:`load` ignores it; :func:`describe`
+returns it with the rest.
+
 ``class`` is the shortest public path of the class (``kernelscale.SLKLRegressor``, not the module
 defining it), so files outlive moves inside the package; files of 0.1.0 recorded the defining
 module (``kernelscale.stagewise.StagewiseClassifier``) and load through
@@ -211,12 +216,7 @@ class _Encoder:
         if isinstance(v, BaseEstimator) and self._in_sklearn and sklearn_allowlist.allowed_path(type(v)):
             return {"__object__": self.sklearn_obj(v, where)}
         if isinstance(v, BaseEstimator):
-            raise TypeError(
-                f"{where} is a {public_path(type(v))}, which kernelscale.save does not store: it stores kernelscale "
-                f"estimators and, in pipelines, the scikit-learn classes of its allow-list "
-                f"({', '.join(p.rpartition('.')[2] for p in sklearn_allowlist.ALLOWED)}); replace that step, or "
-                f"apply it before the pipeline."
-            )
+            raise sklearn_allowlist.not_allowed(public_path(type(v)), where)
         raise self._unsupported(v, where)
 
     def sklearn_obj(self, est, where):
@@ -323,7 +323,7 @@ def _is_own_class(cls):
     return cls.__module__ == "kernelscale" or cls.__module__.startswith("kernelscale.")
 
 
-def save(model, path):
+def save(model, path, *, metadata=None):
     """Save a kernelscale estimator or kernel, or a scikit-learn Pipeline, FeatureUnion or
     ColumnTransformer of them and of the transformers of :mod:`kernelscale.sklearn_allowlist`,
     to ``path`` (one .npz file; see the module docstring).
@@ -332,6 +332,10 @@ def save(model, path):
     the same directory is written, fsynced and renamed over ``path``. A symbolic link at
     ``path`` is replaced, not written through. Returns the path. Raises TypeError for a model or
     attribute the format cannot hold.
+
+    ``metadata``: an optional dict of plain JSON values (str keys; str, int, finite float, bool,
+    None, lists and dicts of them), stored as the file's ``"metadata"``; :func:`load` ignores it
+    and :func:`describe` returns it.
     """
     composite = isinstance(model, BaseEstimator) and sklearn_allowlist.allowed_path(type(model)) in (
         sklearn_allowlist.COMPOSITES)
@@ -351,6 +355,8 @@ def save(model, path):
         **({"sklearn_version": sklearn.__version__} if enc.sklearn else {}),
         **body,
     }
+    if metadata is not None:
+        meta["metadata"] = _plain_json(metadata)
     blob = json.dumps(meta, allow_nan=False, ensure_ascii=False).encode("utf-8")
     arrays = {META_KEY: np.frombuffer(blob, dtype=np.uint8), **enc.arrays}
     path = Path(path)
@@ -657,13 +663,10 @@ def load(path):
                 f"written by kernelscale {_short(meta.get('kernelscale_version', '?'))}: upgrade "
                 f"kernelscale (pip install -U kernelscale) to load it."
             )
-        saved_with = meta.get("sklearn_version")
-        if saved_with is not None and saved_with != sklearn.__version__:
-            warnings.warn(
-                f"{path} holds scikit-learn objects saved with scikit-learn {_short(saved_with)}; this is "
-                f"{sklearn.__version__}, whose fitted attributes may differ. Check its predictions, or refit.",
-                PersistenceWarning, stacklevel=2,
-            )
+        if meta.get("sklearn_version", sklearn.__version__) != sklearn.__version__:
+            warnings.warn(f"{path} holds scikit-learn objects saved with scikit-learn {_short(meta['sklearn_version'])}; "
+                          f"this is {sklearn.__version__}, whose fitted attributes may differ. Check its predictions, "
+                          f"or refit.", PersistenceWarning, stacklevel=2)
         return _Decoder(archive).obj(meta, "model")
 
 
@@ -879,3 +882,14 @@ class _Decoder:
                 raise self.fail(where, f"fitted attribute {name!r} would replace a class member")
             setattr(est, name, self.value(value, f"{where} attribute {name!r}"))
         return est
+
+
+def _plain_json(metadata):
+    """``metadata`` of :func:`save` as plain JSON values (stored as given, never decoded into
+    objects); TypeError for anything else."""
+    if not isinstance(metadata, dict):
+        raise TypeError(f"metadata must be a dict of JSON values, got {type(metadata).__name__}.")
+    try:
+        return json.loads(json.dumps(metadata, allow_nan=False))
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"metadata must hold plain JSON values only: {err}") from None

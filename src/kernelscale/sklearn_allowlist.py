@@ -29,7 +29,8 @@ import importlib
 
 from sklearn.base import BaseEstimator
 
-__all__ = ["ALLOWED", "COMMON", "COMPOSITES", "allowed_path", "resolve", "fitted_names", "check_params", "saved_state"]
+__all__ = ["ALLOWED", "COMMON", "COMPOSITES", "allowed_path", "resolve", "fitted_names", "check_params", "saved_state",
+           "not_allowed"]
 
 #: fitted attributes every allowed class may have (scikit-learn's validation and set_output)
 COMMON = ("n_features_in_", "feature_names_in_", "_sklearn_output_config")
@@ -132,3 +133,13 @@ def saved_state(est, where):
             f"something kernelscale does not know to be data, so it is not saved."
         )
     return path, params, fitted
+
+
+def not_allowed(class_path, where):
+    """The TypeError of :func:`kernelscale.save` for a scikit-learn estimator (``class_path``) at
+    ``where`` (the step) that the allow-list does not name."""
+    return TypeError(
+        f"{where} is a {class_path}, which kernelscale.save does not store: it stores kernelscale estimators "
+        f"and, in pipelines, the scikit-learn classes of its allow-list "
+        f"({', '.join(p.rpartition('.')[2] for p in ALLOWED)}); replace that step, or apply it before the pipeline."
+    )
