@@ -96,7 +96,7 @@ def test_small_data_takes_the_exact_route_and_matches_its_estimator():
     assert model.score(X_test, y_test) > 0.97
     assert np.allclose(model.predict_proba(X_test).sum(axis=1), 1.0)
     rows = model.cv_results_
-    assert len(rows["validation_loss"]) == len(rows["sigma"]) >= 28
+    assert len(rows["validation_loss"]) == len(rows["sigma"]) >= 20  # 2 scalings x 2 kernels x 5 bandwidths
 
 
 def test_regression_is_equivariant_to_the_scale_of_the_targets():
@@ -162,3 +162,29 @@ def test_dask_predictions_equal_numpy():
     model = ks.AutoKernelClassifier(time_budget=10, random_state=0).fit(X[:400], y[:400])
     lazy = model.predict(da.from_array(X[400:800], chunks=100))
     np.testing.assert_array_equal(lazy.compute(), model.predict(X[400:800]))
+
+
+def test_compare_puts_the_front_door_beside_the_peers():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 5))
+    y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    rows = ks.compare(X, y, time_budget=0.02, random_state=0)
+    assert [r.method.split()[1] for r in rows] == ["AutoKernelClassifier(time_budget=0.02)", "SVC", "Nystroem(1000)",
+                                                   "HistGradientBoostingClassifier"]
+    assert all(0 <= r.error <= 1 and r.fit_seconds > 0 for r in rows)
+    assert "subsample" in rows[1].note  # SVC on all 1500 training rows would not fit in 0.01 s
+    assert rows[0].error < 0.2  # the XOR-like sign pattern is easy for a kernel
+
+
+def test_compare_command_prints_the_table(tmp_path, capsys):
+    from kernelscale.cli import main
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 3))
+    data = tmp_path / "reg.csv"
+    np.savetxt(data, np.column_stack([X, np.sin(X[:, 0]) + 0.1 * rng.normal(size=300)]), delimiter=",")
+    assert main(["compare", str(data), "--time-budget", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "regression on" in out and "AutoKernelRegressor" in out and "KernelRidge" in out and "test RMSE" in out
+    assert main(["compare", str(data), "--time-budget", "-1"]) == 2
+    assert "--time-budget" in capsys.readouterr().err

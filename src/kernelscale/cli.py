@@ -666,6 +666,29 @@ def _estimators_epilog():
     return "\n".join(lines)
 
 
+def _cmd_compare(args):
+    from .auto.compare import compare, format_comparison, plot_comparison
+
+    if args.plot is not None:
+        _check_output(args.plot, "--plot")
+    if not args.time_budget > 0:
+        raise CommandError(f"--time-budget {args.time_budget:g}: give a positive number of seconds.")
+    X, y, _ = _read_training(args, classifier=args.task != "regression")
+    _refuse_nan_labels(args.data, y)
+    task = args.task
+    if task is None:
+        y = np.asarray(y)
+        task = "classification" if (y.dtype.kind in "biuUSO" and np.unique(y).size <= 100) else "regression"
+    log = (lambda text: sys.stderr.write(f"kernelscale compare: {text}\n")) if args.verbose else None
+    rows = compare(X, y, task=task, time_budget=args.time_budget, test_size=args.test_size, log=log)
+    _out(f"{task} on {args.data}: {len(y)} rows x {X.shape[1]} features, {args.test_size:.0%} held out")
+    _out(format_comparison(rows, task))
+    if args.plot is not None:
+        plot_comparison(rows, task, args.plot)
+        _out(f"error against fit time: {args.plot}")
+    return 0
+
+
 def _table_options(parser, fitting):
     parser.add_argument("--target", metavar="NAME|INDEX",
                         help="the target column of a delimited file, by header name or index (0 is the "
@@ -729,6 +752,23 @@ def _parser():
     _table_options(predict, fitting=False)
     predict.add_argument("--part", choices=("train", "test"), help="for .npz files with a train/test split")
     predict.set_defaults(func=_cmd_predict)
+
+    comp = sub.add_parser("compare", parents=[common], help="the automatic front door beside scikit-learn on your data",
+                          description="Fit AutoKernelClassifier/AutoKernelRegressor within --time-budget beside "
+                                      "scikit-learn's SVC/KernelRidge (subsampled when they would not fit in the "
+                                      "budget), Nystroem + Ridge and HistGradientBoosting, on a training split of "
+                                      "DATA; print the held-out error and the fit and predict times.")
+    comp.add_argument("data", metavar="DATA", help="the data file: features and a target column")
+    comp.add_argument("--time-budget", type=float, default=60.0, metavar="S",
+                      help="seconds for the front door's fit (default 60); the exact peers plan to half of it")
+    comp.add_argument("--task", choices=("classification", "regression"),
+                      help="default: classification for integer or text labels with at most 100 values")
+    comp.add_argument("--test-size", type=float, default=0.25, metavar="F", help="held-out fraction (default 0.25)")
+    comp.add_argument("--plot", metavar="PNG", help="also draw error against fit time into this file (matplotlib)")
+    _table_options(comp, fitting=True)
+    comp.add_argument("--one-hot", action="store_true", help="encode text feature columns as 0/1 columns")
+    comp.add_argument("--part", choices=("train", "test"), help="for .npz files with a train/test split")
+    comp.set_defaults(func=_cmd_compare)
 
     report = sub.add_parser("report", parents=[common], help="describe a saved model",
                             description="Print what a model file holds (JSON), without loading the model.")

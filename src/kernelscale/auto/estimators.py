@@ -110,8 +110,8 @@ class _AutoBase(BoundaryMixin, BaseEstimator):
         kernel = KERNELS[best.kernel](sigma=found.sigma)
         common = dict(max_memory=self.max_memory, device=self.device, random_state=seed)
         if exact:
-            alpha = max(found.alpha * (n / found.rows) ** plan.ALPHA_GROWTH, plan.smallest_ridge(n, X.dtype))
-            model = self._exact_model(kernel, 1.0 / alpha, common)
+            alpha = max(found.alpha * (n / found.rows) ** plan.ALPHA_GROWTH, plan.smallest_ridge(n, X.dtype, found.kernel_mean))
+            model = self._exact(kernel, C=1.0 / alpha, solver="exact", **common)
             model.fit(Xs, y, sample_weight=sample_weight)
             chosen = {"alpha": alpha}
         else:
@@ -135,7 +135,8 @@ class _AutoBase(BoundaryMixin, BaseEstimator):
         reserve = RESERVE_SHARE * self.time_budget
         clock = _StageClock(deadline - reserve)
         block = _stage_block(n - held.size, self._n_outputs(y), X.dtype, kernel, parse_memory(self.max_memory))
-        model = self._stagewise_model(kernel, block, common, clock)
+        model = self._stagewise_class(kernel, block_size=block, n_stages=MAX_STAGES, update="calibrated",
+                                      callback=clock, **common)
         sw = None if sample_weight is None else sample_weight[train]
         model.fit(X[train], y[train], sample_weight=sw)
         losses = [self._holdout_loss(model, out, y[held]) for out in self._staged(model, X[held])]
@@ -144,6 +145,17 @@ class _AutoBase(BoundaryMixin, BaseEstimator):
         self._log(f"stagewise: {clock.stages} stages of {block} features, kept {keep} "
                   f"(held-out loss {losses[keep - 1] if keep else float('nan'):.4f})")
         return model, {"n_stages": keep, "block_size": block}
+
+    def _scaled(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        if self.scaling_mean_ is None:
+            return X
+        return standardize(X, self.scaling_mean_, self.scaling_scale_).astype(X.dtype, copy=False)
+
+    def predict(self, X):
+        X = self._scaled(X)
+        return self.best_estimator_.predict(X)
 
 
 def _stage_block(n, k, dtype, kernel, budget):
@@ -261,16 +273,12 @@ class AutoKernelClassifier(ClassifierMixin, _AutoBase):
         fitted["classes_"] = classes
         return self._fit_auto(X, y, one_hot(codes, classes.size), codes, sample_weight, fitted)
 
-    def _exact_model(self, kernel, C, common):
-        return LSSVMClassifier(kernel, C=C, solver="exact", **common)
+    _exact = LSSVMClassifier
+    _stagewise_class = StagewiseClassifier
 
     @staticmethod
     def _n_outputs(y):
         return np.unique(y).size
-
-    def _stagewise_model(self, kernel, block, common, clock):
-        return StagewiseClassifier(kernel, block_size=block, n_stages=MAX_STAGES, update="calibrated",
-                                   callback=clock, **common)
 
     @staticmethod
     def _staged(model, X):
@@ -281,17 +289,6 @@ class AutoKernelClassifier(ClassifierMixin, _AutoBase):
         picked = scores.argmax(axis=1) if scores.ndim == 2 else (scores > 0).astype(int)
         labels = model.classes_[picked]
         return float(np.mean(labels != y))
-
-    def _scaled(self, X):
-        check_is_fitted(self)
-        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
-        if self.scaling_mean_ is None:
-            return X
-        return standardize(X, self.scaling_mean_, self.scaling_scale_).astype(X.dtype, copy=False)
-
-    def predict(self, X):
-        X = self._scaled(X)
-        return self.best_estimator_.predict(X)
 
     def decision_function(self, X):
         X = self._scaled(X)
@@ -313,16 +310,12 @@ class AutoKernelRegressor(FiniteR2Mixin, RegressorMixin, _AutoBase):
         y = np.asarray(y, dtype=X.dtype)
         return self._fit_auto(X, y, y.reshape(-1, 1).astype(np.float64), None, sample_weight, fitted)
 
-    def _exact_model(self, kernel, C, common):
-        return LSSVMRegressor(kernel, C=C, solver="exact", **common)
+    _exact = LSSVMRegressor
+    _stagewise_class = StagewiseRegressor
 
     @staticmethod
     def _n_outputs(y):
         return 1
-
-    def _stagewise_model(self, kernel, block, common, clock):
-        return StagewiseRegressor(kernel, block_size=block, n_stages=MAX_STAGES, update="calibrated",
-                                  callback=clock, **common)
 
     @staticmethod
     def _staged(model, X):
@@ -331,9 +324,3 @@ class AutoKernelRegressor(FiniteR2Mixin, RegressorMixin, _AutoBase):
     @staticmethod
     def _holdout_loss(model, pred, y):
         return float(np.mean((pred - y) ** 2))
-
-    _scaled = AutoKernelClassifier._scaled
-
-    def predict(self, X):
-        X = self._scaled(X)
-        return self.best_estimator_.predict(X)

@@ -31,8 +31,9 @@ EXACT_SHARE = 0.4
 EXACT_MAX_ROWS = 20000
 #: the exact solver's ridge on n rows is the search's ridge on m rows times (n / m) ** this
 ALPHA_GROWTH = 0.5
-#: share of the budget the search may use before a stagewise fit
-SEARCH_SHARE = 0.25
+#: share of the budget the search may use before a stagewise fit (the bandwidth is flat near its
+#: optimum: benchmarks/studies/least_squares.md)
+SEARCH_SHARE = 0.1
 #: held-out rows that choose the number of stages: this fraction of n, at most HOLDOUT_MAX
 HOLDOUT_FRACTION = 0.1
 HOLDOUT_MAX = 2000
@@ -82,10 +83,11 @@ def stages_to_keep(losses, n_held, classification):
     return best + 1 if losses[best] < last - 2 * noise else len(losses)
 
 
-def smallest_ridge(n, dtype):
-    """The smallest ridge an exact solve on n rows gets in ``dtype`` (kernels with k(x, x) = 1):
-    below about n times the unit roundoff, K + alpha I need not factorise in that precision."""
-    return 10.0 * n * float(np.finfo(dtype).eps)
+def smallest_ridge(n, dtype, kernel_mean=1.0):
+    """The smallest ridge an exact solve on n rows gets in ``dtype``: the largest eigenvalue of K
+    is about n times its mean entry, and below a few times that over the unit roundoff's inverse,
+    K + alpha I need not factorise in that precision."""
+    return 10.0 * n * kernel_mean * float(np.finfo(dtype).eps)
 
 
 def holdout_rows(n):
