@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from benchmarks.harness import Suite
+from benchmarks.harness import Suite, task_error
 from benchmarks.studies.common import DATASETS, make_dataset, median_sigma
 
 ERROR_GOAL = 1.05
@@ -30,11 +30,6 @@ GAMMA_FACTORS = (0.1, 0.3, 1.0, 3.0, 10.0)
 C_GRID = (0.1, 1.0, 10.0, 100.0, 1000.0)
 ALPHA_GRID = (1e-3, 1e-2, 0.1, 1.0, 10.0)
 
-
-def _error(task, pred, y):
-    if task == "regression":
-        return float(np.sqrt(np.mean((pred - y) ** 2)))
-    return float(np.mean(pred != y))
 
 
 def grid_search(data):
@@ -70,7 +65,7 @@ def run(datasets=None, out_dir=None):
             start = time.perf_counter()
             model.fit(data.X_train, data.y_train)
             seconds = time.perf_counter() - start
-            error = _error(data.task, model.predict(data.X_test), data.y_test)
+            error = task_error(data.task, model.predict(data.X_test), data.y_test)
             chosen = getattr(model, "best_params_", {})
             result[label] = (error, seconds)
             suite.add(name, label, role="peer" if "Grid" in label else "ours", params=dict(data.params, chosen=chosen),

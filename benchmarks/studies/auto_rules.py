@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from benchmarks.harness import RESULTS_DIR, Suite
+from benchmarks.harness import RESULTS_DIR, Suite, task_error
 from benchmarks.studies.common import DATASETS, SEED, make_dataset
 
 GROWTHS = (0.0, 0.25, 0.5, 1.0)
@@ -39,9 +39,6 @@ def _validation_split(X, y, task):
     strat = y if task == "classification" else None
     return train_test_split(X, y, test_size=0.2, random_state=SEED, stratify=strat)
 
-
-def _error(task, pred, y):
-    return float(np.sqrt(np.mean((pred - y) ** 2))) if task == "regression" else float(np.mean(pred != y))
 
 
 def part_alpha(suite):
@@ -56,7 +53,7 @@ def part_alpha(suite):
         for g in GROWTHS:
             plan.ALPHA_GROWTH = g
             model = cls(random_state=0).fit(X, y)
-            errors[g] = _error(data.task, model.predict(Xv), yv)
+            errors[g] = task_error(data.task, model.predict(Xv), yv)
         plan.ALPHA_GROWTH = 0.5
         base = errors[0.5]
         for g, e in errors.items():
@@ -79,7 +76,7 @@ def part_block(suite, seconds):
                                        update="calibrated", random_state=0,
                                        callback=lambda info: time.perf_counter() - start > seconds).fit(X, y)
         fit_s = time.perf_counter() - start
-        error = _error("classification", model.predict(Xv), yv)
+        error = task_error("classification", model.predict(Xv), yv)
         suite.add("mnist (train split)", f"stagewise block {block}",
                   params={"part": "block", "block": block, "seconds": seconds, "sigma": sigma},
                   metrics={"validation_error": error, "stages": int(model.n_iter_)}, time_median_s=fit_s,
