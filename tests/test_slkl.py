@@ -825,3 +825,30 @@ def test_intercept_ignores_rows_of_zero_weight_and_follows_a_warm_refit():
     cold = SLKLRegressor(**kw).fit(X, y + 50.0)
     assert warm.intercept_ == pytest.approx(cold.intercept_, rel=1e-13)
     np.testing.assert_allclose(warm.predict(Xt), cold.predict(Xt), rtol=1e-5, atol=1e-6)
+
+
+def test_auto_components_follow_n_within_the_budget():
+    """n_components="auto" (issue #37): 256 up to 4096 points, then 4 sqrt(n), at most 4096 and n;
+    non-decreasing in n; within a budget, the Gram state of one problem takes at most a quarter."""
+    from kernelscale.slkl.columns import gram_state_bytes
+
+    sizes = [1, 100, 256, 4096, 4097, 50000, 10**6, 10**8]
+    got = [slkl_mod.auto_components(n) for n in sizes]
+    assert got == sorted(got)
+    assert got[:5] == [1, 100, 256, 256, 257] and slkl_mod.auto_components(50000) == 895
+    assert max(got) == slkl_mod.AUTO_MAX_COMPONENTS
+    budget = 100e6
+    small = [slkl_mod.auto_components(n, budget) for n in sizes]
+    assert small == sorted(small) and all(s <= g for s, g in zip(small, got))
+    assert max(small) < 900 and 4 * gram_state_bytes(max(small), 1) <= budget
+    assert slkl_mod.auto_components(50000, 1) == 256  # never below the former default
+
+
+def test_default_n_components_is_auto():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(5000, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=5000)
+    reg = SLKLRegressor(GaussianKernel(sigma=1.0), random_state=0).fit(X, y)
+    assert reg.n_components == "auto" and reg.candidates_.size == slkl_mod.auto_components(5000) == 283
+    small = SLKLRegressor(GaussianKernel(sigma=1.0), random_state=0).fit(X[:100], y[:100])  # no warning: M = n
+    assert small.candidates_.size == 100
