@@ -218,10 +218,11 @@ def test_defaults_resolved_at_30000_samples_are_the_papers(monkeypatch, cls):
     y = (X[:, 0] > 0).astype(int) if cls is StagewiseClassifier else X[:, 0]
     with pytest.raises(Captured):
         cls().fit(X, y)
-    assert seen["p"] == 1024 and seen["n_stages"] == 8 and seen["update"] == "linear"
+    # the paper's block; the stages follow n (issue #37): 8 sqrt(30000 / 12288) = 12.5 -> 12
+    assert seen["p"] == 1024 and seen["n_stages"] == _auto_n_stages(30000) == 12 and seen["update"] == "linear"
     assert seen["method"] == "cos" and seen["d"] == 50  # PCA to 50 components
     assert seen["alpha"] == pytest.approx(0.1 / 30000, rel=1e-12)
-    assert cls().get_params()["block_size"] == "auto" and cls().get_params()["n_stages"] == 8
+    assert cls().get_params()["block_size"] == "auto" and cls().get_params()["n_stages"] == "auto"
 
 
 @pytest.mark.tuning
