@@ -215,13 +215,13 @@ _PARAMS_DOC = """
     n_iter : int >= 1 or "auto", default="auto"
         T, the most iterations per run (committee members for "nystrom"); ignored by "exact".
         "auto" follows n: 100 when one block is the whole system (it stops at ``tol`` after an
-        iteration or two); on blocks of J rows, ceil(200 sqrt(n) / J) within [1, 100]. Matching
-        pursuit updates only the coefficients of its block, so the model then has about
-        200 sqrt(n) centres (O(sqrt n), as Nystrom ridge regression needs to keep the exact
-        rate; Rudi, Camoriano & Rosasco 2015): with the "auto" J = 1000, 23 iterations at 12288
-        rows, 45 at 50000 (about 35 s on 2 cores at d = 30, where 100 iterations of J = 2000
-        took over 5 minutes), 100 from 250000 rows on. Each iteration costs about
-        J^2 n + 2 J n d flops: the fit grows like n^1.5 up to 250000 rows, like n beyond
+        iteration or two); on blocks of J rows, ceil(150 sqrt(n) / J) within [1, 100]. Matching
+        pursuit updates only the coefficients of its block, so the model then has up to
+        150 sqrt(n) centres (O(sqrt n), as Nystrom ridge regression needs to keep the exact
+        rate; Rudi, Camoriano & Rosasco 2015): with the "auto" J = 1000, 17 iterations at 12288
+        rows, 34 at 50000 (about 25-30 s on 2 cores at d = 30, where 100 iterations of J = 2000
+        took over 5 minutes), 100 from 444445 rows on. Each iteration costs about
+        J^2 n + 2 J n d flops: the fit grows like n^1.5 up to there, like n beyond
         (benchmarks/studies/lssvm.md, "Capacity that grows with n").
     tol : float > 0 or None, default=1e-4
         A run stops once the residual ||Z - Theta W||_F is at most tol ||Z||_F (matching

@@ -106,10 +106,10 @@ AUTO_WHOLE_MAX = 12288
 AUTO_BLOCK = 1000
 #: n_iter="auto": at most this many iterations (the former fixed default)
 AUTO_MAX_ITER = 100
-#: n_iter="auto" on blocks: T J = AUTO_ROWS_PER_SQRT_N sqrt(n) block rows in all, i.e. about
-#: 200 sqrt(n) coefficients updated (matching pursuit updates only its block's coefficients, so
+#: n_iter="auto" on blocks: T J = AUTO_ROWS_PER_SQRT_N sqrt(n) block rows in all, i.e. up to
+#: 150 sqrt(n) coefficients updated (matching pursuit updates only its block's coefficients, so
 #: these are the model's centres, O(sqrt n) as for Nystrom ridge regression)
-AUTO_ROWS_PER_SQRT_N = 200.0
+AUTO_ROWS_PER_SQRT_N = 150.0
 
 
 def auto_batch_size(n, fits=None, block_fits=None):
@@ -138,9 +138,9 @@ def auto_batch_size(n, fits=None, block_fits=None):
 def auto_n_iter(n, batch_size):
     """n_iter="auto" for n samples in blocks of ``batch_size`` rows: AUTO_MAX_ITER (100) when one
     block is the whole system (it stops at ``tol`` after one or two iterations), else
-    ceil(AUTO_ROWS_PER_SQRT_N sqrt(n) / J) iterations within [1, AUTO_MAX_ITER] (J = 1000: 23 at
-    12288 rows, 45 at 50000, 100 from 250000 on; each costs about J^2 n + 2 J n d flops, so the fit
-    costs O(n^1.5) up to 250000 rows and O(n) beyond)."""
+    ceil(AUTO_ROWS_PER_SQRT_N sqrt(n) / J) iterations within [1, AUTO_MAX_ITER] (J = 1000: 17 at
+    12288 rows, 34 at 50000, 100 from 444445 on; each costs about J^2 n + 2 J n d flops, so the fit
+    costs O(n^1.5) up to there and O(n) beyond)."""
     J = int(batch_size)
     if J >= n + 1:
         return AUTO_MAX_ITER

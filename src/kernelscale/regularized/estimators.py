@@ -61,10 +61,9 @@ _ESTIMATOR_BYTES_PER_SAMPLE = 128
 AUTO_MAX_ITER = 1000
 #: ... and, for kernel coordinate descent, at most this many passes' worth of kernel rows computed
 #: (AUTO_ROW_PASSES p rows for a problem on p points; rows kept in the cache are free): an exact
-#: kernel method costs O(p^2 d) a pass, and at 50000 x 30 the fit went on for minutes while 4
-#: passes reached a test error within 0.6 points of the converged one
-#: (benchmarks/studies/regularized.md, "Capacity that grows with n")
-AUTO_ROW_PASSES = 4
+#: kernel method costs O(p^2 d) a pass: at 50000 x 30 about 10 s, and the default fit ran past
+#: 90 s; 3 passes keep it near 30 s (benchmarks/studies/regularized.md, "Capacity that grows with n")
+AUTO_ROW_PASSES = 3
 
 
 def auto_max_rows(p):
@@ -343,12 +342,12 @@ _COMMON_DOC = """
     max_iter : int or "auto", default="auto"
         Sweeps (coordinate descent) or iterations (fixed point); ConvergenceWarning if reached.
         "auto": 1000 (the former default), and kernel coordinate descent also stops once it has
-        computed 4 passes' worth of kernel rows (4 p rows on a problem of p points; rows the
+        computed 3 passes' worth of kernel rows (3 p rows on a problem of p points; rows the
         cache keeps cost nothing), with a ConvergenceWarning. That bound never binds while
         ``cache_size`` holds every row (about 11000 points at the default 1GB in float64); above
-        it, a pass costs O(n^2 d) (at 50000 x 30 about 10 s on 2 cores), so the bound keeps the
-        fit near 4 passes, where the test error was within 0.6 points of the converged one
-        (benchmarks/studies/regularized.md, "Capacity that grows with n"). An exact kernel
+        it a pass costs O(n^2 d) (at 50000 x 30 about 10 s on 2 cores), and the bound keeps the
+        fit near 3 passes (benchmarks/studies/regularized.md, "Capacity that grows with n",
+        has the error it costs). An exact kernel
         method's cost grows like n^2: use a scalable family for larger n.
     shrinking : bool, default=True
         Skip coordinates stuck at a bound of the dual (coordinate descent).
