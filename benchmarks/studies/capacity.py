@@ -24,6 +24,11 @@ estimator, tree): fit seconds (one fit), predict seconds on the 10000 test rows,
 (classification) or RMSE (regression), and the capacity the fit resolved (``n_components_``,
 ``n_stages_``, ``n_iter_``, ``batch_size_``... whatever the estimator exposes).
 
+The held-out rows are draws of the same synthetic generators, so they are a validation set, not
+a benchmark's test set: the constants of the "auto" rules (issue #37) were chosen on probes
+against them (``benchmarks/studies/*.md``, "Capacity that grows with n"); no real data set's test
+part was used to choose them.
+
 Records: dataset ``"<task> n=<size>"``, method ``"<estimator> [<tree>]"``; the tree named
 ``new`` is role "ours", the others "peer", and ``ratio_to_peer`` holds new / old for the error
 and the fit time. A run of some sizes, estimators or trees keeps the other records of

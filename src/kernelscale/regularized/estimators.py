@@ -465,8 +465,9 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
 
     def __init__(self, kernel="gaussian", *, loss="hinge", multi_class="auto", C=1.0, solver="coordinate_descent",
                  rule="random",
-                 step_size="trace", tol=1e-3, max_iter="auto", shrinking=True, fit_intercept=False, intercept_scaling=1.0,
-                 class_weight=None, warm_start=False, max_memory=None, device=None, cache_size="1GB",
+                 step_size="trace", tol=1e-3, max_iter="auto", shrinking=True, fit_intercept=False,
+                 intercept_scaling=1.0, class_weight=None, warm_start=False, max_memory=None, device=None,
+                 cache_size="1GB",
                  random_state=None, verbose=0, callback=None):
         self.kernel = kernel
         self.loss = loss

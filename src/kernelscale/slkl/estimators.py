@@ -650,8 +650,8 @@ class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
     def _scheme(self, n_classes, n, distributed, budget):
         """"ovo" or "ovr": ``multi_class`` resolved for ``n_classes`` classes of n samples within
         ``budget`` bytes (:func:`kernelscale.slkl.multiclass.choose_decomposition`)."""
-        return choose_decomposition(self.multi_class, self.columns, n_classes, n, self._n_components(n, budget, clip=True), budget,
-                                    distributed)
+        return choose_decomposition(self.multi_class, self.columns, n_classes, n,
+                                    self._n_components(n, budget, clip=True), budget, distributed)
 
     def _fit_prepared(self, X, Y, classes, sample_weight, fitted, scheme=None, budget=None):
         """The fit on validated X, targets Y and weights: numpy arrays from :meth:`fit` with the
