@@ -97,6 +97,8 @@ class Case:
     X_test: object = None
     y_test: object = None
     partial: bool = False
+    #: after the fit, refit (warm_start=True in params) on all rows but the last ``refit_rows``
+    refit_rows: int = 0
     must_refuse_fit: list = field(default_factory=list)
     must_refuse_test: list = field(default_factory=list)
     notes: list = field(default_factory=list)
@@ -107,6 +109,7 @@ class Case:
 
         return (f"{ESTIMATOR_IDS[self.index]} seed={self.seed} params={self.params!r} X={shape(self.X)} y={shape(self.y)} "
                 f"sample_weight={shape(self.sample_weight)} X_test={shape(self.X_test)} partial={self.partial} "
+                f"refit_rows={self.refit_rows} "
                 f"notes={self.notes} must_refuse={self.must_refuse_fit + self.must_refuse_test}")
 
 
@@ -160,6 +163,18 @@ def _cast(X, dtype, notes, must_refuse, name):
         return np.asarray(X).tolist()
     if dtype == "numeric-string":
         return np.asarray(X).astype(str)
+    if dtype in ("torch-meta", "torch-bfloat16"):  # issue 39: refused naming the argument
+        try:
+            import torch
+        except ImportError:
+            return X  # float64: nothing to refuse without torch
+        if dtype == "torch-meta":
+            out = torch.empty(np.shape(X), device="meta")
+        else:
+            with np.errstate(over="ignore"):
+                out = torch.as_tensor(np.asarray(X, dtype=np.float32)).to(torch.bfloat16)
+        must_refuse.append(f"{name} is a {dtype} tensor")
+        return out
     if dtype == "string":
         out = np.asarray(X).astype(str).astype(object)
         if out.size == 0:
@@ -170,7 +185,8 @@ def _cast(X, dtype, notes, must_refuse, name):
     raise AssertionError(dtype)
 
 
-_DTYPES = ["float64"] * 12 + ["float32"] * 4 + ["int", "bool", "object", "list", "numeric-string", "string"]
+_DTYPES = (["float64"] * 12 + ["float32"] * 4 + ["int", "bool", "object", "list", "numeric-string", "string"]
+           + ["torch-meta", "torch-bfloat16"])
 
 
 def features(r, n, d, name, must_refuse, notes, hostile=True):
@@ -210,7 +226,7 @@ def targets(r, kind, n, must_refuse, notes):
         return None
     if kind == "classifier":
         mode = r.choice(["two", "two", "few", "many", "one", "strings", "bools", "negative", "nan",
-                                     "column", "floats"])
+                                     "column", "floats", "mixed"])
         notes.append(f"y:{mode}")
         rng = np.random.default_rng(r.integers(0, 2**16))
         if mode in ("two", "bools", "nan"):
@@ -223,6 +239,8 @@ def targets(r, kind, n, must_refuse, notes):
             y = np.zeros(n, dtype=int)
         elif mode == "strings":
             y = np.array(["cat", "dog", "emu"])[np.arange(n) % 3]
+        elif mode == "mixed":  # issue 39: ints and strings, which cannot be sorted into classes
+            y = np.array([1, "a", 2], dtype=object)[np.arange(n) % 3]
         elif mode == "negative":
             y = np.where(np.arange(n) % 2, -1, 1)
         elif mode == "floats":
@@ -236,7 +254,12 @@ def targets(r, kind, n, must_refuse, notes):
             y = y.astype(float)
             y[0] = np.nan
             must_refuse.append("y has NaN")
-        if np.unique(np.asarray(y, dtype=object if mode == "strings" else None)).size < 2 and mode != "nan":
+        if mode == "mixed":
+            if n > 1:
+                must_refuse.append("y mixes ints and strings")
+            else:
+                must_refuse.append("y has a single class")
+        elif np.unique(np.asarray(y, dtype=object if mode == "strings" else None)).size < 2 and mode != "nan":
             must_refuse.append("y has a single class")
         return y
     mode = r.choice(["normal", "normal", "column", "two-columns", "constant", "huge", "tiny", "int",
@@ -316,6 +339,9 @@ def _parameter_values(name, value):
            (2.5, None), (1e-300, None), (1e300, None), (float("nan"), True), (float("inf"), None), (True, None),
            ([1, 2], None), (np.float32(2.0), None), (np.int64(3), None)]
     out.append((10**3, None) if _LOOPS.search(name) else (10**15, None))
+    if not _LOOPS.search(name):
+        out.append((10**30, None))  # issue 39: ExactKernelRidge(alpha=10**30), an int numpy cannot take as is
+    out.append((10**400, True))  # beyond the float range: refused naming the parameter
     if isinstance(value, bool) or value is None or callable(value):
         out = [("abc", True), (2, None), (None, None), (1.5, None), (True, None), (False, None)]
     return out
@@ -381,6 +407,12 @@ def make_case(index, seed):
         y = y[:-1] if n > 1 else np.concatenate([y, y])
         must_fit.append("len(y) != len(X)")
         notes.append("y:mismatched")
+    if "class_weight" in estimator.get_params() and r.integers(0, 7) == 0:
+        weight = bad_class_weight(r, y)
+        if weight is not None:
+            params["class_weight"], reason = weight
+            notes.append(f"param:class_weight={params['class_weight']!r}")
+            must_fit.append(reason)
     sample_weight = None
     fit_args = inspect.signature(type(estimator).fit).parameters
     if "sample_weight" in fit_args and y is not None:
@@ -395,7 +427,75 @@ def make_case(index, seed):
         y_arr = np.asarray(y)
         y_test = y_arr[np.arange(n_test) % y_arr.shape[0]] if y_arr.ndim and y_arr.shape[0] else None
     partial = hasattr(estimator, "partial_fit") and r.integers(0, 3) == 0
-    return Case(index, seed, params, X, y, sample_weight, X_test, y_test, partial, must_fit, must_test, notes)
+    refit_rows = 0
+    if "warm_start" in estimator.get_params() and not partial and n > 2 and r.integers(0, 7) == 0:
+        params["warm_start"] = True  # issue 39: a warm-started refit on fewer rows
+        refit_rows = r.integers(1, n - 2)
+        notes.append(f"refit:{refit_rows} rows fewer")
+    return Case(index, seed, params, X, y, sample_weight, X_test, y_test, partial, refit_rows, must_fit, must_test,
+                notes)
+
+
+_BAD_CLASS_WEIGHTS = ("negative", "nan", "inf", "huge-int", "all-zero")
+
+
+def bad_class_weight(r, y):
+    """(class_weight, reason) that must be refused for the labels y (issue 39: negative, NaN, inf,
+    beyond the float range, or 0 for every class), or None when y has no usable label."""
+    try:
+        labels = np.unique(np.asarray(y).ravel())
+    except TypeError:  # labels that cannot be sorted: refused for that already
+        return None
+    if labels.size == 0:
+        return None
+    labels = [label.item() if isinstance(label, np.generic) else label for label in labels]
+    kind = r.choice(_BAD_CLASS_WEIGHTS)
+    if kind == "all-zero":
+        return {label: 0.0 for label in labels}, "class_weight is 0 for every class"
+    value = {"negative": -1.0, "nan": float("nan"), "inf": float("inf"), "huge-int": 10**400}[kind]
+    return {labels[r.integers(0, len(labels) - 1)]: value}, f"class_weight is {kind}"
+
+
+def regression_cases(index):
+    """The inputs of issue 39 (item 4) that ``ESTIMATORS[index]`` takes, on ordinary data, as
+    explicit cases (tests/test_estimator_fuzz.py runs them before the drawn ones): bad class
+    weights and mixed labels (classifiers), alpha=10**30 and 10**400, a warm-started refit on
+    fewer rows, meta and bfloat16 tensors as X and X_test."""
+    estimator = ESTIMATORS[index]
+    kind = estimator_kind(estimator)
+    params = estimator.get_params()
+    rng = np.random.default_rng(39)
+    n = 30
+    X = rng.normal(size=(n, 3))
+    y = {"classifier": np.arange(n) % 2, "regressor": np.sin(X[:, 0])}.get(kind)
+
+    def case(note, params=None, must_fit=(), must_test=(), **changes):
+        fields = dict(X=X, y=y, X_test=X[:7], y_test=None if y is None else y[:7])
+        fields.update(changes)
+        return Case(index, -1, dict(params or {}), must_refuse_fit=list(must_fit), must_refuse_test=list(must_test),
+                    notes=[f"regression:{note}"], **fields)
+
+    out = []
+    if "class_weight" in params:
+        for weight, why in (({0: -1.0}, "negative"), ({0: float("nan")}, "NaN"), ({1: float("inf")}, "inf"),
+                            ({0: 0, 1: 0}, "all zero")):
+            out.append(case(f"class_weight {why}", {"class_weight": weight}, [f"class_weight {why}"]))
+    if kind == "classifier":
+        mixed = np.array([1, "a"], dtype=object)[np.arange(n) % 2]
+        out.append(case("mixed labels", must_fit=["y mixes ints and strings"], y=mixed, y_test=mixed[:7]))
+    if "alpha" in params and not isinstance(params["alpha"], str):
+        out.append(case("alpha=10**30", {"alpha": 10**30}))
+        out.append(case("alpha=10**400", {"alpha": 10**400}, ["alpha beyond the float range"]))
+    if "warm_start" in params and y is not None:
+        out.append(case("warm-started refit on fewer rows", {"warm_start": True}, refit_rows=9))
+    for dtype in ("torch-meta", "torch-bfloat16"):
+        must = []
+        tensor = _cast(X, dtype, [], must, "X")
+        if must:  # torch is installed
+            out.append(case(f"{dtype} X", must_fit=must, X=tensor))
+            out.append(case(f"{dtype} X_test", must_test=[f"X_test is a {dtype} tensor"],
+                            X_test=_cast(X[:7], dtype, [], [], "X_test")))
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -522,7 +622,13 @@ def _fit(estimator, case):
         estimator.partial_fit(case.X, case.y, **kwargs)
         kwargs.pop("classes", None)
         return estimator.partial_fit(case.X, case.y, **kwargs)
-    return estimator.fit(case.X, case.y, **kwargs)
+    estimator.fit(case.X, case.y, **kwargs)
+    if case.refit_rows:  # warm_start=True: the same model refitted on fewer rows
+        keep = np.shape(case.X)[0] - case.refit_rows
+        if np.ndim(case.sample_weight) == 1 and np.shape(case.sample_weight)[0] == np.shape(case.X)[0]:
+            kwargs["sample_weight"] = case.sample_weight[:keep]
+        estimator.fit(case.X[:keep], case.y[:keep], **kwargs)
+    return estimator
 
 
 def run_case(case, time_limit=None):

@@ -56,12 +56,20 @@ def test_build_estimator_sets_nested_kernel_parameters():
      (["bench", "no-such-suite", "--checkout", str(Path(__file__).resolve().parents[1])],
       "no benchmark suite")],
 )
-def test_clear_errors(argv, message, tmp_path):
+def test_clear_errors(argv, message, tmp_path, capsys):
     if argv[0] == "fit":
         write_csv(tmp_path / "x.csv", np.ones((3, 2)), np.ones(3))
         argv[2] = str(tmp_path / "x.csv")
-    with pytest.raises(SystemExit, match=message):
-        cli.main(argv)
+    assert cli.main(argv) == 2
+    assert_one_line(capsys.readouterr().err, message)
+
+
+def assert_one_line(err, pattern):
+    """A command's error: one line on stderr, ``kernelscale COMMAND: error: ...`` matching ``pattern``."""
+    import re
+
+    assert len(err.splitlines()) == 1 and re.match(r"kernelscale \w+: error: ", err), err
+    assert re.search(pattern, err), err
 
 
 def test_bad_parameter_syntax():
@@ -115,16 +123,16 @@ def planted(tmp_path, monkeypatch, benchmarks_modules):
 
 
 @pytest.mark.parametrize("argv", [["report"], ["bench", "evil"], ["bench", "blocks", "--quick"]])
-def test_an_installed_command_refuses_to_run_benchmarks_without_a_checkout(argv, planted, monkeypatch):
+def test_an_installed_command_refuses_to_run_benchmarks_without_a_checkout(argv, planted, monkeypatch, capsys):
     monkeypatch.setattr(cli, "_own_checkout", lambda: None, raising=False)  # an installed package
-    with pytest.raises(SystemExit, match="--checkout"):
-        cli.main(argv)
+    assert cli.main(argv) == 2
+    assert_one_line(capsys.readouterr().err, "--checkout")
     assert not planted.exists()
 
 
 def test_bench_from_a_checkout_ignores_the_working_directory(planted, capsys):
-    with pytest.raises(SystemExit):  # no suite "evil" in this checkout, or no checkout at all
-        cli.main(["bench", "evil"])
+    assert cli.main(["bench", "evil"]) == 2  # no suite "evil" in this checkout, or no checkout at all
+    assert_one_line(capsys.readouterr().err, "no benchmark suite 'evil'|--checkout")
     assert not planted.exists()
     if cli._own_checkout() is not None:  # a development install: its own results table
         assert cli.main(["report"]) == 0
@@ -155,12 +163,11 @@ def test_bench_runs_the_checkout_named_on_the_command_line(tmp_path, capsys, mon
     assert "fake-result quick=True" in capsys.readouterr().out
     assert Path(sys.modules["benchmarks"].__file__).resolve().parent == (root / "benchmarks").resolve()
     other = fake_checkout(tmp_path / "other", name='"not-kernelscale"')
-    with pytest.raises(SystemExit, match="not a kernelscale source checkout"):
-        cli.main(["bench", "fake-suite", "--checkout", str(other)])
-    with pytest.raises(SystemExit, match="no benchmark suite"):
-        cli.main(["bench", "../fake_suite", "--checkout", str(root)])
-    with pytest.raises(SystemExit, match="no benchmark suite 'nope'.*fake_suite"):
-        cli.main(["bench", "nope", "--checkout", str(root)])
+    for argv, message in ((["fake-suite", "--checkout", str(other)], "not a kernelscale source checkout"),
+                          (["../fake_suite", "--checkout", str(root)], "no benchmark suite"),
+                          (["nope", "--checkout", str(root)], "no benchmark suite 'nope'.*fake_suite")):
+        assert cli.main(["bench", *argv]) == 2
+        assert_one_line(capsys.readouterr().err, message)
 
 
 def test_the_checkout_of_a_development_install_is_found():

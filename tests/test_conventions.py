@@ -199,8 +199,10 @@ def test_fit_stays_within_max_memory(estimator):
 
 def _keeps_history(est):
     """Every iterative estimator keeps objective_history_, except the transformers (one draw, no
-    iterations) and the Nystrom committee of LS-SVM (its members are not iterates: no residual)."""
+    iterations), the Nystrom committee of LS-SVM (its members are not iterates: no residual) and
+    the front door (its fitted best_estimator_ keeps the history of the method it chose)."""
     return (_iterative(est) and (is_classifier(est) or is_regressor(est))
+            and "time_budget" not in est.get_params(deep=False)
             and est.get_params(deep=False).get("solver") != "nystrom")
 
 

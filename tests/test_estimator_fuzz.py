@@ -23,8 +23,8 @@ with ``run_case(make_case(index, seed))``.
 """
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
-from estimator_fuzzing import ESTIMATOR_IDS, ESTIMATORS, cases, make_case, run_case
+from hypothesis import HealthCheck, Phase, example, given, settings
+from estimator_fuzzing import ESTIMATOR_IDS, ESTIMATORS, cases, make_case, regression_cases, run_case
 
 #: cases per estimator configuration: with 36 configurations the file runs in ~30 s on 2 cores
 MAX_EXAMPLES = 200
@@ -32,14 +32,30 @@ MAX_EXAMPLES = 200
 
 @pytest.mark.parametrize("index", range(len(ESTIMATORS)), ids=ESTIMATOR_IDS)
 def test_every_case_is_a_clear_refusal_or_a_valid_model(index):
-    @settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, database=None,
-              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
-    @given(case=cases(index))
     def check(case):
         outcome, detail = run_case(case)
         assert outcome in ("refused", "valid"), f"{outcome}: {detail}\ncase: {case.describe()}"
 
-    check()
+    check = given(case=cases(index))(check)
+    for case in regression_cases(index):  # the explicit phase: issue 39's inputs, every time
+        check = example(case=case)(check)
+    settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, database=None,
+             phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))(check)()
+
+
+@pytest.mark.parametrize("index", range(len(ESTIMATORS)), ids=ESTIMATOR_IDS)
+def test_the_regression_cases_of_issue_39(index):
+    """The explicit cases are refused where they must be, and the refused ones name what was wrong."""
+    for case in regression_cases(index):
+        outcome, detail = run_case(case)
+        must = case.must_refuse_fit + case.must_refuse_test
+        assert outcome == ("refused" if must else "valid") or (not must and outcome == "refused"), (
+            f"{outcome}: {detail}\ncase: {case.describe()}")
+        if must:
+            expected = {"class_weight": "class_weight", "mixes": "y mixes strings", "alpha": "alpha",
+                        "tensor": "torch tensor"}
+            word = next(v for k, v in expected.items() if k in " ".join(must))
+            assert word in detail, f"{detail!r} does not name {word!r}\ncase: {case.describe()}"
 
 
 def test_the_property_can_fail():

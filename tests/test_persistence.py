@@ -745,3 +745,22 @@ def test_a_corrupt_local_header_is_a_clear_error(tmp_path):
     data[local + 30] = 0xFF  # first byte of the name
     path.write_bytes(bytes(data))
     assert_refused_within_bound(path, "corrupt", readers=(load,))
+
+
+def test_metadata_is_stored_described_and_ignored_by_load(tmp_path):
+    """save(..., metadata=) keeps a JSON object (kernelscale fit: the data file's columns) that
+    describe returns and load ignores; values that are not plain JSON are refused."""
+    from kernelscale import ExactKernelRidge, load, save
+    from kernelscale.persistence import describe
+
+    X = np.random.default_rng(0).normal(size=(20, 2))
+    model = ExactKernelRidge(kernel="rbf").fit(X, X[:, 0])
+    columns = {"columns": {"names": ["a", "b", "y"], "target": 2, "one_hot": [[0, ["x", "y"]]]}}
+    save(model, tmp_path / "m.ksm", metadata=columns)
+    assert describe(tmp_path / "m.ksm")["metadata"] == columns
+    np.testing.assert_array_equal(load(tmp_path / "m.ksm").predict(X), model.predict(X))
+    save(model, tmp_path / "plain.ksm")
+    assert "metadata" not in describe(tmp_path / "plain.ksm")
+    for bad in ({"x": np.float32(1)}, {"x": float("nan")}, ["not", "a", "dict"]):
+        with pytest.raises(TypeError, match="metadata"):
+            save(model, tmp_path / "bad.ksm", metadata=bad)

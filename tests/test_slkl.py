@@ -827,6 +827,42 @@ def test_intercept_ignores_rows_of_zero_weight_and_follows_a_warm_refit():
     np.testing.assert_allclose(warm.predict(Xt), cold.predict(Xt), rtol=1e-5, atol=1e-6)
 
 
+def _simplex_reference(v):
+    """The Euclidean projection of v onto the probability simplex by bisection on the shift."""
+    lo, hi = v.min() - 1.0, v.max()
+    for _ in range(200):
+        tau = (lo + hi) / 2
+        lo, hi = (tau, hi) if np.maximum(v - tau, 0).sum() > 1 else (lo, tau)
+    return np.maximum(v - (lo + hi) / 2, 0)
+
+
+@pytest.mark.parametrize("n_classes, multi_class", [(2, "auto"), (4, "ovr"), (4, "ovo")])
+def test_predict_proba_projects_the_least_squares_scores(n_classes, multi_class):
+    """One-vs-rest: (s + 1) / 2 estimates the one-hot codes from the fits of +-1 codes; one-vs-one:
+    the votes with their confidence; both projected onto the simplex. argmax = predict, rows on
+    the simplex."""
+    X, y = load_digits(n_class=n_classes, return_X_y=True)
+    X = X[:200] / 16.0
+    y = y[:200]
+    est = SLKLClassifier(GaussianKernel(sigma=3.0), n_components=40, multi_class=multi_class,
+                         random_state=0).fit(X, y)
+    assert est.multi_class_ == ("ovr" if multi_class == "auto" else multi_class)
+    S = est.decision_function(X)
+    if est.multi_class_ == "ovo":
+        V = S
+    elif n_classes == 2:
+        V = np.c_[(1 - S) / 2, (1 + S) / 2]
+    else:
+        V = (S + 1) / 2
+    P = est.predict_proba(X)
+    np.testing.assert_allclose(P, np.array([_simplex_reference(v) for v in V]), atol=1e-9)
+    assert P.min() >= 0 and np.allclose(P.sum(axis=1), 1)
+    np.testing.assert_array_equal(est.classes_[P.argmax(axis=1)], est.predict(X))
+    with np.errstate(divide="ignore"):
+        np.testing.assert_array_equal(est.predict_log_proba(X), np.log(P))
+    assert P.max(axis=1).mean() > 0.6  # confident on its training digits, not uniform
+
+
 def test_auto_components_follow_n_within_the_budget():
     """n_components="auto" (issue #37): 256 up to 4096 points, then 4 sqrt(n), at most 4096 and n;
     non-decreasing in n; within a budget, the Gram state of one problem takes at most a quarter."""

@@ -7,7 +7,7 @@ from conftest import skip_allowed
 @pytest.mark.parametrize("reason", [
     "Skipped: real data absent: mnist.npz not found (set KERNELSCALE_DATA to the data directory)",
     "Skipped: no CUDA GPU visible to torch",
-    "Skipped: could not import 'numba': No module named 'numba'",
+    "Skipped: could not import 'dask': No module named 'dask'",
     "Skipped: matplotlib (plot extra) absent",
 ])
 def test_skips_for_what_the_machine_lacks_are_allowed(reason, monkeypatch):
@@ -19,6 +19,7 @@ def test_skips_for_what_the_machine_lacks_are_allowed(reason, monkeypatch):
     "Skipped: not implemented yet",
     "Skipped: flaky",
     "Skipped: could not import 'kernelscale.auto': No module named 'kernelscale.auto'",
+    "Skipped: could not import 'numba': No module named 'numba'",  # a dependency, not an extra
 ])
 def test_other_skips_are_not(reason):
     assert not skip_allowed(reason)
@@ -26,7 +27,7 @@ def test_other_skips_are_not(reason):
 
 def test_with_the_extras_required_a_missing_extra_is_not_a_reason(monkeypatch):
     monkeypatch.setenv("KERNELSCALE_REQUIRE_EXTRAS", "1")
-    assert not skip_allowed("Skipped: could not import 'numba': No module named 'numba'")
+    assert not skip_allowed("Skipped: could not import 'dask': No module named 'dask'")
     assert skip_allowed("Skipped: no CUDA GPU visible to torch")
 
 

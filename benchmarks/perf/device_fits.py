@@ -8,7 +8,8 @@ compiles what the first call compiles) and test error are recorded per device:
 - MNIST (60000 / 10000): ``StagewiseClassifier``, ``SLKLClassifier``,
   ``DoublyStochasticClassifier``, ``LSSVMClassifier`` (``--skip lssvm`` leaves it out: about
   150 s on 2 cores);
-- USPS (7291 / 2007): ``RegularizedKernelClassifier`` (coordinate descent, one-vs-one hinge).
+- USPS (7291 / 2007): ``RegularizedKernelClassifier`` (coordinate descent, one-vs-one hinge);
+- MNIST: the front door ``AutoKernelClassifier(time_budget=60)``.
 
 ``--device cuda`` runs them with ``device="cuda"`` (results ``device-fits-cuda.json``);
 ``--device cpu`` with numpy on the host (``device-fits-cpu.json``). The ratio of the two files'
@@ -27,6 +28,7 @@ import numpy as np
 
 from benchmarks.harness import Suite, print_table
 from kernelscale import (
+    AutoKernelClassifier,
     DoublyStochasticClassifier,
     LSSVMClassifier,
     RegularizedKernelClassifier,
@@ -46,7 +48,10 @@ FITS = {
     "dsg": ("mnist", DoublyStochasticClassifier),
     "regularized": ("usps", RegularizedKernelClassifier),
     "lssvm": ("mnist", LSSVMClassifier),
+    "auto": ("mnist", AutoKernelClassifier),
 }
+#: parameters beyond the defaults: the front door's budget (seconds; --quick: a tenth)
+EXTRA = {"auto": {"time_budget": 60.0}}
 
 
 def _digits(name, quick):
@@ -77,6 +82,7 @@ def run(quick=False, out_dir=None, *, device="cpu", skip=()):
             data[dataset] = _digits(dataset, quick)
         X, y, Xte, yte = data[dataset]
         params = dict(random_state=0, device="cuda" if device == "cuda" else None)
+        params.update({k: v / 10 if quick else v for k, v in EXTRA.get(name, {}).items()})
         cls(**params).fit(X[:WARM_ROWS], y[:WARM_ROWS])  # compilation and first touches, untimed
         est = cls(**params)
         start = time.perf_counter()

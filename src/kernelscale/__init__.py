@@ -9,6 +9,7 @@ from .data import (  # noqa: E402
     DATASETS, DatasetNotFoundError, VirtualDigits, coulomb_features, load_dataset, load_file, make_sinc,
     split_dataset, verify_dataset,
 )
+from .auto import AutoKernelClassifier, AutoKernelRegressor, compare  # noqa: E402
 from .doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor  # noqa: E402
 from .exact import ExactKernelRidge, exact_lssvm, kernel_predict, kernel_ridge_dual, kernel_ridge_objective  # noqa: E402
 from .features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures, SeededFeatureMap  # noqa: E402
@@ -28,6 +29,10 @@ from .base.version import __version__  # noqa: E402
 
 
 __all__ = [
+    # the front door: method, capacity and hyperparameters chosen within a time budget
+    "AutoKernelClassifier",
+    "AutoKernelRegressor",
+    "compare",
     "ops",
     "preprocessing",
     # kernels

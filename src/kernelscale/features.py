@@ -347,6 +347,13 @@ class PolynomialRandomFeatures(_SeededTransformer):
         self.gamma = gamma
         self.coef0 = coef0
 
+    def _kernel_for_name(self, value):
+        """``kernel=None`` stands for PolynomialKernel(degree=2, gamma=1.0, coef0=1.0) (so
+        ``set_params(kernel__degree=3)`` starts from it); a name as for every estimator."""
+        if value is None:
+            return PolynomialKernel(degree=2, gamma=1.0, coef0=1.0)
+        return super()._kernel_for_name(value)
+
     def _kernel(self, X, rng):
         old = {k: getattr(self, k) for k in ("degree", "gamma", "coef0") if getattr(self, k) != "deprecated"}
         kernel = self.kernel
@@ -361,7 +368,7 @@ class PolynomialRandomFeatures(_SeededTransformer):
                 f"and removed in 0.3; pass kernel=PolynomialKernel(...) instead.", FutureWarning, stacklevel=4)
             return PolynomialKernel(**{"degree": 2, "gamma": 1.0, "coef0": 1.0, **old})
         if kernel is None:
-            return PolynomialKernel(degree=2, gamma=1.0, coef0=1.0)
+            return self._kernel_for_name(None)
         kernel = make_kernel(kernel, "kernel")
         if kernel.coef0 < 0:
             raise ValueError(f"PolynomialRandomFeatures needs coef0 >= 0 (non-negative coefficients), got "

@@ -29,7 +29,9 @@ from scipy.spatial.distance import cdist, pdist
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils import check_random_state
 
-from .base.validation import as_float_array, check_positive, check_same_features, result_dtype
+from .base.validation import (
+    as_float_array, check_positive, check_same_features, float_value, number_repr, result_dtype,
+)
 
 __all__ = [
     "Kernel",
@@ -569,8 +571,9 @@ class PolynomialKernel(Kernel):
         check_positive(self.gamma, "gamma")
         if isinstance(self.coef0, bool) or not isinstance(self.coef0, numbers.Real):
             raise TypeError(f"coef0 must be a number, got {self.coef0!r}.")
-        if not np.isfinite(self.coef0):
-            raise ValueError(f"coef0 must be finite, got {self.coef0!r}.")
+        if not math.isfinite(float_value(self.coef0)):  # an integer beyond the float range too
+            raise ValueError(f"coef0 must be finite (within the float range, about 1.8e308), got "
+                             f"{number_repr(self.coef0)}.")
 
     def _fill(self, Xc, prep, out):
         xp = _namespace(out)

@@ -14,6 +14,11 @@ The JSON document is::
     {"format": "kernelscale-model", "format_version": 1, "kernelscale_version": "0.1.0",
      "class": "kernelscale.ClassName", "params": {...}, "fitted": {...}}
 
+An optional ``"metadata"`` key holds a JSON object given to :func:`save` by its caller (plain
+JSON values; ``kernelscale fit`` records the columns of the data file it read there, so that
+``kernelscale predict`` reads new files the same way). :func:`load` ignores it; :func:`describe`
+returns it with the rest.
+
 ``class`` is the shortest public path of the class (``kernelscale.SLKLRegressor``, not the module
 defining it), so files outlive moves inside the package; files of 0.1.0 recorded the defining
 module (``kernelscale.stagewise.StagewiseClassifier``) and load through
@@ -34,15 +39,27 @@ or objects with exactly one key naming a tag:
   ``{"__type__": "float"}``: a numpy scalar type or a builtin number type;
 - ``{"__object__": {"class": ..., "params": {...}, "fitted": {...}}}``: a nested kernelscale object:
   a kernel or an estimator, or a dataclass defined in kernelscale (e.g. a random-feature block),
-  whose ``params`` are its ``__init__`` fields and ``fitted`` is empty.
+  whose ``params`` are its ``__init__`` fields and ``fitted`` is empty; or an object of a
+  scikit-learn class of :data:`kernelscale.sklearn_allowlist.ALLOWED` (a step of a pipeline);
+- ``{"__slice__": [start, stop, step]}``: a slice of integers or nulls (a ColumnTransformer's
+  ``output_indices_``);
+- ``{"__objects__": {"shape": [3], "values": [0, null, "a"]}}``: an object array of nulls, integers,
+  floats and strings (a OneHotEncoder's ``drop_idx_``).
+
+Scikit-learn pipelines: the model may also be a ``Pipeline``, ``FeatureUnion`` or
+``ColumnTransformer`` (``"class": "sklearn.pipeline.Pipeline"``) whose steps are kernelscale
+estimators and the scikit-learn transformers of :mod:`kernelscale.sklearn_allowlist`; their
+``fitted`` holds the attributes that module lists (private ones included), and the document gains
+``"sklearn_version"``, the scikit-learn that saved it.
 
 Every zip member is stored uncompressed (``ZIP_STORED``, what ``np.savez`` writes) as a .npy
 file of format version 1.0 or 2.0.
 
 Loading (:func:`load`) never unpickles and never executes code from the file: it accepts only
 classes defined in kernelscale that derive from ``sklearn.base.BaseEstimator`` (or are
-dataclasses), builds them with ``cls(**params)`` (which only stores the parameters) and sets the
-fitted attributes. Its memory is bounded by the file (:func:`load_memory_bound`): compressed
+dataclasses) and the scikit-learn classes of the allow-list, builds them with ``cls(**params)``
+(which only stores the parameters) and sets the fitted attributes (of an allowed scikit-learn
+class: the ones its entry lists). Its memory is bounded by the file (:func:`load_memory_bound`): compressed
 members are refused, the members' declared sizes must fit in the file, each .npy header's shape
 and dtype must match its member's size (and the metadata) before the data is read, and the JSON
 metadata is limited to :data:`MAX_META_BYTES` bytes and :data:`MAX_DEPTH` levels of nesting.
@@ -81,8 +98,10 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import sklearn
 from sklearn.base import BaseEstimator
 
+from . import sklearn_allowlist
 from .base.moved import current_path
 from .base.version import __version__
 
@@ -111,7 +130,9 @@ _READ_CHUNK = 2**20
 
 _ARRAY_KINDS = "biufcUS"
 _TAGS = ("__float__", "__tuple__", "__dict__", "__ndarray__", "__scalar__", "__dtype__",
-         "__type__", "__object__")
+         "__type__", "__object__", "__slice__", "__objects__")
+#: what an object array of ``__objects__`` may hold (OneHotEncoder's drop_idx_, its categories_)
+_OBJECT_ITEMS = (type(None), int, float, str)
 _BUILTIN_TYPES = {"float": float, "int": int, "bool": bool, "complex": complex, "str": str}
 
 
@@ -131,6 +152,8 @@ class _Encoder:
     def __init__(self):
         self.arrays = {}
         self._seen = {}  # id(array) -> key: an array referenced twice is stored once
+        self.sklearn = False  # whether a scikit-learn object was stored
+        self._in_sklearn = 0  # scikit-learn objects are stored in a pipeline (a composite), not elsewhere
 
     def _store(self, arr, original=None):
         if original is not None and id(original) in self._seen:
@@ -157,10 +180,14 @@ class _Encoder:
             return {"__scalar__": {"key": key, "dtype": v.dtype.str}}
         if isinstance(v, np.ndarray):
             return self.array(v, where)
-        if isinstance(v, np.dtype):
-            if v.kind not in _ARRAY_KINDS or v.fields is not None:
+        if isinstance(v, np.dtype):  # "O" too: a SimpleImputer of str columns records it (no array has it)
+            if v.kind not in _ARRAY_KINDS + "O" or v.fields is not None:
                 raise self._unsupported(v, where)
             return {"__dtype__": v.str}
+        if type(v) is slice:
+            if not all(x is None or type(x) is int for x in (v.start, v.stop, v.step)):
+                raise self._unsupported(v, where)
+            return {"__slice__": [v.start, v.stop, v.step]}
         if isinstance(v, type):
             if v in _BUILTIN_TYPES.values():
                 return {"__type__": v.__name__}
@@ -186,7 +213,35 @@ class _Encoder:
             isinstance(v, BaseEstimator) or dataclasses.is_dataclass(v)
         ):
             return {"__object__": self.obj(v, where)}
+        if isinstance(v, BaseEstimator) and self._in_sklearn and sklearn_allowlist.allowed_path(type(v)):
+            return {"__object__": self.sklearn_obj(v, where)}
+        if isinstance(v, BaseEstimator):
+            raise sklearn_allowlist.not_allowed(public_path(type(v)), where)
         raise self._unsupported(v, where)
+
+    def sklearn_obj(self, est, where):
+        """An object of an allowed scikit-learn class: its parameters and the fitted attributes its
+        entry of the allow-list names (a step list's entries are named in messages by step)."""
+        path, params, fitted = sklearn_allowlist.saved_state(est, where)
+        self.sklearn = True
+
+        def step(item, at):  # (name, step, ...) named by its name: "Pipeline step 'scaler'"
+            if type(item) is not tuple or not item or not isinstance(item[0], str):
+                return self.value(item, at)
+            at = f"{where} step {item[0]!r}"
+            return {"__tuple__": [self.value(x, at if j == 1 else f"{at}[{j}]") for j, x in enumerate(item)]}
+
+        def encode(name, value, kind):
+            if name in sklearn_allowlist.STEP_LISTS and type(value) is list:
+                return [step(item, f"{where} {kind} {name!r}[{i}]") for i, item in enumerate(value)]
+            return self.value(value, f"{where} {kind} {name!r}")
+
+        self._in_sklearn += 1
+        try:
+            return {"class": path, "params": {k: encode(k, v, "parameter") for k, v in params.items()},
+                    "fitted": {k: encode(k, v, "attribute") for k, v in fitted.items()}}
+        finally:
+            self._in_sklearn -= 1
 
     def array(self, a, where):
         if type(a) is not np.ndarray and not isinstance(a, np.memmap):
@@ -194,9 +249,13 @@ class _Encoder:
         original, a = a, np.asarray(a)
         ref = {"dtype": a.dtype.str, "shape": list(a.shape)}
         if a.dtype.kind == "O":
+            items = [x.item() if isinstance(x, (np.integer, np.floating)) else x for x in a.flat]
+            if not all(isinstance(x, str) for x in items) and all(type(x) in _OBJECT_ITEMS for x in items):
+                return {"__objects__": {"shape": list(a.shape), "values": [
+                    self.value(x, f"{where}[{i}]") for i, x in enumerate(items)]}}
             if not all(isinstance(x, str) for x in a.flat):
                 raise TypeError(
-                    f"{where} is an object array holding something other than str, which "
+                    f"{where} is an object array holding something other than str, int, float or None, which "
                     f"kernelscale.save cannot store without pickle; convert it to a numeric, "
                     f"bool or str dtype."
                 )
@@ -264,27 +323,40 @@ def _is_own_class(cls):
     return cls.__module__ == "kernelscale" or cls.__module__.startswith("kernelscale.")
 
 
-def save(model, path):
-    """Save a kernelscale estimator or kernel to ``path`` (one .npz file; see the module docstring).
+def save(model, path, *, metadata=None):
+    """Save a kernelscale estimator or kernel, or a scikit-learn Pipeline, FeatureUnion or
+    ColumnTransformer of them and of the transformers of :mod:`kernelscale.sklearn_allowlist`,
+    to ``path`` (one .npz file; see the module docstring).
 
     The file is written as given (no ".npz" is appended), atomically: a unique temporary file in
     the same directory is written, fsynced and renamed over ``path``. A symbolic link at
     ``path`` is replaced, not written through. Returns the path. Raises TypeError for a model or
     attribute the format cannot hold.
+
+    ``metadata``: an optional dict of plain JSON values (str keys; str, int, finite float, bool,
+    None, lists and dicts of them), stored as the file's ``"metadata"``; :func:`load` ignores it
+    and :func:`describe` returns it.
     """
-    if not (isinstance(model, BaseEstimator) and _is_own_class(type(model))):
+    composite = isinstance(model, BaseEstimator) and sklearn_allowlist.allowed_path(type(model)) in (
+        sklearn_allowlist.COMPOSITES)
+    if not (isinstance(model, BaseEstimator) and _is_own_class(type(model)) or composite):
         raise TypeError(
-            f"kernelscale.save stores kernelscale estimators and kernels, got a "
-            f"{type(model).__module__}.{type(model).__qualname__}; save the kernelscale "
-            f"estimators inside it one by one."
+            f"kernelscale.save stores kernelscale estimators and kernels, and scikit-learn Pipelines, "
+            f"FeatureUnions and ColumnTransformers of them and of allowed scikit-learn transformers; got a "
+            f"{type(model).__module__}.{type(model).__qualname__}: put it in a Pipeline, or save the "
+            f"kernelscale estimators inside it one by one."
         )
     enc = _Encoder()
+    body = enc.sklearn_obj(model, type(model).__name__) if composite else enc.obj(model, type(model).__name__)
     meta = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "kernelscale_version": _version(),
-        **enc.obj(model, type(model).__name__),
+        **({"sklearn_version": sklearn.__version__} if enc.sklearn else {}),
+        **body,
     }
+    if metadata is not None:
+        meta["metadata"] = _plain_json(metadata)
     blob = json.dumps(meta, allow_nan=False, ensure_ascii=False).encode("utf-8")
     arrays = {META_KEY: np.frombuffer(blob, dtype=np.uint8), **enc.arrays}
     path = Path(path)
@@ -577,7 +649,9 @@ def load(path):
 
     Allocates at most :func:`load_memory_bound` of the file's size. Raises ValueError naming the
     file for files of another format or format version, for classes that are not kernelscale
-    estimators or kernels, and for files that are corrupt or exceed a limit.
+    estimators or kernels (or scikit-learn classes of :mod:`kernelscale.sklearn_allowlist`), and
+    for files that are corrupt or exceed a limit. Warns (:class:`PersistenceWarning`) when
+    scikit-learn objects were saved with another scikit-learn version.
     """
     with _Archive(path) as archive:
         meta = _read_meta(archive)
@@ -589,6 +663,10 @@ def load(path):
                 f"written by kernelscale {_short(meta.get('kernelscale_version', '?'))}: upgrade "
                 f"kernelscale (pip install -U kernelscale) to load it."
             )
+        if meta.get("sklearn_version", sklearn.__version__) != sklearn.__version__:
+            warnings.warn(f"{path} holds scikit-learn objects saved with scikit-learn {_short(meta['sklearn_version'])}; "
+                          f"this is {sklearn.__version__}, whose fitted attributes may differ. Check its predictions, "
+                          f"or refit.", PersistenceWarning, stacklevel=2)
         return _Decoder(archive).obj(meta, "model")
 
 
@@ -609,11 +687,15 @@ def _resolve_class(class_path):
     def refuse(why):
         return ValueError(
             f"refusing to load class {_short(class_path)}: {why}. kernelscale.load only builds "
-            f"kernelscale estimators and kernels."
+            f"kernelscale estimators and kernels, and the scikit-learn classes of "
+            f"kernelscale.sklearn_allowlist.ALLOWED."
         )
 
     if not isinstance(class_path, str):
         raise refuse("the class name is not a string")
+    allowed = sklearn_allowlist.resolve(class_path)  # imports only the allow-list's modules
+    if allowed is not None:
+        return allowed
     module_name, _, name = class_path.rpartition(".")
     parts = module_name.split(".")
     if parts[0] != "kernelscale" or not all(
@@ -679,7 +761,23 @@ class _Decoder:
         if tag == "__scalar__":
             return self.array(body, where, scalar=True)
         if tag == "__dtype__":
-            return self.dtype(body, where)
+            return self.dtype(body, where, allow_object=True)
+        if tag == "__objects__":  # an object array of None, int, float and str values
+            shape, values = (body.get("shape"), body.get("values")) if isinstance(body, dict) else (None, None)
+            if not (isinstance(shape, list) and all(type(n) is int and n >= 0 for n in shape)
+                    and isinstance(values, list) and len(values) == math.prod(shape)):
+                raise self.fail(where, "__objects__ must hold a shape and that many values")
+            out = np.empty(len(values), dtype=object)
+            for i, x in enumerate(values):
+                out[i] = self.value(x, f"{where}[{i}]")
+                if type(out[i]) not in _OBJECT_ITEMS:
+                    raise self.fail(where, f"__objects__ holds a {type(out[i]).__name__}")
+            return out.reshape(shape)
+        if tag == "__slice__":
+            if not (isinstance(body, list) and len(body) == 3
+                    and all(x is None or (type(x) is int) for x in body)):
+                raise self.fail(where, f"bad slice {_short(body)}")
+            return slice(*body)
         if tag == "__type__":
             if isinstance(body, str) and body in _BUILTIN_TYPES:
                 return _BUILTIN_TYPES[body]
@@ -697,12 +795,14 @@ class _Decoder:
             d[k] = self.value(x, f"{where}[{_short(k)}]")
         return d
 
-    def dtype(self, s, where):
+    def dtype(self, s, where, allow_object=False):
+        """The dtype ``s``; the object dtype only as a value (``allow_object``), never of an array."""
         try:
             dt = np.dtype(s) if isinstance(s, str) and len(s) <= 32 else None
         except Exception:  # numpy raises several types for strings that are not dtypes
             dt = None
-        if dt is None or dt.kind not in _ARRAY_KINDS or dt.fields is not None or dt.subdtype:
+        kinds = _ARRAY_KINDS + ("O" if allow_object else "")
+        if dt is None or dt.kind not in kinds or dt.fields is not None or dt.subdtype:
             raise self.fail(where, f"unsupported dtype {_short(s)}")
         return dt
 
@@ -749,6 +849,7 @@ class _Decoder:
         params, fitted = body.get("params", {}), body.get("fitted", {})
         if not isinstance(params, dict) or not isinstance(fitted, dict):
             raise self.fail(where, "params and fitted must be JSON objects")
+        sklearn_path = body.get("class") if not _is_own_class(cls) else None
         if dataclasses.is_dataclass(cls):
             if fitted:
                 raise self.fail(where, f"{cls.__name__} is a dataclass: no fitted attributes")
@@ -763,15 +864,32 @@ class _Decoder:
                        f"{sorted(allowed)})"
             )
         values = {k: self.value(v, f"{where} parameter {k!r}") for k, v in params.items()}
+        why = sklearn_path and sklearn_allowlist.check_params(sklearn_path, values)
+        if why:
+            raise self.fail(where, f"refusing {sklearn_path}: {why}")
         try:
             est = cls(**values)
         except Exception as err:  # a dataclass's __post_init__ validates its fields
             raise self.fail(where, f"{cls.__name__}(...) refused the stored parameters "
                                    f"({_short(str(err))})") from None
         for name, value in fitted.items():
-            if not (name.isidentifier() and name.endswith("_") and not name.startswith("_")):
+            if sklearn_path is not None:  # only the names of its entry in the allow-list
+                if name not in sklearn_allowlist.fitted_names(sklearn_path):
+                    raise self.fail(where, f"refusing fitted attribute name {_short(name)} of {sklearn_path}")
+            elif not (name.isidentifier() and name.endswith("_") and not name.startswith("_")):
                 raise self.fail(where, f"refusing fitted attribute name {_short(name)}")
             if hasattr(inspect.getattr_static(cls, name, None), "__get__"):
                 raise self.fail(where, f"fitted attribute {name!r} would replace a class member")
             setattr(est, name, self.value(value, f"{where} attribute {name!r}"))
         return est
+
+
+def _plain_json(metadata):
+    """``metadata`` of :func:`save` as plain JSON values (stored as given, never decoded into
+    objects); TypeError for anything else."""
+    if not isinstance(metadata, dict):
+        raise TypeError(f"metadata must be a dict of JSON values, got {type(metadata).__name__}.")
+    try:
+        return json.loads(json.dumps(metadata, allow_nan=False))
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"metadata must hold plain JSON values only: {err}") from None

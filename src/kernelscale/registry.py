@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .auto import AutoKernelClassifier, AutoKernelRegressor
 from .doubly_stochastic import DoublyStochasticClassifier, DoublyStochasticRegressor
 from .exact import ExactKernelRidge
 from .features import NystromFeatures, PolynomialRandomFeatures, RandomFourierFeatures
@@ -38,6 +39,8 @@ class Entry:
 
 
 ESTIMATORS = (
+    Entry(AutoKernelClassifier, "front door", "classifier"),
+    Entry(AutoKernelRegressor, "front door", "regressor"),
     Entry(SLKLRegressor, "1. SLKL", "regressor"),
     Entry(SLKLClassifier, "1. SLKL", "classifier"),
     Entry(DoublyStochasticRegressor, "2. doubly stochastic gradients", "regressor"),

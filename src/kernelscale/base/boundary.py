@@ -10,6 +10,11 @@ predict_log_proba, transform, score), in three steps, outermost first:
    ``max_memory=None`` is one reading of the free memory, however often the call plans);
 3. torch tensors and the ``device`` parameter (:func:`kernelscale.base.device.on_device`).
 
+Every estimator subclasses :class:`BoundaryMixin`, so it also carries what every estimator shares
+beside the public methods (:class:`kernelscale.base.params.ParamsMixin`): ``set_params`` of
+``kernel__<param>`` for a kernel given by name, and the refusal of integer parameters beyond the
+float range.
+
 Methods behind scikit-learn's ``available_if`` get a new descriptor with the same condition around
 the wrapped function; scikit-learn's objects are never modified.
 """
@@ -24,6 +29,7 @@ from sklearn.utils.metaestimators import available_if
 from ..dask.dispatch import dispatching_dask
 from ..ops.memory import one_reading
 from .device import on_device
+from .params import ParamsMixin
 
 __all__ = ["BoundaryMixin", "PUBLIC_METHODS"]
 
@@ -59,8 +65,9 @@ def _inherited(cls, name):
     return None
 
 
-class BoundaryMixin:
-    """Runs the public methods of a subclass through :func:`at_boundary`."""
+class BoundaryMixin(ParamsMixin):
+    """Runs the public methods of a subclass through :func:`at_boundary` (and gives it the
+    ``set_params`` of :class:`~kernelscale.base.params.ParamsMixin`)."""
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

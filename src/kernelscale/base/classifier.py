@@ -7,6 +7,7 @@ from scipy import sparse
 from sklearn.utils.multiclass import check_classification_targets
 
 from ..ops.memory import format_bytes, parse_memory
+from .validation import check_label_types
 
 
 def require_two_classes(classes, name="y"):
@@ -19,7 +20,9 @@ def require_two_classes(classes, name="y"):
 
 
 def encode_classes(y, name="y"):
-    """classes, integer codes of y; a ValueError when y holds a single class."""
+    """classes, integer codes of y; a ValueError when y holds a single class or mixes strings
+    with numbers."""
+    check_label_types(y, name)
     check_classification_targets(y)
     classes, codes = np.unique(y, return_inverse=True)
     require_two_classes(classes, name)
@@ -51,6 +54,18 @@ def one_vs_rest_from_one_hot(Y):
     """The float64 targets of :func:`one_vs_rest_targets` from one-hot ones (a row chunk of them)."""
     T = 2.0 * np.asarray(Y, dtype=np.float64) - 1.0
     return T[:, 1:] if T.shape[1] == 2 else T
+
+
+def one_hot_estimates(scores):
+    """Estimates of the one-hot codes from the (n, 1) or (n, k) scores of least-squares fits of the
+    +-1 codes of :func:`one_vs_rest_targets`: (s + 1) / 2 per class, the single column of two
+    classes (the score of class 1) giving [(1 - s) / 2, (1 + s) / 2]. A row's order, and so its
+    argmax (the sign of s for two classes), is the scores' order; project onto the probability
+    simplex for probabilities."""
+    S = np.asarray(scores)
+    if S.shape[1] == 1:
+        return np.concatenate([(1 - S) / 2, (1 + S) / 2], axis=1)
+    return (S + 1) / 2
 
 
 def one_hot(codes, n_classes, dtype=np.float64):

@@ -6,7 +6,8 @@ the backend of ``device``; the operators the solvers create pick it up, and the 
 name a backend. The same wrapper makes torch tensors first-class inputs:
 
 - a tensor argument (X, y, sample_weight) is copied to a host numpy array before validation, and
-  with ``device=None`` the tensor's device is used;
+  with ``device=None`` the tensor's device is used; a tensor without values (the "meta" device)
+  or of a dtype numpy has not (bfloat16, float8) is refused first, naming the argument;
 - the result of a method called with a tensor X is a tensor on that device (fit returns the
   estimator, as always);
 - the computation dtype follows the input on every device, as everywhere else (``dtype=None``):
@@ -17,28 +18,36 @@ name a backend. The same wrapper makes torch tensors first-class inputs:
 from __future__ import annotations
 
 import functools
+import inspect
 
 import numpy as np
 
 from ..ops.backend import current_backend, get_backend, using
+from .validation import check_tensor, is_tensor
 
-__all__ = ["on_device", "is_tensor"]
-
-
-def is_tensor(a):
-    """True for a torch tensor (without importing torch)."""
-    return type(a).__module__.split(".")[0] == "torch" and hasattr(a, "detach")
+__all__ = ["on_device", "is_tensor", "check_tensor"]
 
 
 def _host(a):
     return a.detach().cpu().numpy() if is_tensor(a) else a
 
 
+def _argument_names(method):
+    """The names of the positional parameters of ``method`` after self (X, y, ...)."""
+    parameters = list(inspect.signature(method).parameters.values())[1:]
+    return [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
 def on_device(method):
     """``method`` run on the backend of the estimator's ``device`` (see the module docstring)."""
+    names = _argument_names(method)
 
     @functools.wraps(method)
     def run(self, *args, **kwargs):
+        for i, a in enumerate(args):
+            check_tensor(a, names[i] if i < len(names) else f"argument {i + 1}")
+        for key, a in kwargs.items():
+            check_tensor(a, key)
         tensor = args[0] if args and is_tensor(args[0]) else None
         device = getattr(self, "device", None)
         backend = get_backend(tensor.device if device is None and tensor is not None else device)

@@ -6,7 +6,8 @@ One implementation of each convention of the README's "Shared vocabulary":
   parameters (``sigma="median"``) are fixed from the training points of positive weight (the
   median weighted by ``sample_weight`` when the weights differ).
 - :func:`fit_weights`: ``sample_weight`` times the ``class_weight`` of each sample's class
-  ("balanced" counts samples, not weights, as scikit-learn does), validated once.
+  ("balanced" counts samples, not weights, as scikit-learn does), validated once
+  (:func:`check_class_weight`: finite weights >= 0, not 0 for every class).
 - :func:`warm_start_iterations`: ``n_iter`` (``n_stages``) is the TOTAL a warm-started model
   reaches, as for scikit-learn's ensembles: a refit runs the missing iterations only.
 - :func:`validate_fit_data` and :func:`commit_fit`: a fit never leaves a half-fitted model. It
@@ -17,6 +18,8 @@ One implementation of each convention of the README's "Shared vocabulary":
 
 from __future__ import annotations
 
+import math
+import numbers
 import warnings
 
 import numpy as np
@@ -25,12 +28,12 @@ from sklearn.utils import check_random_state
 from sklearn.metrics import r2_score
 from sklearn.utils.class_weight import compute_class_weight
 
-from .validation import check_sample_weight, validate_data
+from .validation import check_sample_weight, float_value, number_repr, validate_data
 from ..kernels import MEDIAN_SAMPLES, make_kernel
 from ..ops.rows import is_dask
 
-__all__ = ["resolve_kernel", "fit_weights", "warm_start_iterations", "validate_fit_data", "commit_fit",
-           "INPUT_ATTRIBUTES", "FiniteR2Mixin", "finite_r2_score"]
+__all__ = ["resolve_kernel", "fit_weights", "check_class_weight", "check_some_weight", "warm_start_iterations", "validate_fit_data", "commit_fit",
+           "INPUT_ATTRIBUTES", "FiniteR2Mixin", "finite_r2_score", "warm_start_from"]
 
 #: what scikit-learn's ``validate_data(..., reset=True)`` sets on the estimator
 INPUT_ATTRIBUTES = ("n_features_in_", "feature_names_in_")
@@ -105,16 +108,57 @@ def positive_rows(Z, w, ranks, stats=None):
     return np.concatenate([p[0] for p in parts]), weights, np.concatenate([p[2] for p in parts])
 
 
+def check_class_weight(class_weight, classes=None):
+    """Return ``class_weight`` (None, "balanced" or a dict {label: weight}), or raise a ValueError
+    naming it: a weight that is not a finite number >= 0 (negative, NaN, inf, an integer beyond
+    the float range, a string), or, given ``classes`` (the sorted labels of y), a dict that weighs
+    every one of them 0 (a class the dict does not name weighs 1, as in scikit-learn)."""
+    if not isinstance(class_weight, dict):
+        return class_weight
+    for label, weight in class_weight.items():
+        ok = isinstance(weight, numbers.Real) and not isinstance(weight, bool)
+        number = float_value(weight) if ok else math.nan
+        if not (math.isfinite(number) and number >= 0):
+            raise ValueError(
+                f"class_weight[{label!r}] is {number_repr(weight)}; class weights must be finite numbers >= 0 "
+                f"(0 ignores a class): pass e.g. class_weight={{{label!r}: 2.0}}, or class_weight='balanced'."
+            )
+    if classes is not None and all(float(class_weight.get(label, 1.0)) == 0 for label in
+                                   (c.item() if isinstance(c, np.generic) else c for c in classes)):
+        raise ValueError(
+            f"class_weight={class_weight!r} weighs every class of y ({', '.join(map(repr, np.asarray(classes)[:10].tolist()))}) 0, "
+            f"so no sample is left to fit; give at least one class a positive weight."
+        )
+    return class_weight
+
+
+def check_some_weight(w, what="sample_weight times class_weight"):
+    """Return the float64 weights ``w``, or raise a ValueError naming ``what`` when none is positive
+    or one overflowed to inf."""
+    if not np.all(np.isfinite(w)):
+        raise ValueError(f"{what} overflows the float range for some samples; scale the weights down "
+                         f"(only their ratios matter).")
+    if w.size and not np.any(w > 0):
+        raise ValueError(f"{what} is 0 for every sample, so no sample is left to fit; give some samples of "
+                         f"some class a positive weight.")
+    return w
+
+
 def fit_weights(sample_weight, class_weight, X, codes=None, classes=None, *, ones=False):
     """float64 weights per sample: ``sample_weight`` (ones when None) times the class weights
     of ``codes`` (integer class codes) under ``class_weight`` (None, "balanced" or a dict keyed
-    by the labels in ``classes``). When both are None: None, or ones with ``ones=True``."""
+    by the labels in ``classes``, checked by :func:`check_class_weight`). When both are None:
+    None, or ones with ``ones=True``. A ValueError names class_weight when the product leaves
+    no positive weight or overflows."""
     if sample_weight is None and class_weight is None and not ones:
         return None
     w = check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
     if class_weight is not None:
+        check_class_weight(class_weight, classes)
         y = classes[codes]
-        w = w * compute_class_weight(class_weight, classes=classes, y=y)[codes]
+        with np.errstate(over="ignore"):
+            w = w * compute_class_weight(class_weight, classes=classes, y=y)[codes]
+        check_some_weight(w)
     return w
 
 
@@ -138,6 +182,23 @@ def warm_start_iterations(n_iter, done, *, name="n_iter"):
             stacklevel=3,
         )
     return n_iter - done
+
+
+def warm_start_from(previous, shape, what):
+    """The previous fit's state ``previous`` (None before any fit) as an array of ``shape`` for a
+    warm start to continue from, or None: a fit on another number of rows (or outputs) cannot
+    continue from it, so it starts from scratch, with a UserWarning saying so."""
+    if previous is None:
+        return None
+    if np.shape(previous)[:1] == tuple(shape[:1]) and np.size(previous) == math.prod(shape):
+        return np.reshape(previous, shape)
+    warnings.warn(
+        f"warm_start=True, but the previous model's {what} has shape {np.shape(previous)} and this fit needs "
+        f"{tuple(shape)} (rows, outputs): it was fitted on other data, so this fit starts from scratch. Pass "
+        f"warm_start=False to silence this, or refit on the same rows to continue.",
+        UserWarning, stacklevel=3,
+    )
+    return None
 
 
 def validate_fit_data(estimator, X, y, **kwargs):

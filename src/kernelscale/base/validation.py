@@ -7,11 +7,13 @@ float64; NaN/inf, empty arrays, wrong shapes and non-positive hyperparameters ra
 
 from __future__ import annotations
 
+import math
 import numbers
 import traceback
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.base import is_classifier
 from sklearn.utils import check_array
 from sklearn.utils.validation import _check_sample_weight
 from sklearn.utils.validation import validate_data as _sklearn_validate_data
@@ -19,12 +21,37 @@ from sklearn.utils.validation import validate_data as _sklearn_validate_data
 FLOAT_DTYPES = (np.float64, np.float32)
 
 
+def is_tensor(a):
+    """True for a torch tensor (without importing torch)."""
+    return type(a).__module__.split(".")[0] == "torch" and hasattr(a, "detach")
+
+
+def check_tensor(a, name):
+    """Refuse, naming the argument, a torch tensor that has no values to copy to the host (on the
+    "meta" device) or whose dtype numpy cannot hold (bfloat16, the float8 types)."""
+    if not is_tensor(a):
+        return a
+    if a.device.type == "meta":
+        raise ValueError(
+            f"{name} is a torch tensor on the 'meta' device, which holds a shape but no values; pass {name} "
+            f"with data, on 'cpu' or a CUDA device (e.g. a tensor created with device='cpu'), or a numpy array."
+        )
+    dtype = str(a.dtype)
+    if "bfloat16" in dtype or "float8" in dtype:
+        raise TypeError(
+            f"{name} is a torch tensor of dtype {dtype}, which numpy (and so kernelscale) cannot hold; pass "
+            f"{name}.float() (float32, computed in float32) or {name}.double() (float64)."
+        )
+    return a
+
+
 def as_float_array(X, name="X", *, ensure_2d=True, allow_empty=False, copy=False):
     """Validate `X` as a finite float32/float64 array (float32 is kept, other numbers -> float64).
 
     Raises a ValueError naming `name` for NaN/inf, empty input or a wrong number of dimensions,
-    and a TypeError for non-numeric data.
+    and a TypeError for non-numeric data (:func:`check_tensor`: for torch tensors numpy cannot hold).
     """
+    check_tensor(X, name)
     dtype = getattr(X, "dtype", None)
     if dtype is not None and np.dtype(dtype).kind not in "biuf":
         raise TypeError(
@@ -91,8 +118,11 @@ def _conversion_error(err, default="X"):
 def validate_data(estimator, X="no_validation", y="no_validation", **kwargs):
     """scikit-learn's ``validate_data`` whose conversion errors name the argument (a TypeError
     naming X, y or sample_weight rather than numpy's bare "could not convert string to float"),
-    and that refuses a non-numeric y when ``y_numeric=True`` (scikit-learn converts only object
-    arrays: a string array would reach the arithmetic)."""
+    that refuses a non-numeric y when ``y_numeric=True`` (scikit-learn converts only object
+    arrays: a string array would reach the arithmetic), and a classifier's labels mixing strings
+    with numbers (:func:`check_label_types`)."""
+    check_tensor(X, "X")
+    check_tensor(y, "y")
     try:
         out = _sklearn_validate_data(estimator, X, y, **kwargs)
     except (ValueError, TypeError) as err:
@@ -100,8 +130,11 @@ def validate_data(estimator, X="no_validation", y="no_validation", **kwargs):
         if better is None:
             raise
         raise better from err
-    if kwargs.get("y_numeric") and not (isinstance(y, str) and y == "no_validation") and y is not None:
+    has_y = not (isinstance(y, str) and y == "no_validation") and y is not None
+    if kwargs.get("y_numeric") and has_y:
         check_numeric_target(out[1], "y")
+    if has_y and is_classifier(estimator):
+        check_label_types(out[1], "y")
     return out
 
 
@@ -117,6 +150,7 @@ def check_numeric_target(y, name="y"):
 def check_sample_weight(sample_weight, X, dtype=None, ensure_non_negative=True):
     """scikit-learn's ``_check_sample_weight`` (non-negative, one finite weight per sample, at least
     one positive) whose conversion errors name sample_weight."""
+    check_tensor(sample_weight, "sample_weight")
     try:
         return _check_sample_weight(sample_weight, X, dtype=dtype, ensure_non_negative=ensure_non_negative)
     except (ValueError, TypeError) as err:
@@ -131,16 +165,54 @@ def result_dtype(*arrays):
     return np.result_type(*[a.dtype for a in arrays], np.float32)
 
 
+def float_value(value):
+    """``float(value)`` of a real number, +-inf for an integer beyond the float range (about
+    1.8e308), where ``float`` raises OverflowError (and numpy's ufuncs a TypeError)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
+def number_repr(value):
+    """A short repr of a number: an integer of hundreds of digits is shown by its magnitude
+    (Python refuses to print one of more than 4300 digits)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and abs(int(value)) > 10**20:
+        return f"{'-' if value < 0 else ''}~10**{int(abs(int(value)).bit_length() * math.log10(2))}"
+    return repr(value)
+
+
 def check_positive(value, name, *, allow_zero=False, integer=False):
-    """Return `value` if it is a positive (or non-negative) finite number, else raise naming it."""
+    """Return `value` if it is a positive (or non-negative) finite number, else raise naming it.
+    A Python integer counts as finite when it is within the float range."""
     kind = numbers.Integral if integer else numbers.Real
     if isinstance(value, bool) or not isinstance(value, kind):
         what = "an integer" if integer else "a number"
         raise TypeError(f"{name} must be {what}, got {value!r} of type {type(value).__name__}.")
-    if not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+    number = float_value(value)
+    if not math.isfinite(number) or number < 0 or (number == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be finite and {bound}, got {value!r}; pass a value {bound}.")
+        raise ValueError(f"{name} must be finite and {bound} (within the float range, about 1.8e308), got "
+                         f"{number_repr(value)}; pass a value {bound}.")
     return value
+
+
+def check_label_types(y, name="y"):
+    """Return the labels `y`, or raise a ValueError naming `name` when they mix strings with other
+    values (1 and "a"): such labels cannot be sorted into ``classes_`` (numpy's sort raises
+    "'<' not supported between instances of 'int' and 'str'")."""
+    y = np.asarray(y) if not hasattr(y, "dtype") else y
+    if y.dtype != object or y.size == 0:
+        return y  # a numeric or a str array holds one kind of label
+    flat = np.asarray(y).ravel()
+    is_str = np.fromiter((isinstance(v, (str, bytes)) for v in flat), dtype=bool, count=flat.size)
+    if is_str.any() and not is_str.all():
+        raise ValueError(
+            f"{name} mixes strings with other labels (e.g. {flat[np.argmax(is_str)]!r} and "
+            f"{flat[np.argmin(is_str)]!r}), which cannot be ordered into classes; give every label one "
+            f"type, e.g. {name} = np.asarray({name}).astype(str)."
+        )
+    return y
 
 
 def check_finite_result(values, what, name="X"):

@@ -56,6 +56,7 @@ import numpy as np
 from sklearn.base import is_classifier
 
 from ..base.classifier import check_class_memory, encode_classes, one_hot
+from ..base.estimator import check_class_weight
 from .client import cluster_budget, current_client
 
 __all__ = ["DISTRIBUTED", "class_weight_chunk", "fit", "partial_fit", "persist_within", "sum_labels", "supports"]
@@ -184,6 +185,7 @@ def fit(estimator, X, y, sample_weight=None):
     class_weight = getattr(estimator, "class_weight", None)
     sw = sample_weight
     if class_weight is not None:
+        check_class_weight(class_weight, classes)
         if isinstance(class_weight, str):  # "balanced": n / (k * counts), as scikit-learn
             counts = _sum_counts(y, classes)
             weights = counts.sum() / (k * counts)

@@ -516,14 +516,14 @@ def _idx_rows(path, chunks):
 
 def _load_csv(path):
     opener = gzip.open if str(path).lower().endswith(".gz") else open
-    with opener(path, "rt") as f:
+    with opener(path, "rt", encoding="utf-8-sig") as f:  # a byte-order mark is not a header
         first = f.readline()
     try:
         [float(v) for v in first.strip().split(",")]
         skip = 0
     except ValueError:
         skip = 1
-    data = np.loadtxt(path, delimiter=",", skiprows=skip, ndmin=2)
+    data = np.loadtxt(path, delimiter=",", skiprows=skip, ndmin=2, encoding="utf-8-sig")
     if data.shape[1] < 2:
         raise ValueError(
             f"{path} has {data.shape[1]} column(s); a CSV needs feature columns, then the target."

@@ -40,8 +40,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import column_or_1d
 
 from ..base.classifier import check_class_memory, one_hot, one_vs_rest_targets, require_two_classes
-from ..base.estimator import FiniteR2Mixin, target_means
-from ..base.validation import check_finite_result, check_sample_weight, validate_data
+from ..base.estimator import FiniteR2Mixin, check_class_weight, check_some_weight, target_means
+from ..base.validation import check_finite_result, check_label_types, check_sample_weight, validate_data
 from ..losses import softmax
 from .defaults import AUTO_PRECONDITIONED_STEP_CLASSIFIER
 from .fitting import _FLOAT_DTYPES, _DoublyStochasticBase
@@ -384,13 +384,14 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
                         "classes must be passed on the first call to partial_fit (all the labels "
                         "the stream will contain), e.g. partial_fit(X, y, classes=np.unique(y_all))."
                     )
-                all_classes = np.unique(np.asarray(classes))
+                all_classes = np.unique(check_label_types(np.asarray(classes), "classes"))
             else:
                 all_classes = labels
             require_two_classes(all_classes)
             self.classes_ = all_classes
             self.loss_ = self.loss
-        elif classes is not None and not np.array_equal(np.unique(np.asarray(classes)), self.classes_):
+        elif classes is not None and not np.array_equal(np.unique(check_label_types(np.asarray(classes), "classes")),
+                                                        self.classes_):
             raise ValueError(
                 f"classes={classes!r} differs from the classes of the first partial_fit call "
                 f"({self.classes_!r}); classes cannot change after the first call."
@@ -430,11 +431,13 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
         if self.class_weight is not None:
             if self.class_weight == "balanced":
                 raise ValueError(_BALANCED_PARTIAL)
+            check_class_weight(self.class_weight, self.classes_)
             weights = compute_sample_weight(self.class_weight, self.classes_)
             sw = y.map_blocks(class_weight_chunk, sw, self.classes_, weights, dtype=np.float64, meta=np.empty(0))
         return Y, sw
 
     def _targets(self, X, y, sample_weight, *, first, partial, classes=None):
+        check_label_types(y)  # partial_fit's y has not been through validate_data
         check_classification_targets(y)
         self._check_labels(np.unique(y), first=first, partial=partial, classes=classes)
         codes = np.searchsorted(self.classes_, y)
@@ -456,7 +459,9 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
             if self.class_weight is not None:
                 if partial and self.class_weight == "balanced":
                     raise ValueError(_BALANCED_PARTIAL)
-                sw = sw * compute_sample_weight(self.class_weight, y)
+                check_class_weight(self.class_weight, self.classes_)
+                with np.errstate(over="ignore"):
+                    sw = check_some_weight(sw * compute_sample_weight(self.class_weight, y))
         return Y, sw
 
     @_fit_context(prefer_skip_nested_validation=True)

@@ -218,6 +218,20 @@ class _StagewiseBase(BoundaryMixin, BaseEstimator):
                       objective_history_=np.asarray(history + list(result.objective_history)))
         return commit_fit(self, fitted, stale=INPUT_ATTRIBUTES)
 
+    def keep_stages(self, n_stages):
+        """Keep only the first ``n_stages`` fitted stages (for example the number that scored best
+        on held-out rows through ``staged_decision_function`` / ``staged_predict``); returns self.
+        Stage t's features are regenerated from (seed_, t), so the model is exactly the fit that
+        stopped after ``n_stages`` stages."""
+        check_is_fitted(self)
+        if not (isinstance(n_stages, Integral) and 0 <= n_stages <= self.n_iter_):
+            raise ValueError(f"n_stages must be an int in [0, n_iter_={self.n_iter_}]; got {n_stages!r}.")
+        t = int(n_stages)
+        calibration = None if self.calibration_ is None else self.calibration_[:t]
+        return commit_fit(self, {"coef_": self.coef_[:t], "intercept_": self.intercept_[:t],
+                                 "calibration_": calibration, "n_iter_": t,
+                                 "objective_history_": self.objective_history_[:t + 1]})
+
     def _staged_outputs(self, X):
         """Yield the raw outputs (n, k) after every stage, regenerating each block once and
         applying it to row blocks sized by ``max_memory``."""

@@ -3,8 +3,8 @@
 Every Fourier block is one GEMM and one cosine pass over its (rows x features) result. numpy's
 float64 cosine is scalar code (its float32 cosine is SIMD), so on large random-feature models
 the cosine, not the GEMM, sets the time (measurements: benchmarks/studies/compute_layer.md). :func:`cos_inplace` computes the same function with
-arithmetic that the compiler vectorises and spreads over the cores (numba, the optional
-``fast`` extra; without numba, or for small, float32 or non-contiguous arrays, it is
+arithmetic that the compiler vectorises and spreads over the cores (numba, a dependency;
+without numba (a platform it does not support), or for small, float32 or non-contiguous arrays, it is
 ``np.cos``):
 
 - range reduction: k = rint(x 2 / pi), r = x - k pi / 2 with pi / 2 split into three parts

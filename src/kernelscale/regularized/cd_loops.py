@@ -1,9 +1,9 @@
 """The inner loops of coordinate descent (kernelscale.regularized.coordinate_descent), compiled by numba.
 
 The functions below are plain Python written in the subset numba compiles. With numba installed
-(the optional ``numba`` extra) they are compiled on first use (cached on disk), and a sweep costs what
+(a dependency of kernelscale) they are compiled on first use (cached on disk), and a sweep costs what
 its arithmetic costs; kernelscale.regularized.coordinate_descent falls back to its own Python loops, which give
-the same iterates (up to the rounding of float32 axpys), when numba is missing, when its
+the same iterates (up to the rounding of float32 axpys), when numba is missing (a platform it does not support), when its
 ``USE_NUMBA`` switch is off, and for losses other than the six built-in classes.
 """
 

@@ -30,7 +30,7 @@ earlier, and the z_i it tests are those seen at the coordinate's visit (no pass 
 set's rows). The stopping rule is the same on both paths. The linear path evaluates F and D
 (a pass over X) only after full sweeps: its histories hold NaN after shrunk sweeps.
 
-The sweeps run compiled when numba is installed (the optional ``numba`` extra; ``USE_NUMBA``
+The sweeps run compiled when numba is installed (a dependency; ``USE_NUMBA``
 switches it off; the loops are in kernelscale.regularized.cd_loops), else as Python loops with the same
 iterates. On the linear path one compiled call runs sweeps, shrinking included, until a sweep over
 all coordinates (after every sweep when a callback is given), so that the many short sweeps over a

@@ -35,7 +35,7 @@ from ..base.classifier import (
     one_vs_one_scores_in_blocks, one_vs_rest_from_one_hot, one_vs_rest_targets,
 )
 from ..base.estimator import (
-    FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit, fit_weights, resolve_kernel, validate_fit_data,
+    FiniteR2Mixin, INPUT_ATTRIBUTES, commit_fit, fit_weights, resolve_kernel, validate_fit_data, warm_start_from,
 )
 from ..base.monitor import problem_callbacks
 from .coordinate_descent import RULES, kernel_coordinate_descent, linear_coordinate_descent, prefers_csr
@@ -144,9 +144,8 @@ class _RegularizedBase(BoundaryMixin, BaseEstimator):
             Cw = self.C * sample_weight
         s = self.intercept_scaling if self.fit_intercept else 0.0
         c0 = None
-        previous = getattr(self, "dual_coef_", None)
-        if self.warm_start and warm_start and previous is not None and previous.reshape(n, -1).shape == (n, m):
-            c0 = previous.reshape(n, m)
+        if self.warm_start and warm_start:  # from the previous c where it has this fit's shape
+            c0 = warm_start_from(getattr(self, "dual_coef_", None), (n, m), "dual_coef_")
         auto = self.max_iter == "auto"
         common = dict(loss=loss, tol=self.tol * tol_scale, max_iter=AUTO_MAX_ITER if auto else self.max_iter,
                       intercept_scaling=s, random_state=rng, verbose=self.verbose)

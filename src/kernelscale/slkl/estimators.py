@@ -45,7 +45,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..base.classifier import (
-    OneVsRestScoresMixin, class_pairs, encode_classes, one_hot, one_vs_one_scores_in_blocks,
+    OneVsRestScoresMixin, class_pairs, encode_classes, one_hot, one_hot_estimates, one_vs_one_scores_in_blocks,
     one_vs_rest_from_one_hot, one_vs_rest_targets,
 )
 from ..base.boundary import BoundaryMixin
@@ -61,6 +61,7 @@ from ..ops.kernel import KernelOperator
 from ..ops.lapack_threads import blas_threads, one_blas_thread
 from ..ops.memory import parse_memory
 from ..ops.rows import executor, is_dask
+from ..simplex import project_simplex
 from . import loop as _slkl_loop
 from .columns import (
     COLUMN_MODES, KernelColumns, candidate_scale, gram_state_bytes, gram_sums, plan_columns, weighted_targets,
@@ -577,9 +578,16 @@ class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
     pair of classes on their rows, as LIBSVM's SVC; the default where its Gram matrices fit) or
     one-vs-all (a problem per class on all rows: the protocol of the paper's USPS and MNIST
     experiments). ``predict`` is the argmax of the class scores (the sign for two classes, the
-    majority vote of the pairs for one-vs-one). No ``predict_proba``: the scores are
-    least-squares regressions of +-1 labels, not probabilities (calibrate with
-    ``sklearn.calibration.CalibratedClassifierCV`` if needed).
+    majority vote of the pairs for one-vs-one). ``predict_proba`` follows the library's rule for
+    least-squares scores (as LS-SVM's and the least-squares classifiers' of paper 5): one-vs-rest
+    scores, regressions of +-1 codes, become estimates (s + 1) / 2 of the one-hot codes, which are
+    projected onto the probability simplex; one-vs-one scores (votes plus the squashed
+    confidence) are projected as they are, so a class that wins a whole vote more than every
+    other gets probability 1 and only classes close in votes share it. The projection keeps the
+    argmax, so ``predict`` is the argmax of the probabilities. They are least-squares estimates,
+    not calibrated probabilities: wrap the model in ``sklearn.calibration.CalibratedClassifierCV``
+    where calibration matters (on digits, one-vs-one's projected votes had a lower log loss than
+    their shares of the k (k - 1) / 2 votes, whose largest probability is at most 2 / k).
 
     Parameters
     ----------""" + _PARAMS_DOC + """
@@ -684,6 +692,20 @@ class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
         budget = self._budget()
         return one_vs_one_scores_in_blocks(lambda rows: self._decision_values(rows, budget), X, self.classes_.size,
                                            budget)
+
+    def predict_proba(self, X):
+        """Class probabilities (n, n_classes): the scores projected onto the probability simplex,
+        one-vs-rest ones as estimates (s + 1) / 2 of the one-hot codes (see the class
+        docstring); the argmax is ``predict``."""
+        scores = self._scores(X)
+        if getattr(self, "multi_class_", "ovr") == "ovo":
+            return project_simplex(scores)
+        return project_simplex(one_hot_estimates(scores))
+
+    def predict_log_proba(self, X):
+        """The log of ``predict_proba`` (-inf where the projection puts an exact 0)."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

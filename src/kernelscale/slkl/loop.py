@@ -4,8 +4,8 @@ One call runs one epoch of visits: the same draws, steps and Woodbury updates (e
 docs/algorithms.md section 1.1) as the Python loop of ``slkl_gram``, on the active block
 ``G[:m0, :m0]`` of an M x M buffer, with the rank-one products written as loops (the same
 iterates up to rounding). Between epochs ``slkl_gram`` refreshes G from scratch, records the
-objective and calls the monitor, in Python. With numba installed (the optional ``fast`` extra)
-the epoch is compiled on first use (cached on disk); without it, with ``trace=True`` or with
+objective and calls the monitor, in Python. With numba installed (a dependency;
+the Python loop remains for platforms without it) the epoch is compiled on first use (cached on disk); without it, with ``trace=True`` or with
 :data:`USE_NUMBA` off, ``slkl_gram`` runs its own loop. Why the loop is compiled (its share of a
 fit, measured): benchmarks/studies/slkl.md, "Compiled visits".
 

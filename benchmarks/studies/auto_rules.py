@@ -1,0 +1,107 @@
+"""How the front door's rules were chosen (kernelscale.auto.plan), on training data only.
+
+Every part splits each set's TRAINING part into a fit part and a validation part (20%, seeded,
+stratified for classification) and never looks at the test part.
+
+- ``alpha``: the exact route's ridge on n rows from the search's ridge on m rows,
+  alpha_n = alpha_m (n / m)^g, for g in {0, 0.25, 0.5, 1}, on the unseen-data sets of the
+  robustness suite (benchmarks/studies/common.py); the search stops at SEARCH_MAX_ROWS rows.
+  Reports the validation error (RMSE for regression) of each g over the one of g = 0.5.
+- ``block``: the stagewise route's features per stage at equal time, on MNIST (50000 fit /
+  10000 validation digits of the training set, pixels / 255, float32): blocks of 128, 256, 512
+  and 1024 features fitted for ``--seconds`` each, with the search's bandwidth.
+
+    python -m benchmarks auto_rules alpha
+    python -m benchmarks auto_rules block [--seconds 40]
+
+Writes benchmarks/results/auto-rules.json (one record per part and variant; a later part adds to
+the file's other parts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+from benchmarks.harness import RESULTS_DIR, Suite
+from benchmarks.studies.common import DATASETS, SEED, make_dataset
+
+GROWTHS = (0.0, 0.25, 0.5, 1.0)
+BLOCKS = (128, 256, 512, 1024)
+
+
+def _validation_split(X, y, task):
+    from sklearn.model_selection import train_test_split
+
+    strat = y if task == "classification" else None
+    return train_test_split(X, y, test_size=0.2, random_state=SEED, stratify=strat)
+
+
+def _error(task, pred, y):
+    return float(np.sqrt(np.mean((pred - y) ** 2))) if task == "regression" else float(np.mean(pred != y))
+
+
+def part_alpha(suite):
+    import kernelscale as ks
+    from kernelscale.auto import plan
+
+    for name in DATASETS:
+        data = make_dataset(name)
+        X, Xv, y, yv = _validation_split(data.X_train, data.y_train, data.task)
+        cls = ks.AutoKernelRegressor if data.task == "regression" else ks.AutoKernelClassifier
+        errors = {}
+        for g in GROWTHS:
+            plan.ALPHA_GROWTH = g
+            model = cls(random_state=0).fit(X, y)
+            errors[g] = _error(data.task, model.predict(Xv), yv)
+        plan.ALPHA_GROWTH = 0.5
+        base = errors[0.5]
+        for g, e in errors.items():
+            ratio = e / base if base > 0 else 1.0
+            suite.add(name, f"alpha growth {g}", params={"part": "alpha", "growth": g, "n": int(X.shape[0])},
+                      metrics={"validation_error": e, "ratio_to_0.5": ratio})
+        print(f"{name:32s} " + " ".join(f"g={g}: {e:.4g}" for g, e in errors.items()), flush=True)
+
+
+def part_block(suite, seconds):
+    import kernelscale as ks
+
+    mnist = ks.load_dataset("mnist")
+    X = (mnist.X_train / 255.0).astype(np.float32)
+    X, Xv, y, yv = _validation_split(X, mnist.y_train, "classification")
+    sigma = float(ks.AutoKernelClassifier(time_budget=20, random_state=0).fit(X[:4000], y[:4000]).best_params_["sigma"])
+    for block in BLOCKS:
+        start = time.perf_counter()
+        model = ks.StagewiseClassifier(ks.GaussianKernel(sigma), block_size=block, n_stages=100_000,
+                                       update="calibrated", random_state=0,
+                                       callback=lambda info: time.perf_counter() - start > seconds).fit(X, y)
+        fit_s = time.perf_counter() - start
+        error = _error("classification", model.predict(Xv), yv)
+        suite.add("mnist (train split)", f"stagewise block {block}",
+                  params={"part": "block", "block": block, "seconds": seconds, "sigma": sigma},
+                  metrics={"validation_error": error, "stages": int(model.n_iter_)}, time_median_s=fit_s,
+                  times_s=[fit_s])
+        print(f"block {block:5d}: {model.n_iter_} stages in {fit_s:.1f} s, validation error {error:.4f}", flush=True)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("part", choices=("alpha", "block"))
+    parser.add_argument("--seconds", type=float, default=40.0)
+    args = parser.parse_args(argv)
+    suite = Suite("auto-rules", paper={"note": "training data only; see the module docstring"})
+    path = RESULTS_DIR / "auto-rules.json"
+    if path.exists():  # keep the other parts' records
+        suite.records = [r for r in json.loads(path.read_text())["records"] if r["params"].get("part") != args.part]
+    if args.part == "alpha":
+        part_alpha(suite)
+    else:
+        part_block(suite, args.seconds)
+    suite.write(plot=False)
+
+
+if __name__ == "__main__":
+    main()

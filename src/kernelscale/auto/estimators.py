@@ -1,0 +1,326 @@
+"""The front door: :class:`AutoKernelClassifier` and :class:`AutoKernelRegressor`.
+
+One knob, ``time_budget`` (seconds). ``fit`` chooses, on the data it is given:
+
+- the **hyperparameters** (input scaling, kernel, bandwidth, ridge) by the leave-one-out search
+  of :mod:`kernelscale.auto.search` (successive halving over nested subsamples);
+- the **method** and its **capacity** by the rules of :mod:`kernelscale.auto.plan`: the exact
+  solver where it is affordable, otherwise stagewise regression on random features with as many
+  stages as the budget pays for, the number kept chosen on held-out rows.
+
+The fitted estimator is ``best_estimator_`` (an ordinary kernelscale estimator, applied to the
+scaled rows); every candidate the search scored is in ``cv_results_``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from numbers import Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_is_fitted
+
+from ..base.boundary import BoundaryMixin
+from ..base.classifier import encode_classes, one_hot
+from ..base.estimator import INPUT_ATTRIBUTES, FiniteR2Mixin, commit_fit, validate_fit_data
+from ..base.params import DEVICE_CONSTRAINT, MEMORY_CONSTRAINT
+from ..base.validation import check_sample_weight, validate_data
+from ..least_squares import StagewiseClassifier, StagewiseRegressor, feature_spec, stagewise_fit_bytes
+from ..lssvm import LSSVMClassifier, LSSVMRegressor
+from ..ops.memory import parse_memory
+from ..preprocessing import pca_fit, pca_transform
+from . import plan
+from .search import KERNELS, halving_search, standard_scaling, standardize
+
+__all__ = ["AutoKernelClassifier", "AutoKernelRegressor"]
+
+logger = logging.getLogger(__name__)
+
+#: components of the PCA in front of the random features when X has more features
+#: (StagewiseClassifier's pca_components="auto")
+PCA_COMPONENTS = 50
+#: the search never scores a candidate on more rows than this
+SEARCH_MAX_ROWS = 1600
+#: an upper bound on the stages of a stagewise fit: the budget stops it long before
+MAX_STAGES = 100_000
+#: the stagewise fit's block of random features per stage
+STAGE_BLOCK = 256
+#: seconds kept back from the budget for what follows the last stage (choosing the stages kept)
+RESERVE_SHARE = 0.05
+
+
+class _AutoBase(BoundaryMixin, BaseEstimator):
+    _parameter_constraints: dict = {
+        "time_budget": [Interval(Real, 0, None, closed="neither")],
+        "max_memory": MEMORY_CONSTRAINT,
+        "device": DEVICE_CONSTRAINT,
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(self, *, time_budget=60.0, max_memory=None, device=None, random_state=None, verbose=0):
+        self.time_budget = time_budget
+        self.max_memory = max_memory
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------------------------------
+    def _log(self, text):
+        logger.info(text)
+        if self.verbose:
+            print(f"[{type(self).__name__}] {text}", file=sys.stderr, flush=True)
+
+    def _fit_auto(self, X, y, Y, codes, sample_weight, fitted):
+        start = time.perf_counter()
+        deadline = start + float(self.time_budget)
+        budget = parse_memory(self.max_memory)
+        rng = check_random_state(self.random_state)
+        seed = int(rng.randint(np.iinfo(np.int32).max))
+        n, d = X.shape
+        if sample_weight is not None:
+            sample_weight = check_sample_weight(sample_weight, X)
+        flops = plan.flop_rate(X.dtype, budget)
+        exact = plan.use_exact(n, d, X.dtype.itemsize, self.time_budget, flops, budget)
+        method = "exact" if exact else "stagewise"
+        self._log(f"{n} rows x {d} features, budget {self.time_budget:g} s: method {method}")
+
+        # the search: a random permutation, weighted by sample_weight when given
+        order = _search_order(n, sample_weight, rng)
+        reduce = _SubsamplePCA(budget) if not exact and d > PCA_COMPONENTS else None
+        searched = order[:SEARCH_MAX_ROWS]
+        if exact:
+            search_end = deadline - plan.exact_seconds(n, d, flops) - 0.1 * self.time_budget
+        else:
+            search_end = start + plan.SEARCH_SHARE * self.time_budget
+        found = halving_search(X[searched], Y[searched], None if codes is None else codes[searched], search_end,
+                               reduce=reduce, budget=budget, random_state=seed, log=self._log)
+        best = found.best
+        if best.scaling == "standard":
+            mean, scale = standard_scaling(X)
+            Xs = standardize(X, mean, scale).astype(X.dtype, copy=False)
+        else:
+            mean = scale = None
+            Xs = X
+        kernel = KERNELS[best.kernel](sigma=found.sigma)
+        common = dict(max_memory=self.max_memory, device=self.device, random_state=seed)
+        if exact:
+            alpha = max(found.alpha * (n / found.rows) ** plan.ALPHA_GROWTH, plan.smallest_ridge(n, X.dtype, found.kernel_mean))
+            model = self._exact(kernel, C=1.0 / alpha, solver="exact", **common)
+            model.fit(Xs, y, sample_weight=sample_weight)
+            chosen = {"alpha": alpha}
+        else:
+            model, chosen = self._stagewise(kernel, Xs, y, sample_weight, order, deadline, common)
+        self._log(f"fitted {type(model).__name__} in {time.perf_counter() - start:.1f} s")
+        fitted.update(
+            best_estimator_=model, method_=method, scaling_mean_=mean, scaling_scale_=scale,
+            best_params_={"scaling": best.scaling, "kernel": best.kernel, "sigma": found.sigma,
+                          "bandwidth_factor": best.factor, **chosen},
+            best_score_=found.score, cv_results_=_as_columns(found.records),
+            fit_time_=time.perf_counter() - start,
+        )
+        return commit_fit(self, fitted, stale=INPUT_ATTRIBUTES)
+
+    def _stagewise(self, kernel, X, y, sample_weight, order, deadline, common):
+        """A stagewise fit on all but the held-out rows, stopped by the deadline, cut to the
+        number of stages that scores best on the held-out rows."""
+        n = X.shape[0]
+        held = np.sort(order[: plan.holdout_rows(n)])
+        train = np.setdiff1d(np.arange(n), held, assume_unique=True)
+        reserve = RESERVE_SHARE * self.time_budget
+        clock = _StageClock(deadline - reserve)
+        block = _stage_block(n - held.size, self._n_outputs(y), X.dtype, kernel, parse_memory(self.max_memory))
+        model = self._stagewise_class(kernel, block_size=block, n_stages=MAX_STAGES, update="calibrated",
+                                      callback=clock, **common)
+        sw = None if sample_weight is None else sample_weight[train]
+        model.fit(X[train], y[train], sample_weight=sw)
+        losses = [self._holdout_loss(model, out, y[held]) for out in self._staged(model, X[held])]
+        keep = plan.stages_to_keep(losses, held.size, classification=isinstance(self, ClassifierMixin))
+        model.keep_stages(keep)
+        self._log(f"stagewise: {clock.stages} stages of {block} features, kept {keep} "
+                  f"(held-out loss {losses[keep - 1] if keep else float('nan'):.4f})")
+        return model, {"n_stages": keep, "block_size": block}
+
+    def _scaled(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        if self.scaling_mean_ is None:
+            return X
+        return standardize(X, self.scaling_mean_, self.scaling_scale_).astype(X.dtype, copy=False)
+
+    def predict(self, X):
+        X = self._scaled(X)
+        return self.best_estimator_.predict(X)
+
+
+def _stage_block(n, k, dtype, kernel, budget):
+    """STAGE_BLOCK features per stage, or the largest power of 2 below it whose stage fits in
+    half of ``budget`` bytes (the other half for the rows and the PCA); at least 1."""
+    block = STAGE_BLOCK
+    while block > 1 and 2 * stagewise_fit_bytes(n, k, feature_spec(kernel, 1, block, 0), "calibrated",
+                                                np.dtype(dtype).itemsize) > budget:
+        block //= 2
+    return block
+
+
+class _StageClock:
+    """The callback of a stagewise fit under a deadline: stops before a stage that would end
+    past it (a stage is predicted to take as long as the slowest so far)."""
+
+    def __init__(self, deadline):
+        self.deadline = deadline
+        self.last = time.perf_counter()
+        self.slowest = 0.0
+        self.stages = 0
+
+    def __call__(self, info):
+        now = time.perf_counter()
+        self.slowest = max(self.slowest, now - self.last)
+        self.last = now
+        self.stages += 1
+        return now + self.slowest > self.deadline
+
+
+class _SubsamplePCA:
+    """The PCA a stagewise fit puts in front of its features, fitted on the search's rows, so that
+    the search measures bandwidths where the features will be drawn."""
+
+    def __init__(self, budget):
+        self.budget = budget
+
+    def __call__(self, Z):
+        mean, components = pca_fit(Z, PCA_COMPONENTS, None, self.budget)
+        return pca_transform(Z, mean, components, self.budget)
+
+
+def _search_order(n, sample_weight, rng):
+    """A random order of the rows; with weights, drawn with probability proportional to them
+    (rows of weight zero last)."""
+    if sample_weight is None:
+        return rng.permutation(n)
+    w = np.asarray(sample_weight, dtype=np.float64)
+    keys = np.where(w > 0, rng.random_sample(n) ** (1.0 / np.where(w > 0, w, 1.0)), -1.0)
+    return np.argsort(-keys, kind="stable")
+
+
+def _as_columns(records):
+    """cv_results_: a dict of lists, one entry per evaluation (as scikit-learn's searches)."""
+    keys = list(records[0]) if records else []
+    return {k: [r[k] for r in records] for k in keys}
+
+
+_DOC = """
+    Parameters
+    ----------
+    time_budget : float > 0, default=60
+        Seconds the whole ``fit`` may take: the search and the final fit on all the data. The fit
+        ends within the budget plus a few percent (the last stage or solve is predicted before
+        it starts). More time buys a larger model where the data has room for one.
+    max_memory : int, str or None
+        Memory budget of every step (the search's subsample kernels, the final fit).
+    device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
+        Where kernel and feature blocks are computed (README, "GPUs").
+    random_state : int, RandomState or None
+        Seeds the search's subsamples and the final model's random features.
+    verbose : int, default=0
+        1 prints what is tried and the best score so far.
+
+    Attributes
+    ----------
+    best_estimator_ : estimator
+        The fitted kernelscale estimator (on the scaled rows, see ``scaling_mean_``).
+    method_ : {"exact", "stagewise"}
+        The method the rules chose (kernelscale.auto.plan).
+    best_params_ : dict
+        Scaling, kernel, sigma, bandwidth factor, and the ridge (exact) or the stages kept and the
+        block size (stagewise).
+    best_score_ : float
+        The winner's leave-one-out loss in the search (error rate, or MSE over the variance).
+    cv_results_ : dict of lists
+        Every evaluation of the search: scaling, kernel, bandwidth_factor, sigma, alpha,
+        n_samples, validation_loss, fit_time.
+    scaling_mean_, scaling_scale_ : (d,) arrays or None
+        The standardisation applied to X before ``best_estimator_`` (None: X as it is).
+    fit_time_ : float
+        Seconds the fit took.
+    n_features_in_ : int
+
+    Notes
+    -----
+    A fit depends on how fast the machine runs it: the budget decides how many candidates the
+    search scores on how many rows and how many stages a stagewise fit adds, so two fits with the
+    same ``random_state`` are equal only when neither was cut by the clock (small data sets, where
+    the search scores every candidate on all rows and the exact solver runs). Pass the fitted
+    ``best_estimator_``'s parameters to that estimator to refit deterministically.
+"""
+
+
+class AutoKernelClassifier(ClassifierMixin, _AutoBase):
+    __doc__ = """Kernel classifier that chooses its method, capacity and hyperparameters within a time budget.
+""" + _DOC + """    classes_ : (k,)
+"""
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Search, choose and fit on X (n, d) and class labels y (n,) within ``time_budget``."""
+        X, y, fitted = validate_fit_data(self, X, y, dtype=[np.float64, np.float32])
+        classes, codes = encode_classes(y)
+        fitted["classes_"] = classes
+        return self._fit_auto(X, y, one_hot(codes, classes.size), codes, sample_weight, fitted)
+
+    _exact = LSSVMClassifier
+    _stagewise_class = StagewiseClassifier
+
+    @staticmethod
+    def _n_outputs(y):
+        return np.unique(y).size
+
+    @staticmethod
+    def _staged(model, X):
+        return model.staged_decision_function(X)
+
+    @staticmethod
+    def _holdout_loss(model, scores, y):
+        picked = scores.argmax(axis=1) if scores.ndim == 2 else (scores > 0).astype(int)
+        labels = model.classes_[picked]
+        return float(np.mean(labels != y))
+
+    def decision_function(self, X):
+        X = self._scaled(X)
+        return self.best_estimator_.decision_function(X)
+
+    def predict_proba(self, X):
+        X = self._scaled(X)
+        return self.best_estimator_.predict_proba(X)
+
+
+class AutoKernelRegressor(FiniteR2Mixin, RegressorMixin, _AutoBase):
+    __doc__ = """Kernel regressor that chooses its method, capacity and hyperparameters within a time budget.
+""" + _DOC
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Search, choose and fit on X (n, d) and targets y (n,) within ``time_budget``."""
+        X, y, fitted = validate_fit_data(self, X, y, dtype=[np.float64, np.float32], y_numeric=True)
+        y = np.asarray(y, dtype=X.dtype)
+        return self._fit_auto(X, y, y.reshape(-1, 1).astype(np.float64), None, sample_weight, fitted)
+
+    _exact = LSSVMRegressor
+    _stagewise_class = StagewiseRegressor
+
+    @staticmethod
+    def _n_outputs(y):
+        return 1
+
+    @staticmethod
+    def _staged(model, X):
+        return model.staged_predict(X)
+
+    @staticmethod
+    def _holdout_loss(model, pred, y):
+        return float(np.mean((pred - y) ** 2))

@@ -1,0 +1,95 @@
+"""The front door's rules: which method fits the data within the time budget, and how the time
+is shared between the search and the final fit.
+
+The rules (measured in ``benchmarks/studies/auto.md``, on training data only):
+
+1. **Exact kernel ridge / LS-SVM** (one Cholesky of the n x n kernel matrix) when the matrix
+   fits in ``max_memory`` and its predicted cost, n^3 / 3 + 2 n^2 d flops at the rate this
+   machine showed on a GEMM probe, is at most ``EXACT_SHARE`` of the budget. With the bandwidth
+   and ridge of the leave-one-out search this is the best least-squares kernel model there is;
+   nothing approximate beats it where it is affordable.
+2. Otherwise **stagewise regression on random features** (paper 5, Algorithm 3, calibrated
+   updates): it is anytime (each stage adds a block of features to a model that is usable after
+   every stage), so the budget decides its capacity, which therefore grows with the time given
+   and, at equal time per row, with n. ``SEARCH_SHARE`` of the budget goes to the search, the
+   rest to the stages; a held-out slice of the training rows (``holdout_rows``) picks the number
+   of stages to keep.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+__all__ = ["ALPHA_GROWTH", "EXACT_SHARE", "SEARCH_SHARE", "exact_seconds", "flop_rate", "holdout_rows", "smallest_ridge", "stages_to_keep", "use_exact"]
+
+#: the exact solver is chosen when its predicted cost is at most this share of the budget
+EXACT_SHARE = 0.4
+#: the largest n for the exact solver whatever the budget (8 n^2 bytes: 3.2 GB at 20000)
+EXACT_MAX_ROWS = 20000
+#: the exact solver's ridge on n rows is the search's ridge on m rows times (n / m) ** this
+ALPHA_GROWTH = 0.5
+#: share of the budget the search may use before a stagewise fit (the bandwidth is flat near its
+#: optimum: benchmarks/studies/least_squares.md)
+SEARCH_SHARE = 0.1
+#: held-out rows that choose the number of stages: this fraction of n, at most HOLDOUT_MAX
+HOLDOUT_FRACTION = 0.1
+HOLDOUT_MAX = 2000
+
+
+def flop_rate(dtype=np.float64, budget=None, size=512):
+    """Floating-point operations per second of one GEMM of ``size`` (smaller where its three
+    matrices would take more than half of ``budget`` bytes) on this machine (the second of two
+    runs, so that thread start-up is not counted)."""
+    if budget is not None:
+        size = max(16, min(size, math.isqrt(int(budget) // (6 * np.dtype(dtype).itemsize))))
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((size, size)).astype(dtype)
+    B = rng.standard_normal((size, size)).astype(dtype)
+    A @ B
+    start = time.perf_counter()
+    A @ B
+    return 2.0 * size**3 / max(time.perf_counter() - start, 1e-6)
+
+
+def exact_seconds(n, d, flops):
+    """Predicted seconds of an exact fit on n rows of d features: the kernel matrix and one
+    Cholesky factorisation with its solves (LAPACK runs them at about half the GEMM rate)."""
+    return (2.0 * n * n * d + 2.0 * (n**3 / 3.0 + 2.0 * n * n)) / flops
+
+
+def use_exact(n, d, itemsize, time_budget, flops, memory_budget):
+    """Rule 1 of the module docstring."""
+    return (n <= EXACT_MAX_ROWS and n * n * itemsize <= memory_budget
+            and exact_seconds(n, d, flops) <= EXACT_SHARE * time_budget)
+
+
+def stages_to_keep(losses, n_held, classification):
+    """How many stages to keep, from the held-out loss after each (``losses[t]`` after t + 1
+    stages): all of them unless an earlier stage is better than the last by more than two
+    standard errors of the last one's loss (an error rate over ``n_held`` rows, or a mean squared
+    error, whose relative standard error is about sqrt(2 / n_held)), in which case the best one.
+    Stagewise fits on large data keep improving, and picking the minimum of a noisy curve that
+    is still falling would cut them short."""
+    if not losses:
+        return 0
+    last, best = losses[-1], int(np.argmin(losses))
+    if classification:
+        noise = np.sqrt(max(last * (1 - last), 1.0 / n_held) / n_held)
+    else:
+        noise = last * np.sqrt(2.0 / n_held)
+    return best + 1 if losses[best] < last - 2 * noise else len(losses)
+
+
+def smallest_ridge(n, dtype, kernel_mean=1.0):
+    """The smallest ridge an exact solve on n rows gets in ``dtype``: the largest eigenvalue of K
+    is about n times its mean entry, and below a few times that over the unit roundoff's inverse,
+    K + alpha I need not factorise in that precision."""
+    return 10.0 * n * kernel_mean * float(np.finfo(dtype).eps)
+
+
+def holdout_rows(n):
+    """Rows held out to choose the number of stages of a stagewise fit on n rows."""
+    return int(min(HOLDOUT_MAX, HOLDOUT_FRACTION * n))

@@ -1,0 +1,265 @@
+"""The front door's hyperparameter search: exact leave-one-out errors of kernel ridge on nested
+subsamples, with successive halving over the subsample size.
+
+For one candidate (input scaling, kernel, bandwidth) and a subsample of m rows, one
+eigendecomposition K = U diag(s) U^T gives the leave-one-out (LOO) residuals of kernel ridge
+regression (K + alpha I) A = Y for every ridge alpha at O(m^2 k) each
+(:mod:`kernelscale.ops.loo`):
+
+    H(alpha) = U diag(s / (s + alpha)) U^T,    r_loo = (Y - H Y) / (1 - diag H)
+
+(Y centred; the intercept's own leave-one-out effect, O(1/m), is ignored). Regression scores the
+mean squared LOO residual over the variance of Y; classification fits one-hot codes, as every
+least-squares classifier of kernelscale does, and scores the LOO error rate, with the squared
+residual as a tie-breaker. The bandwidth enters as a multiple of the median heuristic of the
+representation, so one grid serves every data set.
+
+Successive halving (Jamieson & Talwalkar 2016; scikit-learn's ``HalvingGridSearchCV``): every
+candidate is scored on the first ``m0`` rows of one random permutation, the best quarter goes on
+to twice as many rows, and so on until one candidate is left, the rows run out, or the next
+rung would pass the deadline (its cost is predicted from the slowest evaluation so far,
+scaled by m^3). Subsamples are nested prefixes of the permutation, so a rung sees the rows of
+the one before.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..kernels import GaussianKernel, LaplacianKernel, median_heuristic
+from ..ops.kernel import kernel_matrix
+from ..ops.loo import LOO_SQUARES, loo_residuals
+from ..ops.memory import check_fits
+
+__all__ = ["Candidate", "SearchResult", "halving_search", "loo_losses", "ALPHA_GRID"]
+
+#: ridges tried by every evaluation, relative to the mean eigenvalue of K (quarter decades)
+ALPHA_GRID = np.logspace(-9, 1, 41)
+#: bandwidths tried, as multiples of the median heuristic
+BANDWIDTH_FACTORS = (0.3, 0.5, 0.8, 1.3, 2.0)
+#: kernels tried (the two whose random features every family draws)
+KERNELS = {"gaussian": GaussianKernel, "laplacian": LaplacianKernel}
+#: bandwidth factors scored past the grid's edge when the best is there
+EDGE_STEPS = 3
+EDGE_RATIO = 1.6
+#: rows of the first rung, and the growth of the rungs
+FIRST_RUNG = 400
+RUNG_GROWTH = 2
+#: the fraction of candidates that goes on to the next rung
+KEEP = 1 / 4
+#: smallest first rung worth a search (fewer rows are all used)
+MIN_RUNG = 20
+#: weight of the squared LOO residual in a classification score (a tie-breaker)
+TIE_BREAK = 0.01
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One point of the search: how X is scaled, the kernel, its bandwidth factor."""
+
+    scaling: str  # "none" or "standard"
+    kernel: str  # a key of KERNELS
+    factor: float  # sigma = factor * median heuristic of the scaled (and reduced) rows
+
+
+@dataclass
+class SearchResult:
+    """The winner and the record of every evaluation (one row per candidate and rung)."""
+
+    best: Candidate
+    sigma: float
+    alpha: float  # the LOO-best ridge on ``rows`` rows (K + alpha I convention)
+    rows: int
+    score: float
+    records: list = field(default_factory=list)
+
+    @property
+    def kernel_mean(self):
+        """The mean entry of the winner's kernel matrix on the last rung."""
+        return next(r["kernel_mean"] for r in reversed(self.records)
+                    if r["sigma"] == self.sigma and r["n_samples"] == self.rows)
+
+
+def loo_losses(K, Y, alphas, codes=None, prior=None, budget=None):
+    """Leave-one-out losses of kernel ridge on the Gram matrix K for every ridge in ``alphas``
+    (:func:`kernelscale.ops.loo.loo_residuals`).
+
+    Y is (m, k), centred by the caller. ``codes`` (m,) are the class indices for classification
+    (Y their centred one-hot codes, ``prior`` the class frequencies the centring removed): the
+    loss is the LOO error rate of argmax(prior + LOO prediction) plus ``TIE_BREAK`` times the mean
+    squared residual; without codes it is the mean squared LOO residual over the mean squared Y.
+    Returns an array of len(alphas)."""
+    scale = max(float(np.mean(Y * Y)), np.finfo(float).tiny)
+    losses = np.empty(len(alphas))
+    for i, R in enumerate(loo_residuals(K, Y, alphas, budget)):
+        squared = float(np.mean(R * R)) / scale
+        if codes is None:
+            losses[i] = squared
+        else:
+            losses[i] = float(np.mean(np.argmax(prior + (Y - R), axis=1) != codes)) + TIE_BREAK * squared
+    return losses
+
+
+class _Representations:
+    """The scaled (and optionally PCA-reduced) rows of the search, per scaling, with the median
+    heuristic of each (scaling, kernel)."""
+
+    def __init__(self, X, scalings, reduce, random_state):
+        self.rows = {}
+        self.medians = {}
+        for scaling in scalings:
+            Z = np.asarray(X, dtype=np.float64)
+            if scaling == "standard":
+                Z = standardize(Z, *standard_scaling(Z))
+            if reduce is not None:
+                Z = reduce(Z)
+            self.rows[scaling] = Z
+            for name, cls in KERNELS.items():
+                self.medians[scaling, name] = median_heuristic(
+                    Z, cls._median_metric, n_samples=1000, random_state=random_state)
+
+    def kernel_of(self, candidate):
+        sigma = candidate.factor * self.medians[candidate.scaling, candidate.kernel]
+        return KERNELS[candidate.kernel](sigma=sigma), sigma
+
+
+def standard_scaling(X):
+    """(mean, scale) of the columns of X; constant columns get scale 1 (left as they are)."""
+    mean = np.mean(X, axis=0)
+    scale = np.std(X, axis=0)
+    scale[~(scale > 0)] = 1.0
+    return mean, scale
+
+
+def standardize(X, mean, scale):
+    return (X - mean) / scale
+
+
+def candidates(d):
+    """The search's grid: both scalings (one when X has a single feature), both kernels, every
+    bandwidth factor."""
+    scalings = ("none",) if d == 1 else ("none", "standard")
+    return [Candidate(s, k, f) for s in scalings for k in KERNELS for f in BANDWIDTH_FACTORS]
+
+
+def halving_search(X, Y, codes, deadline, *, reduce=None, budget=None, random_state=None, log=None):
+    """Successive halving of :func:`candidates` on the rows of X (already a random permutation of
+    the training rows: its prefixes are the rungs).
+
+    Y (n, k) targets (one-hot codes for classification, with ``codes`` the class indices), not
+    centred. ``deadline``: a ``time.perf_counter()`` value no rung may pass (the first rung always
+    runs). ``reduce``: a map applied to the scaled rows (the PCA of a method that reduces X).
+    ``log(text)`` receives one line per rung. Returns a :class:`SearchResult`."""
+    n, d = X.shape
+    pool = candidates(d)
+    n = min(n, max_search_rows(budget, d))
+    if budget is not None:
+        check_fits(LOO_SQUARES * 8 * min(n, MIN_RUNG) ** 2 + 16 * min(n, MIN_RUNG) * d, budget,
+                   "the hyperparameter search's kernel matrices", "increase max_memory")
+    X, Y = X[:n], Y[:n]
+    codes = None if codes is None else codes[:n]
+    reps = _Representations(X, sorted({c.scaling for c in pool}), reduce, random_state)
+    m = min(n, FIRST_RUNG)
+    records = []
+    while True:
+        prior = Y[:m].mean(axis=0)
+        Ym = Y[:m] - prior
+        cm = None if codes is None else codes[:m]
+        costs = _Costs()
+        scored = []
+        for cand in pool:  # past the deadline, the rung ends with what it has scored
+            if scored and time.perf_counter() > deadline:
+                break
+            scored.append(_evaluate(cand, reps, m, Ym, cm, prior, budget, costs, records))
+        if len(records) == len(scored):  # the first rung: go past a bandwidth at the grid's edge
+            scored += _beyond_edges(scored, reps, m, Ym, cm, prior, budget, costs, records)
+        scored.sort(key=lambda t: t[0])
+        loss, cand, sigma, alpha = scored[0]
+        best = SearchResult(cand, sigma, alpha, m, loss, records)
+        if log is not None:
+            log(f"search: {len(scored)} candidate(s) on {m} rows in {costs.seconds:.2f} s; "
+                f"best {cand.kernel} sigma={sigma:.4g} alpha={alpha:.3g} ({cand.scaling} scaling), loss {loss:.4f}")
+        keep = max(1, math.ceil(len(scored) * KEEP))
+        next_m = min(n, m * RUNG_GROWTH)
+        pool = [c for _, c, _, _ in scored[:keep]]
+        if next_m == m or len(scored) == 1:
+            break
+        if time.perf_counter() + costs.predict(pool, next_m) > deadline:
+            break
+        m = next_m
+    return best
+
+
+def max_search_rows(budget, d):
+    """The most rows the search may score a candidate on within ``budget`` bytes: its m x m
+    arrays in half the budget, and its two float64 copies of the rows (one per scaling) in a
+    quarter."""
+    if budget is None:
+        return np.iinfo(np.int64).max
+    return int(max(1, min(math.isqrt(int(budget // (2 * 8 * LOO_SQUARES))), budget // (4 * 16 * max(d, 1)))))
+
+
+class _Costs:
+    """Seconds of the evaluations of one rung, split into the kernel matrix (O(m^2 d), per
+    kernel) and the eigendecomposition with the LOO losses (O(m^3)), to predict the next rung
+    from their medians (the first evaluation of a process pays one-time start-up costs)."""
+
+    def __init__(self):
+        self.kernel = {}
+        self.cubic = []
+        self.seconds = 0.0
+
+    def add(self, kernel, m, kernel_seconds, solve_seconds):
+        self.kernel.setdefault(kernel, []).append(kernel_seconds / m**2)
+        self.cubic.append(solve_seconds / m**3)
+        self.seconds += kernel_seconds + solve_seconds
+
+    def predict(self, pool, m):
+        cubic = float(np.median(self.cubic))
+        return sum(float(np.median(self.kernel[c.kernel])) * m**2 + cubic * m**3 for c in pool)
+
+
+def _evaluate(cand, reps, m, Ym, codes, prior, budget, costs, records):
+    """Score one candidate on the first m rows: (loss, candidate, sigma, alpha)."""
+    start = time.perf_counter()
+    kernel, sigma = reps.kernel_of(cand)
+    K = kernel_matrix(kernel, reps.rows[cand.scaling][:m], max_memory=budget)
+    built = time.perf_counter()
+    unit = max(float(np.trace(K)) / m, np.finfo(float).tiny)
+    losses = loo_losses(K, Ym, ALPHA_GRID * unit, codes, prior, budget)
+    done = time.perf_counter()
+    costs.add(cand.kernel, m, built - start, done - built)
+    i = int(np.argmin(_smoothed(losses)))
+    alpha = float(ALPHA_GRID[i] * unit)
+    records.append({"scaling": cand.scaling, "kernel": cand.kernel, "bandwidth_factor": cand.factor,
+                    "sigma": sigma, "alpha": alpha, "n_samples": m, "validation_loss": float(losses[i]),
+                    "kernel_mean": float(np.mean(K)), "fit_time": done - start})
+    return float(losses[i]), cand, sigma, alpha
+
+
+def _smoothed(losses):
+    """Each loss averaged with its neighbours on the ridge grid: an error rate on a few hundred
+    rows is noisy, and an isolated dip at one ridge is more often noise than signal."""
+    padded = np.concatenate([losses[:1], losses, losses[-1:]])
+    return (padded[:-2] + padded[1:-1] + padded[2:]) / 3.0
+
+
+def _beyond_edges(scored, reps, m, Ym, codes, prior, budget, costs, records):
+    """Where the best bandwidth of a (scaling, kernel) is the grid's smallest or largest, score
+    EDGE_STEPS more factors beyond it, each a factor EDGE_RATIO further."""
+    extra = []
+    groups = {(c.scaling, c.kernel) for _, c, _, _ in scored}
+    for scaling, kernel in sorted(groups):
+        mine = [t for t in scored if (t[1].scaling, t[1].kernel) == (scaling, kernel)]
+        factor = min(mine, key=lambda t: t[0])[1].factor
+        if factor not in (BANDWIDTH_FACTORS[0], BANDWIDTH_FACTORS[-1]):
+            continue
+        ratio = EDGE_RATIO if factor == BANDWIDTH_FACTORS[-1] else 1.0 / EDGE_RATIO
+        for step in range(1, EDGE_STEPS + 1):
+            cand = Candidate(scaling, kernel, factor * ratio**step)
+            extra.append(_evaluate(cand, reps, m, Ym, codes, prior, budget, costs, records))
+    return extra
