@@ -359,7 +359,7 @@ def _few_iterations(est, n_iter=5, max_iter=200):
     if isinstance(params.get("n_iter"), int):
         est.set_params(n_iter=min(est.n_iter, n_iter))
     if params.get("solver") == "fixed_point":
-        est.set_params(max_iter=min(est.max_iter, max_iter))
+        est.set_params(max_iter=min(est.max_iter, max_iter) if isinstance(est.max_iter, int) else max_iter)
     return est
 
 

@@ -351,15 +351,16 @@ def test_auto_batch_is_the_whole_system_up_to_4096_rows():
     assert reg.batch_size_ == 151 and reg.n_iter_ == 1  # one exact block solve
     b, A = exact_lssvm(kernel, X, y, 10.0)
     np.testing.assert_allclose(reg.predict(Xt), gaussian_scores(Xt, X, A, b, sigma=1.0), rtol=1e-6, atol=1e-7)
-    assert lssvm_memory.auto_batch_size(4095) == 4096 and lssvm_memory.auto_batch_size(4096) == 2000
+    block = lssvm_memory.AUTO_BLOCK
+    assert lssvm_memory.auto_batch_size(4095) == 4096 and lssvm_memory.auto_batch_size(4096) == block
     # larger systems whole only where their memory fits, and not beyond AUTO_WHOLE_MAX
     assert lssvm_memory.auto_batch_size(10000, lambda J: True) == 10001
-    assert lssvm_memory.auto_batch_size(10000, lambda J: False) == 2000
-    assert lssvm_memory.auto_batch_size(lssvm_memory.AUTO_WHOLE_MAX, lambda J: True) == 2000
+    assert lssvm_memory.auto_batch_size(10000, lambda J: False) == block
+    assert lssvm_memory.auto_batch_size(lssvm_memory.AUTO_WHOLE_MAX, lambda J: True) == block
 
 
 def test_auto_batch_beyond_4096_rows_is_whole_within_the_budget():
-    """n = 4500: one exact solve by default (the exact LS-SVM), blocks of 2000 when max_memory
+    """n = 4500: one exact solve by default (the exact LS-SVM), blocks of 1000 when max_memory
     cannot hold the n x n system or on another solver's path."""
     rng = np.random.default_rng(3)
     X = rng.uniform(-3, 3, size=(4500, 2))
@@ -371,8 +372,9 @@ def test_auto_batch_beyond_4096_rows_is_whole_within_the_budget():
     np.testing.assert_allclose(reg.dual_coef_, A, rtol=1e-6, atol=1e-8 * np.abs(A).max())
     tight = lssvm_fit_memory(4500, 2, 1, 4501, np.float64, kernel) - 1
     small = LSSVMRegressor(kernel=kernel, max_memory=tight, n_iter=1, random_state=0).fit(X, y)
-    assert small.batch_size_ == 2000
-    assert LSSVMRegressor(kernel=kernel, solver="nystrom", n_iter=1, random_state=0).fit(X, y).batch_size_ == 2000
+    assert small.batch_size_ == lssvm_memory.AUTO_BLOCK
+    assert (LSSVMRegressor(kernel=kernel, solver="nystrom", n_iter=1, random_state=0).fit(X, y).batch_size_
+            == lssvm_memory.AUTO_BLOCK)
 
 
 def test_regressor_multi_output_equals_separate_fits():
@@ -699,3 +701,50 @@ def test_one_norm_after_the_in_place_cholesky_reads_only_what_it_leaves():
     expected, diag = np.abs(H).sum(axis=0).max(), np.diag(H).copy()
     linalg.cho_factor(H.T, lower=True, overwrite_a=True, check_finite=False)  # as WholeSystemCholesky does
     assert lssvm_cholesky.one_norm_lower_free(H, diag) == pytest.approx(expected, rel=1e-12)
+
+
+def test_auto_n_iter_follows_n_within_its_cap():
+    """n_iter="auto" (issue #37): on blocks, T J ~ 150 sqrt(n) block rows, so the centres the model
+    can use, min(n, T J), never fall as n grows; T stays within [1, AUTO_MAX_ITER]; a whole-system
+    block keeps AUTO_MAX_ITER (it stops at tol)."""
+    sizes = [100, 4095, 4096, 12287, 12288, 20000, 50000, 10**5, 250000, 10**6, 10**7]
+
+    def centres(n):
+        J = lssvm_memory.auto_batch_size(n, lambda J: True)
+        T = lssvm_memory.auto_n_iter(n, J)
+        assert 1 <= T <= lssvm_memory.AUTO_MAX_ITER
+        return n if J == n + 1 else min(n, T * J)
+    got = [centres(n) for n in sizes]
+    assert got == sorted(got)
+    assert lssvm_memory.auto_n_iter(4000, 4001) == lssvm_memory.AUTO_MAX_ITER
+    assert lssvm_memory.auto_n_iter(50000, 1000) == 34 and lssvm_memory.auto_n_iter(10**7, 1000) == 100
+    # T grows with n at a fixed block
+    Ts = [lssvm_memory.auto_n_iter(n, 500) for n in sizes if n > 500]
+    assert Ts == sorted(Ts)
+
+
+def test_auto_batch_size_is_bounded_by_the_budget():
+    """Beyond the whole system "auto" takes AUTO_BLOCK rows, or the largest block the budget holds;
+    non-decreasing in n at a given budget."""
+    n, d, k = 60000, 30, 1
+    kernel = GaussianKernel(sigma=1.0)
+    budget = lssvm_fit_memory(n, d, k, 300, np.float64, kernel)
+
+    def block_fits(J):
+        return lssvm_fit_memory(n, d, k, J, np.float64, kernel) <= budget
+    J = lssvm_memory.auto_batch_size(n, lambda J: False, block_fits)
+    assert J == 300
+    assert lssvm_memory.auto_batch_size(n, lambda J: False, lambda J: True) == lssvm_memory.AUTO_BLOCK
+    sizes = [10, 4095, 4096, 5000, lssvm_memory.AUTO_WHOLE_MAX - 1, lssvm_memory.AUTO_WHOLE_MAX, 10**6]
+    Js = [lssvm_memory.auto_batch_size(m, lambda J: True) for m in sizes]
+    assert Js[:2] == [11, 4096] and Js[-1] == lssvm_memory.AUTO_BLOCK
+
+
+def test_default_n_iter_on_blocks_is_the_auto_rule():
+    X, y, _, _ = make_sinc(n_train=600, n_test=10, random_state=0)
+    reg = LSSVMRegressor(kernel=GaussianKernel(sigma=1.0), batch_size=50, tol=None, random_state=0).fit(X, y)
+    assert reg.n_iter_ == lssvm_memory.auto_n_iter(600, 50) == 74  # ceil(150 sqrt(600) / 50)
+    # warm start: "auto" is the total, so a refit on the same data runs nothing more
+    with pytest.warns(UserWarning, match="does nothing"):
+        reg.set_params(warm_start=True).fit(X, y)
+    assert reg.n_iter_ == 74

@@ -400,3 +400,32 @@ def test_digits_demo_configuration_is_accurate():
     assert np.mean(est.predict(X_test) == y_test) > 0.98
     assert est.support_.size < X_train.shape[0]  # hinge loss: sparse c, predict uses the support only
     np.testing.assert_array_equal(est.support_vectors_, X_train[est.support_])
+
+
+def test_auto_max_iter_bounds_the_kernel_rows_computed():
+    """max_iter="auto" (issue #37): 1000 sweeps and at most AUTO_ROW_PASSES * n kernel rows
+    computed by coordinate descent; the bound never binds while the cache keeps every row."""
+    import kernelscale.regularized.estimators as reg_mod
+    from kernelscale.regularized.coordinate_descent import kernel_coordinate_descent
+
+    caps = [reg_mod.auto_max_rows(p) for p in (1, 10, 1000, 50000, 10**6)]
+    assert caps == sorted(caps) and caps[2] == reg_mod.AUTO_ROW_PASSES * 1000
+    X, y = blobs(n=400, seed=3)
+    y = np.where(y == 0, -1.0, 1.0)
+    kernel = GaussianKernel(sigma=0.3)  # many support vectors, slow to converge
+    free = kernel_coordinate_descent(kernel, X, y, C=10.0, tol=1e-8, max_iter=50, random_state=0)
+    assert free.info["rows_computed"] <= 400 and not free.info["row_cap_reached"]  # all rows cached
+    est = RegularizedKernelClassifier(kernel, C=10.0, tol=1e-8, cache_size=10 * 400 * 8, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="max_iter='auto'"):
+        est.fit(X, y)
+    assert est.max_iter == "auto" and 1 <= est.n_iter_ < 1000
+    full = clone(est).set_params(max_iter=est.n_iter_ + 20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        full.fit(X, y)
+    assert full.n_iter_ > est.n_iter_  # an integer max_iter is sweeps only, as before
+    # the defaults on a set whose kernel rows the cache keeps: converged, no warning
+    Xs, ys = blobs(n=120, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        RegularizedKernelClassifier(random_state=0).fit(Xs, ys)

@@ -861,3 +861,30 @@ def test_predict_proba_projects_the_least_squares_scores(n_classes, multi_class)
     with np.errstate(divide="ignore"):
         np.testing.assert_array_equal(est.predict_log_proba(X), np.log(P))
     assert P.max(axis=1).mean() > 0.6  # confident on its training digits, not uniform
+
+
+def test_auto_components_follow_n_within_the_budget():
+    """n_components="auto" (issue #37): 256 up to 4096 points, then 4 sqrt(n), at most 4096 and n;
+    non-decreasing in n; within a budget, the Gram state of one problem takes at most a quarter."""
+    from kernelscale.slkl.columns import gram_state_bytes
+
+    sizes = [1, 100, 256, 4096, 4097, 50000, 10**6, 10**8]
+    got = [slkl_mod.auto_components(n) for n in sizes]
+    assert got == sorted(got)
+    assert got[:5] == [1, 100, 256, 256, 257] and slkl_mod.auto_components(50000) == 895
+    assert max(got) == slkl_mod.AUTO_MAX_COMPONENTS
+    budget = 100e6
+    small = [slkl_mod.auto_components(n, budget) for n in sizes]
+    assert small == sorted(small) and all(s <= g for s, g in zip(small, got))
+    assert max(small) < 900 and 4 * gram_state_bytes(max(small), 1) <= budget
+    assert slkl_mod.auto_components(50000, 1) == 256  # never below the former default
+
+
+def test_default_n_components_is_auto():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(5000, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=5000)
+    reg = SLKLRegressor(GaussianKernel(sigma=1.0), random_state=0).fit(X, y)
+    assert reg.n_components == "auto" and reg.candidates_.size == slkl_mod.auto_components(5000) == 283
+    small = SLKLRegressor(GaussianKernel(sigma=1.0), random_state=0).fit(X[:100], y[:100])  # no warning: M = n
+    assert small.candidates_.size == 100

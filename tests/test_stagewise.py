@@ -19,7 +19,7 @@ from kernelscale.kernels import GaussianKernel, LaplacianKernel, LinearKernel, P
 from kernelscale.ops.feature_blocks import FeatureBlockSpec, block_rng
 from kernelscale.ops.features import FeatureOperator
 from kernelscale.preprocessing import pca_fit, pca_transform
-from kernelscale.least_squares.stagewise import StagewiseClassifier, StagewiseRegressor, _auto_block_size
+from kernelscale.least_squares.stagewise import StagewiseClassifier, StagewiseRegressor, _auto_block_size, _auto_n_stages
 from kernelscale.least_squares.stagewise_solver import feature_spec, stagewise_regression
 
 
@@ -218,10 +218,11 @@ def test_defaults_resolved_at_30000_samples_are_the_papers(monkeypatch, cls):
     y = (X[:, 0] > 0).astype(int) if cls is StagewiseClassifier else X[:, 0]
     with pytest.raises(Captured):
         cls().fit(X, y)
-    assert seen["p"] == 1024 and seen["n_stages"] == 8 and seen["update"] == "linear"
+    # the paper's block; the stages follow n (issue #37): 8 sqrt(30000 / 12288) = 12.5 -> 12
+    assert seen["p"] == 1024 and seen["n_stages"] == _auto_n_stages(30000) == 12 and seen["update"] == "linear"
     assert seen["method"] == "cos" and seen["d"] == 50  # PCA to 50 components
     assert seen["alpha"] == pytest.approx(0.1 / 30000, rel=1e-12)
-    assert cls().get_params()["block_size"] == "auto" and cls().get_params()["n_stages"] == 8
+    assert cls().get_params()["block_size"] == "auto" and cls().get_params()["n_stages"] == "auto"
 
 
 @pytest.mark.tuning
@@ -548,3 +549,26 @@ def test_score_stays_finite_for_huge_targets():
     y = 1e160 * rng.normal(size=40)
     est = StagewiseRegressor(block_size=8, n_stages=2, random_state=0).fit(X, y)
     assert np.isfinite(est.score(X, y))
+
+
+def test_auto_n_stages_follow_the_number_of_samples():
+    """n_stages="auto" (issue #37): 8 while the "auto" block grows with n, then 8 sqrt(n / 12288)
+    (the features n_stages * 1024 grow like sqrt(n)), at most 64; non-decreasing in n."""
+    ns = (1, 100, 4000, 12288, 13872, 13873, 50000, 60000, 250000, 10**6, 10**8)
+    assert [_auto_n_stages(n) for n in ns] == [8, 8, 8, 8, 8, 9, 16, 18, 36, 64, 64]
+    stages = np.array([_auto_n_stages(n) for n in range(1, 400000, 97)])
+    assert np.all(np.diff(stages) >= 0) and stages.min() == 8 and stages.max() <= 64
+    features = np.array([_auto_n_stages(n) * _auto_block_size(n) for n in range(1, 400000, 97)])
+    assert np.all(np.diff(features) >= 0)
+
+
+@pytest.mark.parametrize("cls", [StagewiseRegressor, StagewiseClassifier])
+def test_default_n_stages_is_auto(cls):
+    X, y = regression_data(n=300, d=4, seed=1)
+    if cls is StagewiseClassifier:
+        y = (y > np.median(y)).astype(int)
+    est = cls(random_state=0).fit(X, y)
+    assert est.n_stages == "auto" and est.n_iter_ == 8 and est.coef_.shape[0] == 8
+    # a warm start to "auto" on the same data adds nothing
+    with pytest.warns(UserWarning, match="does nothing"):
+        assert est.set_params(warm_start=True).fit(X, y).n_iter_ == 8

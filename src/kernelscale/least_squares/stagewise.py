@@ -17,6 +17,7 @@ below 12288 samples (both in the estimators' docstrings; their measurements in
 from __future__ import annotations
 
 import logging
+import math
 from numbers import Integral, Real
 
 import numpy as np
@@ -65,6 +66,22 @@ AUTO_BLOCK_RATIO = 12
 AUTO_BLOCK_MIN = 16
 
 
+#: n_stages="auto": AUTO_MIN_STAGES stages up to the samples where the "auto" block stops growing
+#: (AUTO_BLOCK_RATIO * AUTO_BLOCK_MAX = 12288), then AUTO_MIN_STAGES sqrt(n / 12288) (the features
+#: n_stages * 1024 grow like sqrt(n)), at most AUTO_MAX_STAGES (benchmarks/studies/least_squares.md,
+#: "Capacity that grows with n")
+AUTO_MIN_STAGES = 8
+AUTO_MAX_STAGES = 64
+
+
+def _auto_n_stages(n):
+    """n_stages="auto" (estimator docstring): round(8 sqrt(n / 12288)) within [8, 64]: 8 (the
+    former default) up to 13872 samples, 16 at 50000, 18 at 60000, 36 at 250000, 64 from about
+    775000 on; non-decreasing in n."""
+    grown = round(AUTO_MIN_STAGES * math.sqrt(max(int(n), 0) / (AUTO_BLOCK_RATIO * AUTO_BLOCK_MAX)))
+    return int(min(AUTO_MAX_STAGES, max(AUTO_MIN_STAGES, grown)))
+
+
 def _auto_block_size(n):
     """block_size="auto" (estimator docstring): min(1024, max(n // 12, min(16, n // 4))), >= 1.
 
@@ -84,7 +101,7 @@ class _StagewiseBase(BoundaryMixin, BaseEstimator):
         "kernel": KERNEL_CONSTRAINT,
         "feature_method": [StrOptions(set(METHODS)), None],
         "block_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "n_stages": [Interval(Integral, 1, None, closed="left")],
+        "n_stages": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "pca_components": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
         "alpha": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "warm_start": ["boolean"],
@@ -106,6 +123,10 @@ class _StagewiseBase(BoundaryMixin, BaseEstimator):
                 f"the PCA, or pca_components='auto'."
             )
         return self.pca_components
+
+    def _n_stages(self, n):
+        """T for n samples: ``n_stages``, "auto" resolved by :func:`_auto_n_stages`."""
+        return _auto_n_stages(n) if self.n_stages == "auto" else int(self.n_stages)
 
     def _dask_reduces_X(self, d):
         """Whether a fit on d features reads X only for the PCA and keeps its projection
@@ -151,7 +172,7 @@ class _StagewiseBase(BoundaryMixin, BaseEstimator):
                     f"feature_method_={self.feature_method_!r}, but kernel or feature_method changed; "
                     f"set warm_start=False to fit from scratch."
                 )
-            warm_start_iterations(self.n_stages, self.n_iter_, name="n_stages")
+            warm_start_iterations(self._n_stages(n), self.n_iter_, name="n_stages")
             stages = (self.coef_, self.intercept_, self.calibration_)
             history = list(self.objective_history_[:-1])
             seed, kernel, method, init = self.seed_, self.kernel_, self.feature_method_, self.init_
@@ -182,9 +203,10 @@ class _StagewiseBase(BoundaryMixin, BaseEstimator):
             )
         # sum(w) = n without weights; integer weights act as repetitions, as everywhere else
         alpha = _AUTO_RIDGE / (n if sw is None else total(rows, sw)) if self.alpha == "auto" else float(self.alpha)
-        with IterationMonitor(self.verbose, self.callback, total=self.n_stages, desc="stagewise") as monitor:
+        n_stages = self._n_stages(n)
+        with IterationMonitor(self.verbose, self.callback, total=n_stages, desc="stagewise") as monitor:
             result = stagewise_regression(
-                Z, Y, spec, update=update, n_stages=self.n_stages,
+                Z, Y, spec, update=update, n_stages=n_stages,
                 inner_iter=getattr(self, "inner_iter", 50), alpha=alpha, init=init,
                 sample_weight=sw, stages=stages, budget=budget, monitor=monitor,
             )
@@ -255,8 +277,15 @@ _DOC_COMMON = """
         features interpolates the residual at once, and a stage costs O(n p^2). The floor of 16
         keeps the smallest sets from blocks of a few features. (How the rule was chosen:
         benchmarks/studies/least_squares.md.) Kept in ``block_size_``.
-    n_stages : int >= 1, default=8
-        T, the number of blocks (with ``warm_start``, in total).
+    n_stages : int >= 1 or "auto", default="auto"
+        T, the number of blocks (with ``warm_start``, in total). "auto" follows n (the rows of
+        X): 8 (the former default) up to 13872 samples, then round(8 sqrt(n / 12288)), at most
+        64 (``n_iter_``): 16 at 50000 samples, 18 at 60000, 36 at 250000. Below 12288 samples the
+        "auto" block grows with n (2n/3 features in all); from there the blocks stay at 1024 and
+        the stages carry the growth, so the features n_stages * block_size grow like sqrt(n) (the
+        rate-keeping order of random features; Rudi & Rosasco 2017). A stage costs O(n p^2): at
+        50000 x 30 about 1-2 s on 2 cores, and 8 more stages took the test RMSE from 1.66 to
+        1.51 (benchmarks/studies/least_squares.md, "Capacity that grows with n").
     feature_method : str or None, default=None
         The feature form (:mod:`kernelscale.ops.feature_blocks`); None is the kernel's default:
         "cos" (Gaussian and other shift-invariant kernels), "tensorsketch" (polynomial), "sample"
@@ -345,7 +374,7 @@ class StagewiseClassifier(ClassifierMixin, _StagewiseBase):
     }
 
     def __init__(
-        self, kernel="gaussian", *, block_size="auto", n_stages=8, update="linear", inner_iter=50,
+        self, kernel="gaussian", *, block_size="auto", n_stages="auto", update="linear", inner_iter=50,
         feature_method=None, pca_components="auto", alpha="auto", class_weight=None,
         warm_start=False, max_memory=None, device=None, random_state=None, verbose=0, callback=None,
     ):
@@ -432,7 +461,7 @@ class StagewiseRegressor(FiniteR2Mixin, RegressorMixin, _StagewiseBase):
     }
 
     def __init__(
-        self, kernel="gaussian", *, block_size="auto", n_stages=8, update="linear", feature_method=None,
+        self, kernel="gaussian", *, block_size="auto", n_stages="auto", update="linear", feature_method=None,
         pca_components="auto", alpha="auto", warm_start=False, max_memory=None, device=None,
         random_state=None, verbose=0, callback=None,
     ):

@@ -37,7 +37,7 @@ from ..ops.memory import parse_memory
 from ..ops.rows import is_dask
 from ..simplex import project_simplex
 from .distributed import prepare
-from .memory import auto_batch_size, class_bytes, lssvm_fit_memory
+from .memory import auto_batch_size, auto_n_iter, class_bytes, lssvm_fit_memory
 from .solvers import ITERATIVE, SOLVERS, solve_lssvm
 
 __all__ = ["LSSVMClassifier", "LSSVMRegressor"]
@@ -51,7 +51,7 @@ class _LSSVMBase(BoundaryMixin, BaseEstimator):
         "C": [Interval(Real, 0, None, closed="neither")],
         "solver": [StrOptions(set(SOLVERS))],
         "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "n_iter": [Interval(Integral, 1, None, closed="left")],
+        "n_iter": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "tol": [Interval(Real, 0, None, closed="neither"), None],
         "n_averaged": [Interval(Integral, 1, None, closed="left")],
         "dtype": "no_validation",  # checked in fit (np.float32, np.float64 or None)
@@ -69,14 +69,17 @@ class _LSSVMBase(BoundaryMixin, BaseEstimator):
     def _auto_batch(self, X, Y, dtype, kernel, budget):
         """batch_size="auto" (:func:`kernelscale.lssvm.memory.auto_batch_size`): beyond 4096 rows
         the whole system only for the iterative solvers on the host (the path of
-        :class:`kernelscale.lssvm.cholesky.WholeSystemCholesky`) within ``budget`` (bytes)."""
+        :class:`kernelscale.lssvm.cholesky.WholeSystemCholesky`) within ``budget`` (bytes); blocks
+        no larger than ``budget`` holds."""
         n, d = X.shape
         k = Y.shape[1] if Y.ndim == 2 else 1
 
+        def block_fits(J):
+            return lssvm_fit_memory(n, d, k, J, dtype, kernel, self.solver, self.n_averaged) <= budget
+
         def fits(J):
-            return (self.solver in ITERATIVE and self.device is None
-                    and lssvm_fit_memory(n, d, k, J, dtype, kernel, self.solver, self.n_averaged) <= budget)
-        return auto_batch_size(n, fits)
+            return self.solver in ITERATIVE and self.device is None and block_fits(J)
+        return auto_batch_size(n, fits, block_fits)
 
     #: every attribute a fit may set (a refit deletes those it does not set again)
     _FITTED = ("kernel_", "X_fit_", "intercept_", "dual_coef_", "n_iter_", "batch_size_", "n_regularized_",
@@ -116,7 +119,9 @@ class _LSSVMBase(BoundaryMixin, BaseEstimator):
                 logger.info(
                     "warm_start: previous solution has shape %s, data %s; starting cold", prev.shape, Y.shape
                 )
-        n_iter = self.n_iter if init is None else warm_start_iterations(self.n_iter, done)
+        batch_size = self._auto_batch(X, Y, dtype, kernel, budget) if self.batch_size == "auto" else self.batch_size
+        total_iter = auto_n_iter(X.shape[0], batch_size) if self.n_iter == "auto" else self.n_iter
+        n_iter = total_iter if init is None else warm_start_iterations(total_iter, done)
         if n_iter == 0:
             return self
         seed = rng if not isinstance(self.random_state, Integral) else self.random_state
@@ -127,7 +132,7 @@ class _LSSVMBase(BoundaryMixin, BaseEstimator):
             self.C,
             self.solver,
             sample_weight=sample_weight,
-            batch_size=self._auto_batch(X, Y, dtype, kernel, budget) if self.batch_size == "auto" else self.batch_size,
+            batch_size=batch_size,
             n_iter=n_iter,
             tol=self.tol,
             n_averaged=self.n_averaged,
@@ -200,15 +205,24 @@ _PARAMS_DOC = """
         See :mod:`kernelscale.lssvm.solvers`. "exact" builds the n x n kernel matrix.
     batch_size : int >= 1 or "auto", default="auto"
         J, the number of rows of Theta per block; a number is clipped with a warning to
-        n_samples + 1. "auto": n_samples + 1 up to 4096 rows, and up to 24576 rows when the
+        n_samples + 1. "auto": n_samples + 1 up to 4096 rows, and up to 12288 rows when the
         iterative solvers run on the host (``device=None``) and the n x n system fits
-        ``max_memory``; else 2000. With J = n_samples + 1 one block is the whole system and one
-        iteration solves it, by a Cholesky factorisation of K + D (n^3 / 3 flops; see
-        :mod:`kernelscale.lssvm.solvers`), far less than the 10 to 60 iterations of J = 2000
-        blocks (4 J^2 n flops each) that C = 10 needs to reach tol (timings in
-        benchmarks/studies/lssvm.md).
-    n_iter : int >= 1, default=100
+        ``max_memory``; else 1000, or the largest block below it that ``max_memory`` holds. With
+        J = n_samples + 1 one block is the whole system and one iteration solves it, by a
+        Cholesky factorisation of K + D (n^3 / 3 flops; see :mod:`kernelscale.lssvm.solvers`),
+        far less than the 10 to 60 iterations of blocks that C = 10 needs to reach tol (timings
+        in benchmarks/studies/lssvm.md).
+    n_iter : int >= 1 or "auto", default="auto"
         T, the most iterations per run (committee members for "nystrom"); ignored by "exact".
+        "auto" follows n: 100 when one block is the whole system (it stops at ``tol`` after an
+        iteration or two); on blocks of J rows, ceil(150 sqrt(n) / J) within [1, 100]. Matching
+        pursuit updates only the coefficients of its block, so the model then has up to
+        150 sqrt(n) centres (O(sqrt n), as Nystrom ridge regression needs to keep the exact
+        rate; Rudi, Camoriano & Rosasco 2015): with the "auto" J = 1000, 17 iterations at 12288
+        rows, 34 at 50000 (about 25-30 s on 2 cores at d = 30, where 100 iterations of J = 2000
+        took over 5 minutes), 100 from 444445 rows on. Each iteration costs about
+        J^2 n + 2 J n d flops: the fit grows like n^1.5 up to there, like n beyond
+        (benchmarks/studies/lssvm.md, "Capacity that grows with n").
     tol : float > 0 or None, default=1e-4
         A run stops once the residual ||Z - Theta W||_F is at most tol ||Z||_F (matching
         pursuit, kaczmarz_mp) or the update ||W(t+1) - W(t)||_F at most tol ||W||_F
@@ -299,7 +313,7 @@ class LSSVMClassifier(ClassifierMixin, _LSSVMBase):
         C=10.0,
         solver="matching_pursuit",
         batch_size="auto",
-        n_iter=100,
+        n_iter="auto",
         tol=1e-4,
         n_averaged=1,
         dtype=None,
@@ -392,7 +406,7 @@ class LSSVMRegressor(MultiOutputMixin, FiniteR2Mixin, RegressorMixin, _LSSVMBase
         C=10.0,
         solver="matching_pursuit",
         batch_size="auto",
-        n_iter=100,
+        n_iter="auto",
         tol=1e-4,
         n_averaged=1,
         dtype=None,

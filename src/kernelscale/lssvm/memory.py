@@ -8,13 +8,15 @@ once at its entry.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..kernels import make_kernel
 from ..ops.memory import format_bytes, ufunc_workspace_bytes
 
 __all__ = ["lssvm_fit_memory", "check_fit_memory", "state_bytes", "class_bytes", "auto_batch_size",
-           "AUTO_WHOLE_MAX"]
+           "auto_n_iter", "AUTO_WHOLE_MAX", "AUTO_BLOCK", "AUTO_MAX_ITER", "AUTO_ROWS_PER_SQRT_N"]
 
 
 def state_bytes(n, k, J, item, solver, n_averaged):
@@ -94,18 +96,52 @@ def check_fit_memory(n, d, k, J, dtype, kernel, solver, n_averaged, budget):
 
 
 #: batch_size="auto" takes the whole system up to 4096 rows, and up to AUTO_WHOLE_MAX rows when
-#: its n x n arrays fit the memory budget: up to about 25000 rows one Cholesky (n^3 / 3 flops)
-#: costs less than the iterations of blocks of J = 2000 (4 J^2 n flops each) that reach tol
-#: (measurements: benchmarks/studies/lssvm.md, "batch_size='auto'")
-AUTO_WHOLE_MAX = 24576
+#: its n x n arrays fit the memory budget: one Cholesky (n^3 / 3 flops) there costs 3-10 s on 2
+#: cores and fits as well as the block iterations of ``n_iter="auto"``; at 16384 rows it took
+#: 20-34 s (measurements: benchmarks/studies/lssvm.md, "Capacity that grows with n")
+AUTO_WHOLE_MAX = 12288
+#: batch_size="auto" beyond the whole system: blocks of this many rows (fewer when the budget
+#: cannot hold a block of them); J = 1000 reached a lower error per second than J = 2000 at 50000
+#: rows (benchmarks/studies/lssvm.md, "Capacity that grows with n")
+AUTO_BLOCK = 1000
+#: n_iter="auto": at most this many iterations (the former fixed default)
+AUTO_MAX_ITER = 100
+#: n_iter="auto" on blocks: T J = AUTO_ROWS_PER_SQRT_N sqrt(n) block rows in all, i.e. up to
+#: 150 sqrt(n) coefficients updated (matching pursuit updates only its block's coefficients, so
+#: these are the model's centres, O(sqrt n) as for Nystrom ridge regression)
+AUTO_ROWS_PER_SQRT_N = 150.0
 
 
-def auto_batch_size(n, fits=None):
+def auto_batch_size(n, fits=None, block_fits=None):
     """batch_size="auto": the whole system (n + 1 rows, one Cholesky solve of K + D,
     :class:`kernelscale.lssvm.cholesky.WholeSystemCholesky`) up to 4096 rows, or up to
-    AUTO_WHOLE_MAX when ``fits(n + 1)`` (its memory is within the budget), else blocks of 2000
-    (the estimators' docstring gives the costs)."""
+    AUTO_WHOLE_MAX when ``fits(n + 1)`` (its memory is within the budget); else blocks of
+    AUTO_BLOCK rows, or of the largest J below it with ``block_fits(J)`` when ``block_fits``
+    refuses AUTO_BLOCK (J = AUTO_BLOCK when none fits: the fit's memory check then names the fix).
+    Non-decreasing in n for a given budget: the block is at most the whole system it replaces."""
     whole = n + 1
     if whole <= 4096 or (whole <= AUTO_WHOLE_MAX and fits is not None and fits(whole)):
         return whole
-    return 2000
+    J = min(AUTO_BLOCK, whole)
+    if block_fits is None or block_fits(J):
+        return J
+    lo, hi = 0, J  # the memory grows with J
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if block_fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo if lo else J
+
+
+def auto_n_iter(n, batch_size):
+    """n_iter="auto" for n samples in blocks of ``batch_size`` rows: AUTO_MAX_ITER (100) when one
+    block is the whole system (it stops at ``tol`` after one or two iterations), else
+    ceil(AUTO_ROWS_PER_SQRT_N sqrt(n) / J) iterations within [1, AUTO_MAX_ITER] (J = 1000: 17 at
+    12288 rows, 34 at 50000, 100 from 444445 on; each costs about J^2 n + 2 J n d flops, so the fit
+    costs O(n^1.5) up to there and O(n) beyond)."""
+    J = int(batch_size)
+    if J >= n + 1:
+        return AUTO_MAX_ITER
+    return int(min(AUTO_MAX_ITER, max(1, math.ceil(AUTO_ROWS_PER_SQRT_N * math.sqrt(n) / J))))

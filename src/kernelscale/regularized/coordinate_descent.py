@@ -310,7 +310,7 @@ def _python_sweep(order, c, y, C, inv_d, step, score, move):
 
 def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random", tol=1e-4, max_iter=1000,
                               shrinking=True, c0=None, intercept_scaling=0.0, epsilon=0.1, max_memory=None,
-                              random_state=None, verbose=0, callback=None, cache=None):
+                              random_state=None, verbose=0, callback=None, cache=None, max_rows=None):
     """Solve problem (2) by coordinate descent, Algorithm 1 (any kernel).
 
     Parameters
@@ -342,6 +342,11 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
     verbose, callback : progress bar / per-sweep callback (kernelscale.base.monitor).
     cache : kernelscale.ops.row_cache.KernelRowCache or None
         Rows of K(X, X) to reuse (e.g. across the classes of one-vs-rest).
+    max_rows : int or None
+        Stop, between sweeps, once this call has computed at least this many kernel rows (the
+        cache's misses; each costs O(n d)): a bound on the kernel work whatever the sweeps
+        (``max_iter="auto"`` of the estimators). None: no bound. The result is then not
+        ``converged``, and ``info["row_cap_reached"]`` is True.
 
     Returns
     -------
@@ -364,6 +369,8 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
     elif cache.n != n or cache.dtype != dtype:
         raise ValueError("cache was built for a different X; pass cache=None.")
     axpy, _ = _blas(dtype)
+    rows_before = cache.n_computed
+    capped = False
 
     c = initial_coef(c0, (n,), np.float64, active)
     z = np.zeros(n, dtype=dtype)
@@ -446,6 +453,9 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
         if runs:
             ist[4] = RULES.index(rule)
         while not sweeps.converged and sweeps.sweep < max_iter:
+            if max_rows is not None and cache.n_computed - rows_before >= max_rows:
+                capped = True
+                break
             pos = 0
             if runs:  # compiled runs of whole sweeps; one that meets a row not cached is finished here
                 m = sweeps.work.size
@@ -500,7 +510,8 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
     return SolverResult(coef, z_eff().astype(dtype), b if s2 else 0.0, sweeps.sweep, sweeps.converged,
                         np.array(sweeps.primal), np.array(sweeps.dual), dropped, None,
                         stopped_by_callback=stopped, info={"rows_computed": cache.n_computed,
-                                                           "cache_rows": cache.capacity})
+                                                           "cache_rows": cache.capacity,
+                                                           "row_cap_reached": capped})
 
 
 def linear_coordinate_descent(X, y, loss="hinge", C=1.0, *, rule="random", tol=1e-4, max_iter=1000, shrinking=True,

@@ -57,6 +57,20 @@ SOLVERS = ("coordinate_descent", "fixed_point")
 #: the estimator's own O(n) arrays besides the solver's (weights, C, masks, targets), measured
 #: against tracemalloc peaks in tests/test_conventions.py
 _ESTIMATOR_BYTES_PER_SAMPLE = 128
+#: max_iter="auto": at most this many sweeps / iterations (the former fixed default) ...
+AUTO_MAX_ITER = 1000
+#: ... and, for kernel coordinate descent, at most this many passes' worth of kernel rows computed
+#: (AUTO_ROW_PASSES p rows for a problem on p points; rows kept in the cache are free): an exact
+#: kernel method costs O(p^2 d) a pass: at 50000 x 30 about 10 s, and the default fit ran past
+#: 90 s; 3 passes keep it near 30 s (benchmarks/studies/regularized.md, "Capacity that grows with n")
+AUTO_ROW_PASSES = 3
+
+
+def auto_max_rows(p):
+    """The kernel rows ``max_iter="auto"`` lets coordinate descent compute on a problem of p
+    points: AUTO_ROW_PASSES * p (non-decreasing in p; never reached while the cache holds every
+    row, as on up to about 11000 points with the default cache_size of 1GB in float64)."""
+    return AUTO_ROW_PASSES * int(p)
 
 
 class _RegularizedBase(BoundaryMixin, BaseEstimator):
@@ -67,7 +81,7 @@ class _RegularizedBase(BoundaryMixin, BaseEstimator):
         "rule": [StrOptions(set(RULES))],
         "step_size": [StrOptions({"trace", "power"}), Interval(Real, 0, None, closed="neither")],
         "tol": [Interval(Real, 0, None, closed="neither")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "shrinking": ["boolean"],
         "fit_intercept": ["boolean"],
         "intercept_scaling": [Interval(Real, 0, None, closed="neither")],
@@ -132,8 +146,9 @@ class _RegularizedBase(BoundaryMixin, BaseEstimator):
         c0 = None
         if self.warm_start and warm_start:  # from the previous c where it has this fit's shape
             c0 = warm_start_from(getattr(self, "dual_coef_", None), (n, m), "dual_coef_")
-        common = dict(loss=loss, tol=self.tol * tol_scale, max_iter=self.max_iter, intercept_scaling=s,
-                      random_state=rng, verbose=self.verbose)
+        auto = self.max_iter == "auto"
+        common = dict(loss=loss, tol=self.tol * tol_scale, max_iter=AUTO_MAX_ITER if auto else self.max_iter,
+                      intercept_scaling=s, random_state=rng, verbose=self.verbose)
 
         def row_cache(points, weights):
             """The kernel row cache of one solve on ``points`` (all of X, or a pair's rows, beside the
@@ -176,7 +191,8 @@ class _RegularizedBase(BoundaryMixin, BaseEstimator):
                 else:
                     results.append(kernel_coordinate_descent(
                         kernel, Xj, y, C=Cj, c0=start, callback=cb,
-                        cache=cache if problems is None else row_cache(Xj, sample_weight[rows]), **common))
+                        cache=cache if problems is None else row_cache(Xj, sample_weight[rows]),
+                        max_rows=auto_max_rows(Xj.shape[0]) if auto else None, **common))
             coef = np.zeros((n, m), dtype=results[0].coef.dtype)
             for j, r in enumerate(results):
                 coef[slice(None) if problems is None else problems[j][0], j] = r.coef
@@ -186,10 +202,23 @@ class _RegularizedBase(BoundaryMixin, BaseEstimator):
             coef = self._gather_coef(coef, X, budget)
         if not (np.all(np.isfinite(coef)) and np.all(np.isfinite(intercept))):
             raise ValueError("the solver produced non-finite coefficients; rescale X or y, or lower C.")
-        if not all(r.converged or r.stopped_by_callback for r in results):
+        capped = [r for r in results if (r.info or {}).get("row_cap_reached")]
+        if capped and not all(r.converged or r.stopped_by_callback for r in results if r not in capped):
+            capped = []  # the message below names max_iter, which also stopped a problem
+        if capped:
+            warnings.warn(
+                f"{type(self).__name__} stopped {len(capped)} of {len(results)} problem(s) before tol={self.tol:g}: "
+                f"max_iter='auto' bounds the kernel work of coordinate descent to {AUTO_ROW_PASSES} passes' "
+                f"worth of kernel rows (an exact kernel method costs O(n^2 d) a pass); pass an integer max_iter "
+                f"to run to tol, or use a scalable family for large n.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        elif not all(r.converged or r.stopped_by_callback for r in results):
+            max_iter = AUTO_MAX_ITER if auto else self.max_iter
             warnings.warn(
                 f"{type(self).__name__} ({self.solver}) did not reach tol={self.tol:g} in max_iter="
-                f"{self.max_iter} {'sweeps' if self.solver == 'coordinate_descent' else 'iterations'}; "
+                f"{max_iter} {'sweeps' if self.solver == 'coordinate_descent' else 'iterations'}; "
                 f"increase max_iter or tol"
                 + (", or use step_size='power'" if self.solver == "fixed_point" and self.step_size == "trace" else "") + ".",
                 ConvergenceWarning,
@@ -309,8 +338,16 @@ _COMMON_DOC = """
         coefficients are then in the units of y). The default is
         LIBSVM's; at it the kernel path matched LIBSVM's test error on adult and MNIST
         (benchmarks/papers/fixed_point.py). Lower it when the coefficients themselves matter.
-    max_iter : int, default=1000
+    max_iter : int or "auto", default="auto"
         Sweeps (coordinate descent) or iterations (fixed point); ConvergenceWarning if reached.
+        "auto": 1000 (the former default), and kernel coordinate descent also stops once it has
+        computed 3 passes' worth of kernel rows (3 p rows on a problem of p points; rows the
+        cache keeps cost nothing), with a ConvergenceWarning. That bound never binds while
+        ``cache_size`` holds every row (about 11000 points at the default 1GB in float64); above
+        it a pass costs O(n^2 d) (at 50000 x 30 about 10 s on 2 cores), and the bound keeps the
+        fit near 3 passes (benchmarks/studies/regularized.md, "Capacity that grows with n",
+        has the error it costs). An exact kernel
+        method's cost grows like n^2: use a scalable family for larger n.
     shrinking : bool, default=True
         Skip coordinates stuck at a bound of the dual (coordinate descent).
     fit_intercept : bool, default=False
@@ -427,8 +464,9 @@ class RegularizedKernelClassifier(OneVsRestScoresMixin, ClassifierMixin, _Regula
 
     def __init__(self, kernel="gaussian", *, loss="hinge", multi_class="auto", C=1.0, solver="coordinate_descent",
                  rule="random",
-                 step_size="trace", tol=1e-3, max_iter=1000, shrinking=True, fit_intercept=False, intercept_scaling=1.0,
-                 class_weight=None, warm_start=False, max_memory=None, device=None, cache_size="1GB",
+                 step_size="trace", tol=1e-3, max_iter="auto", shrinking=True, fit_intercept=False,
+                 intercept_scaling=1.0, class_weight=None, warm_start=False, max_memory=None, device=None,
+                 cache_size="1GB",
                  random_state=None, verbose=0, callback=None):
         self.kernel = kernel
         self.loss = loss
@@ -582,7 +620,7 @@ class RegularizedKernelRegressor(MultiOutputMixin, FiniteR2Mixin, RegressorMixin
     _y_validation = {"multi_output": True, "y_numeric": True}
 
     def __init__(self, kernel="gaussian", *, loss="squared", C=1.0, epsilon=0.1, solver="coordinate_descent",
-                 rule="random", step_size="trace", tol=1e-3, max_iter=1000, shrinking=True, fit_intercept=False,
+                 rule="random", step_size="trace", tol=1e-3, max_iter="auto", shrinking=True, fit_intercept=False,
                  intercept_scaling=1.0, warm_start=False, max_memory=None, device=None, cache_size="1GB",
                  random_state=None, verbose=0, callback=None):
         self.kernel = kernel

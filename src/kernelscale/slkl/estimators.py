@@ -30,6 +30,7 @@ totals here.
 from __future__ import annotations
 
 import contextvars
+import math
 import logging
 import threading
 import warnings
@@ -78,14 +79,47 @@ logger = logging.getLogger(__name__)
 #: "auto" sparsity: this fraction of the weighted mean square of the target (the paper's 0.01
 #: for +-1 targets); why: benchmarks/studies/slkl.md, "Sparsity"
 AUTO_SPARSITY = 0.01
+#: n_components="auto": max(AUTO_MIN_COMPONENTS, AUTO_COMPONENTS_PER_SQRT_N sqrt(n)) candidates, at
+#: most AUTO_MAX_COMPONENTS; why: benchmarks/studies/slkl.md, "Capacity that grows with n"
+AUTO_MIN_COMPONENTS = 256
+AUTO_COMPONENTS_PER_SQRT_N = 4.0
+AUTO_MAX_COMPONENTS = 4096
+
+
+def auto_components(n, budget=None):
+    """n_components="auto" for n training points: max(256, ceil(4 sqrt(n))) within
+    [1, AUTO_MAX_COMPONENTS], at most n. 256 (the former default) up to 4096 points, 895 at 50000,
+    4000 at one million; non-decreasing in n. With ``budget`` (bytes) the growth beyond 256 stops
+    where the Gram solver's state of one problem (:func:`~kernelscale.slkl.columns.gram_state_bytes`)
+    would take more than a quarter of it (M <= sqrt(budget / 128): 884 for 100 MB)."""
+    m = max(AUTO_MIN_COMPONENTS, math.ceil(AUTO_COMPONENTS_PER_SQRT_N * math.sqrt(max(int(n), 0))))
+    m = min(m, AUTO_MAX_COMPONENTS)
+    if budget is not None:
+        lo, hi = AUTO_MIN_COMPONENTS, m  # the largest M within the budget, not below the former 256
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if 4 * gram_state_bytes(mid, 1) <= budget:
+                lo = mid
+            else:
+                hi = mid - 1
+        m = min(m, lo)
+    return int(max(1, min(m, int(n))))
 
 _PARAMS_DOC = """
     kernel : Kernel or str, default="gaussian"
         A kernelscale kernel or one of ``KERNEL_NAMES``; ``sigma="median"`` is resolved in fit
         into ``kernel_``.
-    n_components : int >= 1, default=256
+    n_components : int >= 1 or "auto", default="auto"
         M, the number of candidate columns, sampled uniformly without replacement from the
-        training points (clipped to n with a warning).
+        training points (a number larger than n is clipped to n with a warning). "auto" follows
+        n: max(256, ceil(4 sqrt(n))), at most 4096 and n (``candidates_.size``): 256, the former
+        default, up to 4096 points, 895 at 50000, 4000 at one million. O(sqrt n) centres keep
+        the statistical rate of kernel ridge regression with Nystrom centres (Rudi, Camoriano &
+        Rosasco 2015). At 50000 x 30 the fit took 1.6 s with 256 candidates and about 3 s with
+        1024, for 16.4% -> 12.4% test error; from there the l1 penalty, not M, sets the active
+        columns (benchmarks/studies/slkl.md, "Capacity that grows with n"). "auto" grows beyond
+        256 only while the Gram solver's M x M state takes at most a quarter of ``max_memory``;
+        the memory of the columns is planned by ``columns``.
     sparsity : float > 0 or "auto", default="auto"
         The paper's nu: weight of the l1 penalty nu sum(mu) of eq. 14; larger values keep
         fewer columns active. Only alpha * sparsity matters (Prop. 3). "auto" is 0.01 times the
@@ -184,7 +218,7 @@ class _SLKLBase(BoundaryMixin, BaseEstimator):
     _AUTO_SPARSITY_PER_CLASS = False
     _parameter_constraints: dict = {
         "kernel": [Kernel, StrOptions(set(KERNEL_NAMES))],
-        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "n_components": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "sparsity": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "alpha": [Interval(Real, 0, None, closed="neither")],
         "update": [StrOptions(set(UPDATES) | set(DEPRECATED_UPDATES), deprecated=set(DEPRECATED_UPDATES))],
@@ -220,6 +254,15 @@ class _SLKLBase(BoundaryMixin, BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
         self.callback = callback
+
+    def _n_components(self, n, budget, clip=False):
+        """M for n training points: ``n_components`` ("auto": :func:`auto_components` within
+        ``budget`` bytes), at most n with ``clip`` (a number above n is clipped with a warning by
+        the fit itself)."""
+        if self.n_components == "auto":
+            return auto_components(n, budget)
+        M = int(self.n_components)  # True passes the Integral constraint; numpy's choice() refuses it
+        return min(M, n) if clip else M
 
     def _budget(self):
         """``max_memory`` in bytes: read once per fit or prediction, and passed down as bytes."""
@@ -299,7 +342,7 @@ class _SLKLBase(BoundaryMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         kernel = resolve_kernel(self.kernel, X, rng, sample_weight) if distributed else resolve_kernel(
             self.kernel, Xk, rng, wk)
-        M = int(self.n_components)  # True passes the Integral constraint; numpy's choice() refuses it
+        M = self._n_components(n, budget)
         if M > n:
             warnings.warn(f"n_components={M} > n_samples={n} (with positive weight); using n_components={n}.",
                           UserWarning, stacklevel=3)
@@ -490,7 +533,7 @@ class SLKLRegressor(MultiOutputMixin, FiniteR2Mixin, RegressorMixin, _SLKLBase):
     _parameter_constraints: dict = {**_SLKLBase._parameter_constraints, "fit_intercept": ["boolean"]}
     _FITTED = (*_SLKLBase._FITTED, "intercept_")
 
-    def __init__(self, kernel="gaussian", *, n_components=256, sparsity="auto", alpha=1.0, update="line_search",
+    def __init__(self, kernel="gaussian", *, n_components="auto", sparsity="auto", alpha=1.0, update="line_search",
                  tol=1e-4, max_iter=None, columns="auto", fit_intercept=True, max_memory=None, device=None,
                  warm_start=False, random_state=None, verbose=0, callback=None):
         super().__init__(kernel, n_components=n_components, sparsity=sparsity, alpha=alpha, update=update, tol=tol,
@@ -582,7 +625,7 @@ class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
     _AUTO_SPARSITY_PER_CLASS = True
     _FITTED = (*_SLKLBase._FITTED, "multi_class_")
 
-    def __init__(self, kernel="gaussian", *, n_components=256, sparsity="auto", alpha=0.1, update="line_search",
+    def __init__(self, kernel="gaussian", *, n_components="auto", sparsity="auto", alpha=0.1, update="line_search",
                  tol=1e-4, max_iter=None, columns="auto", multi_class="auto", class_weight=None, max_memory=None,
                  device=None, warm_start=False, random_state=None, verbose=0, callback=None):
         super().__init__(kernel, n_components=n_components, sparsity=sparsity, alpha=alpha, update=update, tol=tol,
@@ -605,18 +648,18 @@ class SLKLClassifier(OneVsRestScoresMixin, ClassifierMixin, _SLKLBase):
         if scheme == "ovo":
             self._check_ovo_memory(n, k, distributed=False, budget=budget)
             return self._fit_prepared(X, one_hot(codes, k), classes, sample_weight, fitted, scheme, budget)
-        check_one_vs_rest_memory(n, min(self.n_components, n), k, budget)
+        check_one_vs_rest_memory(n, self._n_components(n, budget, clip=True), k, budget)
         return self._fit_prepared(X, one_vs_rest_targets(codes, k), classes, sample_weight, fitted, scheme, budget)
 
     def _check_ovo_memory(self, n, k, distributed, budget):
         """A ValueError, before anything class-sized is allocated, when one-vs-one does not fit."""
-        check_ovo_memory(n, min(self.n_components, n), k, budget, distributed)
+        check_ovo_memory(n, self._n_components(n, budget, clip=True), k, budget, distributed)
 
     def _scheme(self, n_classes, n, distributed, budget):
         """"ovo" or "ovr": ``multi_class`` resolved for ``n_classes`` classes of n samples within
         ``budget`` bytes (:func:`kernelscale.slkl.multiclass.choose_decomposition`)."""
-        return choose_decomposition(self.multi_class, self.columns, n_classes, n, min(self.n_components, n), budget,
-                                    distributed)
+        return choose_decomposition(self.multi_class, self.columns, n_classes, n,
+                                    self._n_components(n, budget, clip=True), budget, distributed)
 
     def _fit_prepared(self, X, Y, classes, sample_weight, fitted, scheme=None, budget=None):
         """The fit on validated X, targets Y and weights: numpy arrays from :meth:`fit` with the
