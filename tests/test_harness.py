@@ -246,6 +246,7 @@ def test_results_stay_in_benchmarks_results():
     assert harness.BENCH_DIR == Path(harness.__file__).resolve().parent
     assert harness.RESULTS_DIR == harness.BENCH_DIR / "results" and harness.RESULTS_DIR.is_dir()
     assert report.RESULTS_DIR == harness.RESULTS_DIR and report.README == harness.ROOT / "README.md"
+    assert report.RESULTS_MD == harness.BENCH_DIR / "RESULTS.md"
     assert harness.Suite("unit").out_dir == harness.RESULTS_DIR
 
 
@@ -298,25 +299,39 @@ def test_bench_blocks_ratio_is_against_the_faster_gemm(tmp_path, capsys):
 def test_report_replaces_only_the_text_between_markers(tmp_path, capsys):
     results = tmp_path / "results"
     _example_suite(results).write(plot=False)
-    readme = tmp_path / "README.md"
+    readme, results_md = tmp_path / "README.md", tmp_path / "RESULTS.md"
     before, after = "# title\n\nintro text\n", "\n## after\nkeep | this\n"
     readme.write_text(f"{before}{report.BEGIN}\nold table\n{report.END}{after}")
+    args = ["--readme", str(readme), "--results", str(results), "--results-md", str(results_md)]
 
-    assert report.main(["--readme", str(readme), "--results", str(results)]) == 0
+    assert report.main(args) == 0
     text = readme.read_text()
     assert text.startswith(before + report.BEGIN + "\n") and text.endswith(report.END + after)
     inner = text[text.index(report.BEGIN) + len(report.BEGIN): text.index(report.END)]
-    assert "old table" not in inner
-    rows = [line for line in inner.splitlines() if line.startswith("| toy")]
+    assert "old table" not in inner and "| data (train/test) | method |" in inner
+    # the full tables went to RESULTS.md
+    full = results_md.read_text()
+    assert full.startswith(report.GENERATED) and "## Headline" in full
+    rows = [line for line in full.splitlines() if line.startswith("| toy")]
     assert len(rows) == 1  # the "ours" record only; peer and paper records are not rows
     assert "| ours |" in rows[0] and "test_error 0.1" in rows[0] and "time 0.50x" in rows[0]
     assert "vs the peer" in rows[0] and "unit-quick.json" in rows[0]
 
-    assert report.main(["--check", "--readme", str(readme), "--results", str(results)]) == 0
-    readme.write_text(text.replace("test_error 0.1", "test_error 0.01"))
-    assert report.main(["--check", "--readme", str(readme), "--results", str(results)]) == 1
-    assert report.main(["--readme", str(readme), "--results", str(results)]) == 0
-    assert readme.read_text() == text  # regenerating is idempotent
+    assert report.main(["--check", *args]) == 0
+    results_md.write_text(full.replace("test_error 0.1", "test_error 0.01"))
+    assert report.main(["--check", *args]) == 1
+    assert report.main(args) == 0
+    assert results_md.read_text() == full and readme.read_text() == text  # idempotent
+    readme.write_text(text.replace(report.END, "stale row\n" + report.END))
+    assert report.main(["--check", *args]) == 1
+
+
+def test_report_headline_rows_come_from_the_committed_results():
+    docs = dict(report.load_results())
+    rows, missing = report.headline_rows(docs)
+    assert not missing and 8 <= len(rows) <= 14
+    assert any("AutoKernelClassifier" in r for r in rows) and any("LIBSVM" in r for r in rows)
+    assert all("cores" in r for r in rows)  # the machine is named on every row
 
 
 def test_report_prefers_a_full_run_to_a_quick_one(tmp_path):
@@ -333,9 +348,10 @@ def test_report_without_markers_prints_and_fails(tmp_path, capsys):
     _example_suite(results).write(plot=False)
     readme = tmp_path / "README.md"
     readme.write_text("# no markers\n")
-    assert report.main(["--readme", str(readme), "--results", str(results)]) == 1
+    assert report.main(["--readme", str(readme), "--results", str(results),
+                        "--results-md", str(tmp_path / "RESULTS.md")]) == 1
     out, err = capsys.readouterr()
-    assert "| toy | ours |" in out and "markers" in err
+    assert "| data (train/test) |" in out and "markers" in err
     assert readme.read_text() == "# no markers\n"
 
 

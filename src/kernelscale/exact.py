@@ -199,9 +199,9 @@ def kernel_ridge_dual(kernel, X, Y, alpha, sample_weight=None, max_memory=None):
 def exact_lssvm(kernel, X, Y, C, max_memory=None):
     """Exact LS-SVM with bias (docs/algorithms.md section 4.1, eqs. 16-19), for k outputs at once.
 
-    Solves the saddle system [[0, 1^T], [1, K + I/C]] [b; A] = [0; Y] (C is the paper's gamma)
-    without factorising it: with H = K + I/C (SPD), one Cholesky gives H eta = 1 and H nu = Y,
-    then b = 1^T nu / 1^T eta and A = nu - eta b. Memory: ``n^2 * itemsize`` bytes.
+    Solves the saddle system ``[[0, 1^T], [1, K + I/C]] [b; A] = [0; Y]`` (C is the paper's
+    gamma) without factorising it: with H = K + I/C (SPD), one Cholesky gives H eta = 1 and
+    H nu = Y, then b = 1^T nu / 1^T eta and A = nu - eta b. Memory: ``n^2 * itemsize`` bytes.
 
     Parameters
     ----------

@@ -82,6 +82,8 @@ class VirtualDigits:
         dtype of the generated X. Default: float32 images stay float32, anything else gives
         float64 (``dtype=np.float32`` halves the memory of a chunk of uint8 MNIST).
 
+    Notes
+    -----
     Pixels moved in from outside the image take the smallest base value (the background), and
     generated values are clipped to ``[images.min(), images.max()]``.
     """
