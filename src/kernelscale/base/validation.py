@@ -45,13 +45,18 @@ def check_tensor(a, name):
     return a
 
 
-def as_float_array(X, name="X", *, ensure_2d=True, allow_empty=False, copy=False):
+def as_float_array(X, name="X", *, ensure_2d=True, allow_empty=False, copy=False, accept_sparse=False):
     """Validate `X` as a finite float32/float64 array (float32 is kept, other numbers -> float64).
 
     Raises a ValueError naming `name` for NaN/inf, empty input or a wrong number of dimensions,
     and a TypeError for non-numeric data (:func:`check_tensor`: for torch tensors numpy cannot hold).
+    ``accept_sparse``: a scipy.sparse `X` is checked (:func:`check_sparse`) and returned as CSR
+    (the same matrix when it already is one in float32/float64; its values are never changed),
+    else refused with scikit-learn's message.
     """
     check_tensor(X, name)
+    if accept_sparse and sp.issparse(X):
+        return as_float_csr(X, name, allow_empty=allow_empty, copy=copy)
     dtype = getattr(X, "dtype", None)
     if dtype is not None and np.dtype(dtype).kind not in "biuf":
         raise TypeError(
@@ -76,6 +81,34 @@ def as_float_array(X, name="X", *, ensure_2d=True, allow_empty=False, copy=False
         )
     except ValueError as err:
         raise _explain(err, name) from err
+
+
+def as_float_csr(X, name="X", *, allow_empty=False, copy=False):
+    """A scipy.sparse `X` checked (:func:`check_sparse`) and returned as CSR of float32 (kept) or
+    float64 (anything else), keeping its class (sparse matrix or sparse array)."""
+    check_sparse(X, name)
+    try:
+        return check_array(X, accept_sparse="csr", dtype=FLOAT_DTYPES, ensure_min_samples=0 if allow_empty else 1,
+                           ensure_min_features=0 if allow_empty else 1, ensure_all_finite=True, input_name=name,
+                           copy=copy)
+    except ValueError as err:
+        raise _explain(err, name) from err
+
+
+def array_bytes(a):
+    """Bytes an array holds: ``a.nbytes``, or a scipy.sparse matrix's stored arrays."""
+    if sp.issparse(a):
+        return sum(getattr(a, name).nbytes for name in ("data", "indices", "indptr", "row", "col") if hasattr(a, name))
+    return a.nbytes
+
+
+def as_rows(X, dtype=None):
+    """X as the row store the ops take: a C-ordered array of ``dtype`` (no copy when it already
+    is one), or for scipy.sparse X a CSR matrix of ``dtype`` (kept sparse)."""
+    if sp.issparse(X):
+        X = X.tocsr() if X.format != "csr" else X
+        return X if dtype is None or X.dtype == dtype else X.astype(dtype)
+    return np.ascontiguousarray(X, dtype=dtype)
 
 
 def _explain(err, name):
@@ -123,6 +156,9 @@ def validate_data(estimator, X="no_validation", y="no_validation", **kwargs):
     with numbers (:func:`check_label_types`)."""
     check_tensor(X, "X")
     check_tensor(y, "y")
+    if sp.issparse(X):  # every estimator takes scipy.sparse X as CSR (kernels and features from its nonzeros)
+        check_sparse(X, "X")  # before scipy's conversions or compiled code read its indices
+        kwargs.setdefault("accept_sparse", "csr")
     try:
         out = _sklearn_validate_data(estimator, X, y, **kwargs)
     except (ValueError, TypeError) as err:

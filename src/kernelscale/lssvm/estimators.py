@@ -29,7 +29,7 @@ from ..base.estimator import (
     warm_start_iterations,
 )
 from ..base.params import DEVICE_CONSTRAINT
-from ..base.validation import check_finite_result, check_sample_weight, validate_data
+from ..base.validation import check_finite_result, check_sample_weight, validate_data, as_rows
 from ..exact import kernel_predict
 from ..kernels import KERNEL_NAMES, Kernel
 from ..ops.feature_blocks import float_dtype
@@ -106,7 +106,7 @@ class _LSSVMBase(BoundaryMixin, BaseEstimator):
                 keep = sample_weight > 0
                 if not keep.all():
                     X, Y, sample_weight = X[keep], Y[keep], sample_weight[keep]
-            X = np.ascontiguousarray(X, dtype=dtype)
+            X = as_rows(X, dtype)
             kernel = resolve_kernel(self.kernel, X, rng, sample_weight)
         init, init_count, done = None, 0, 0
         same_classes = "classes_" not in fitted or np.array_equal(fitted["classes_"], getattr(self, "classes_", None))

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import scipy.sparse as sp
 
 from . import fast_cos
 from .backend import NUMPY, current_backend
@@ -184,7 +185,14 @@ class FeatureOperator:
     def _rows(self, X):
         """X as a C-ordered host array of the map's dtype, checked against its input dimension
         (row chunks go to the backend's device one at a time)."""
-        X = np.ascontiguousarray(X, dtype=self.spec.dtype)
+        if sp.issparse(X):  # kept sparse: products X W are sparse products, one row chunk at a time
+            if self.backend is not NUMPY:
+                raise ValueError("scipy.sparse X is computed on the host only; pass device=None (numpy), or "
+                                 "a dense X (X.toarray()) for a torch device.")
+            X = X.tocsr() if X.format != "csr" else X
+            X = X if X.dtype == self.spec.dtype else X.astype(self.spec.dtype)
+        else:
+            X = np.ascontiguousarray(X, dtype=self.spec.dtype)
         if X.ndim != 2 or X.shape[1] != self.spec.n_features_in:
             raise ValueError(
                 f"X has shape {X.shape}, but the feature map takes {self.spec.n_features_in} "
@@ -365,6 +373,11 @@ class FeatureOperator:
         cached = self._nonzeros
         if cached is not None and cached[0] is X:
             return cached[1]
+        if sp.issparse(X):  # scipy.sparse rows: their CSR arrays are the loops' input, whatever the density
+            fits = SparseRows.bytes(X.shape[0], X.nnz) <= self.budget // 8
+            sparse = SparseRows.from_csr(X) if fits else None
+            self._nonzeros = (X, sparse)
+            return sparse
         nnz = np.count_nonzero(X)
         fits = nnz <= density * X.size and SparseRows.bytes(X.shape[0], nnz) <= self.budget // 8
         sparse = SparseRows(X) if fits else None
@@ -408,7 +421,7 @@ class FeatureOperator:
         """Whether the phases go into the projection's GEMM (:func:`_project_with_phase`): for
         float32 rows on the host, where the cosine is numpy's own pass (float64 has one pass for
         phase and cosine: :func:`~kernelscale.ops.fast_cos.cos_inplace`)."""
-        return augmented is not None and self.backend is NUMPY and X.dtype == np.float32
+        return augmented is not None and self.backend is NUMPY and X.dtype == np.float32 and not sp.issparse(X)
 
     def _sum_chunk(self, A, per_row, max_rows=SUM_ROWS):
         what = "a weighted sum over rows"
@@ -442,15 +455,15 @@ class FeatureOperator:
             center = be.asarray(np.asarray(center, dtype=A.dtype))
             root = be.asarray(np.sqrt(w).astype(A.dtype))
             for s in range(0, A.shape[0], chunk):
-                C = be.asarray(A[s : s + chunk]) - center
+                C = _dense_chunk(be, A, s, chunk) - center
                 C *= root[s : s + chunk, None]
                 out += be.to_numpy(dot(C.T, C))
             return out
         wd = be.asarray(w.astype(A.dtype))
         chunk = self._sum_chunk(A, per_row)
         for s in range(0, A.shape[0], chunk):
-            a = be.asarray(A[s : s + chunk])
-            b = a if B is None else be.asarray(B[s : s + chunk])
+            a = _dense_chunk(be, A, s, chunk)
+            b = a if B is None else _dense_chunk(be, B, s, chunk)
             if not uniform:  # scale the narrower side: B (n, k) is usually far narrower than A
                 if B is None or b.shape[1] > a.shape[1]:
                     a = a * wd[s : s + chunk, None]
@@ -474,6 +487,16 @@ class SparseRows:
         flat %= d
         self.indices = flat.astype(np.int64, copy=False)
 
+    @classmethod
+    def from_csr(cls, X):
+        """The nonzeros of a scipy.sparse CSR X (its arrays as int64 / float64, copied only where
+        their types differ)."""
+        rows = cls.__new__(cls)
+        rows.indptr = X.indptr.astype(np.int64, copy=False)
+        rows.indices = X.indices.astype(np.int64, copy=False)
+        rows.values = X.data.astype(np.float64, copy=False)
+        return rows
+
     @staticmethod
     def bytes(n, nnz):
         """The bytes of the arrays of n rows holding nnz nonzeros."""
@@ -482,6 +505,13 @@ class SparseRows:
     def rows(self, start, stop):
         """(indptr, indices, values) of rows start .. stop - 1: indptr's slice into the whole arrays."""
         return self.indptr[start : stop + 1], self.indices, self.values
+
+
+def _dense_chunk(backend, A, start, rows):
+    """Rows start .. start + rows of A on the backend; of a scipy.sparse A, densified (one chunk,
+    which the sums' planning counts at A's width)."""
+    chunk = A[start : start + rows]
+    return backend.asarray(chunk.toarray() if sp.issparse(chunk) else chunk)
 
 
 def _project_with_phase(X, augmented, out=None):
