@@ -83,7 +83,7 @@ from scipy.special import expit, log_expit
 
 from ..losses import softmax
 from ..ops.backend import NUMPY
-from ..ops.features import GROUP_COLUMNS, FeatureOperator
+from ..ops.features import GROUP_COLUMNS, FeatureOperator, group_blocks
 from ..ops.memory import parse_memory
 from ..ops.rows import HostRows, is_dask
 from .batches import _batch_rows
@@ -153,8 +153,9 @@ def dsg_memory(batch_size, spec, k, n_blocks, solver="sgd"):
     if solver == "preconditioned":
         held += 2 * D * D * 8 + 2 * D * k * 8
     fourier = spec.method in ("cos", "cossin")
-    group = max(1, GROUP_COLUMNS // D) if fourier else 1
-    row = item * (2 * max(GROUP_COLUMNS, D) if fourier else D * (spec.workspace + 1))
+    group = group_blocks(spec) if fourier else 1
+    columns = GROUP_COLUMNS if group == max(1, GROUP_COLUMNS // D) else group * D  # fewer on wide inputs
+    row = item * (2 * max(columns, D) if fourier else D * (spec.workspace + 1))
     work = group * spec.block_bytes + batch_size * item * D * (spec.workspace + 1) + row
     return held, held + work
 

@@ -33,6 +33,7 @@ from ..base.validation import check_finite_result, check_sample_weight, validate
 from ..exact import kernel_predict
 from ..kernels import KERNEL_NAMES, Kernel
 from ..ops.feature_blocks import float_dtype
+from ..ops.kernel import row_width
 from ..ops.memory import parse_memory
 from ..ops.rows import is_dask
 from ..simplex import project_simplex
@@ -71,7 +72,7 @@ class _LSSVMBase(BoundaryMixin, BaseEstimator):
         the whole system only for the iterative solvers on the host (the path of
         :class:`kernelscale.lssvm.cholesky.WholeSystemCholesky`) within ``budget`` (bytes); blocks
         no larger than ``budget`` holds."""
-        n, d = X.shape
+        n, d = X.shape[0], row_width(X)  # a sparse row counts its stored values
         k = Y.shape[1] if Y.ndim == 2 else 1
 
         def block_fits(J):

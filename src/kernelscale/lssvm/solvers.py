@@ -89,6 +89,7 @@ from ..base.validation import as_float_array, check_positive
 from ..exact import exact_lssvm, kernel_ridge_dual
 from ..kernels import make_kernel
 from ..ops.backend import NUMPY
+from ..ops.kernel import row_width
 from ..ops.memory import parse_memory
 from ..ops.rows import executor, is_dask
 from .cholesky import BlockGramCholesky, WholeSystemCholesky
@@ -225,7 +226,7 @@ def solve_lssvm(
     else:
         X = as_float_array(X, "X", accept_sparse=True)
         dtype = X.dtype
-        n, d = X.shape
+        n, d = X.shape[0], row_width(X)  # memory estimates: a sparse row counts its stored values
         Y = np.asarray(Y, dtype=dtype)
         if Y.ndim not in (1, 2) or Y.shape[0] != n:
             raise ValueError(f"Y must have shape ({n},) or ({n}, k) to match X, got {Y.shape}.")

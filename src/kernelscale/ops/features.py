@@ -38,10 +38,14 @@ from .backend import NUMPY, current_backend
 from .feature_blocks import FourierBlock
 from .memory import MAX_CHUNK_ROWS, plan_rows
 
-__all__ = ["FeatureOperator", "GROUP_COLUMNS", "SUM_ROWS"]
+__all__ = ["FeatureOperator", "GROUP_COLUMNS", "GROUP_BYTES", "SUM_ROWS", "group_blocks"]
 
 #: feature columns of Fourier blocks evaluated together (one GEMM)
 GROUP_COLUMNS = 4096
+#: ... and at most this many bytes of their frequencies (d x columns): on wide inputs (d beyond
+#: about 1000 in float64, e.g. sparse text) a group of GROUP_COLUMNS columns would take gigabytes.
+#: A function of d and the block size only, so the grouping stays the same for every budget
+GROUP_BYTES = 32 * 2**20
 #: a row chunk's feature projection stays below this many bytes. Smaller chunks keep the
 #: trigonometric pass nearer the cache (on one thread 8 MB predicted 20% faster than 256 MB),
 #: larger ones make fewer threaded BLAS calls (on two threads 256 MB was twice as fast as 8 MB);
@@ -107,7 +111,7 @@ class FeatureOperator:
         self._nonzeros = None  # (X, its SparseRows or None): _sparse_rows of the last X
         fourier = spec is not None and spec.method in ("cos", "cossin")
         self._m = (spec.block_size // 2 if spec.method == "cossin" else spec.block_size) if fourier else 0
-        self._group = (max(1, GROUP_COLUMNS // spec.block_size) if group else 1) if fourier else 0
+        self._group = (group_blocks(spec) if group else 1) if fourier else 0
 
     # -- block parameters ------------------------------------------------------------------------
 
@@ -505,6 +509,12 @@ class SparseRows:
     def rows(self, start, stop):
         """(indptr, indices, values) of rows start .. stop - 1: indptr's slice into the whole arrays."""
         return self.indptr[start : stop + 1], self.indices, self.values
+
+
+def group_blocks(spec):
+    """Fourier blocks of ``spec`` evaluated together: GROUP_COLUMNS columns, and at most
+    GROUP_BYTES of frequencies (at least one block)."""
+    return max(1, min(GROUP_COLUMNS // spec.block_size, GROUP_BYTES // max(1, spec.block_bytes)))
 
 
 def _dense_chunk(backend, A, start, rows):

@@ -54,6 +54,12 @@ __all__ = [
 # the block loop (no validation: callers have validated and prepared)
 
 
+def row_width(A):
+    """Values a row of A counts in memory estimates: d, or for scipy.sparse A its stored values
+    per row (:func:`_width`)."""
+    return _width(A)
+
+
 def _width(A):
     """Values per row the block planning counts for the rows A: d for a dense array; for a
     scipy.sparse CSR A, its mean stored values per row (rounded up, plus one), because a sparse
