@@ -107,7 +107,7 @@ class _ImageTransform(TransformerMixin, BaseEstimator):
     def fit(self, X, y=None):
         """Validate X (and image_shape); nothing is learned. ``y`` is ignored."""
         self._validate_params()
-        X, _, fitted = validate_fit_data(self, X, None, dtype=_FLOATS)  # self untouched if X is refused
+        X, _, fitted = validate_fit_data(self, X, None, accept_sparse=False, dtype=_FLOATS)  # self untouched if X is refused
         if self._needs_image:
             image_shape_of(X.shape[1], self.image_shape)
         return commit_fit(self, fitted, stale=INPUT_ATTRIBUTES)
@@ -115,7 +115,7 @@ class _ImageTransform(TransformerMixin, BaseEstimator):
     def transform(self, X):
         """Transform each row (a flattened image); the dtype is kept."""
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=_FLOATS, reset=False)
+        X = validate_data(self, X, accept_sparse=False, dtype=_FLOATS, reset=False)
         return self._transform(X)
 
     def __sklearn_tags__(self):

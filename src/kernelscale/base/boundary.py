@@ -67,7 +67,14 @@ def _inherited(cls, name):
 
 class BoundaryMixin(ParamsMixin):
     """Runs the public methods of a subclass through :func:`at_boundary` (and gives it the
-    ``set_params`` of :class:`~kernelscale.base.params.ParamsMixin`)."""
+    ``set_params`` of :class:`~kernelscale.base.params.ParamsMixin`). Every estimator takes
+    scipy.sparse X (validated and kept as CSR by :func:`kernelscale.base.validation.validate_data`),
+    so the tag ``input_tags.sparse`` is set here."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

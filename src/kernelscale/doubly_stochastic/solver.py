@@ -349,7 +349,7 @@ class _FeaturesAhead:
     def __init__(self, op, X, stop):
         self.op, self.X, self.stop = op, X, stop
         self.width = op.spec.n_features_out
-        per_block = X.shape[0] * self.width * X.itemsize + op.spec.block_bytes  # features and parameters
+        per_block = X.shape[0] * self.width * X.dtype.itemsize + op.spec.block_bytes  # features and parameters
         self.count = max(1, min(_AHEAD_BYTES, op.budget // 8) // per_block)
         self.first, self.Phi = 0, None
 
