@@ -189,3 +189,23 @@ def test_wide_sparse_fits_within_budget(make):
         tracemalloc.stop()
     assert np.all(np.isfinite(out))
     assert peak <= WIDE_BUDGET, f"peak {peak / 2**20:.1f} MiB over the {WIDE_BUDGET / 2**20:.0f} MiB budget"
+
+
+def test_saved_sparse_model_loads_and_predicts(tmp_path):
+    """A model fitted on sparse X keeps sparse training rows; kernelscale.save stores them (CSR
+    matrix or array) and the loaded model predicts the same."""
+    X, y = _data()
+    for Xs in (sp.csr_matrix(X), sp.csr_array(X)):
+        model = CONFIGS["SLKLRegressor"]().fit(Xs, y)
+        ks.save(model, tmp_path / "m.ks")
+        loaded = ks.load(tmp_path / "m.ks")
+        assert type(loaded.X_fit_) is type(model.X_fit_)
+        np.testing.assert_array_equal(loaded.predict(Xs), model.predict(Xs))
+
+
+def test_dask_sparse_chunks_refused_with_the_fix():
+    da = pytest.importorskip("dask.array")
+    X, y = _data()
+    Xd = da.from_array(sp.csr_matrix(X), chunks=(40, X.shape[1]), asarray=False)
+    with pytest.raises(ValueError, match=r"sparse chunks.*\.compute\(\)"):
+        CONFIGS["SLKLRegressor"]().fit(Xd, da.from_array(y, chunks=40))
