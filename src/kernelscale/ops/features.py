@@ -210,14 +210,16 @@ class FeatureOperator:
         max_rows = n if max_rows is None else max_rows
         return plan_rows(n, per_row, fixed, self.budget, f"{columns} random features per row", _FIX, max_rows=max_rows)
 
-    def transform(self, X, blocks, on_device=False, out=None):
+    def transform(self, X, blocks, on_device=False, out=None, count_out=True):
         """[phi_t(X) for t in blocks] side by side: (n, len(blocks) * width), in the map's dtype.
 
         Each block alone estimates the kernel without bias (module docstring of
         :mod:`~kernelscale.ops.feature_blocks`); the concatenation is not rescaled.
         ``on_device``: returned as the backend's array (for further products on the device),
         not copied to the host. ``out``: a C-contiguous array of the backend, of that shape and
-        dtype, written and returned instead of a new one.
+        dtype, written and returned instead of a new one. ``count_out=False``: the given ``out`` is
+        the caller's result, outside the budget, which then bounds the work beside it (a
+        transformer's ``transform``: peak memory about the output plus the budget).
         """
         X = self._rows(X)
         blocks = list(blocks)
@@ -228,7 +230,7 @@ class FeatureOperator:
         elif tuple(out.shape) != shape or self.backend.to_numpy(out[:0]).dtype != X.dtype:
             raise ValueError(f"out must have shape {shape} and dtype {X.dtype}, got shape {tuple(out.shape)} and "
                              f"dtype {self.backend.to_numpy(out[:0]).dtype}.")
-        fixed = out.nbytes
+        fixed = out.nbytes if count_out else 0
         # one block's features fill whole rows of out: from X's nonzeros where they are few
         sparse = (self._sparse_rows(X) if len(blocks) == 1 and self.backend is NUMPY and out.flags.c_contiguous
                   and X.dtype == np.float64 and self._tiles_fit(width, X.shape[1]) else None)

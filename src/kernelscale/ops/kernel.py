@@ -54,19 +54,22 @@ __all__ = [
 # the block loop (no validation: callers have validated and prepared)
 
 
-def row_width(A):
-    """Values a row of A counts in memory estimates: d, or for scipy.sparse A its stored values
-    per row (:func:`_width`)."""
-    return _width(A)
+def row_width(A, n_cols=None):
+    """Values a row of A counts in memory estimates of blocks against ``n_cols`` points (default:
+    A's rows): d, or for scipy.sparse A its stored values per row and the sparse product's
+    (:func:`_width`)."""
+    return _width(A, A.shape[0] if n_cols is None else n_cols)
 
 
-def _width(A):
+def _width(A, n_cols=0):
     """Values per row the block planning counts for the rows A: d for a dense array; for a
     scipy.sparse CSR A, its mean stored values per row (rounded up, plus one), because a sparse
-    block is computed from the nonzeros (sparse products and row norms), never densified."""
+    block is computed from the nonzeros (sparse products and row norms), never densified, plus
+    ``n_cols`` (a block row against n_cols points: the sparse product's own result, up to n_cols
+    stored values and indices a row, before it is scattered into the block)."""
     if not sp.issparse(A):
         return A.shape[1]
-    return -(-A.nnz // max(A.shape[0], 1)) + 1
+    return -(-A.nnz // max(A.shape[0], 1)) + 1 + n_cols
 
 
 def _rows_bytes(X, n_rows):
@@ -95,7 +98,8 @@ def _block_rows(kernel, n_rows, n_cols, n_features, dtype, budget, fixed_bytes):
 def _blocks(kernel, A, prepared, budget, fixed_bytes=0, backend=NUMPY):
     """Yield ``(start, stop, K(A[start:stop], Z))`` for the prepared Z, on ``backend``; the block
     buffer is reused between iterations."""
-    step = _block_rows(kernel, A.shape[0], prepared.n_points, _width(A), prepared.dtype, budget, fixed_bytes)
+    step = _block_rows(kernel, A.shape[0], prepared.n_points, _width(A, prepared.n_points), prepared.dtype, budget,
+                       fixed_bytes)
     buffer = backend.empty((step, prepared.n_points), prepared.dtype)
     for start in range(0, A.shape[0], step):
         stop = min(start + step, A.shape[0])
@@ -120,7 +124,8 @@ def _fill_rows(kernel, A, prepared, out, budget, fixed_bytes=0, backend=NUMPY):
     """Write K(A, Z) into ``out``, in row blocks of :func:`_fill_step` (straight into ``out``
     when it is on the backend; through a device block per step when it is a host array)."""
     if backend is NUMPY or not isinstance(out, np.ndarray):
-        step = _fill_step(kernel, A.shape[0], prepared.n_points, _width(A), prepared.dtype, budget, fixed_bytes)
+        step = _fill_step(kernel, A.shape[0], prepared.n_points, _width(A, prepared.n_points), prepared.dtype, budget,
+                          fixed_bytes)
         for start in range(0, A.shape[0], step):
             stop = min(start + step, A.shape[0])
             kernel.block(A[start:stop], prepared, out=out[start:stop])
@@ -190,7 +195,7 @@ class KernelOperator:
     @property
     def _row_width(self):
         """Values a row of X counts in block planning (:func:`_width`: d, or a sparse row's)."""
-        return _width(self.X)
+        return _width(self.X, self.n)
 
     @property
     def prepared(self):
@@ -284,7 +289,7 @@ class KernelOperator:
         V_given, V = V, np.ascontiguousarray(V, dtype=dtype)
         fixed += V.nbytes if V is not V_given else 0
         budget = self._budget(budget, reuse)
-        _block_rows(self.kernel, A.shape[0], Z.shape[0], _width(A), dtype, budget, fixed)  # fail before preparing
+        _block_rows(self.kernel, A.shape[0], Z.shape[0], _width(A, Z.shape[0]), dtype, budget, fixed)  # fail before preparing
         be = self.backend
         prepared = self.prepared if reuse else self.kernel.prepare(Z, dtype, be)
         fused = _fused_product(be, self.kernel, A, prepared, V, budget - fixed)
@@ -440,7 +445,7 @@ def iter_kernel_blocks(kernel, X, Z=None, max_memory=None, *, dtype=None, prepar
 def _device_blocks(kernel, X, Z, dtype, budget, prepared, fixed_bytes, backend):
     if prepared is None:
         fixed_bytes += _fixed_bytes(kernel, Z, dtype)
-        _block_rows(kernel, X.shape[0], Z.shape[0], _width(X), dtype, budget, fixed_bytes)  # fail before preparing
+        _block_rows(kernel, X.shape[0], Z.shape[0], _width(X, Z.shape[0]), dtype, budget, fixed_bytes)  # fail before preparing
         prepared = kernel.prepare(Z, dtype, backend)
     yield from _blocks(kernel, X, prepared, budget, fixed_bytes, backend)
 
@@ -509,7 +514,7 @@ def kernel_rows(kernel, X, rows, Z=None, max_memory=None, *, out=None):
     held = _fixed_bytes(kernel, Z, dtype) + _rows_bytes(X, rows.size)
     if out is None:
         held += _check_result_fits(rows.size, Z.shape[0], dtype, budget)
-    _fill_step(kernel, rows.size, Z.shape[0], _width(X), dtype, budget, held)  # fail before allocating
+    _fill_step(kernel, rows.size, Z.shape[0], _width(X, Z.shape[0]), dtype, budget, held)  # fail before allocating
     if out is None:
         out = np.empty(shape, dtype=dtype)
     be = current_backend()
