@@ -31,6 +31,7 @@ from .ops.kernel import KernelOperator, kernel_matrix
 from .kernels import PolynomialKernel, make_kernel
 from .ops.feature_blocks import FeatureBlockSpec, seed_from
 from .ops.feature_blocks import float_dtype as _float_dtype
+from .ops.backend import NUMPY
 from .ops.features import FeatureOperator
 from .ops.memory import available_memory, format_bytes, parse_memory
 
@@ -201,8 +202,13 @@ class _SeededTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Boun
         # written block by block into the result, which max_memory does not count: the work beside
         # it (a row chunk's projection, the map's parameters) stays within max_memory
         features = np.empty((X.shape[0], operator.spec.n_features_out), dtype=dtype)
-        _in_row_slices(X, lambda rows, out: operator.transform(rows, [0], out=out, count_out=False), self.verbose,
-                       type(self).__name__, features)
+        def fill(rows, out):
+            if operator.backend is NUMPY:
+                operator.transform(rows, [0], out=out, count_out=False)
+            else:  # computed on the device, copied into the host result
+                out[...] = operator.transform(rows, [0])
+
+        _in_row_slices(X, fill, self.verbose, type(self).__name__, features)
         return check_finite_result(features, "features")
 
     @property

@@ -35,10 +35,7 @@ or objects with exactly one key naming a tag:
   stored as a unicode array; an array object referenced twice is stored once (and shared again
   after loading);
 - ``{"__scalar__": {"key": "a4", "dtype": "<f4"}}``: a numpy scalar, stored as a 0-d array;
-- ``{"__sparse__": {"container": "matrix" | "array", "shape": [n, d], "data": {"__ndarray__": ...},
-  "indices": {"__ndarray__": ...}, "indptr": {"__ndarray__": ...}}}``: a scipy.sparse CSR matrix
-  or array (the training rows of a model fitted on sparse X), checked as scipy.sparse input is
-  (:func:`kernelscale.base.validation.check_sparse`) when loaded;
+- ``{"__sparse__": {"container", "shape", "data", "indices", "indptr"}}``: a CSR matrix or array;
 - ``{"__dtype__": "<f4"}``: a numpy dtype; ``{"__type__": "numpy.float32"}`` or
   ``{"__type__": "float"}``: a numpy scalar type or a builtin number type;
 - ``{"__object__": {"class": ..., "params": {...}, "fitted": {...}}}``: a nested kernelscale object:
@@ -102,12 +99,12 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 import sklearn
 from sklearn.base import BaseEstimator
 
 from . import sklearn_allowlist
 from .base.moved import current_path
+from .base.validation import csr_from_parts, csr_parts
 from .base.version import __version__
 
 __all__ = [
@@ -185,11 +182,8 @@ class _Encoder:
             return {"__scalar__": {"key": key, "dtype": v.dtype.str}}
         if isinstance(v, np.ndarray):
             return self.array(v, where)
-        if sp.issparse(v) and v.format == "csr" and type(v) in (sp.csr_matrix, sp.csr_array):
-            return {"__sparse__": {
-                "container": "array" if isinstance(v, sp.sparray) else "matrix", "shape": list(v.shape),
-                **{name: self.array(np.asarray(getattr(v, name)), f"{where}.{name}")
-                   for name in ("data", "indices", "indptr")}}}
+        if (parts := csr_parts(v)) is not None:  # the training rows of a model fitted on sparse X
+            return {"__sparse__": {**parts[0], **{k: self.array(a, f"{where}.{k}") for k, a in parts[1].items()}}}
         if isinstance(v, np.dtype):  # "O" too: a SimpleImputer of str columns records it (no array has it)
             if v.kind not in _ARRAY_KINDS + "O" or v.fields is not None:
                 raise self._unsupported(v, where)
@@ -768,10 +762,8 @@ class _Decoder:
             return self._dict(body, where)
         if tag == "__ndarray__":
             return self.array(body, where)
-        if tag == "__scalar__":
-            return self.array(body, where, scalar=True)
-        if tag == "__sparse__":
-            return self._sparse(body, where)
+        if tag in ("__scalar__", "__sparse__"):  # a CSR matrix is checked (csr_from_parts) before it is read
+            return self.array(body, where, True) if tag == "__scalar__" else csr_from_parts(body, self, where)
         if tag == "__dtype__":
             return self.dtype(body, where, allow_object=True)
         if tag == "__objects__":  # an object array of None, int, float and str values
@@ -801,28 +793,6 @@ class _Decoder:
                     return t
             raise self.fail(where, f"unsupported type {_short(body)}")
         return self.obj(body, where)  # __object__
-
-    def _sparse(self, body, where):
-        """A CSR matrix or array from its three arrays, checked before anything reads them."""
-        if not (isinstance(body, dict) and set(body) == {"container", "shape", "data", "indices", "indptr"}
-                and body["container"] in ("matrix", "array") and isinstance(body["shape"], list)
-                and len(body["shape"]) == 2 and all(type(n) is int and n >= 0 for n in body["shape"])):
-            raise self.fail(where, "__sparse__ must hold container, shape, data, indices and indptr")
-        parts = {}
-        for name in ("data", "indices", "indptr"):
-            ref = body[name]
-            if not (isinstance(ref, dict) and set(ref) == {"__ndarray__"}):
-                raise self.fail(where, f"__sparse__ {name} must be an __ndarray__")
-            parts[name] = self.array(ref["__ndarray__"], f"{where}.{name}")
-        cls = sp.csr_array if body["container"] == "array" else sp.csr_matrix
-        try:
-            from .base.validation import check_sparse
-
-            shell = cls(tuple(body["shape"]))  # then the stored arrays, checked before any use
-            shell.data, shell.indices, shell.indptr = parts["data"], parts["indices"], parts["indptr"]
-            return check_sparse(shell, where)
-        except (ValueError, TypeError) as err:
-            raise self.fail(where, f"invalid sparse matrix ({err})") from err
 
     def _dict(self, d, where):
         for k, x in d.items():

@@ -309,6 +309,38 @@ def check_sparse(X, name="X"):
     return X
 
 
+def csr_parts(X):
+    """For a scipy.sparse CSR matrix or array X, ``({"container", "shape"}, {"data", "indices",
+    "indptr"})`` as kernelscale.save stores it (:func:`csr_from_parts` rebuilds it); else None."""
+    if type(X) not in (sp.csr_matrix, sp.csr_array):
+        return None
+    header = {"container": "array" if isinstance(X, sp.sparray) else "matrix", "shape": list(X.shape)}
+    return header, {"data": X.data, "indices": X.indices, "indptr": X.indptr}
+
+
+def csr_from_parts(body, decoder, name="X"):
+    """The CSR matrix (or array) a saved ``{"container", "shape", "data", "indices", "indptr"}``
+    describes (:func:`csr_parts`), its three ``{"__ndarray__": ...}`` read by the persistence
+    decoder's ``array(ref, where)`` and checked (:func:`check_sparse`) before anything reads them;
+    otherwise the decoder's ``fail(name, message)`` is raised."""
+    fail = decoder.fail
+    shape = body.get("shape") if isinstance(body, dict) else None
+    if not (isinstance(body, dict) and set(body) == {"container", "shape", "data", "indices", "indptr"}
+            and body["container"] in ("matrix", "array") and isinstance(shape, list) and len(shape) == 2
+            and all(type(n) is int and n >= 0 for n in shape)):
+        raise fail(name, "__sparse__ must hold container ('matrix' or 'array'), shape, data, indices and indptr")
+    matrix = (sp.csr_array if body["container"] == "array" else sp.csr_matrix)(tuple(shape))
+    refs = [body[k].get("__ndarray__") if isinstance(body[k], dict) else None for k in ("data", "indices", "indptr")]
+    if any(ref is None for ref in refs):
+        raise fail(name, "__sparse__ data, indices and indptr must each be an __ndarray__")
+    matrix.data, matrix.indices, matrix.indptr = (decoder.array(ref, f"{name}.{k}") for ref, k in
+                                                  zip(refs, ("data", "indices", "indptr")))
+    try:
+        return check_sparse(matrix, name)
+    except (ValueError, TypeError) as err:
+        raise fail(name, f"invalid sparse matrix ({err})") from err
+
+
 def _check_compressed(X, name):
     """The CSR/CSC/BSR part of :func:`check_sparse`."""
     block = X.blocksize if X.format == "bsr" else (1, 1)

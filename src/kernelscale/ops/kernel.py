@@ -32,8 +32,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..base.validation import as_float_array, check_same_features, result_dtype
-from ..kernels import _nbytes, make_kernel, sparse_nbytes
+from ..base.validation import array_bytes, as_float_array, check_same_features, result_dtype
+from ..kernels import make_kernel, sparse_nbytes
 from .backend import NUMPY, current_backend, device_type, get_backend
 from .memory import MAX_BLOCK_BYTES, check_fits, parse_memory, rows_per_block, ufunc_workspace_bytes
 from .row_cache import KernelRowCache
@@ -84,7 +84,7 @@ def prepared_set_bytes(kernel, Z, dtype):
     norms (and cast copy); for a dense Z the kernel's ``aux_bytes``."""
     if not sp.issparse(Z):
         return kernel.aux_bytes(Z.shape[0], Z.shape[1], dtype, Z.dtype)
-    cast = _nbytes(Z) if np.dtype(dtype) != Z.dtype else 0
+    cast = array_bytes(Z) if np.dtype(dtype) != Z.dtype else 0
     return cast + 2 * sparse_nbytes(max(Z.shape), Z.nnz, dtype, Z.indices.dtype.itemsize) + 8 * Z.shape[0]
 
 
@@ -218,7 +218,7 @@ class KernelOperator:
     def prepared_extra_bytes(self):
         """Bytes the prepared X holds beyond X itself (0 for a kernel that uses X as it is)."""
         prep = self.prepared
-        return prep.nbytes - (_nbytes(self.X) if prep.data is self.X else 0)
+        return prep.nbytes - (array_bytes(self.X) if prep.data is self.X else 0)
 
     def _budget(self, budget, uses_prepared=True):
         """The bytes a verb may use: ``budget`` when the caller gives it, else the operator's
@@ -240,7 +240,7 @@ class KernelOperator:
     def blocks(self, rows=None, *, budget=None, fixed_bytes=0):
         """Yield ``(start, stop, K(X[rows][start:stop], X))``; the buffer is reused."""
         A = self.X if rows is None else self.X[_as_indices(rows, self.n)]
-        gathered = 0 if rows is None else _nbytes(A)
+        gathered = 0 if rows is None else array_bytes(A)
         for start, stop, block in _blocks(self.kernel, A, self.prepared, self._budget(budget), fixed_bytes + gathered,
                                           self.backend):
             yield start, stop, self.backend.to_numpy(block)
@@ -269,7 +269,7 @@ class KernelOperator:
         """
         A = self.X if rows is None else self.X[_as_indices(rows, self.n)]
         cols = None if cols is None else _as_indices(cols, self.n, "cols")
-        return self._product(A, V, cols, budget, fixed_bytes + (0 if rows is None else _nbytes(A)))
+        return self._product(A, V, cols, budget, fixed_bytes + (0 if rows is None else array_bytes(A)))
 
     def predict(self, Z, coef, *, budget=None):
         """K(Z, X) @ coef for new points Z (validated here), coef of shape (n,) or (n, k)."""
@@ -285,7 +285,7 @@ class KernelOperator:
         reuse = cols is None and dtype == self.dtype
         fixed = fixed_bytes
         if not reuse:
-            fixed += (0 if cols is None else _nbytes(Z)) + prepared_set_bytes(self.kernel, Z, dtype)
+            fixed += (0 if cols is None else array_bytes(Z)) + prepared_set_bytes(self.kernel, Z, dtype)
         V_given, V = V, np.ascontiguousarray(V, dtype=dtype)
         fixed += V.nbytes if V is not V_given else 0
         budget = self._budget(budget, reuse)
@@ -337,7 +337,7 @@ class KernelOperator:
         be = self.backend
         Q, R = be.zeros((M, M), np.float64), be.zeros((M, k), np.float64)
         prepared = self.kernel.prepare(Zc, dtype, be)
-        fixed = fixed_bytes + 2 * Q.nbytes + R.nbytes + _nbytes(Zc) + prepared.nbytes  # + the product added to Q
+        fixed = fixed_bytes + 2 * Q.nbytes + R.nbytes + array_bytes(Zc) + prepared.nbytes  # + the product added to Q
         Y = be.asarray(Y)
         scale = None if scale is None else be.asarray(scale)[None, :]
         weights = None if weights is None else be.asarray(weights)
