@@ -50,8 +50,8 @@ LIMITS = ("300MB", "1GB")
 CONFIGS = {
     "GeneralizedLeastSquaresClassifier": ("classification", {}),
     "CalibratedLeastSquaresClassifier": ("classification", {}),
-    "StagewiseClassifier": ("classification", {"random_state": 0}),
-    "StagewiseRegressor": ("regression", {"random_state": 0}),
+    "StagewiseClassifier": ("classification", {"n_stages": 3, "random_state": 0}),
+    "StagewiseRegressor": ("regression", {"n_stages": 3, "random_state": 0}),
     "SLKLRegressor": ("regression", {"random_state": 0}),
     "SLKLClassifier": ("classification", {"random_state": 0}),
     "RegularizedKernelRegressor": ("regression", {"solver": "fixed_point", "max_iter": 5}),

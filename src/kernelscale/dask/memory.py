@@ -81,6 +81,8 @@ class WorkerMemory:
 def worker_memory(client):
     """:class:`WorkerMemory` of ``client``'s workers (from the scheduler's information, no task),
     or None when there are none or one has no memory_limit (nothing to plan within)."""
+    if not hasattr(client, "scheduler_info"):
+        return None
     workers = list(client.scheduler_info(n_workers=-1)["workers"].values()) if _takes_n_workers(client) else \
         list(client.scheduler_info()["workers"].values())
     limits = [int(w.get("memory_limit") or 0) for w in workers]
@@ -137,7 +139,7 @@ def footprint(estimator, n, d, k, itemsize, budget):
         # the projection, predictions, targets and residuals kept; a chunk's n_c x b feature block
         # (cosines and their centred copy) regenerated per pass; b x b Gram sums per task
         part = b * (b + k + 1) * f
-        return Footprint(state_row=(p + 4 * k + 2) * f, task_row=io + p * f, block_row=4 * b * f, fixed=part, part=part,
+        return Footprint(state_row=(p + 4 * k + 2) * f, task_row=io + p * f, block_row=6 * b * f, fixed=part, part=part,
                          what=f"the {b} x {b} Gram sums of a feature block", knob="block_size")
     if name in ("SLKLRegressor", "SLKLClassifier"):
         M = min(n, estimator._n_components(n, budget))
@@ -158,16 +160,14 @@ def footprint(estimator, n, d, k, itemsize, budget):
                          fixed=J * d * itemsize + part, part=part,
                          what=f"the {J} sampled rows and their {J} x {J} Gram sums", knob="batch_size")
     if name in ("DoublyStochasticClassifier", "DoublyStochasticRegressor"):
-        from ..ops.features import GROUP_COLUMNS
-
         solver = estimator._solver(n)
         block = estimator._block_size(n, solver)
         batch = min(n, int(estimator._batch_size(solver, block)))
-        # a worker scoring a mini-batch: its rows and one group of feature columns at a time, and
-        # the regenerated blocks it caches (an eighth of its memory_limit, counted by the caller)
-        group = max(block, min(GROUP_COLUMNS, 4 * block))
-        return Footprint(task_row=io, fixed=batch * (d + 2 * group + 2 * k) * f, part=0,
-                         what=f"the scoring of a mini-batch of {batch} rows on {group} feature columns",
+        # a worker scoring a mini-batch holds its rows, its scores and the features of at least
+        # one block at a time (the groups of blocks are planned within the budget), and the
+        # regenerated blocks it caches (an eighth of its memory_limit, counted by the caller)
+        return Footprint(task_row=io, fixed=batch * (d + 2 * k + block) * f, part=0,
+                         what=f"the scoring of a mini-batch of {batch} rows on a block of {block} features",
                          knob="batch_size")
     return Footprint(state_row=4 * k * f, task_row=io)
 
