@@ -26,6 +26,14 @@ with a ``_partial_fit_prepared`` (the doubly stochastic ones):
   seeds), the O(t) model updated here as on numpy (:mod:`kernelscale.doubly_stochastic.batches`,
   :mod:`kernelscale.doubly_stochastic.distributed`).
 
+With a distributed client whose workers have a ``memory_limit``, the fit is first planned within
+the workers' memory (:mod:`kernelscale.dask.memory`), before any task is submitted: the row
+chunks may be cut smaller, X may be left unpersisted, the tree's fan-in lowered, and every budget
+of the fit is capped at what one task may take on a worker; when the fit cannot run within the
+workers' memory it is refused then, with a ValueError naming memory_limit, max_memory, the row
+chunks and the fixes (a classifier is planned for two classes first, and again once its labels,
+one small task per chunk, are known).
+
 Here the arguments are validated chunk by chunk, as the estimator's own validation does on numpy
 arrays, without gathering anything n-sized:
 

@@ -132,9 +132,7 @@ def footprint(estimator, n, d, k, itemsize, budget):
         return Footprint(state_row=(6 * k + 2) * f, task_row=io + 4 * k * f, fixed=part, part=part,
                          what=f"the {d} x {d} Gram sums of the features", knob="the number of features (PCA)")
     if name in ("StagewiseClassifier", "StagewiseRegressor"):
-        from ..least_squares.stagewise import _auto_block_size
-
-        b = _auto_block_size(n) if estimator.block_size == "auto" else int(estimator.block_size)
+        b = estimator._block_size(n)
         p = estimator._n_pca(d) or d
         # the projection, predictions, targets and residuals kept; a chunk's n_c x b feature block
         # (cosines and their centred copy) regenerated per pass; b x b Gram sums per task
@@ -153,7 +151,9 @@ def footprint(estimator, n, d, k, itemsize, budget):
         # row chunks per task, its kernel block within the budget
         return Footprint(state_row=(8 * k + 4) * f, task_row=2 * io + 4 * k * f, fixed=0, part=0)
     if name in ("LSSVMClassifier", "LSSVMRegressor"):
-        J = _lssvm_block(estimator, n, d, k, itemsize, budget)
+        J = estimator._dask_block(n, d, k, np.dtype(f"f{itemsize}"), budget)
+        if J >= n + 1:  # one block is the whole system: solved on the rows gathered by the client
+            return Footprint(task_row=io)
         part = J * (J + k + 1) * f
         # W, R, Z, the committee and the diagonal per row, and each chunk's n_c x J block of Theta
         return Footprint(state_row=(J + 5 * k + 2) * itemsize, task_row=io, block_row=2 * J * itemsize,
@@ -170,23 +170,6 @@ def footprint(estimator, n, d, k, itemsize, budget):
                          what=f"the scoring of a mini-batch of {batch} rows on a block of {block} features",
                          knob="batch_size")
     return Footprint(state_row=4 * k * f, task_row=io)
-
-
-def _lssvm_block(estimator, n, d, k, itemsize, budget):
-    """J of an LS-SVM fit within ``budget`` (its "auto" resolution, as the estimator does)."""
-    from ..kernels import make_kernel
-    from ..lssvm.memory import auto_batch_size, lssvm_fit_memory
-
-    if estimator.batch_size != "auto":
-        return min(int(estimator.batch_size), n + 1)
-    kernel = make_kernel(estimator.kernel if not isinstance(estimator.kernel, str) or estimator.kernel != "gaussian"
-                         else "gaussian")
-
-    def block_fits(J):
-        return lssvm_fit_memory(n, d, k, J, np.dtype(f"f{itemsize}"), kernel, estimator.solver,
-                                estimator.n_averaged) <= budget
-
-    return min(auto_batch_size(n, None, block_fits), n + 1)
 
 
 @dataclasses.dataclass(frozen=True)
