@@ -100,7 +100,7 @@ def test_a_worker_killed_during_each_distributed_fit_costs_time_not_the_result(k
         calls.clear()
         # both workers up (the nanny of the one killed by the previous test has restarted it by now,
         # while the undisturbed fit ran)
-        killable.wait_for_workers(2, timeout=30)
+        killable.wait_for_workers(2, timeout=180)  # seconds on a quiet machine; more under load
         got = clone(est).set_params(callback=kill_at_the_second_call).fit(Xd, yd)
     assert killed, f"{name}: no worker was killed"
     assert_same_model(ref, got, rtol=1e-8)
