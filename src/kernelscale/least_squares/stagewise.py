@@ -135,6 +135,10 @@ class _StagewiseBase(BoundaryMixin, BaseEstimator):
             return self.pca_components_ is not None
         return self._n_pca(d) is not None
 
+    def _block_size(self, n):
+        """block_size for n training rows ("auto": :func:`_auto_block_size`)."""
+        return _auto_block_size(n) if self.block_size == "auto" else int(self.block_size)
+
     def _same_features(self):
         """Whether kernel and feature_method still give the fitted kernel_ and feature_method_ (a
         sigma="median" matches any resolved bandwidth)."""

@@ -73,7 +73,10 @@ class _LSSVMBase(BoundaryMixin, BaseEstimator):
         :class:`kernelscale.lssvm.cholesky.WholeSystemCholesky`) within ``budget`` (bytes); blocks
         no larger than ``budget`` holds."""
         n, d = X.shape[0], row_width(X)  # a sparse row counts its stored values
-        k = Y.shape[1] if Y.ndim == 2 else 1
+        return self._auto_batch_for(n, d, Y.shape[1] if Y.ndim == 2 else 1, dtype, kernel, budget)
+
+    def _auto_batch_for(self, n, d, k, dtype, kernel, budget):
+        """:meth:`_auto_batch` for n rows, d features and k target columns."""
 
         def block_fits(J):
             return lssvm_fit_memory(n, d, k, J, dtype, kernel, self.solver, self.n_averaged) <= budget
@@ -81,6 +84,15 @@ class _LSSVMBase(BoundaryMixin, BaseEstimator):
         def fits(J):
             return self.solver in ITERATIVE and self.device is None and block_fits(J)
         return auto_batch_size(n, fits, block_fits)
+
+    def _dask_block(self, n, d, k, dtype, budget):
+        """J of a distributed fit on n rows within ``budget`` bytes per task (batch_size, or its
+        "auto" resolution as the fit makes it): :mod:`kernelscale.dask.memory` plans with it."""
+        if self.batch_size != "auto":
+            return min(int(self.batch_size), n + 1)
+        from ..kernels import make_kernel
+
+        return min(self._auto_batch_for(n, d, k, dtype, make_kernel(self.kernel), budget), n + 1)
 
     #: every attribute a fit may set (a refit deletes those it does not set again)
     _FITTED = ("kernel_", "X_fit_", "intercept_", "dual_coef_", "n_iter_", "batch_size_", "n_regularized_",

@@ -38,6 +38,7 @@ __all__ = [
     "plan_rows",
     "check_fits",
     "ufunc_workspace_bytes",
+    "budget_cap",
 ]
 
 DEFAULT_MEMORY_FRACTION = 0.5
@@ -132,8 +133,30 @@ def default_memory_budget():
     return budget
 
 
+#: the most bytes a budget may be in this context (None: no cap), set by :func:`budget_cap`
+_CAP = contextvars.ContextVar("kernelscale_memory_cap", default=None)
+
+
+@contextlib.contextmanager
+def budget_cap(nbytes):
+    """Within the block, every budget :func:`parse_memory` gives is at most ``nbytes``: a distributed
+    fit plans its tasks within a share of the workers' memory_limit (kernelscale.dask.memory)."""
+    token = _CAP.set(int(nbytes))
+    try:
+        yield
+    finally:
+        _CAP.reset(token)
+
+
 def parse_memory(max_memory, name="max_memory"):
-    """Bytes for a budget given as a number of bytes, a string like "2GB" / "512MiB", or None."""
+    """Bytes for a budget given as a number of bytes, a string like "2GB" / "512MiB", or None;
+    at most the cap of :func:`budget_cap` inside one."""
+    value = _parse_memory(max_memory, name)
+    cap = _CAP.get()
+    return value if cap is None else min(value, cap)
+
+
+def _parse_memory(max_memory, name):
     if max_memory is None:
         return default_memory_budget()
     if isinstance(max_memory, str):
