@@ -146,6 +146,9 @@ class _SeededTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Boun
     ``transform`` equals ``SeededFeatureMap(kernel_, n_components, seed_, method=...).block(X, 0)``.
     """
 
+    #: its first call in a process loads numba code: warmed up with these parameters (base/warmup.py)
+    _warm_params = {}
+
     def _kernel(self, X, rng):
         raise NotImplementedError
 

@@ -97,6 +97,9 @@ def _auto_block_size(n):
 class _StagewiseBase(BoundaryMixin, BaseEstimator):
     """Fit / replay logic shared by StagewiseClassifier and StagewiseRegressor."""
 
+    #: its first call in a process loads numba code: warmed up with these parameters (base/warmup.py)
+    _warm_params = {"n_stages": 1}
+
     _parameter_constraints: dict = {
         "kernel": KERNEL_CONSTRAINT,
         "feature_method": [StrOptions(set(METHODS)), None],

@@ -10,6 +10,9 @@ that ``max_memory=None`` is ONE reading of the free memory per call, however man
 classes or pairs the call plans for: the budget cannot drift while a fit allocates.
 :func:`rows_per_block` and :func:`plan_rows` are the only row-chunk planners: a block of rows is
 as large as the budget allows, and never so large that it stops paying for itself.
+The first call of an estimator's method in a process may load compiled code first
+(:mod:`kernelscale.base.warmup`); what that adds to the resident set is taken off the budget for
+the rest of the call through :func:`budget_ceiling`.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ __all__ = [
     "plan_rows",
     "check_fits",
     "ufunc_workspace_bytes",
+    "budget_ceiling",
+    "resident_bytes",
 ]
 
 DEFAULT_MEMORY_FRACTION = 0.5
@@ -116,6 +121,38 @@ def one_reading():
         _READINGS.reset(token)
 
 
+#: the most ``max_memory`` may give inside a call whose first run in this process loaded compiled
+#: code (:mod:`kernelscale.base.warmup`): the budget less what the loading took (None outside one)
+_CEILING = contextvars.ContextVar("kernelscale_budget_ceiling", default=None)
+
+
+@contextlib.contextmanager
+def budget_ceiling(nbytes):
+    """Within the block, every ``max_memory`` parsed (:func:`parse_memory`) is at most ``nbytes``."""
+    outer = _CEILING.get()
+    token = _CEILING.set(int(nbytes) if outer is None else min(outer, int(nbytes)))
+    try:
+        yield
+    finally:
+        _CEILING.reset(token)
+
+
+def resident_bytes():
+    """This process's resident set in bytes now (Linux ``/proc/self/statm``; elsewhere the
+    lifetime peak from getrusage, or 0 where neither exists)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        pass
+    try:
+        import resource
+    except ImportError:
+        return 0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak) * (1 if sys.platform == "darwin" else 1024)
+
+
 def default_memory_budget():
     """The budget used when ``max_memory=None``: half of the memory available now to the
     backend in use (host memory, or a GPU's free memory; in a dask worker, the worker's memory
@@ -133,7 +170,14 @@ def default_memory_budget():
 
 
 def parse_memory(max_memory, name="max_memory"):
-    """Bytes for a budget given as a number of bytes, a string like "2GB" / "512MiB", or None."""
+    """Bytes for a budget given as a number of bytes, a string like "2GB" / "512MiB", or None;
+    a ``max_memory`` at most the :func:`budget_ceiling` in force."""
+    value = _parse_bytes(max_memory, name)
+    ceiling = _CEILING.get()
+    return value if ceiling is None or name != "max_memory" else min(value, ceiling)
+
+
+def _parse_bytes(max_memory, name):
     if max_memory is None:
         return default_memory_budget()
     if isinstance(max_memory, str):
