@@ -426,6 +426,9 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Boundar
     normalization_ (m, m) float64, n_components_ (number of landmarks used).
     """
 
+    #: its first call in a process loads LAPACK's and scipy's code: warmed up as it is (base/warmup.py)
+    _warm_params = {}
+
     _parameter_constraints: dict = {
         "kernel": KERNEL_CONSTRAINT,
         "n_components": [Interval(Integral, 1, None, closed="left")],

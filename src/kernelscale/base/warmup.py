@@ -1,8 +1,9 @@
 """The first call in a process within its memory budget: compiled code loaded before planning.
 
-An estimator whose methods run numba-compiled loops (a class with ``_warm_params``) pays, on the
-first call of a method in a process, for importing numba and loading (or compiling) its machine
-code: 100-150 MiB of resident memory that no plan of blocks counts. So the first call of each
+An estimator whose methods run compiled code loaded on first use (numba's loops, scipy's and
+LAPACK's modules; a class with ``_warm_params``) pays, on the first call of a method in a process,
+for importing and loading (or compiling) that code: 50-150 MiB of resident memory that no plan of
+blocks counts. So the first call of each
 method per (class, dtype, sparse or dense input) first runs the same method on a few rows of the
 caller's data (for ``fit``, a fresh estimator with the same parameters but the few iterations of
 ``_warm_params``), measures how much that
