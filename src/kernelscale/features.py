@@ -146,9 +146,6 @@ class _SeededTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Boun
     ``transform`` equals ``SeededFeatureMap(kernel_, n_components, seed_, method=...).block(X, 0)``.
     """
 
-    #: its first call in a process loads numba code: warmed up with these parameters (base/warmup.py)
-    _warm_params = {}
-
     def _kernel(self, X, rng):
         raise NotImplementedError
 
@@ -425,9 +422,6 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Boundar
     kernel_, n_features_in_, components_ (m, d) landmarks, component_indices_ (m,),
     normalization_ (m, m) float64, n_components_ (number of landmarks used).
     """
-
-    #: its first call in a process loads LAPACK's and scipy's code: warmed up as it is (base/warmup.py)
-    _warm_params = {}
 
     _parameter_constraints: dict = {
         "kernel": KERNEL_CONSTRAINT,

@@ -46,9 +46,6 @@ logger = logging.getLogger(__name__)
 
 
 class _LSSVMBase(BoundaryMixin, BaseEstimator):
-    #: its first call in a process loads LAPACK's and scipy's code: warmed up with these parameters (base/warmup.py)
-    _warm_params = {"n_iter": 1, "batch_size": 32}  # blocks, as the fits beyond 4096 rows
-
     _parameter_constraints: dict = {
         "kernel": [Kernel, StrOptions(set(KERNEL_NAMES))],
         "C": [Interval(Real, 0, None, closed="neither")],

@@ -214,9 +214,6 @@ _OVERFLOW = ("SLKL produced non-finite weights: its arithmetic overflowed or los
 
 
 class _SLKLBase(BoundaryMixin, BaseEstimator):
-    #: its first call in a process loads numba code: warmed up with these parameters (base/warmup.py)
-    _warm_params = {"max_iter": 1}
-
     #: "auto" sparsity shared out over the outputs (the one-vs-rest problems of several classes)
     _AUTO_SPARSITY_PER_CLASS = False
     _parameter_constraints: dict = {
