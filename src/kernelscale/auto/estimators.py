@@ -247,7 +247,12 @@ _DOC = """
         Every evaluation of the search: scaling, kernel, bandwidth_factor, sigma, alpha,
         n_samples, validation_loss, fit_time.
     scaling_mean_, scaling_scale_ : (d,) arrays or None
-        The standardisation applied to X before ``best_estimator_`` (None: X as it is).
+        The standardisation applied to X before ``best_estimator_`` (None: X as it is). For
+        scipy.sparse X the "standard" scaling does not centre (``scaling_mean_`` is zero, as
+        scikit-learn's ``StandardScaler(with_mean=False)``), so X stays sparse: it only divides
+        each column by its standard deviation. The search's Gaussian and Laplacian kernels do not
+        change under translation, so this gives the dense input's search up to rounding; a model
+        fitted on dense X (a non-zero mean) densifies sparse X given to ``predict``.
     fit_time_ : float
         Seconds the fit took.
     n_features_in_ : int

@@ -29,10 +29,11 @@ from ..base.estimator import (
     warm_start_iterations,
 )
 from ..base.params import DEVICE_CONSTRAINT
-from ..base.validation import check_finite_result, check_sample_weight, validate_data
+from ..base.validation import check_finite_result, check_sample_weight, validate_data, as_rows
 from ..exact import kernel_predict
 from ..kernels import KERNEL_NAMES, Kernel
 from ..ops.feature_blocks import float_dtype
+from ..ops.kernel import row_width
 from ..ops.memory import parse_memory
 from ..ops.rows import is_dask
 from ..simplex import project_simplex
@@ -71,7 +72,7 @@ class _LSSVMBase(BoundaryMixin, BaseEstimator):
         the whole system only for the iterative solvers on the host (the path of
         :class:`kernelscale.lssvm.cholesky.WholeSystemCholesky`) within ``budget`` (bytes); blocks
         no larger than ``budget`` holds."""
-        n, d = X.shape
+        n, d = X.shape[0], row_width(X)  # a sparse row counts its stored values
         k = Y.shape[1] if Y.ndim == 2 else 1
 
         def block_fits(J):
@@ -106,7 +107,7 @@ class _LSSVMBase(BoundaryMixin, BaseEstimator):
                 keep = sample_weight > 0
                 if not keep.all():
                     X, Y, sample_weight = X[keep], Y[keep], sample_weight[keep]
-            X = np.ascontiguousarray(X, dtype=dtype)
+            X = as_rows(X, dtype)
             kernel = resolve_kernel(self.kernel, X, rng, sample_weight)
         init, init_count, done = None, 0, 0
         same_classes = "classes_" not in fitted or np.array_equal(fitted["classes_"], getattr(self, "classes_", None))
