@@ -32,6 +32,7 @@ from ..base.params import DEVICE_CONSTRAINT, MEMORY_CONSTRAINT
 from ..base.validation import check_sample_weight, validate_data
 from ..least_squares import StagewiseClassifier, StagewiseRegressor, feature_spec, stagewise_fit_bytes
 from ..lssvm import LSSVMClassifier, LSSVMRegressor
+from ..lssvm.memory import lssvm_fit_memory
 from ..ops.memory import parse_memory
 from ..preprocessing import pca_fit, pca_transform
 from . import plan
@@ -86,7 +87,8 @@ class _AutoBase(BoundaryMixin, BaseEstimator):
         if sample_weight is not None:
             sample_weight = check_sample_weight(sample_weight, X)
         flops = plan.flop_rate(X.dtype, budget)
-        exact = plan.use_exact(n, d, X.dtype.itemsize, self.time_budget, flops, budget)
+        exact_bytes = lssvm_fit_memory(n, d, self._n_outputs(y), n, X.dtype, "gaussian", "exact")
+        exact = plan.use_exact(n, d, exact_bytes, self.time_budget, flops, budget)
         method = "exact" if exact else "stagewise"
         self._log(f"{n} rows x {d} features, budget {self.time_budget:g} s: method {method}")
 

@@ -7,7 +7,9 @@ predict_log_proba, transform, score), in three steps, outermost first:
 1. dask arrays go to :mod:`kernelscale.dask.dispatch` (mapped over row chunks, gathered, or a
    distributed fit), which calls the method again on numpy arrays;
 2. the memory budget is resolved once for the call (:func:`kernelscale.ops.memory.one_reading`:
-   ``max_memory=None`` is one reading of the free memory, however often the call plans);
+   ``max_memory=None`` is one reading of the free memory, however often the call plans), after
+   the compiled code of the method is loaded on its first call in the process and what that took
+   is taken off the budget (:mod:`kernelscale.base.warmup`);
 3. torch tensors and the ``device`` parameter (:func:`kernelscale.base.device.on_device`).
 
 Every estimator subclasses :class:`BoundaryMixin`, so it also carries what every estimator shares
@@ -32,6 +34,7 @@ from ..dask.dispatch import dispatching_dask
 from ..ops.memory import one_reading
 from .device import on_device
 from .params import ParamsMixin
+from .warmup import loaded_first
 
 __all__ = ["BoundaryMixin", "PUBLIC_METHODS"]
 
@@ -40,11 +43,12 @@ PUBLIC_METHODS = ("fit", "partial_fit", "predict", "decision_function", "predict
 
 
 def one_budget(method):
-    """``method`` with one reading of the free memory for the whole call."""
+    """``method`` with one reading of the free memory for the whole call, its compiled code loaded
+    and counted first."""
 
     @functools.wraps(method)
     def run(self, *args, **kwargs):
-        with one_reading():
+        with one_reading(), loaded_first(self, method.__name__, args, kwargs):
             return method(self, *args, **kwargs)
 
     return run

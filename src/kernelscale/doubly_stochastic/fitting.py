@@ -84,6 +84,9 @@ _FLOAT_DTYPES = [np.float64, np.float32]
 class _DoublyStochasticBase(BoundaryMixin, BaseEstimator):
     """Fit / partial_fit / predict logic shared by the regressor and the classifier."""
 
+    #: its first call in a process loads numba code: warmed up with these parameters (base/warmup.py)
+    _warm_params = {"n_iter": 1}
+
     #: the preconditioned solver's "auto" step (the classifier's is its own: :mod:`.defaults`)
     _PRECONDITIONED_STEP = AUTO_PRECONDITIONED_STEP_SQUARED
 

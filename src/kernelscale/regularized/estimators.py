@@ -74,6 +74,9 @@ def auto_max_rows(p):
 
 
 class _RegularizedBase(BoundaryMixin, BaseEstimator):
+    #: its first call in a process loads numba code: warmed up with these parameters (base/warmup.py)
+    _warm_params = {"max_iter": 1}
+
     _parameter_constraints: dict = {
         "kernel": [Kernel, StrOptions(set(KERNEL_NAMES))],
         "C": [Interval(Real, 0, None, closed="neither")],
