@@ -163,7 +163,8 @@ class _StagewiseBase(BoundaryMixin, BaseEstimator):
         return self._n_pca(d) is not None
 
     def _block_size(self, n):
-        """block_size for n training rows ("auto": :func:`_auto_block_size`)."""
+        """block_size for n training rows ("auto": :func:`_auto_block_size`, the most a fit uses:
+        the fit itself may take less to stay within max_memory, :func:`_auto_block_within`)."""
         return _auto_block_size(n) if self.block_size == "auto" else int(self.block_size)
 
     def _same_features(self):
