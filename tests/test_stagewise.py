@@ -20,7 +20,7 @@ from kernelscale.ops.feature_blocks import FeatureBlockSpec, block_rng
 from kernelscale.ops.features import FeatureOperator
 from kernelscale.preprocessing import pca_fit, pca_transform
 from kernelscale.least_squares.stagewise import StagewiseClassifier, StagewiseRegressor, _auto_block_size, _auto_n_stages
-from kernelscale.least_squares.stagewise_solver import feature_spec, stagewise_regression
+from kernelscale.least_squares.stagewise_solver import feature_spec, stagewise_fit_bytes, stagewise_regression
 
 
 @pytest.fixture(autouse=True)
@@ -190,6 +190,20 @@ def test_auto_block_size_and_ridge_follow_the_number_of_samples():
     assert np.all(np.diff(sizes) >= 0) and np.all(np.diff(sizes) <= 1)
     # fewer features in all than samples with the default 8 stages (the former rule drew 2n at n = 4000)
     assert all(8 * _auto_block_size(n) <= n for n in range(192, 20000, 37))
+
+
+def test_auto_block_size_is_at_most_what_max_memory_holds():
+    X, y = regression_data(n=2400, d=5, seed=3)
+    roomy = StagewiseRegressor(n_stages=2, random_state=0, max_memory="1GB").fit(X, y)
+    assert roomy.block_size_ == _auto_block_size(2400) == 200
+    budget = 6 * 10**6  # the 2400 x 200 block and its workspace need more
+    tight = StagewiseRegressor(n_stages=2, random_state=0, max_memory=budget)
+    peak, fitted = peak_bytes(lambda: clone(tight).fit(X, y))
+    assert 16 <= fitted.block_size_ < 200
+    assert peak <= budget
+    # the largest block that fits: one more feature would not
+    spec = feature_spec(fitted.kernel_, 5, fitted.block_size_ + 1, 0)
+    assert stagewise_fit_bytes(2400, 1, spec, "linear", 8) > budget
 
 
 @pytest.mark.parametrize("n", [12288, 30000, 32561, 60000, 581012, 10**7])

@@ -166,7 +166,7 @@ def kernel_ridge_dual(kernel, X, Y, alpha, sample_weight=None, max_memory=None):
     """
     kernel = make_kernel(kernel)
     check_positive(alpha, "alpha")
-    X = as_float_array(X, "X")
+    X = as_float_array(X, "X", accept_sparse=True)
     n = X.shape[0]
     Y = _as_targets(Y, n, X.dtype, "Y")
     sw = None
@@ -221,7 +221,7 @@ def exact_lssvm(kernel, X, Y, C, max_memory=None):
     """
     kernel = make_kernel(kernel)
     check_positive(C, "C")
-    X = as_float_array(X, "X")
+    X = as_float_array(X, "X", accept_sparse=True)
     n = X.shape[0]
     Y = _as_targets(Y, n, X.dtype, "Y")
     _check_gram_memory(n, X.dtype, max_memory, "the exact LS-SVM solve")
@@ -264,7 +264,7 @@ def kernel_ridge_objective(kernel, X, Y, dual_coef, alpha, sample_weight=None, m
     objective divided by 2 alpha, so both have the same minimiser.
     """
     check_positive(alpha, "alpha")
-    X = as_float_array(X, "X")
+    X = as_float_array(X, "X", accept_sparse=True)
     Y = as_float_array(Y, "Y", ensure_2d=False)
     c = as_float_array(dual_coef, "dual_coef", ensure_2d=False)
     if c.shape != Y.shape or Y.shape[0] != X.shape[0]:

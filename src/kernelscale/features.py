@@ -31,6 +31,7 @@ from .ops.kernel import KernelOperator, kernel_matrix
 from .kernels import PolynomialKernel, make_kernel
 from .ops.feature_blocks import FeatureBlockSpec, seed_from
 from .ops.feature_blocks import float_dtype as _float_dtype
+from .ops.backend import NUMPY
 from .ops.features import FeatureOperator
 from .ops.memory import available_memory, format_bytes, parse_memory
 
@@ -198,7 +199,16 @@ class _SeededTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Boun
         dtype = self._dtype(X)
         block = self.block_ if self.block_.dtype == dtype else self.block_.astype(dtype)
         operator = FeatureOperator(self._spec(dtype), parse_memory(self.max_memory), blocks={0: block})
-        features = _in_row_slices(X, lambda rows: operator.transform(rows, [0]), self.verbose, type(self).__name__)
+        # written block by block into the result, which max_memory does not count: the work beside
+        # it (a row chunk's projection, the map's parameters) stays within max_memory
+        features = np.empty((X.shape[0], operator.spec.n_features_out), dtype=dtype)
+        def fill(rows, out):
+            if operator.backend is NUMPY:
+                operator.transform(rows, [0], out=out, count_out=False)
+            else:  # computed on the device, copied into the host result
+                out[...] = operator.transform(rows, [0])
+
+        _in_row_slices(X, fill, self.verbose, type(self).__name__, features)
         return check_finite_result(features, "features")
 
     @property
@@ -376,9 +386,20 @@ class PolynomialRandomFeatures(_SeededTransformer):
         return kernel
 
 
-def _in_row_slices(X, compute, verbose, name):
+def _in_row_slices(X, compute, verbose, name, out=None):
     """``compute(X)``; with ``verbose``, over 20 slices of rows with a progress bar (the features
-    of a row do not depend on the others, so the result is the same)."""
+    of a row do not depend on the others, so the result is the same). With ``out`` (the result,
+    preallocated) ``compute(rows, out_rows)`` writes each slice in place."""
+    if out is not None:
+        if not verbose or X.shape[0] < 2:
+            compute(X, out)
+            return out
+        bounds = np.linspace(0, X.shape[0], min(20, X.shape[0]) + 1).astype(int)
+        with IterationMonitor(verbose, total=bounds.size - 1, desc=f"{name}.transform", show=()) as monitor:
+            for start, stop in zip(bounds[:-1], bounds[1:]):
+                compute(X[start:stop], out[start:stop])
+                monitor.update(rows=int(stop))
+        return out
     if not verbose or X.shape[0] < 2:
         return compute(X)
     bounds = np.linspace(0, X.shape[0], min(20, X.shape[0]) + 1).astype(int)

@@ -25,6 +25,7 @@ import numbers
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.spatial.distance import cdist, pdist
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils import check_random_state
@@ -71,8 +72,106 @@ class PreparedSet:
         return self.data.shape[0]
 
     @property
+    def sparse(self):
+        """True when Z is a scipy.sparse CSR matrix (then ``aux`` is :class:`SparseAux`)."""
+        return sp.issparse(self.data)
+
+    @property
     def nbytes(self):
-        return self.data.nbytes + (0 if self.aux is None else self.aux.nbytes)
+        return _nbytes(self.data) + (0 if self.aux is None else _nbytes(self.aux))
+
+
+@dataclass(frozen=True)
+class SparseAux:
+    """What blocks against a sparse Z need: Z^T as CSR (d, m) for the products X Z^T, and the
+    per-point squared norms |z|^2 (float64 values of Z's dtype) for distance kernels."""
+
+    transposed: object
+    sq_norms: np.ndarray
+
+    @property
+    def nbytes(self):
+        return _nbytes(self.transposed) + self.sq_norms.nbytes
+
+
+def _nbytes(a):
+    """Bytes of an array, of a scipy.sparse CSR/CSC matrix's three arrays, or of a SparseAux."""
+    if sp.issparse(a):
+        return a.data.nbytes + a.indices.nbytes + a.indptr.nbytes
+    return a.nbytes
+
+
+def sparse_nbytes(n_rows, nnz, dtype, index_itemsize=4):
+    """Bytes of a CSR matrix of ``n_rows`` rows holding ``nnz`` stored values of ``dtype``."""
+    return nnz * (np.dtype(dtype).itemsize + index_itemsize) + (n_rows + 1) * index_itemsize
+
+
+def as_csr(X, dtype):
+    """A scipy.sparse X as CSR of ``dtype`` (no copy when it already is)."""
+    X = X.tocsr() if X.format != "csr" else X
+    return X if X.dtype == dtype else X.astype(dtype)
+
+
+def sparse_sq_norms(X):
+    """|x|^2 of every row of a scipy.sparse CSR X, a 1-d array of its dtype."""
+    rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+    return np.bincount(rows, X.data.astype(np.float64) ** 2, minlength=X.shape[0]).astype(X.dtype, copy=False)
+
+
+def sparse_product(X, prep, out):
+    """out = X Z^T for the prepared Z, where X or Z (or both) is scipy.sparse: a sparse product,
+    written into ``out`` (C-ordered) with no dense copy of a sparse operand."""
+    if prep.sparse:
+        if sp.issparse(X):  # sparse @ sparse: a sparse result, scattered into out
+            product = X @ prep.aux.transposed
+            if out.flags.c_contiguous:
+                out[...] = 0.0
+                product.tocsr().toarray(out=out)
+            else:
+                out[...] = product.toarray()
+        else:
+            out[...] = X @ prep.aux.transposed  # dense @ sparse: a dense result
+    else:
+        out[...] = X @ prep.data.T  # sparse @ dense: a dense result
+    return out
+
+
+def sparse_l1_distances(X, Z, out):
+    """out = |x - z|_1 for the rows of X (dense or scipy.sparse CSR) and of the CSR Z, from
+    |x|_1 + |z|_1 + the sum over z's nonzeros of (|x_k - z_k| - |x_k| - |z_k|): one row of X
+    densified at a time (d float64 values), O(nnz(Z)) work a row, no dense copy of Z."""
+    x = np.zeros(Z.shape[1], dtype=np.float64)
+    z_values = Z.data.astype(np.float64, copy=False)
+    z_abs = np.abs(z_values)
+    owners = np.repeat(np.arange(Z.shape[0]), np.diff(Z.indptr))
+    z_l1 = np.bincount(owners, z_abs, minlength=Z.shape[0])
+    for i in range(X.shape[0]):
+        if sp.issparse(X):
+            lo, hi = X.indptr[i], X.indptr[i + 1]
+            cols, vals = X.indices[lo:hi], X.data[lo:hi].astype(np.float64)
+            x[cols] = vals
+            x_l1 = float(np.abs(vals).sum())
+        else:
+            x[:] = X[i]
+            x_l1 = float(np.abs(x).sum())
+        xk = x[Z.indices]
+        corr = np.abs(xk - z_values) - np.abs(xk) - z_abs
+        row = x_l1 + z_l1 + np.bincount(owners, corr, minlength=Z.shape[0])
+        out[i] = np.maximum(row, 0.0)
+        if sp.issparse(X):
+            x[cols] = 0.0
+    return out
+
+
+def _sparse_sq_distances(X, prep, out):
+    """out = max(|x|^2 + |z|^2 - 2 <x, z>, 0) with X or Z scipy.sparse (no centring: the norms
+    come from the nonzeros)."""
+    sparse_product(X, prep, out)
+    out *= -2.0
+    out += (sparse_sq_norms(X) if sp.issparse(X) else _sq_norms(X))[:, None]
+    out += prep.aux.sq_norms if prep.sparse else _sq_norms(prep.data)
+    np.maximum(out, 0.0, out=out)
+    return out
 
 
 class Kernel(BaseEstimator):
@@ -91,8 +190,8 @@ class Kernel(BaseEstimator):
     # -- user-facing ---------------------------------------------------------------------------
     def __call__(self, X, Z=None):
         """Return the kernel block K(X, Z) (K(X, X) when Z is None)."""
-        X = as_float_array(X, "X")
-        Z = X if Z is None else as_float_array(Z, "Z")
+        X = as_float_array(X, "X", accept_sparse=True)
+        Z = X if Z is None else as_float_array(Z, "Z", accept_sparse=True)
         check_same_features(Z, X.shape[1], "Z")
         return self.block(X, self.prepare(Z, result_dtype(X, Z)))
 
@@ -117,12 +216,26 @@ class Kernel(BaseEstimator):
         ``backend`` (an ops backend; default numpy)."""
         self._check_ready()
         dtype = _numpy_dtype(Z.dtype if dtype is None else dtype)
+        if sp.issparse(Z):
+            if backend is not None and getattr(backend, "name", "numpy") != "numpy":
+                raise ValueError("scipy.sparse X runs on the host (numpy) only; pass device=None, or a dense X.")
+            Z = as_csr(Z, dtype)
+            return PreparedSet(Z, SparseAux(Z.T.tocsr(), sparse_sq_norms(Z)), dtype)
         Z = np.ascontiguousarray(Z, dtype=dtype) if backend is None else backend.asarray(Z, dtype)
         return self._prepare(Z)
 
     def block(self, X, prepared, out=None):
         """Write K(X, Z) for the prepared Z into ``out`` (allocated if None) and return it; on
         the prepared set's device."""
+        if sp.issparse(X) or prepared.sparse:  # the host, from the nonzeros
+            Xc = as_csr(X, prepared.dtype) if sp.issparse(X) else np.ascontiguousarray(X, dtype=prepared.dtype)
+            shape = (Xc.shape[0], prepared.n_points)
+            if out is None:
+                out = np.empty(shape, dtype=prepared.dtype)
+            elif tuple(out.shape) != shape or out.dtype != prepared.dtype:
+                raise ValueError(f"out must have shape {shape} and dtype {prepared.dtype}.")
+            self._fill_sparse(Xc, prepared, out)
+            return out
         xp = _namespace(prepared.data)
         Xc = xp.ascontiguousarray(X, dtype=prepared.dtype, like=prepared.data)
         shape = (Xc.shape[0], prepared.n_points)
@@ -153,6 +266,12 @@ class Kernel(BaseEstimator):
 
     def _fill(self, Xc, prep, out):
         raise NotImplementedError
+
+    def _fill_sparse(self, Xc, prep, out):
+        """K(Xc, Z) into ``out`` when Xc or Z is scipy.sparse (the other a dense host array);
+        the default densifies the sparse rows of this block only (every named kernel overrides it)."""
+        dense = prep if not prep.sparse else self._prepare(np.ascontiguousarray(prep.data.toarray()))
+        self._fill(Xc.toarray() if sp.issparse(Xc) else Xc, dense, out)
 
     def _check_params(self):
         pass
@@ -198,6 +317,11 @@ def _abs_max(a):
 
 def _sq_norms(A):
     return _namespace(A).einsum("ij,ij->i", A, A)
+
+
+def _row_sq_norms(A):
+    """|a|^2 of every row of a dense or scipy.sparse CSR A."""
+    return sparse_sq_norms(A) if sp.issparse(A) else _sq_norms(A)
 
 
 #: on a CUDA device the augmented operands have a multiple of this many columns (zeros padded
@@ -326,7 +450,7 @@ def median_heuristic(X, metric="euclidean", n_samples=MEDIAN_SAMPLES, random_sta
     ``sample_weight`` the pair (i, j) counts w_i w_j times, so integer weights act as repeated
     samples and points of weight zero do not count.
     """
-    X = as_float_array(X, "X")
+    X = as_float_array(X, "X", accept_sparse=True)
     rng = check_random_state(random_state)
     weights = None
     if sample_weight is not None:
@@ -341,9 +465,12 @@ def median_heuristic(X, metric="euclidean", n_samples=MEDIAN_SAMPLES, random_sta
         keep = np.sort(rng.choice(X.shape[0], n_samples, replace=False))
         X = X[keep]
         weights = None if weights is None else weights[keep]
-    with np.errstate(over="ignore"):
-        dist = pdist(X, metric=metric)
-    if not np.all(np.isfinite(dist)):  # squares or sums overflowed: measure X / t, t a power of 2
+    if sp.issparse(X):  # the sample's distances from its nonzeros (no dense copy of the rows)
+        dist = _sparse_pdist(X, metric)
+    else:
+        with np.errstate(over="ignore"):
+            dist = pdist(X, metric=metric)
+    if not np.all(np.isfinite(dist)) and not sp.issparse(X):  # squares or sums overflowed: measure X / t, t a power of 2
         # 2**e > max |x| (2**1023 for values past it: 2**1024 is not a float)
         t = math.ldexp(1.0, min(math.frexp(float(np.abs(X).max()))[1], 1023))
         with np.errstate(over="ignore"):
@@ -364,6 +491,23 @@ def median_heuristic(X, metric="euclidean", n_samples=MEDIAN_SAMPLES, random_sta
         with np.errstate(under="ignore"):  # median does not change when all weights are scaled
             pair_weights = (weights[i] / weights.max() * (weights[j] / weights.max()))[positive]
     return _check_finite_median(_weighted_median(dist[positive], pair_weights))
+
+
+def _sparse_pdist(X, metric):
+    """pdist's condensed distances (upper triangle, row by row) of a scipy.sparse CSR X of at
+    most MEDIAN_SAMPLES rows: Euclidean from the Gram matrix and the squared norms, cityblock by
+    :func:`sparse_l1_distances`; float64."""
+    X = as_csr(X, np.float64)
+    n = X.shape[0]
+    full = np.empty((n, n))
+    if metric == "cityblock":
+        sparse_l1_distances(X, X, full)
+    else:
+        prep = PreparedSet(X, SparseAux(X.T.tocsr(), sparse_sq_norms(X)), np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            _sparse_sq_distances(X, prep, full)
+            np.sqrt(full, out=full)
+    return full[np.triu_indices(n, 1)]
 
 
 def _check_finite_median(sigma):
@@ -409,7 +553,7 @@ class _BandwidthKernel(Kernel):
         return clone(self).set_params(sigma=sigma)
 
     def diag(self, X):
-        X = as_float_array(X, "X")
+        X = as_float_array(X, "X", accept_sparse=True)
         return np.ones(X.shape[0], dtype=X.dtype)
 
 
@@ -444,6 +588,12 @@ class GaussianKernel(_BandwidthKernel):
             xp.matmul(left, prep.aux.T, out=out)
             xp.minimum(out, 0.0, out=out)
         xp.exp(out, out=out)
+
+    def _fill_sparse(self, Xc, prep, out):
+        _sparse_sq_distances(Xc, prep, out)
+        with np.errstate(over="ignore"):
+            _scale_nonnegative(out, _over_square(-0.5, self.sigma))
+        np.exp(out, out=out)
 
 
 class LaplacianKernel(_BandwidthKernel):
@@ -485,6 +635,11 @@ class LaplacianKernel(_BandwidthKernel):
         _scale_nonnegative(out, -1.0 / self.sigma)  # -1 / sigma may be -inf: k(x, x) stays 1
         xp.exp(out, out=out)
 
+    def _fill_sparse(self, Xc, prep, out):
+        sparse_l1_distances(Xc, prep.data if prep.sparse else sp.csr_matrix(prep.data), out)
+        _scale_nonnegative(out, -1.0 / self.sigma)
+        np.exp(out, out=out)
+
 
 class MaternKernel(_BandwidthKernel):
     """Matérn kernel with smoothness ``nu`` in {0.5, 1.5, 2.5}, with r = |x - z|_2 / sigma:
@@ -518,6 +673,13 @@ class MaternKernel(_BandwidthKernel):
         with np.errstate(over="ignore", invalid="ignore"):  # overflow is handled in _fill
             return _prepare_distances(Z, 1.0)
 
+    def _fill_sparse(self, Xc, prep, out):
+        _sparse_sq_distances(Xc, prep, out)
+        np.sqrt(out, out=out)
+        _scale_nonnegative(out, math.sqrt(2.0 * self.nu) / self.sigma)
+        np.minimum(out, self.S_MAX, out=out)
+        self._finish(np, out)
+
     def _fill(self, Xc, prep, out):
         xp = _namespace(out)
         factor = math.sqrt(2.0 * self.nu) / self.sigma  # s = sqrt(2 nu) r; may be inf
@@ -535,6 +697,10 @@ class MaternKernel(_BandwidthKernel):
             s_max = factor * (math.sqrt(_abs_max(left[:, -2])) + math.sqrt(_abs_max(prep.aux[:, -1])))
         if s_max > self.S_MAX:  # else inf * exp(-inf) would give NaN
             xp.minimum(out, self.S_MAX, out=out)
+        self._finish(xp, out)
+
+    def _finish(self, xp, out):
+        """k from s = sqrt(2 nu) r in ``out``, in place."""
         if self.nu == 0.5:
             xp.negative(out, out=out)
             xp.exp(out, out=out)
@@ -575,10 +741,20 @@ class PolynomialKernel(Kernel):
             raise ValueError(f"coef0 must be finite (within the float range, about 1.8e308), got "
                              f"{number_repr(self.coef0)}.")
 
+    def _fill_sparse(self, Xc, prep, out):
+        sparse_product(Xc, prep, out)
+        if self.gamma != 1:
+            out *= float(self.gamma)
+        self._power(np, out)
+
     def _fill(self, Xc, prep, out):
         xp = _namespace(out)
         left = Xc if self.gamma == 1 else Xc * float(self.gamma)
         xp.matmul(left, prep.data.T, out=out)
+        self._power(xp, out)
+
+    def _power(self, xp, out):
+        """(out + coef0)^degree in place."""
         if self.coef0 != 0:
             out += self.coef0
         degree = int(self.degree)
@@ -591,8 +767,8 @@ class PolynomialKernel(Kernel):
 
     def diag(self, X):
         self._check_params()
-        X = as_float_array(X, "X")
-        return (self.gamma * _sq_norms(X) + self.coef0) ** self.degree
+        X = as_float_array(X, "X", accept_sparse=True)
+        return (self.gamma * _row_sq_norms(X) + self.coef0) ** self.degree
 
 
 class LinearKernel(Kernel):
@@ -601,8 +777,11 @@ class LinearKernel(Kernel):
     def _fill(self, Xc, prep, out):
         _namespace(out).matmul(Xc, prep.data.T, out=out)
 
+    def _fill_sparse(self, Xc, prep, out):
+        sparse_product(Xc, prep, out)
+
     def diag(self, X):
-        return _sq_norms(as_float_array(X, "X"))
+        return _row_sq_norms(as_float_array(X, "X", accept_sparse=True))
 
 
 _SHORTCUTS = {

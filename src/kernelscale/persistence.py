@@ -35,6 +35,7 @@ or objects with exactly one key naming a tag:
   stored as a unicode array; an array object referenced twice is stored once (and shared again
   after loading);
 - ``{"__scalar__": {"key": "a4", "dtype": "<f4"}}``: a numpy scalar, stored as a 0-d array;
+- ``{"__sparse__": {"container", "shape", "data", "indices", "indptr"}}``: a CSR matrix or array;
 - ``{"__dtype__": "<f4"}``: a numpy dtype; ``{"__type__": "numpy.float32"}`` or
   ``{"__type__": "float"}``: a numpy scalar type or a builtin number type;
 - ``{"__object__": {"class": ..., "params": {...}, "fitted": {...}}}``: a nested kernelscale object:
@@ -103,6 +104,7 @@ from sklearn.base import BaseEstimator
 
 from . import sklearn_allowlist
 from .base.moved import current_path
+from .base.validation import csr_from_parts, csr_parts
 from .base.version import __version__
 
 __all__ = [
@@ -130,7 +132,7 @@ _READ_CHUNK = 2**20
 
 _ARRAY_KINDS = "biufcUS"
 _TAGS = ("__float__", "__tuple__", "__dict__", "__ndarray__", "__scalar__", "__dtype__",
-         "__type__", "__object__", "__slice__", "__objects__")
+         "__type__", "__object__", "__slice__", "__objects__", "__sparse__")
 #: what an object array of ``__objects__`` may hold (OneHotEncoder's drop_idx_, its categories_)
 _OBJECT_ITEMS = (type(None), int, float, str)
 _BUILTIN_TYPES = {"float": float, "int": int, "bool": bool, "complex": complex, "str": str}
@@ -180,6 +182,8 @@ class _Encoder:
             return {"__scalar__": {"key": key, "dtype": v.dtype.str}}
         if isinstance(v, np.ndarray):
             return self.array(v, where)
+        if (parts := csr_parts(v)) is not None:  # the training rows of a model fitted on sparse X
+            return {"__sparse__": {**parts[0], **{k: self.array(a, f"{where}.{k}") for k, a in parts[1].items()}}}
         if isinstance(v, np.dtype):  # "O" too: a SimpleImputer of str columns records it (no array has it)
             if v.kind not in _ARRAY_KINDS + "O" or v.fields is not None:
                 raise self._unsupported(v, where)
@@ -758,8 +762,8 @@ class _Decoder:
             return self._dict(body, where)
         if tag == "__ndarray__":
             return self.array(body, where)
-        if tag == "__scalar__":
-            return self.array(body, where, scalar=True)
+        if tag in ("__scalar__", "__sparse__"):  # a CSR matrix is checked (csr_from_parts) before it is read
+            return self.array(body, where, True) if tag == "__scalar__" else csr_from_parts(body, self, where)
         if tag == "__dtype__":
             return self.dtype(body, where, allow_object=True)
         if tag == "__objects__":  # an object array of None, int, float and str values

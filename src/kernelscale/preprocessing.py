@@ -26,6 +26,7 @@ import math
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
@@ -106,7 +107,7 @@ class _ImageTransform(TransformerMixin, BaseEstimator):
     def fit(self, X, y=None):
         """Validate X (and image_shape); nothing is learned. ``y`` is ignored."""
         self._validate_params()
-        X, _, fitted = validate_fit_data(self, X, None, dtype=_FLOATS)  # self untouched if X is refused
+        X, _, fitted = validate_fit_data(self, X, None, accept_sparse=False, dtype=_FLOATS)  # self untouched if X is refused
         if self._needs_image:
             image_shape_of(X.shape[1], self.image_shape)
         return commit_fit(self, fitted, stale=INPUT_ATTRIBUTES)
@@ -114,7 +115,7 @@ class _ImageTransform(TransformerMixin, BaseEstimator):
     def transform(self, X):
         """Transform each row (a flattened image); the dtype is kept."""
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=_FLOATS, reset=False)
+        X = validate_data(self, X, accept_sparse=False, dtype=_FLOATS, reset=False)
         return self._transform(X)
 
     def __sklearn_tags__(self):
@@ -241,7 +242,7 @@ def pca_fit(X, n_components, sample_weight=None, max_memory=None):
     from .ops.rows import executor, is_dask, row_weights
 
     if not is_dask(X):  # a dask X (validated chunk by chunk by the caller) is summed over its row chunks
-        X = as_float_array(X, "X")
+        X = as_float_array(X, "X", accept_sparse=True)  # sparse: one row chunk densified at a time
     n, d = X.shape
     if isinstance(n_components, bool) or not isinstance(n_components, Integral) or n_components < 1:
         raise ValueError(f"pca_components must be an integer >= 1, got {n_components!r}.")
@@ -267,7 +268,7 @@ def pca_fit(X, n_components, sample_weight=None, max_memory=None):
 
 def pca_transform(X, mean, components, max_memory=None):
     """(X - mean) @ components in X's dtype, centring one row block at a time."""
-    X = as_float_array(X, "X")
+    X = as_float_array(X, "X", accept_sparse=True)
     check_same_features(X, mean.shape[0])
     dtype = X.dtype
     mean, components = mean.astype(dtype, copy=False), components.astype(dtype, copy=False)
@@ -277,5 +278,6 @@ def pca_transform(X, mean, components, max_memory=None):
         "increase max_memory",
     )
     for s in range(0, X.shape[0], chunk):
-        np.matmul(X[s : s + chunk] - mean, components, out=out[s : s + chunk])
+        rows = X[s : s + chunk]
+        np.matmul((rows.toarray() if sp.issparse(rows) else rows) - mean, components, out=out[s : s + chunk])
     return out

@@ -32,6 +32,7 @@ from ..base.params import DEVICE_CONSTRAINT, MEMORY_CONSTRAINT
 from ..base.validation import check_sample_weight, validate_data
 from ..least_squares import StagewiseClassifier, StagewiseRegressor, feature_spec, stagewise_fit_bytes
 from ..lssvm import LSSVMClassifier, LSSVMRegressor
+from ..lssvm.memory import lssvm_fit_memory
 from ..ops.memory import parse_memory
 from ..preprocessing import pca_fit, pca_transform
 from . import plan
@@ -86,7 +87,8 @@ class _AutoBase(BoundaryMixin, BaseEstimator):
         if sample_weight is not None:
             sample_weight = check_sample_weight(sample_weight, X)
         flops = plan.flop_rate(X.dtype, budget)
-        exact = plan.use_exact(n, d, X.dtype.itemsize, self.time_budget, flops, budget)
+        exact_bytes = lssvm_fit_memory(n, d, self._n_outputs(y), n, X.dtype, "gaussian", "exact")
+        exact = plan.use_exact(n, d, exact_bytes, self.time_budget, flops, budget)
         method = "exact" if exact else "stagewise"
         self._log(f"{n} rows x {d} features, budget {self.time_budget:g} s: method {method}")
 
@@ -245,7 +247,12 @@ _DOC = """
         Every evaluation of the search: scaling, kernel, bandwidth_factor, sigma, alpha,
         n_samples, validation_loss, fit_time.
     scaling_mean_, scaling_scale_ : (d,) arrays or None
-        The standardisation applied to X before ``best_estimator_`` (None: X as it is).
+        The standardisation applied to X before ``best_estimator_`` (None: X as it is). For
+        scipy.sparse X the "standard" scaling does not centre (``scaling_mean_`` is zero, as
+        scikit-learn's ``StandardScaler(with_mean=False)``), so X stays sparse: it only divides
+        each column by its standard deviation. The search's Gaussian and Laplacian kernels do not
+        change under translation, so this gives the dense input's search up to rounding; a model
+        fitted on dense X (a non-zero mean) densifies sparse X given to ``predict``.
     fit_time_ : float
         Seconds the fit took.
     n_features_in_ : int

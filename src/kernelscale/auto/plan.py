@@ -60,9 +60,10 @@ def exact_seconds(n, d, flops):
     return (2.0 * n * n * d + 2.0 * (n**3 / 3.0 + 2.0 * n * n)) / flops
 
 
-def use_exact(n, d, itemsize, time_budget, flops, memory_budget):
-    """Rule 1 of the module docstring."""
-    return (n <= EXACT_MAX_ROWS and n * n * itemsize <= memory_budget
+def use_exact(n, d, exact_bytes, time_budget, flops, memory_budget):
+    """Rule 1 of the module docstring; ``exact_bytes``: what the exact fit allocates (the n x n
+    kernel matrix and its right-hand sides, :func:`kernelscale.lssvm.memory.lssvm_fit_memory`)."""
+    return (n <= EXACT_MAX_ROWS and exact_bytes <= memory_budget
             and exact_seconds(n, d, flops) <= EXACT_SHARE * time_budget)
 
 

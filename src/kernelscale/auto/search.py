@@ -29,7 +29,9 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse as sp
 
+from ..base.validation import as_rows
 from ..kernels import GaussianKernel, LaplacianKernel, median_heuristic
 from ..ops.kernel import kernel_matrix
 from ..ops.loo import LOO_SQUARES, loo_residuals
@@ -112,7 +114,7 @@ class _Representations:
         self.rows = {}
         self.medians = {}
         for scaling in scalings:
-            Z = np.asarray(X, dtype=np.float64)
+            Z = as_rows(X, np.float64)  # scipy.sparse X stays sparse (CSR)
             if scaling == "standard":
                 Z = standardize(Z, *standard_scaling(Z))
             if reduce is not None:
@@ -128,7 +130,20 @@ class _Representations:
 
 
 def standard_scaling(X):
-    """(mean, scale) of the columns of X; constant columns get scale 1 (left as they are)."""
+    """(mean, scale) of the columns of X; constant columns get scale 1 (left as they are).
+
+    For scipy.sparse X the mean is zero (no centring, as scikit-learn's
+    ``StandardScaler(with_mean=False)``: centring would make every entry nonzero) and the scale
+    is the columns' standard deviation, computed from the nonzeros. The search's kernels
+    (Gaussian, Laplacian) do not change under translation, so skipping the centring changes
+    nothing but rounding."""
+    if sp.issparse(X):
+        n = X.shape[0]
+        mean_ = np.asarray(X.sum(axis=0), dtype=np.float64).ravel() / n
+        square = np.asarray(X.multiply(X).sum(axis=0), dtype=np.float64).ravel() / n
+        scale = np.sqrt(np.maximum(square - mean_ * mean_, 0.0))
+        scale[~(scale > 0)] = 1.0
+        return np.zeros(X.shape[1]), scale
     mean = np.mean(X, axis=0)
     scale = np.std(X, axis=0)
     scale[~(scale > 0)] = 1.0
@@ -136,6 +151,14 @@ def standard_scaling(X):
 
 
 def standardize(X, mean, scale):
+    """(X - mean) / scale; a scipy.sparse X stays sparse when ``mean`` is zero (a sparse fit's,
+    :func:`standard_scaling`), and is densified otherwise (a model fitted on dense rows centres)."""
+    if sp.issparse(X):
+        if not np.any(mean):
+            scaled = X.tocsr(copy=True)
+            scaled.data = scaled.data / scale[scaled.indices]  # as the dense division rounds
+            return scaled
+        X = X.toarray()
     return (X - mean) / scale
 
 

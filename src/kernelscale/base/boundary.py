@@ -7,7 +7,9 @@ predict_log_proba, transform, score), in three steps, outermost first:
 1. dask arrays go to :mod:`kernelscale.dask.dispatch` (mapped over row chunks, gathered, or a
    distributed fit), which calls the method again on numpy arrays;
 2. the memory budget is resolved once for the call (:func:`kernelscale.ops.memory.one_reading`:
-   ``max_memory=None`` is one reading of the free memory, however often the call plans);
+   ``max_memory=None`` is one reading of the free memory, however often the call plans), after
+   the compiled code of the method is loaded on its first call in the process and what that took
+   is taken off the budget (:mod:`kernelscale.base.warmup`);
 3. torch tensors and the ``device`` parameter (:func:`kernelscale.base.device.on_device`).
 
 Every estimator subclasses :class:`BoundaryMixin`, so it also carries what every estimator shares
@@ -24,12 +26,15 @@ from __future__ import annotations
 import functools
 import inspect
 
+import scipy.sparse as sp
+
 from sklearn.utils.metaestimators import available_if
 
 from ..dask.dispatch import dispatching_dask
 from ..ops.memory import one_reading
 from .device import on_device
 from .params import ParamsMixin
+from .warmup import loaded_first
 
 __all__ = ["BoundaryMixin", "PUBLIC_METHODS"]
 
@@ -38,19 +43,42 @@ PUBLIC_METHODS = ("fit", "partial_fit", "predict", "decision_function", "predict
 
 
 def one_budget(method):
-    """``method`` with one reading of the free memory for the whole call."""
+    """``method`` with one reading of the free memory for the whole call, its compiled code loaded
+    and counted first."""
 
     @functools.wraps(method)
     def run(self, *args, **kwargs):
-        with one_reading():
+        with one_reading(), loaded_first(self, method.__name__, args, kwargs):
             return method(self, *args, **kwargs)
 
     return run
 
 
+def refusing_sparse_chunks(method):
+    """``method`` that refuses a dask array of scipy.sparse chunks with a message naming the fix:
+    the row executors' chunk maps, casts and sums assume dense chunks (dask's support for sparse
+    chunks stops at elementwise work and products), while scipy.sparse input is taken whole on
+    the host."""
+
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        for name, value in list(enumerate(args)) + list(kwargs.items()):
+            meta = getattr(value, "_meta", None)
+            if meta is not None and type(value).__module__.startswith("dask") and sp.issparse(meta):
+                what = "X" if name in (0, "X") else str(name)
+                raise ValueError(
+                    f"{what} is a dask array of scipy.sparse chunks, which kernelscale's distributed paths do not "
+                    f"take; pass {what}.compute() (one scipy.sparse matrix: the host's sparse path, blocks from "
+                    f"its nonzeros), or dense chunks ({what}.map_blocks(lambda b: b.toarray())).")
+        return method(self, *args, **kwargs)
+
+    return run
+
+
 def at_boundary(method):
-    """``method`` with the three steps of the module docstring."""
-    wrapped = dispatching_dask(one_budget(on_device(method)))
+    """``method`` with the three steps of the module docstring (and the refusal of a dask array
+    of sparse chunks first: :func:`refusing_sparse_chunks`)."""
+    wrapped = refusing_sparse_chunks(dispatching_dask(one_budget(on_device(method))))
     wrapped._at_boundary = True
     return wrapped
 
@@ -67,7 +95,14 @@ def _inherited(cls, name):
 
 class BoundaryMixin(ParamsMixin):
     """Runs the public methods of a subclass through :func:`at_boundary` (and gives it the
-    ``set_params`` of :class:`~kernelscale.base.params.ParamsMixin`)."""
+    ``set_params`` of :class:`~kernelscale.base.params.ParamsMixin`). Every estimator takes
+    scipy.sparse X (validated and kept as CSR by :func:`kernelscale.base.validation.validate_data`),
+    so the tag ``input_tags.sparse`` is set here."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

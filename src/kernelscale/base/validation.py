@@ -45,13 +45,18 @@ def check_tensor(a, name):
     return a
 
 
-def as_float_array(X, name="X", *, ensure_2d=True, allow_empty=False, copy=False):
+def as_float_array(X, name="X", *, ensure_2d=True, allow_empty=False, copy=False, accept_sparse=False):
     """Validate `X` as a finite float32/float64 array (float32 is kept, other numbers -> float64).
 
     Raises a ValueError naming `name` for NaN/inf, empty input or a wrong number of dimensions,
     and a TypeError for non-numeric data (:func:`check_tensor`: for torch tensors numpy cannot hold).
+    ``accept_sparse``: a scipy.sparse `X` is checked (:func:`check_sparse`) and returned as CSR
+    (the same matrix when it already is one in float32/float64; its values are never changed),
+    else refused with scikit-learn's message.
     """
     check_tensor(X, name)
+    if accept_sparse and sp.issparse(X):
+        return as_float_csr(X, name, allow_empty=allow_empty, copy=copy)
     dtype = getattr(X, "dtype", None)
     if dtype is not None and np.dtype(dtype).kind not in "biuf":
         raise TypeError(
@@ -76,6 +81,34 @@ def as_float_array(X, name="X", *, ensure_2d=True, allow_empty=False, copy=False
         )
     except ValueError as err:
         raise _explain(err, name) from err
+
+
+def as_float_csr(X, name="X", *, allow_empty=False, copy=False):
+    """A scipy.sparse `X` checked (:func:`check_sparse`) and returned as CSR of float32 (kept) or
+    float64 (anything else), keeping its class (sparse matrix or sparse array)."""
+    check_sparse(X, name)
+    try:
+        return check_array(X, accept_sparse="csr", dtype=FLOAT_DTYPES, ensure_min_samples=0 if allow_empty else 1,
+                           ensure_min_features=0 if allow_empty else 1, ensure_all_finite=True, input_name=name,
+                           copy=copy)
+    except ValueError as err:
+        raise _explain(err, name) from err
+
+
+def array_bytes(a):
+    """Bytes an array holds: ``a.nbytes``, or a scipy.sparse matrix's stored arrays."""
+    if sp.issparse(a):
+        return sum(getattr(a, name).nbytes for name in ("data", "indices", "indptr", "row", "col") if hasattr(a, name))
+    return a.nbytes
+
+
+def as_rows(X, dtype=None):
+    """X as the row store the ops take: a C-ordered array of ``dtype`` (no copy when it already
+    is one), or for scipy.sparse X a CSR matrix of ``dtype`` (kept sparse)."""
+    if sp.issparse(X):
+        X = X.tocsr() if X.format != "csr" else X
+        return X if dtype is None or X.dtype == dtype else X.astype(dtype)
+    return np.ascontiguousarray(X, dtype=dtype)
 
 
 def _explain(err, name):
@@ -123,6 +156,9 @@ def validate_data(estimator, X="no_validation", y="no_validation", **kwargs):
     with numbers (:func:`check_label_types`)."""
     check_tensor(X, "X")
     check_tensor(y, "y")
+    if sp.issparse(X):  # every estimator takes scipy.sparse X as CSR (kernels and features from its nonzeros)
+        check_sparse(X, "X")  # before scipy's conversions or compiled code read its indices
+        kwargs.setdefault("accept_sparse", "csr")
     try:
         out = _sklearn_validate_data(estimator, X, y, **kwargs)
     except (ValueError, TypeError) as err:
@@ -271,6 +307,38 @@ def check_sparse(X, name="X"):
         return X
     _check_sparse_data(X.data, name)
     return X
+
+
+def csr_parts(X):
+    """For a scipy.sparse CSR matrix or array X, ``({"container", "shape"}, {"data", "indices",
+    "indptr"})`` as kernelscale.save stores it (:func:`csr_from_parts` rebuilds it); else None."""
+    if type(X) not in (sp.csr_matrix, sp.csr_array):
+        return None
+    header = {"container": "array" if isinstance(X, sp.sparray) else "matrix", "shape": list(X.shape)}
+    return header, {"data": X.data, "indices": X.indices, "indptr": X.indptr}
+
+
+def csr_from_parts(body, decoder, name="X"):
+    """The CSR matrix (or array) a saved ``{"container", "shape", "data", "indices", "indptr"}``
+    describes (:func:`csr_parts`), its three ``{"__ndarray__": ...}`` read by the persistence
+    decoder's ``array(ref, where)`` and checked (:func:`check_sparse`) before anything reads them;
+    otherwise the decoder's ``fail(name, message)`` is raised."""
+    fail = decoder.fail
+    shape = body.get("shape") if isinstance(body, dict) else None
+    if not (isinstance(body, dict) and set(body) == {"container", "shape", "data", "indices", "indptr"}
+            and body["container"] in ("matrix", "array") and isinstance(shape, list) and len(shape) == 2
+            and all(type(n) is int and n >= 0 for n in shape)):
+        raise fail(name, "__sparse__ must hold container ('matrix' or 'array'), shape, data, indices and indptr")
+    matrix = (sp.csr_array if body["container"] == "array" else sp.csr_matrix)(tuple(shape))
+    refs = [body[k].get("__ndarray__") if isinstance(body[k], dict) else None for k in ("data", "indices", "indptr")]
+    if any(ref is None for ref in refs):
+        raise fail(name, "__sparse__ data, indices and indptr must each be an __ndarray__")
+    matrix.data, matrix.indices, matrix.indptr = (decoder.array(ref, f"{name}.{k}") for ref, k in
+                                                  zip(refs, ("data", "indices", "indptr")))
+    try:
+        return check_sparse(matrix, name)
+    except (ValueError, TypeError) as err:
+        raise fail(name, f"invalid sparse matrix ({err})") from err
 
 
 def _check_compressed(X, name):

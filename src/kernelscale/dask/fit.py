@@ -26,6 +26,14 @@ with a ``_partial_fit_prepared`` (the doubly stochastic ones):
   seeds), the O(t) model updated here as on numpy (:mod:`kernelscale.doubly_stochastic.batches`,
   :mod:`kernelscale.doubly_stochastic.distributed`).
 
+With a distributed client whose workers have a ``memory_limit``, the fit is first planned within
+the workers' memory (:mod:`kernelscale.dask.memory`), before any task is submitted: the row
+chunks may be cut smaller, X may be left unpersisted, the tree's fan-in lowered, and every budget
+of the fit is capped at what one task may take on a worker; when the fit cannot run within the
+workers' memory it is refused then, with a ValueError naming memory_limit, max_memory, the row
+chunks and the fixes (a classifier is planned for two classes first, and again once its labels,
+one small task per chunk, are known).
+
 Here the arguments are validated chunk by chunk, as the estimator's own validation does on numpy
 arrays, without gathering anything n-sized:
 
@@ -58,6 +66,7 @@ from sklearn.base import is_classifier
 from ..base.classifier import check_class_memory, encode_classes, one_hot
 from ..base.estimator import check_class_weight
 from .client import cluster_budget, current_client
+from .memory import active_plan, capped, client_budget, plan, worker_memory
 
 __all__ = ["DISTRIBUTED", "class_weight_chunk", "fit", "partial_fit", "persist_within", "sum_labels", "supports"]
 
@@ -164,6 +173,36 @@ def fit(estimator, X, y, sample_weight=None):
         y = y[:, 0]  # as numpy's column_or_1d (a regressor keeps a 2-d y: multi-output)
     if y.ndim != 1 and classifier:
         return NotImplemented  # multi-label: gathered
+    X, y, sample_weight, plan_ = _plan(estimator, X, y, sample_weight, (y.shape[1] if y.ndim == 2 else 1)
+                                       if not classifier else 2)
+    if plan_ is None:
+        return _fit_checked(estimator, X, y, sample_weight, classifier, None)
+    with capped(plan_):
+        return _fit_checked(estimator, X, y, sample_weight, classifier, plan_)
+
+
+def _plan(estimator, X, y, sample_weight, k):
+    """X, y and sample_weight in the row chunks of the fit's plan within the workers' memory
+    (:func:`kernelscale.dask.memory.plan`) and the plan; the arrays as they are and None without
+    a distributed client whose workers have a memory_limit. A ValueError before any task runs when
+    the fit cannot run within the workers' memory."""
+    client = current_client()
+    workers = worker_memory(client) if client is not None else None
+    if workers is None:
+        return X, y, sample_weight, None
+    reduces = getattr(estimator, "_dask_reduces_X", None)
+    found = plan(estimator, X, k, client_budget(estimator), workers,
+                 x_reduced=reduces is not None and bool(reduces(X.shape[1])))
+    if found.rows is not None and found.rows < max(X.chunks[0]):
+        X, y = X.rechunk({0: found.rows}), y.rechunk({0: found.rows})
+        if sample_weight is not None:
+            sample_weight = sample_weight.rechunk({0: found.rows})
+    return X, y, sample_weight, found
+
+
+def _fit_checked(estimator, X, y, sample_weight, classifier, plan_):
+    """The body of :func:`fit` once the arrays are in the chunks of the plan (``plan_``, or None)."""
+    n, d = X.shape
     dtype = np.float32 if X.dtype == np.float32 else np.float64
     X = X.map_blocks(_float_chunk, "X", dtype, dtype=dtype, meta=np.empty((0, 0), dtype=dtype))
     if sample_weight is not None:
@@ -177,6 +216,16 @@ def fit(estimator, X, y, sample_weight=None):
         X, Y, sample_weight = _keep(estimator, X, Y, sample_weight)
         return estimator._fit_prepared(X, Y, None, sample_weight, fitted)
     classes, _ = encode_classes(sum_labels(y))  # the checks of numpy's fit: labels, two classes at least
+    k = classes.size
+    if plan_ is not None and k > 2:  # planned for two classes: again for k (only the labels were read)
+        X, y, sample_weight, plan_ = _plan(estimator, X, y, sample_weight, k)
+        with capped(plan_):
+            return _fit_classes(estimator, X, y, sample_weight, classes, dtype, fitted)
+    return _fit_classes(estimator, X, y, sample_weight, classes, dtype, fitted)
+
+
+def _fit_classes(estimator, X, y, sample_weight, classes, dtype, fitted):
+    """The classifier's part of :func:`_fit_checked`, once its classes are known."""
     k = classes.size
     check_class_memory(7 * np.dtype(dtype).itemsize * max(X.chunks[0]) * k, estimator.max_memory, k,
                        "the one-hot targets, scores and residuals of one row chunk")
@@ -230,7 +279,8 @@ def _keep(estimator, X, *arrays):
     reduces = getattr(estimator, "_dask_reduces_X", None)
     arrays = (X, *arrays)
     keep = [a is not None for a in arrays]
-    keep[0] = not (reduces is not None and reduces(X.shape[1]))
+    plan_ = active_plan()
+    keep[0] = not (reduces is not None and reduces(X.shape[1])) and (plan_ is None or plan_.keep_x)
     kept = iter(persist_within(estimator.max_memory, *(a for a, k in zip(arrays, keep) if k)))
     return tuple(next(kept) if k else a for a, k in zip(arrays, keep))
 
@@ -243,7 +293,9 @@ def persist_within(max_memory, *arrays):
 
     from ..ops.memory import parse_memory
 
-    budget = cluster_budget() if current_client() is not None else parse_memory(max_memory)
+    plan_ = active_plan()  # the bytes the fit's plan lets the workers hold (kernelscale.dask.memory)
+    budget = plan_.hold if plan_ is not None else cluster_budget() if current_client() is not None else \
+        parse_memory(max_memory)
     if sum(a.nbytes for a in arrays if a is not None) > budget:
         return arrays
     return dask.persist(*arrays)

@@ -57,7 +57,7 @@ from ..base.boundary import BoundaryMixin
 from ..base.estimator import commit_fit, resolve_kernel, warm_start_iterations
 from ..base.monitor import IterationMonitor
 from ..base.params import DEVICE_CONSTRAINT, KERNEL_CONSTRAINT, MEMORY_CONSTRAINT
-from ..base.validation import check_finite_result, validate_data
+from ..base.validation import check_finite_result, validate_data, as_rows
 from ..kernels import make_kernel
 from ..ops.backend import current_backend, device_type
 from ..ops.feature_blocks import FeatureBlockSpec, kernel_family, seed_from
@@ -83,6 +83,9 @@ _FLOAT_DTYPES = [np.float64, np.float32]
 
 class _DoublyStochasticBase(BoundaryMixin, BaseEstimator):
     """Fit / partial_fit / predict logic shared by the regressor and the classifier."""
+
+    #: its first call in a process loads numba code: warmed up with these parameters (base/warmup.py)
+    _warm_params = {"n_iter": 1}
 
     #: the preconditioned solver's "auto" step (the classifier's is its own: :mod:`.defaults`)
     _PRECONDITIONED_STEP = AUTO_PRECONDITIONED_STEP_SQUARED
@@ -237,7 +240,7 @@ class _DoublyStochasticBase(BoundaryMixin, BaseEstimator):
         if distributed:  # cast per chunk, as numpy casts the whole array
             X, Y = X.astype(dtype), Y.astype(dtype)
         else:
-            X = np.ascontiguousarray(X, dtype=dtype)
+            X = as_rows(X, dtype)
             Y = np.ascontiguousarray(Y, dtype=dtype)
         spec = self._spec(dtype)
         n = X.shape[0]

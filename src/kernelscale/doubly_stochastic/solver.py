@@ -83,7 +83,7 @@ from scipy.special import expit, log_expit
 
 from ..losses import softmax
 from ..ops.backend import NUMPY
-from ..ops.features import GROUP_COLUMNS, FeatureOperator
+from ..ops.features import GROUP_COLUMNS, FeatureOperator, group_blocks
 from ..ops.memory import parse_memory
 from ..ops.rows import HostRows, is_dask
 from .batches import _batch_rows
@@ -153,8 +153,9 @@ def dsg_memory(batch_size, spec, k, n_blocks, solver="sgd"):
     if solver == "preconditioned":
         held += 2 * D * D * 8 + 2 * D * k * 8
     fourier = spec.method in ("cos", "cossin")
-    group = max(1, GROUP_COLUMNS // D) if fourier else 1
-    row = item * (2 * max(GROUP_COLUMNS, D) if fourier else D * (spec.workspace + 1))
+    group = group_blocks(spec) if fourier else 1
+    columns = GROUP_COLUMNS if group == max(1, GROUP_COLUMNS // D) else group * D  # fewer on wide inputs
+    row = item * (2 * max(columns, D) if fourier else D * (spec.workspace + 1))
     work = group * spec.block_bytes + batch_size * item * D * (spec.workspace + 1) + row
     return held, held + work
 
@@ -348,7 +349,7 @@ class _FeaturesAhead:
     def __init__(self, op, X, stop):
         self.op, self.X, self.stop = op, X, stop
         self.width = op.spec.n_features_out
-        per_block = X.shape[0] * self.width * X.itemsize + op.spec.block_bytes  # features and parameters
+        per_block = X.shape[0] * self.width * X.dtype.itemsize + op.spec.block_bytes  # features and parameters
         self.count = max(1, min(_AHEAD_BYTES, op.budget // 8) // per_block)
         self.first, self.Phi = 0, None
 

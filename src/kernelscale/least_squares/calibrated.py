@@ -105,7 +105,7 @@ def calibrated_predict(X, coef, intercept, calibration, calibration_intercept, b
     The model is not "proper" (the paper's remark after Theorem 2): every stage's parameters
     are needed, and predictions are replayed through all of them.
     """
-    X = as_float_array(X, "X")
+    X = as_float_array(X, "X", accept_sparse=True)
     basis = check_basis(basis)
     Yhat = np.zeros((X.shape[0], coef.shape[1]), dtype=X.dtype)
     for t in range(coef.shape[0]):
@@ -121,7 +121,7 @@ def _zero_rows(X, k):
 def _residual_moments(X, Y, Yhat, w):
     """sum_i r_i and X^T R (float64) of the weighted residuals R = w (Y - Yhat)."""
     R = (Y - Yhat) * w.astype(X.dtype)[:, None]
-    return R.sum(axis=0, dtype=np.float64), np.dot(X.T, R).astype(np.float64)
+    return R.sum(axis=0, dtype=np.float64), np.asarray(X.T @ R, dtype=np.float64)
 
 
 def _linear_update(X, Yhat, W, b):

@@ -66,7 +66,7 @@ GLSResult = namedtuple("GLSResult", "coef intercept objective_history n_iter con
 
 def _check_XY(X, Y):
     """X as a float array, Y (n, k) in X's dtype."""
-    X = as_float_array(X, "X")
+    X = as_float_array(X, "X", accept_sparse=True)
     Y = np.asarray(Y, dtype=X.dtype)
     if Y.ndim != 2 or Y.shape[0] != X.shape[0]:
         raise ValueError(f"Y must have shape ({X.shape[0]}, k), got {Y.shape}.")
@@ -116,7 +116,7 @@ def _gls_gradient(X, S, Y, w, link):
     R = softmax(S) if link == "softmax" else S.copy()
     R -= Y
     R *= w.astype(S.dtype)[:, None]
-    return R.sum(axis=0, dtype=np.float64), np.dot(X.T, R).astype(np.float64)
+    return R.sum(axis=0, dtype=np.float64), np.asarray(X.T @ R, dtype=np.float64)
 
 
 def _extrapolate(S, S_previous, beta):

@@ -40,10 +40,12 @@ from ..losses import softmax
 from ..ops.feature_blocks import METHODS, FeatureBlockSpec, seed_from
 from ..ops.features import FeatureOperator
 from ..ops.memory import parse_memory
-from ..ops.rows import executor, row_weights, total, weighted_sum
+from ..ops.rows import executor, is_dask, row_weights, total, weighted_sum
 from ..preprocessing import pca_fit, pca_transform
 from ..simplex import project_simplex
-from .stagewise_solver import feature_method_of, feature_spec, replay_stage, stagewise_regression
+from .stagewise_solver import (
+    feature_method_of, feature_spec, replay_stage, stagewise_fit_bytes, stagewise_regression,
+)
 
 __all__ = [
     "StagewiseClassifier",
@@ -90,12 +92,37 @@ def _auto_block_size(n):
     return int(max(1, min(AUTO_BLOCK_MAX, max(n // AUTO_BLOCK_RATIO, min(AUTO_BLOCK_MIN, n // 4)))))
 
 
+def _auto_block_within(n, k, kernel, Z, method, update, budget, held):
+    """block_size="auto" within ``budget`` bytes: :func:`_auto_block_size`, or the largest block
+    below it whose stage (:func:`stagewise_fit_bytes`, on the rows one task holds) fits beside the
+    ``held`` bytes of the PCA-reduced data; the rule's block when not even one feature fits (the
+    fit then refuses, naming the fix)."""
+    rows = max(Z.chunks[0]) if is_dask(Z) else n
+    item = Z.dtype.itemsize
+
+    def fits(block):
+        spec = FeatureBlockSpec(kernel, Z.shape[1], block, 0, Z.dtype, method)
+        return held + stagewise_fit_bytes(rows, k, spec, update, item) <= budget
+
+    block = _auto_block_size(n)
+    if fits(block):
+        return block
+    lo, hi = 0, block  # the stage's bytes grow with the block
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo or block
+
+
 # ----------------------------------------------------------------------------------------------
 # estimators
 
 
 class _StagewiseBase(BoundaryMixin, BaseEstimator):
     """Fit / replay logic shared by StagewiseClassifier and StagewiseRegressor."""
+
+    #: its first call in a process loads numba code: warmed up with these parameters (base/warmup.py)
+    _warm_params = {"n_stages": 1}
 
     _parameter_constraints: dict = {
         "kernel": KERNEL_CONSTRAINT,
@@ -134,6 +161,11 @@ class _StagewiseBase(BoundaryMixin, BaseEstimator):
         if self.warm_start and hasattr(self, "coef_"):
             return self.pca_components_ is not None
         return self._n_pca(d) is not None
+
+    def _block_size(self, n):
+        """block_size for n training rows ("auto": :func:`_auto_block_size`, the most a fit uses:
+        the fit itself may take less to stay within max_memory, :func:`_auto_block_within`)."""
+        return _auto_block_size(n) if self.block_size == "auto" else int(self.block_size)
 
     def _same_features(self):
         """Whether kernel and feature_method still give the fitted kernel_ and feature_method_ (a
@@ -184,7 +216,7 @@ class _StagewiseBase(BoundaryMixin, BaseEstimator):
             rng = check_random_state(self.random_state)
             seed = seed_from(self.random_state if isinstance(self.random_state, Integral) else rng)
             pca_mean = pca_components = None
-            block_size = _auto_block_size(n) if self.block_size == "auto" else self.block_size
+            block_size = None if self.block_size == "auto" else self.block_size  # "auto": below, on Z
             if n_pca is not None:
                 mean, components = pca_fit(X, n_pca, sw, budget)  # over row chunks for dask X
                 pca_mean, pca_components = mean.astype(dtype), components.astype(dtype)
@@ -195,6 +227,9 @@ class _StagewiseBase(BoundaryMixin, BaseEstimator):
         if stages is None:
             kernel = resolve_kernel(self.kernel, Z, rng, sw)
             init = np.asarray(init_fn(rows.sum(weighted_sum, Y, row_weights(rows, X, sw, n))), dtype=dtype)
+        if block_size is None:
+            held = 0 if Z is X or is_dask(Z) else Z.nbytes
+            block_size = _auto_block_within(n, Y.shape[1], kernel, Z, method, update, budget, held)
         spec = FeatureBlockSpec(kernel, Z.shape[1], block_size, seed, dtype, method)
         if method == "sample" and block_size >= Z.shape[1]:
             logger.info(
@@ -276,7 +311,8 @@ _DOC_COMMON = """
         default 8 stages that is 2n/3 features in all below 12288 samples: a block of p >= n
         features interpolates the residual at once, and a stage costs O(n p^2). The floor of 16
         keeps the smallest sets from blocks of a few features. (How the rule was chosen:
-        benchmarks/studies/least_squares.md.) Kept in ``block_size_``.
+        benchmarks/studies/least_squares.md.) A stage holds the n x p block of features, so
+        "auto" is at most the largest block ``max_memory`` holds. Kept in ``block_size_``.
     n_stages : int >= 1 or "auto", default="auto"
         T, the number of blocks (with ``warm_start``, in total). "auto" follows n (the rows of
         X): 8 (the former default) up to 13872 samples, then round(8 sqrt(n / 12288)), at most

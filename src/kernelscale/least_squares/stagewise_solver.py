@@ -272,7 +272,7 @@ def stagewise_regression(
     """
     distributed = is_dask(Z)
     if not distributed:
-        Z = as_float_array(Z, "Z")
+        Z = as_float_array(Z, "Z", accept_sparse=True)
         Y = np.asarray(Y, dtype=Z.dtype)
     n = Z.shape[0]
     dtype = Z.dtype

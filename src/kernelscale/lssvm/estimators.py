@@ -29,10 +29,11 @@ from ..base.estimator import (
     warm_start_iterations,
 )
 from ..base.params import DEVICE_CONSTRAINT
-from ..base.validation import check_finite_result, check_sample_weight, validate_data
+from ..base.validation import check_finite_result, check_sample_weight, validate_data, as_rows
 from ..exact import kernel_predict
 from ..kernels import KERNEL_NAMES, Kernel
 from ..ops.feature_blocks import float_dtype
+from ..ops.kernel import row_width
 from ..ops.memory import parse_memory
 from ..ops.rows import is_dask
 from ..simplex import project_simplex
@@ -71,8 +72,11 @@ class _LSSVMBase(BoundaryMixin, BaseEstimator):
         the whole system only for the iterative solvers on the host (the path of
         :class:`kernelscale.lssvm.cholesky.WholeSystemCholesky`) within ``budget`` (bytes); blocks
         no larger than ``budget`` holds."""
-        n, d = X.shape
-        k = Y.shape[1] if Y.ndim == 2 else 1
+        n, d = X.shape[0], row_width(X)  # a sparse row counts its stored values
+        return self._auto_batch_for(n, d, Y.shape[1] if Y.ndim == 2 else 1, dtype, kernel, budget)
+
+    def _auto_batch_for(self, n, d, k, dtype, kernel, budget):
+        """:meth:`_auto_batch` for n rows, d features and k target columns."""
 
         def block_fits(J):
             return lssvm_fit_memory(n, d, k, J, dtype, kernel, self.solver, self.n_averaged) <= budget
@@ -80,6 +84,15 @@ class _LSSVMBase(BoundaryMixin, BaseEstimator):
         def fits(J):
             return self.solver in ITERATIVE and self.device is None and block_fits(J)
         return auto_batch_size(n, fits, block_fits)
+
+    def _dask_block(self, n, d, k, dtype, budget):
+        """J of a distributed fit on n rows within ``budget`` bytes per task (batch_size, or its
+        "auto" resolution as the fit makes it): :mod:`kernelscale.dask.memory` plans with it."""
+        if self.batch_size != "auto":
+            return min(int(self.batch_size), n + 1)
+        from ..kernels import make_kernel
+
+        return min(self._auto_batch_for(n, d, k, dtype, make_kernel(self.kernel), budget), n + 1)
 
     #: every attribute a fit may set (a refit deletes those it does not set again)
     _FITTED = ("kernel_", "X_fit_", "intercept_", "dual_coef_", "n_iter_", "batch_size_", "n_regularized_",
@@ -106,7 +119,7 @@ class _LSSVMBase(BoundaryMixin, BaseEstimator):
                 keep = sample_weight > 0
                 if not keep.all():
                     X, Y, sample_weight = X[keep], Y[keep], sample_weight[keep]
-            X = np.ascontiguousarray(X, dtype=dtype)
+            X = as_rows(X, dtype)
             kernel = resolve_kernel(self.kernel, X, rng, sample_weight)
         init, init_count, done = None, 0, 0
         same_classes = "classes_" not in fitted or np.array_equal(fitted["classes_"], getattr(self, "classes_", None))

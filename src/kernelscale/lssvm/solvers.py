@@ -89,6 +89,7 @@ from ..base.validation import as_float_array, check_positive
 from ..exact import exact_lssvm, kernel_ridge_dual
 from ..kernels import make_kernel
 from ..ops.backend import NUMPY
+from ..ops.kernel import row_width
 from ..ops.memory import parse_memory
 from ..ops.rows import executor, is_dask
 from .cholesky import BlockGramCholesky, WholeSystemCholesky
@@ -132,7 +133,7 @@ def exact_weighted_lssvm(kernel, X, Y, C, sample_weight=None, max_memory=None):
     if sample_weight is None:
         b, A = exact_lssvm(kernel, X, Y, C, max_memory=max_memory)
         return np.atleast_1d(b), A.reshape(A.shape[0], -1)
-    X = as_float_array(X, "X")
+    X = as_float_array(X, "X", accept_sparse=True)
     Y = np.asarray(Y, dtype=X.dtype).reshape(X.shape[0], -1)
     rhs = np.empty((X.shape[0], Y.shape[1] + 1), dtype=X.dtype)
     rhs[:, 0] = 1.0
@@ -223,9 +224,9 @@ def solve_lssvm(
         if Y.ndim not in (1, 2) or Y.shape[0] != n:
             raise ValueError(f"Y must have shape ({n},) or ({n}, k) to match X, got {Y.shape}.")
     else:
-        X = as_float_array(X, "X")
+        X = as_float_array(X, "X", accept_sparse=True)
         dtype = X.dtype
-        n, d = X.shape
+        n, d = X.shape[0], row_width(X)  # memory estimates: a sparse row counts its stored values
         Y = np.asarray(Y, dtype=dtype)
         if Y.ndim not in (1, 2) or Y.shape[0] != n:
             raise ValueError(f"Y must have shape ({n},) or ({n}, k) to match X, got {Y.shape}.")

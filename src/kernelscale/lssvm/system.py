@@ -44,7 +44,7 @@ def lssvm_theta(kernel, X, C, sample_weight=None, max_memory=None):
     :func:`kernelscale.ops.kernel.kernel_rows`, which refuses when it does not fit ``max_memory``).
     """
     kernel = make_kernel(kernel)
-    X = as_float_array(X, "X")
+    X = as_float_array(X, "X", accept_sparse=True)
     n = X.shape[0]
     K = kernel_rows(kernel, X, np.arange(n), max_memory=max_memory)
     theta = np.zeros((n + 1, n + 1), dtype=X.dtype)

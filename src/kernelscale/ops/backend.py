@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 
 import numpy as np
+import scipy.sparse as sp
 
 from . import memory
 from .context import ACTIVE_BACKEND
@@ -44,11 +45,23 @@ class Backend:
         return np.zeros(shape, dtype=dtype)
 
     def asarray(self, a, dtype=None):
-        """``a`` as a C-ordered array of ``dtype`` (no copy when it already is one)."""
+        """``a`` as a C-ordered array of ``dtype`` (no copy when it already is one); a scipy.sparse
+        ``a`` stays sparse (CSR of ``dtype``): products with it are sparse products."""
+        if sp.issparse(a):
+            a = a.tocsr() if a.format != "csr" else a
+            return a if dtype is None or a.dtype == dtype else a.astype(dtype)
         return np.ascontiguousarray(a, dtype=dtype)
 
     def matmul(self, a, b, out=None):
-        """``a @ b``, written into ``out`` when given (no temporary of the result's size)."""
+        """``a @ b``, written into ``out`` when given (no temporary of the result's size; for a
+        scipy.sparse ``a``, a sparse product whose dense result is copied into ``out``)."""
+        if sp.issparse(a) or sp.issparse(b):
+            product = a @ b
+            product = product.toarray() if sp.issparse(product) else np.asarray(product)
+            if out is None:
+                return product
+            out[...] = product
+            return out
         return np.matmul(a, b, out=out)
 
     def to_numpy(self, a):

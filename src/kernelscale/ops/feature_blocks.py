@@ -218,7 +218,12 @@ def _sample_frequencies(kernel, d, m, rng):
 def _append_constant(X, gamma, coef0, backend):
     """x' = [sqrt(gamma) x, sqrt(coef0)], so that <x', z'> = gamma <x, z> + coef0."""
     out = backend.empty((X.shape[0], X.shape[1] + 1), dtype=X.dtype)
-    backend.xp.multiply(X, math.sqrt(gamma), out=out[:, :-1])
+    if scipy.sparse.issparse(X):  # a row chunk of sparse X, densified (polynomial sketches are dense)
+        out[:, :-1] = 0.0
+        coo = X.tocoo()
+        out[coo.row, coo.col] = coo.data * math.sqrt(gamma)
+    else:
+        backend.xp.multiply(X, math.sqrt(gamma), out=out[:, :-1])
     out[:, -1] = math.sqrt(coef0)
     return out
 
@@ -343,6 +348,12 @@ class ColumnBlock(FeatureBlock):
     def apply(self, X, backend=NUMPY, out=None):
         if backend is not NUMPY:
             return backend.xp.take_columns(X, self.indices, out=out)
+        if scipy.sparse.issparse(X):
+            columns = X[:, self.indices].toarray()
+            if out is None:
+                return columns
+            out[...] = columns
+            return out
         return np.take(X, self.indices, axis=1, out=out)
 
 

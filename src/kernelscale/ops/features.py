@@ -31,16 +31,21 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import scipy.sparse as sp
 
 from . import fast_cos
 from .backend import NUMPY, current_backend
 from .feature_blocks import FourierBlock
 from .memory import MAX_CHUNK_ROWS, plan_rows
 
-__all__ = ["FeatureOperator", "GROUP_COLUMNS", "SUM_ROWS"]
+__all__ = ["FeatureOperator", "GROUP_COLUMNS", "GROUP_BYTES", "SUM_ROWS", "group_blocks"]
 
 #: feature columns of Fourier blocks evaluated together (one GEMM)
 GROUP_COLUMNS = 4096
+#: ... and at most this many bytes of their frequencies (d x columns): on wide inputs (d beyond
+#: about 1000 in float64, e.g. sparse text) a group of GROUP_COLUMNS columns would take gigabytes.
+#: A function of d and the block size only, so the grouping stays the same for every budget
+GROUP_BYTES = 32 * 2**20
 #: a row chunk's feature projection stays below this many bytes. Smaller chunks keep the
 #: trigonometric pass nearer the cache (on one thread 8 MB predicted 20% faster than 256 MB),
 #: larger ones make fewer threaded BLAS calls (on two threads 256 MB was twice as fast as 8 MB);
@@ -106,7 +111,7 @@ class FeatureOperator:
         self._nonzeros = None  # (X, its SparseRows or None): _sparse_rows of the last X
         fourier = spec is not None and spec.method in ("cos", "cossin")
         self._m = (spec.block_size // 2 if spec.method == "cossin" else spec.block_size) if fourier else 0
-        self._group = (max(1, GROUP_COLUMNS // spec.block_size) if group else 1) if fourier else 0
+        self._group = (group_blocks(spec) if group else 1) if fourier else 0
 
     # -- block parameters ------------------------------------------------------------------------
 
@@ -184,7 +189,14 @@ class FeatureOperator:
     def _rows(self, X):
         """X as a C-ordered host array of the map's dtype, checked against its input dimension
         (row chunks go to the backend's device one at a time)."""
-        X = np.ascontiguousarray(X, dtype=self.spec.dtype)
+        if sp.issparse(X):  # kept sparse: products X W are sparse products, one row chunk at a time
+            if self.backend is not NUMPY:
+                raise ValueError("scipy.sparse X is computed on the host only; pass device=None (numpy), or "
+                                 "a dense X (X.toarray()) for a torch device.")
+            X = X.tocsr() if X.format != "csr" else X
+            X = X if X.dtype == self.spec.dtype else X.astype(self.spec.dtype)
+        else:
+            X = np.ascontiguousarray(X, dtype=self.spec.dtype)
         if X.ndim != 2 or X.shape[1] != self.spec.n_features_in:
             raise ValueError(
                 f"X has shape {X.shape}, but the feature map takes {self.spec.n_features_in} "
@@ -198,14 +210,16 @@ class FeatureOperator:
         max_rows = n if max_rows is None else max_rows
         return plan_rows(n, per_row, fixed, self.budget, f"{columns} random features per row", _FIX, max_rows=max_rows)
 
-    def transform(self, X, blocks, on_device=False, out=None):
+    def transform(self, X, blocks, on_device=False, out=None, count_out=True):
         """[phi_t(X) for t in blocks] side by side: (n, len(blocks) * width), in the map's dtype.
 
         Each block alone estimates the kernel without bias (module docstring of
         :mod:`~kernelscale.ops.feature_blocks`); the concatenation is not rescaled.
         ``on_device``: returned as the backend's array (for further products on the device),
         not copied to the host. ``out``: a C-contiguous array of the backend, of that shape and
-        dtype, written and returned instead of a new one.
+        dtype, written and returned instead of a new one. ``count_out=False``: the given ``out`` is
+        the caller's result, outside the budget, which then bounds the work beside it (a
+        transformer's ``transform``: peak memory about the output plus the budget).
         """
         X = self._rows(X)
         blocks = list(blocks)
@@ -216,7 +230,7 @@ class FeatureOperator:
         elif tuple(out.shape) != shape or self.backend.to_numpy(out[:0]).dtype != X.dtype:
             raise ValueError(f"out must have shape {shape} and dtype {X.dtype}, got shape {tuple(out.shape)} and "
                              f"dtype {self.backend.to_numpy(out[:0]).dtype}.")
-        fixed = out.nbytes
+        fixed = out.nbytes if count_out else 0
         # one block's features fill whole rows of out: from X's nonzeros where they are few
         sparse = (self._sparse_rows(X) if len(blocks) == 1 and self.backend is NUMPY and out.flags.c_contiguous
                   and X.dtype == np.float64 and self._tiles_fit(width, X.shape[1]) else None)
@@ -365,6 +379,11 @@ class FeatureOperator:
         cached = self._nonzeros
         if cached is not None and cached[0] is X:
             return cached[1]
+        if sp.issparse(X):  # scipy.sparse rows: their CSR arrays are the loops' input, whatever the density
+            fits = SparseRows.bytes(X.shape[0], X.nnz) <= self.budget // 8
+            sparse = SparseRows.from_csr(X) if fits else None
+            self._nonzeros = (X, sparse)
+            return sparse
         nnz = np.count_nonzero(X)
         fits = nnz <= density * X.size and SparseRows.bytes(X.shape[0], nnz) <= self.budget // 8
         sparse = SparseRows(X) if fits else None
@@ -408,7 +427,7 @@ class FeatureOperator:
         """Whether the phases go into the projection's GEMM (:func:`_project_with_phase`): for
         float32 rows on the host, where the cosine is numpy's own pass (float64 has one pass for
         phase and cosine: :func:`~kernelscale.ops.fast_cos.cos_inplace`)."""
-        return augmented is not None and self.backend is NUMPY and X.dtype == np.float32
+        return augmented is not None and self.backend is NUMPY and X.dtype == np.float32 and not sp.issparse(X)
 
     def _sum_chunk(self, A, per_row, max_rows=SUM_ROWS):
         what = "a weighted sum over rows"
@@ -442,15 +461,15 @@ class FeatureOperator:
             center = be.asarray(np.asarray(center, dtype=A.dtype))
             root = be.asarray(np.sqrt(w).astype(A.dtype))
             for s in range(0, A.shape[0], chunk):
-                C = be.asarray(A[s : s + chunk]) - center
+                C = _dense_chunk(be, A, s, chunk) - center
                 C *= root[s : s + chunk, None]
                 out += be.to_numpy(dot(C.T, C))
             return out
         wd = be.asarray(w.astype(A.dtype))
         chunk = self._sum_chunk(A, per_row)
         for s in range(0, A.shape[0], chunk):
-            a = be.asarray(A[s : s + chunk])
-            b = a if B is None else be.asarray(B[s : s + chunk])
+            a = _dense_chunk(be, A, s, chunk)
+            b = a if B is None else _dense_chunk(be, B, s, chunk)
             if not uniform:  # scale the narrower side: B (n, k) is usually far narrower than A
                 if B is None or b.shape[1] > a.shape[1]:
                     a = a * wd[s : s + chunk, None]
@@ -474,6 +493,16 @@ class SparseRows:
         flat %= d
         self.indices = flat.astype(np.int64, copy=False)
 
+    @classmethod
+    def from_csr(cls, X):
+        """The nonzeros of a scipy.sparse CSR X (its arrays as int64 / float64, copied only where
+        their types differ)."""
+        rows = cls.__new__(cls)
+        rows.indptr = X.indptr.astype(np.int64, copy=False)
+        rows.indices = X.indices.astype(np.int64, copy=False)
+        rows.values = X.data.astype(np.float64, copy=False)
+        return rows
+
     @staticmethod
     def bytes(n, nnz):
         """The bytes of the arrays of n rows holding nnz nonzeros."""
@@ -482,6 +511,19 @@ class SparseRows:
     def rows(self, start, stop):
         """(indptr, indices, values) of rows start .. stop - 1: indptr's slice into the whole arrays."""
         return self.indptr[start : stop + 1], self.indices, self.values
+
+
+def group_blocks(spec):
+    """Fourier blocks of ``spec`` evaluated together: GROUP_COLUMNS columns, and at most
+    GROUP_BYTES of frequencies (at least one block)."""
+    return max(1, min(GROUP_COLUMNS // spec.block_size, GROUP_BYTES // max(1, spec.block_bytes)))
+
+
+def _dense_chunk(backend, A, start, rows):
+    """Rows start .. start + rows of A on the backend; of a scipy.sparse A, densified (one chunk,
+    which the sums' planning counts at A's width)."""
+    chunk = A[start : start + rows]
+    return backend.asarray(chunk.toarray() if sp.issparse(chunk) else chunk)
 
 
 def _project_with_phase(X, augmented, out=None):

@@ -30,9 +30,10 @@ device and hands back only its small products.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
-from ..base.validation import as_float_array, check_same_features, result_dtype
-from ..kernels import make_kernel
+from ..base.validation import array_bytes, as_float_array, check_same_features, result_dtype
+from ..kernels import make_kernel, sparse_nbytes
 from .backend import NUMPY, current_backend, device_type, get_backend
 from .memory import MAX_BLOCK_BYTES, check_fits, parse_memory, rows_per_block, ufunc_workspace_bytes
 from .row_cache import KernelRowCache
@@ -53,6 +54,40 @@ __all__ = [
 # the block loop (no validation: callers have validated and prepared)
 
 
+def row_width(A, n_cols=None):
+    """Values a row of A counts in memory estimates of blocks against ``n_cols`` points (default:
+    A's rows): d, or for scipy.sparse A its stored values per row and the sparse product's
+    (:func:`_width`)."""
+    return _width(A, A.shape[0] if n_cols is None else n_cols)
+
+
+def _width(A, n_cols=0):
+    """Values per row the block planning counts for the rows A: d for a dense array; for a
+    scipy.sparse CSR A, its mean stored values per row (rounded up, plus one), because a sparse
+    block is computed from the nonzeros (sparse products and row norms), never densified, plus
+    ``n_cols`` (a block row against n_cols points: the sparse product's own result, up to n_cols
+    stored values and indices a row, before it is scattered into the block)."""
+    if not sp.issparse(A):
+        return A.shape[1]
+    return -(-A.nnz // max(A.shape[0], 1)) + 1 + n_cols
+
+
+def _rows_bytes(X, n_rows):
+    """Bytes of ``n_rows`` rows of X gathered (a dense copy, or CSR rows of X's mean density)."""
+    if not sp.issparse(X):
+        return n_rows * X.shape[1] * X.dtype.itemsize
+    return sparse_nbytes(n_rows, n_rows * (_width(X) - 1), X.dtype, X.indices.dtype.itemsize)
+
+
+def prepared_set_bytes(kernel, Z, dtype):
+    """Bytes ``kernel.prepare(Z, dtype)`` allocates: for scipy.sparse Z its transpose, squared
+    norms (and cast copy); for a dense Z the kernel's ``aux_bytes``."""
+    if not sp.issparse(Z):
+        return kernel.aux_bytes(Z.shape[0], Z.shape[1], dtype, Z.dtype)
+    cast = array_bytes(Z) if np.dtype(dtype) != Z.dtype else 0
+    return cast + 2 * sparse_nbytes(max(Z.shape), Z.nnz, dtype, Z.indices.dtype.itemsize) + 8 * Z.shape[0]
+
+
 def _block_rows(kernel, n_rows, n_cols, n_features, dtype, budget, fixed_bytes):
     """Rows per kernel block against ``n_cols`` prepared points, within ``budget`` bytes."""
     per_row = kernel.bytes_per_row(n_cols, n_features, dtype)
@@ -63,7 +98,8 @@ def _block_rows(kernel, n_rows, n_cols, n_features, dtype, budget, fixed_bytes):
 def _blocks(kernel, A, prepared, budget, fixed_bytes=0, backend=NUMPY):
     """Yield ``(start, stop, K(A[start:stop], Z))`` for the prepared Z, on ``backend``; the block
     buffer is reused between iterations."""
-    step = _block_rows(kernel, A.shape[0], prepared.n_points, A.shape[1], prepared.dtype, budget, fixed_bytes)
+    step = _block_rows(kernel, A.shape[0], prepared.n_points, _width(A, prepared.n_points), prepared.dtype, budget,
+                       fixed_bytes)
     buffer = backend.empty((step, prepared.n_points), prepared.dtype)
     for start in range(0, A.shape[0], step):
         stop = min(start + step, A.shape[0])
@@ -88,7 +124,8 @@ def _fill_rows(kernel, A, prepared, out, budget, fixed_bytes=0, backend=NUMPY):
     """Write K(A, Z) into ``out``, in row blocks of :func:`_fill_step` (straight into ``out``
     when it is on the backend; through a device block per step when it is a host array)."""
     if backend is NUMPY or not isinstance(out, np.ndarray):
-        step = _fill_step(kernel, A.shape[0], prepared.n_points, A.shape[1], prepared.dtype, budget, fixed_bytes)
+        step = _fill_step(kernel, A.shape[0], prepared.n_points, _width(A, prepared.n_points), prepared.dtype, budget,
+                          fixed_bytes)
         for start in range(0, A.shape[0], step):
             stop = min(start + step, A.shape[0])
             kernel.block(A[start:stop], prepared, out=out[start:stop])
@@ -140,7 +177,7 @@ class KernelOperator:
 
     def __init__(self, kernel, X, max_memory=None, *, dtype=None, backend=None, name="X"):
         self.kernel = make_kernel(kernel)
-        self.X = as_float_array(X, name)
+        self.X = as_float_array(X, name, accept_sparse=True)
         self.dtype = np.dtype(self.X.dtype if dtype is None else dtype)
         self.backend = current_backend() if backend is None else get_backend(backend)
         self.budget = parse_memory(max_memory)
@@ -156,6 +193,11 @@ class KernelOperator:
         return self.X.shape[1]
 
     @property
+    def _row_width(self):
+        """Values a row of X counts in block planning (:func:`_width`: d, or a sparse row's)."""
+        return _width(self.X, self.n)
+
+    @property
     def prepared(self):
         """X prepared for kernel blocks (computed on first use and kept)."""
         if self._prepared is None:
@@ -166,6 +208,8 @@ class KernelOperator:
     def prepared_bytes(self):
         """Bytes the prepared X takes (whether or not it exists yet); on a CUDA device that
         includes X's copy there, which a host array in the computation dtype does not need."""
+        if sp.issparse(self.X):
+            return prepared_set_bytes(self.kernel, self.X, self.dtype)
         copy = device_type(self.backend) == "cuda" and self.X.dtype == self.dtype
         return self.kernel.aux_bytes(self.n, self.n_features, self.dtype, self.X.dtype) + (
             self.X.nbytes if copy else 0)
@@ -174,7 +218,7 @@ class KernelOperator:
     def prepared_extra_bytes(self):
         """Bytes the prepared X holds beyond X itself (0 for a kernel that uses X as it is)."""
         prep = self.prepared
-        return prep.nbytes - (self.X.nbytes if prep.data is self.X else 0)
+        return prep.nbytes - (array_bytes(self.X) if prep.data is self.X else 0)
 
     def _budget(self, budget, uses_prepared=True):
         """The bytes a verb may use: ``budget`` when the caller gives it, else the operator's
@@ -184,7 +228,7 @@ class KernelOperator:
         return self.budget - (self.prepared_bytes if uses_prepared or self._prepared is not None else 0)
 
     def _check_points(self, Z, name):
-        Z = as_float_array(Z, name)
+        Z = as_float_array(Z, name, accept_sparse=True)
         check_same_features(Z, self.n_features, name)
         return Z
 
@@ -196,7 +240,7 @@ class KernelOperator:
     def blocks(self, rows=None, *, budget=None, fixed_bytes=0):
         """Yield ``(start, stop, K(X[rows][start:stop], X))``; the buffer is reused."""
         A = self.X if rows is None else self.X[_as_indices(rows, self.n)]
-        gathered = 0 if rows is None else A.nbytes
+        gathered = 0 if rows is None else array_bytes(A)
         for start, stop, block in _blocks(self.kernel, A, self.prepared, self._budget(budget), fixed_bytes + gathered,
                                           self.backend):
             yield start, stop, self.backend.to_numpy(block)
@@ -208,10 +252,10 @@ class KernelOperator:
         shape = (idx.size, self.n)
         _check_out(out, shape, self.dtype)
         budget = self._budget(budget)
-        held = idx.size * self.n_features * self.X.itemsize
+        held = _rows_bytes(self.X, idx.size)
         if out is None:
             held += _check_result_fits(idx.size, self.n, self.dtype, budget)
-        _fill_step(self.kernel, idx.size, self.n, self.n_features, self.dtype, budget, held)  # fail before allocating
+        _fill_step(self.kernel, idx.size, self.n, self._row_width, self.dtype, budget, held)  # fail before allocating
         if out is None:
             out = np.empty(shape, dtype=self.dtype)
         return _fill_rows(self.kernel, self.X[idx], self.prepared, out, budget, held, self.backend)
@@ -225,7 +269,7 @@ class KernelOperator:
         """
         A = self.X if rows is None else self.X[_as_indices(rows, self.n)]
         cols = None if cols is None else _as_indices(cols, self.n, "cols")
-        return self._product(A, V, cols, budget, fixed_bytes + (0 if rows is None else A.nbytes))
+        return self._product(A, V, cols, budget, fixed_bytes + (0 if rows is None else array_bytes(A)))
 
     def predict(self, Z, coef, *, budget=None):
         """K(Z, X) @ coef for new points Z (validated here), coef of shape (n,) or (n, k)."""
@@ -241,11 +285,11 @@ class KernelOperator:
         reuse = cols is None and dtype == self.dtype
         fixed = fixed_bytes
         if not reuse:
-            fixed += (0 if cols is None else Z.nbytes) + self.kernel.aux_bytes(Z.shape[0], self.n_features, dtype, Z.dtype)
+            fixed += (0 if cols is None else array_bytes(Z)) + prepared_set_bytes(self.kernel, Z, dtype)
         V_given, V = V, np.ascontiguousarray(V, dtype=dtype)
         fixed += V.nbytes if V is not V_given else 0
         budget = self._budget(budget, reuse)
-        _block_rows(self.kernel, A.shape[0], Z.shape[0], self.n_features, dtype, budget, fixed)  # fail before preparing
+        _block_rows(self.kernel, A.shape[0], Z.shape[0], _width(A, Z.shape[0]), dtype, budget, fixed)  # fail before preparing
         be = self.backend
         prepared = self.prepared if reuse else self.kernel.prepare(Z, dtype, be)
         fused = _fused_product(be, self.kernel, A, prepared, V, budget - fixed)
@@ -268,10 +312,10 @@ class KernelOperator:
                 M[np.arange(idx.size), idx] += diag[idx]
             return RowBlock(M, self.backend)
         be, shape, budget = self.backend, (idx.size, self.n), self._budget(budget)
-        held = idx.size * self.n_features * self.X.itemsize + _check_result_fits(idx.size, self.n, self.dtype, budget)
+        held = _rows_bytes(self.X, idx.size) + _check_result_fits(idx.size, self.n, self.dtype, budget)
         if self._row_buffer is None or tuple(self._row_buffer.shape) != shape:
             self._row_buffer = None
-            _fill_step(self.kernel, idx.size, self.n, self.n_features, self.dtype, budget, held)  # fail before allocating
+            _fill_step(self.kernel, idx.size, self.n, self._row_width, self.dtype, budget, held)  # fail before allocating
             self._row_buffer = be.empty(shape, self.dtype)
         M = _fill_rows(self.kernel, self.X[idx], self.prepared, self._row_buffer, budget, held, be)
         if diag is not None:
@@ -293,7 +337,7 @@ class KernelOperator:
         be = self.backend
         Q, R = be.zeros((M, M), np.float64), be.zeros((M, k), np.float64)
         prepared = self.kernel.prepare(Zc, dtype, be)
-        fixed = fixed_bytes + 2 * Q.nbytes + R.nbytes + Zc.nbytes + prepared.nbytes  # + the product added to Q
+        fixed = fixed_bytes + 2 * Q.nbytes + R.nbytes + array_bytes(Zc) + prepared.nbytes  # + the product added to Q
         Y = be.asarray(Y)
         scale = None if scale is None else be.asarray(scale)[None, :]
         weights = None if weights is None else be.asarray(weights)
@@ -369,15 +413,15 @@ class RowBlock:
 
 def _prepare_pair(kernel, X, Z, names=("X", "Z")):
     kernel = make_kernel(kernel)
-    X = as_float_array(X, names[0])
-    Z = X if Z is None else as_float_array(Z, names[1])
+    X = as_float_array(X, names[0], accept_sparse=True)
+    Z = X if Z is None else as_float_array(Z, names[1], accept_sparse=True)
     check_same_features(Z, X.shape[1], names[1])
     return kernel, X, Z, result_dtype(X, Z)
 
 
 def _fixed_bytes(kernel, Z, dtype):
     """Memory a blocked call holds besides its blocks: the prepared Z (and its cast copy)."""
-    return kernel.aux_bytes(Z.shape[0], Z.shape[1], dtype, Z.dtype)
+    return prepared_set_bytes(kernel, Z, dtype)
 
 
 def iter_kernel_blocks(kernel, X, Z=None, max_memory=None, *, dtype=None, prepared=None, fixed_bytes=0):
@@ -401,7 +445,7 @@ def iter_kernel_blocks(kernel, X, Z=None, max_memory=None, *, dtype=None, prepar
 def _device_blocks(kernel, X, Z, dtype, budget, prepared, fixed_bytes, backend):
     if prepared is None:
         fixed_bytes += _fixed_bytes(kernel, Z, dtype)
-        _block_rows(kernel, X.shape[0], Z.shape[0], X.shape[1], dtype, budget, fixed_bytes)  # fail before preparing
+        _block_rows(kernel, X.shape[0], Z.shape[0], _width(X, Z.shape[0]), dtype, budget, fixed_bytes)  # fail before preparing
         prepared = kernel.prepare(Z, dtype, backend)
     yield from _blocks(kernel, X, prepared, budget, fixed_bytes, backend)
 
@@ -467,10 +511,10 @@ def kernel_rows(kernel, X, rows, Z=None, max_memory=None, *, out=None):
     shape = (rows.size, Z.shape[0])
     _check_out(out, shape, dtype)
     budget = parse_memory(max_memory)
-    held = _fixed_bytes(kernel, Z, dtype) + rows.size * X.shape[1] * X.itemsize
+    held = _fixed_bytes(kernel, Z, dtype) + _rows_bytes(X, rows.size)
     if out is None:
         held += _check_result_fits(rows.size, Z.shape[0], dtype, budget)
-    _fill_step(kernel, rows.size, Z.shape[0], X.shape[1], dtype, budget, held)  # fail before allocating
+    _fill_step(kernel, rows.size, Z.shape[0], _width(X, Z.shape[0]), dtype, budget, held)  # fail before allocating
     if out is None:
         out = np.empty(shape, dtype=dtype)
     be = current_backend()
@@ -479,7 +523,7 @@ def kernel_rows(kernel, X, rows, Z=None, max_memory=None, *, out=None):
 
 def kernel_diag(kernel, X):
     """Return the diagonal k(x_i, x_i) of K(X, X), O(n d) work and O(n) memory."""
-    return make_kernel(kernel).diag(as_float_array(X, "X"))
+    return make_kernel(kernel).diag(as_float_array(X, "X", accept_sparse=True))
 
 
 def kernel_matrix(kernel, X, Z=None, max_memory=None):

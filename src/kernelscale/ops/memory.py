@@ -10,6 +10,9 @@ that ``max_memory=None`` is ONE reading of the free memory per call, however man
 classes or pairs the call plans for: the budget cannot drift while a fit allocates.
 :func:`rows_per_block` and :func:`plan_rows` are the only row-chunk planners: a block of rows is
 as large as the budget allows, and never so large that it stops paying for itself.
+The first call of an estimator's method in a process may load compiled code first
+(:mod:`kernelscale.base.warmup`); what that adds to the resident set is taken off the budget for
+the rest of the call through :func:`budget_cap`.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ __all__ = [
     "plan_rows",
     "check_fits",
     "ufunc_workspace_bytes",
+    "budget_cap",
+    "resident_bytes",
 ]
 
 DEFAULT_MEMORY_FRACTION = 0.5
@@ -116,6 +121,22 @@ def one_reading():
         _READINGS.reset(token)
 
 
+def resident_bytes():
+    """This process's resident set in bytes now (Linux ``/proc/self/statm``; elsewhere the
+    lifetime peak from getrusage, or 0 where neither exists)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        pass
+    try:
+        import resource
+    except ImportError:
+        return 0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak) * (1 if sys.platform == "darwin" else 1024)
+
+
 def default_memory_budget():
     """The budget used when ``max_memory=None``: half of the memory available now to the
     backend in use (host memory, or a GPU's free memory; in a dask worker, the worker's memory
@@ -132,8 +153,33 @@ def default_memory_budget():
     return budget
 
 
+#: the most bytes a budget may be in this context (None: no cap), set by :func:`budget_cap`
+_CAP = contextvars.ContextVar("kernelscale_memory_cap", default=None)
+
+
+@contextlib.contextmanager
+def budget_cap(nbytes):
+    """Within the block, every budget :func:`parse_memory` gives is at most ``nbytes`` (nested caps:
+    the smallest): a distributed fit plans its tasks within a share of the workers' memory_limit
+    (kernelscale.dask.memory); a first call takes off what loading its compiled code took
+    (kernelscale.base.warmup)."""
+    outer = _CAP.get()
+    token = _CAP.set(int(nbytes) if outer is None else min(outer, int(nbytes)))
+    try:
+        yield
+    finally:
+        _CAP.reset(token)
+
+
 def parse_memory(max_memory, name="max_memory"):
-    """Bytes for a budget given as a number of bytes, a string like "2GB" / "512MiB", or None."""
+    """Bytes for a budget given as a number of bytes, a string like "2GB" / "512MiB", or None;
+    at most the cap of :func:`budget_cap` inside one."""
+    value = _parse_memory(max_memory, name)
+    cap = _CAP.get()
+    return value if cap is None else min(value, cap)
+
+
+def _parse_memory(max_memory, name):
     if max_memory is None:
         return default_memory_budget()
     if isinstance(max_memory, str):

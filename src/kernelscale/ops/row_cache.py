@@ -39,7 +39,7 @@ class KernelRowCache:
 
     def __init__(self, operator, *, reserved_bytes=0, max_rows=None, batch_rows=None):
         self.operator = op = operator
-        n, d = op.n, op.n_features
+        n, d = op.n, op._row_width  # d, or the stored values of a sparse row (ops.kernel._width)
         self.n = n
         self.dtype = op.dtype
         item = self.dtype.itemsize

@@ -33,6 +33,8 @@ sum differs by rounding (a few ulps relative), which the tests bound at 1e-8 on 
 
 from __future__ import annotations
 
+import contextvars
+
 import numpy as np
 
 from .features import FeatureOperator
@@ -41,6 +43,9 @@ __all__ = ["HostRows", "DaskRows", "executor", "is_dask", "row_weights", "weight
 
 #: partial sums added per node of the tree reduction
 SPLIT_EVERY = 8
+#: the partial sums a node adds in this context: fewer when a distributed fit's plan finds its
+#: workers' memory too small for SPLIT_EVERY of them (kernelscale.dask.memory)
+SPLIT = contextvars.ContextVar("kernelscale_split_every", default=SPLIT_EVERY)
 
 
 def is_dask(a):
@@ -303,11 +308,11 @@ class DaskRows:
         task = dask.delayed(_chunk_value, pure=True)
         parts = [task(fn, small, *(b[i] for b in blocks), dask_key_name=f"{name}-{i}") for i in range(len(self.chunks))]
         add = dask.delayed(combine, pure=True)
-        level = 0
+        level, split = 0, SPLIT.get()
         while len(parts) > 1:
             level += 1
-            parts = [add(*parts[i : i + SPLIT_EVERY], dask_key_name=f"kernelscale-tree-{name[16:]}-{level}-{i}")
-                     for i in range(0, len(parts), SPLIT_EVERY)]
+            parts = [add(*parts[i : i + split], dask_key_name=f"kernelscale-tree-{name[16:]}-{level}-{i}")
+                     for i in range(0, len(parts), split)]
         return parts[0]
 
     def sum(self, fn, *arrays, **small):
@@ -392,7 +397,7 @@ class DaskRows:
             parts = da.blockwise(_pair_product, "ijk", X, "id", X, "jd", V2, "jk", kernel=kernel,
                                  budget=self.budget, adjust_chunks={"j": 1}, concatenate=True, dtype=dtype,
                                  meta=np.empty((0, 0, 0), dtype=dtype), token="kernelscale-kernel-matvec")
-        Z = parts.sum(axis=1, split_every=SPLIT_EVERY, dtype=dtype)
+        Z = parts.sum(axis=1, split_every=SPLIT.get(), dtype=dtype)
         Z = Z[:, 0] if V.ndim == 1 else Z
         return Z.persist() if persist else Z
 

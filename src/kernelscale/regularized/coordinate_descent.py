@@ -353,7 +353,7 @@ def kernel_coordinate_descent(kernel, X, y, loss="hinge", C=1.0, *, rule="random
     SolverResult (n_iter counts sweeps).
     """
     kernel = make_kernel(kernel)
-    X = as_float_array(X, "X")
+    X = as_float_array(X, "X", accept_sparse=True)
     n, dtype = X.shape[0], X.dtype
     loss, y, C, s = setup(X, y, loss, C, intercept_scaling, epsilon, one_output=True)
     s2 = s * s

@@ -40,7 +40,7 @@ from ..base.estimator import (
 from ..base.monitor import problem_callbacks
 from .coordinate_descent import RULES, kernel_coordinate_descent, linear_coordinate_descent, prefers_csr
 from ..exact import kernel_predict
-from ..base.validation import check_finite_result, check_sparse, validate_data
+from ..base.validation import array_bytes, as_rows, check_finite_result, check_sparse, validate_data
 from .problem import as_C, vector_bytes
 from .fixed_point import kernel_fixed_point, linear_fixed_point
 from ..kernels import KERNEL_NAMES, Kernel, LinearKernel
@@ -74,6 +74,9 @@ def auto_max_rows(p):
 
 
 class _RegularizedBase(BoundaryMixin, BaseEstimator):
+    #: its first call in a process loads numba code: warmed up with these parameters (base/warmup.py)
+    _warm_params = {"max_iter": 1}
+
     _parameter_constraints: dict = {
         "kernel": [Kernel, StrOptions(set(KERNEL_NAMES))],
         "C": [Interval(Real, 0, None, closed="neither")],
@@ -99,11 +102,11 @@ class _RegularizedBase(BoundaryMixin, BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = self._is_linear()
+        tags.input_tags.sparse = True  # every kernel: blocks from the nonzeros (kernelscale.kernels)
         return tags
 
     def _validate_X(self, X, y=None, reset=True, fit=False):
-        sparse = "csr" if self._is_linear() else False
+        sparse = "csr"
         check_sparse(X)  # before scipy's conversions or the compiled sweeps read its indices
         if not fit:
             return validate_data(self, X, accept_sparse=sparse, dtype=[np.float64, np.float32], reset=reset)
@@ -157,7 +160,7 @@ class _RegularizedBase(BoundaryMixin, BaseEstimator):
             # one-vs-one: beside this pair's state and its copy of the rows, the coefficients of all
             # pairs and the solutions (c and K c over each pair's rows) kept until the end
             state = (vector_bytes(n, m, X.dtype) if problems is None
-                     else vector_bytes(p, 1, X.dtype) + points.nbytes + (8 + X.dtype.itemsize) * n * m
+                     else vector_bytes(p, 1, X.dtype) + array_bytes(points) + (8 + X.dtype.itemsize) * n * m
                      + 2 * X.dtype.itemsize * pair_rows)
             return KernelOperator(kernel, points, budget).row_cache(
                 reserved_bytes=state + _ESTIMATOR_BYTES_PER_SAMPLE * p + ufunc_workspace_bytes(),
@@ -244,7 +247,7 @@ class _RegularizedBase(BoundaryMixin, BaseEstimator):
             fitted["coef_"] = w[0] if squeeze else w
         else:
             fitted.update(support_=support,
-                          support_vectors_=np.ascontiguousarray(self._support_rows(X, support, budget)))
+                          support_vectors_=as_rows(self._support_rows(X, support, budget)))
         return commit_fit(self, fitted, stale=self._FITTED)
 
     #: a dask y is passed in float64, as numpy's fit converts it (kernelscale.dask.fit)

@@ -76,7 +76,7 @@ def kernel_objective(kernel, X, y, c, loss, C=1.0, *, intercept_scaling=0.0, max
     ``C`` is a number or per-sample array; b = s^2 sum(c) with s = ``intercept_scaling``.
     """
     loss = make_loss(loss)
-    X = as_float_array(X, "X")
+    X = as_float_array(X, "X", accept_sparse=True)
     y = as_targets(y, X.shape[0])
     c = np.asarray(c, dtype=np.float64)
     z = kernel_matvec(make_kernel(kernel), X, None, c, max_memory=max_memory).astype(np.float64)
@@ -391,7 +391,7 @@ def kernel_fixed_point(kernel, X, y, loss="squared", C=1.0, *, step_size="trace"
         return _run(partial(rows.kernel_matvec, kernel, X, blocks=blocks), diag, y, loss, C, step_size=step_size, tol=tol,
                     max_iter=max_iter, c0=c0, dtype=X.dtype, s=s, verbose=verbose, callback=callback,
                     random_state=random_state, what="fixed point", rows=rows)
-    X = as_float_array(X, "X")
+    X = as_float_array(X, "X", accept_sparse=True)
     n, dtype = X.shape[0], X.dtype
     loss, y, C, s = setup(X, y, loss, C, intercept_scaling, epsilon)
     diag = _diag(X, kernel=kernel, s=s)

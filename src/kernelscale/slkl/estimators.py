@@ -55,7 +55,7 @@ from ..base.estimator import (
 )
 from ..base.monitor import IterationMonitor, problem_callbacks
 from ..base.params import DEVICE_CONSTRAINT
-from ..base.validation import check_finite_result, validate_data
+from ..base.validation import as_rows, check_finite_result, validate_data
 from ..kernels import KERNEL_NAMES, Kernel
 from ..ops.kernel import KernelOperator
 from ..ops.lapack_threads import blas_threads, one_blas_thread
@@ -453,7 +453,7 @@ class _SLKLBase(BoundaryMixin, BaseEstimator):
             candidates_=candidates,
             active_=candidates[on],
             n_active_=int(on.size),
-            X_fit_=np.ascontiguousarray(Zc[on]),
+            X_fit_=as_rows(Zc[on]),
             objective_history_=hist[0] if k == 1 else hist,
             n_iter_=int(max(r.n_iter for r in results)),
             n_skipped_=int(sum(r.n_skipped for r in results)),

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..base.classifier import check_class_memory
+from ..base.validation import array_bytes
 from ..ops.kernel import KernelOperator
 from ..ops.rows import SPLIT_EVERY
 
@@ -50,7 +51,7 @@ def class_gram_sums(X, Y, w, *, kernel, points, scale, budget):
         Xc = X[rows]
         Qs[c], R[:, c:c + 1] = KernelOperator(kernel, Xc, budget).column_gram(
             None, target, scale=scale, weights=sqrt_w, budget=budget, points=points,
-            fixed_bytes=Qs.nbytes + R.nbytes + Xc.nbytes)
+            fixed_bytes=Qs.nbytes + R.nbytes + array_bytes(Xc))
         wsum[c] = rows.size if w is None else float(np.sum(w[rows], dtype=np.float64))
         counts[c] = rows.size if w is None else np.count_nonzero(w[rows] > 0)
     return Qs, R, wsum, counts

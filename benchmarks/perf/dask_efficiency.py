@@ -1,0 +1,110 @@
+"""Parallel efficiency of the distributed fits (issue #40 item 2): fit time at 1 and 2 workers, busy fraction.
+
+Every estimator whose fit is distributed is fitted on the same data in one run, on a
+``LocalCluster`` of one worker and then of two (one thread each, ``memory_limit`` 4 GB), each fit
+after one warm-up fit of the same estimator on the same cluster (imports, numba). Recorded per
+(estimator, workers): the fit's wall seconds, and the workers' busy fraction: the seconds of the
+task stream (``distributed.get_task_stream``: the compute time of every task) divided by
+workers x wall seconds. The speed-up is the 1-worker time over the 2-worker time.
+
+Data: ``--n`` rows (default 100000) x 30 features, float64, in 16 row chunks (synthetic: a
+nonlinear function of four features; two classes for the classifiers); the fixed point's kernel
+products are n^2 per iteration, so it uses ``n // 5`` rows. Iterations are capped (``CONFIGS``) so
+that one fit takes seconds to a minute. On a 2-core machine the speed-up is bounded by 2 and by
+the client's own work (which shares the cores); run it alone (``flock`` on a shared machine).
+
+Run::
+
+    python -m benchmarks dask_efficiency [--n 100000] [--only NAME ...]
+
+Writes ``benchmarks/results/dask_efficiency.json`` (a run of some estimators keeps the others).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "dask_efficiency.json"
+D, CHUNKS = 30, 16
+CONFIGS = {
+    "GeneralizedLeastSquaresClassifier": {},
+    "CalibratedLeastSquaresClassifier": {},
+    "StagewiseClassifier": {"n_stages": 3, "random_state": 0},
+    "StagewiseRegressor": {"n_stages": 3, "random_state": 0},
+    "SLKLRegressor": {"random_state": 0},
+    "SLKLClassifier": {"random_state": 0},
+    "RegularizedKernelRegressor": {"solver": "fixed_point", "max_iter": 5},
+    "RegularizedKernelClassifier": {"solver": "fixed_point", "max_iter": 5},
+    "LSSVMRegressor": {"n_iter": 5, "random_state": 0},
+    "LSSVMClassifier": {"n_iter": 5, "random_state": 0},
+    "DoublyStochasticRegressor": {"n_iter": 20, "random_state": 0},
+    "DoublyStochasticClassifier": {"n_iter": 20, "random_state": 0},
+}
+
+
+def _data(n, classify):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, D))
+    f = np.sin(X[:, 0]) + X[:, 1] * X[:, 2] + 0.5 * X[:, 3]
+    return X, ((f > 0).astype(np.int64) if classify else f + 0.1 * rng.normal(size=n))
+
+
+def _fit(client, name, X, y):
+    import dask.array as da
+    import distributed
+
+    import kernelscale
+
+    rows = -(-X.shape[0] // CHUNKS)
+    Xd, yd = da.from_array(X, chunks=(rows, D)), da.from_array(y, chunks=rows)
+    with client.as_current():
+        getattr(kernelscale, name)(**CONFIGS[name]).fit(Xd[: 4 * rows], yd[: 4 * rows])  # warm-up
+        with distributed.get_task_stream(client) as stream:
+            start = time.perf_counter()
+            getattr(kernelscale, name)(**CONFIGS[name]).fit(Xd, yd)
+            wall = time.perf_counter() - start
+    busy = sum(s["stop"] - s["start"] for t in stream.data for s in t.get("startstops", ())
+               if s.get("action") == "compute")
+    return wall, busy
+
+
+def main(argv=None):
+    import distributed
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--only", action="append")
+    args = parser.parse_args(argv)
+    names = args.only or list(CONFIGS)
+    old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"records": []}
+    records = {(r["estimator"], r["workers"]): r for r in old["records"]}
+    for workers in (1, 2):
+        with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, memory_limit="4GB",
+                                      dashboard_address=None, silence_logs=logging.CRITICAL) as cluster, \
+                distributed.Client(cluster) as client:
+            for name in names:
+                n = args.n // 5 if CONFIGS[name].get("solver") == "fixed_point" else args.n
+                X, y = _data(n, name.endswith("Classifier"))
+                wall, busy = _fit(client, name, X, y)
+                records[(name, workers)] = {"estimator": name, "workers": workers, "n": n, "d": D,
+                                            "row_chunks": CHUNKS, "params": CONFIGS[name],
+                                            "seconds": round(wall, 2), "busy_fraction": round(busy / (workers * wall), 3)}
+                print(f"{name:36s} workers={workers} {wall:7.2f} s busy={busy / (workers * wall):.2f}", flush=True)
+    for name in names:
+        one, two = records.get((name, 1)), records.get((name, 2))
+        if one and two:
+            two["speedup"] = round(one["seconds"] / two["seconds"], 2)
+    RESULTS.write_text(json.dumps({"benchmark": "dask_efficiency", "records": sorted(
+        records.values(), key=lambda r: (r["estimator"], r["workers"]))}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

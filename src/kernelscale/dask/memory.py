@@ -1,0 +1,318 @@
+"""A distributed fit planned within the memory of the workers that will run it.
+
+A worker process of ``distributed`` is watched by its nanny: at 60% of its ``memory_limit`` it
+spills the data it holds to disk, at 80% it stops running tasks (paused), at 95% the nanny kills
+it and starts a fresh one, and a task whose workers died four times fails the computation with
+``KilledWorker``. A fit that plans its blocks with the client's budget (half of the client's
+free memory by default) can ask each task for far more than a worker has. So, before it submits
+anything, :func:`plan` reads the workers' ``memory_limit`` and threads from the scheduler (no
+task) and works out, per worker:
+
+- the room for a fit: :data:`SAFE_FRACTION` of the smallest ``memory_limit``, less what the
+  worker process takes before any work (the larger of :data:`WORKER_BASELINE`, a Python process
+  with numpy, scipy, scikit-learn, numba and kernelscale imported, and the memory the scheduler
+  reports for it now);
+- the worker's share of what the fit persists: X, the targets and weights (X only when the rest
+  leaves room for the tasks; otherwise each pass reads X again from its source) and the
+  estimator's per-row state (:func:`footprint`: scores, residuals, the LS-SVM's n x J block);
+- what is left per thread is the budget of one task: the row chunk it reads and writes, the
+  state every task of the fit holds (the M or J sampled rows, a partial sum of an M x M or J x J
+  Gram matrix, and the partial sums a node of the tree reduction adds), and its kernel or feature
+  blocks, which the estimator's planners size within the rest.
+
+The fit then runs with its budgets capped at the task budget (:func:`kernelscale.ops.memory.capped`:
+``max_memory`` still applies when it is smaller), so that every block, every "auto" size that
+follows the budget (SLKL's M, the LS-SVM's J) and every memory check of the estimator is
+planned for the worker, not for the client. When the row chunks are too large for a task, X is
+rechunked into smaller row chunks (lazily, before anything runs); when the state every task
+needs, or what the fit must persist, does not fit, the fit is refused with a ValueError naming
+max_memory, memory_limit, the row chunks and the fix, before any task is submitted.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import math
+
+import numpy as np
+
+from ..ops.memory import format_bytes, parse_memory
+
+__all__ = ["SAFE_FRACTION", "WORKER_BASELINE", "Plan", "WorkerMemory", "active_plan", "footprint", "plan",
+           "worker_memory"]
+
+#: share of a worker's memory_limit a fit plans to use at most: well below the pause (80%) and the
+#: nanny's kill (95%) with room for the rounding of the estimates and the allocator's slack
+SAFE_FRACTION = 0.5
+#: a worker process before any work: Python, numpy, scipy, scikit-learn, numba and kernelscale
+#: imported (measured: 169 MiB resident on Linux, numpy 2.4, distributed 2026.8)
+WORKER_BASELINE = 176 * 2**20
+#: row chunks are never cut below this many rows by the planner (smaller chunks only add tasks)
+MIN_CHUNK_ROWS = 256
+#: partial sums a node of the tree reduction adds (kernelscale.ops.rows.SPLIT_EVERY), at most
+SPLIT_MAX, SPLIT_MIN = 8, 2
+
+#: the plan of the distributed fit running in this context (None outside one)
+_PLAN = contextvars.ContextVar("kernelscale_dask_plan", default=None)
+
+
+def active_plan():
+    """The :class:`Plan` of the distributed fit running now, or None."""
+    return _PLAN.get()
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerMemory:
+    """The workers of a distributed client: their count, the smallest memory_limit, the most
+    threads one runs, and the largest memory one process takes now (bytes)."""
+
+    n_workers: int
+    memory_limit: int
+    nthreads: int
+    process: int
+
+    @property
+    def room(self):
+        """Bytes a fit may use in one worker (:data:`SAFE_FRACTION` less the baseline)."""
+        return int(SAFE_FRACTION * self.memory_limit) - max(WORKER_BASELINE, self.process)
+
+
+def worker_memory(client):
+    """:class:`WorkerMemory` of ``client``'s workers (from the scheduler's information, no task),
+    or None when there are none or one has no memory_limit (nothing to plan within)."""
+    if not hasattr(client, "scheduler_info"):
+        return None
+    workers = list(client.scheduler_info(n_workers=-1)["workers"].values()) if _takes_n_workers(client) else \
+        list(client.scheduler_info()["workers"].values())
+    limits = [int(w.get("memory_limit") or 0) for w in workers]
+    if not workers or 0 in limits:
+        return None
+    process = max(int((w.get("metrics") or {}).get("memory") or 0) for w in workers)
+    return WorkerMemory(len(workers), min(limits), max(int(w.get("nthreads") or 1) for w in workers), process)
+
+
+def _takes_n_workers(client):
+    import inspect
+
+    try:
+        return "n_workers" in inspect.signature(client.scheduler_info).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+@dataclasses.dataclass(frozen=True)
+class Footprint:
+    """What a distributed fit of one estimator holds, in bytes: ``state_row`` persisted per row
+    (beyond X, the targets and the weights), ``task_row`` per row of the chunk one task reads and
+    writes, ``block_row`` per row of the blocks the estimator plans within its budget for one
+    task's whole chunk (a stagewise feature block, the LS-SVM's n_c x J block),
+    ``fixed`` held by every task whatever its rows (sampled rows, a partial sum), ``part`` one
+    partial sum of the tree reduction; ``what`` names the fixed state and ``knob`` its parameter."""
+
+    state_row: int = 0
+    task_row: int = 0
+    block_row: int = 0
+    fixed: int = 0
+    part: int = 0
+    what: str = ""
+    knob: str = ""
+
+
+def footprint(estimator, n, d, k, itemsize, budget):
+    """:class:`Footprint` of a distributed fit of ``estimator`` on n rows of d features and k
+    target columns of ``itemsize`` bytes, its budgets capped at ``budget`` bytes (the "auto"
+    sizes that follow the budget are resolved with it)."""
+    name = type(estimator).__name__
+    f = 8  # sums and per-row state in float64
+    io = 3 * (d + k) * itemsize  # a task's chunk: read, cast or copied, and its per-row output
+    if name in ("GeneralizedLeastSquaresClassifier", "CalibratedLeastSquaresClassifier"):
+        # scores at three points, the residual and the normalised weights per row; d x d sums
+        part = (d + 1) * (d + k + 1) * f
+        return Footprint(state_row=(6 * k + 2) * f, task_row=io + 4 * k * f, fixed=part, part=part,
+                         what=f"the {d} x {d} Gram sums of the features", knob="the number of features (PCA)")
+    if name in ("StagewiseClassifier", "StagewiseRegressor"):
+        b = estimator._block_size(n)
+        p = estimator._n_pca(d) or d
+        # the projection, predictions, targets and residuals kept; a chunk's n_c x b feature block
+        # (cosines and their centred copy) regenerated per pass; b x b Gram sums per task
+        part = b * (b + k + 1) * f
+        return Footprint(state_row=(p + 4 * k + 2) * f, task_row=io + p * f, block_row=6 * b * f, fixed=part, part=part,
+                         what=f"the {b} x {b} Gram sums of a feature block", knob="block_size")
+    if name in ("SLKLRegressor", "SLKLClassifier"):
+        M = min(n, estimator._n_components(n, budget))
+        part = M * (M + k + 1) * f * (1 if name == "SLKLRegressor" else max(1, k))
+        # the M candidate rows shipped to every task, the task's own C^T W C and a block of
+        # kernel columns of a few hundred rows (the blocks are planned within the budget)
+        return Footprint(task_row=io, fixed=M * d * itemsize + part + 256 * M * f, part=part,
+                         what=f"the {M} x {M} Gram sums of the candidates", knob="n_components")
+    if name in ("RegularizedKernelClassifier", "RegularizedKernelRegressor"):
+        # c, K c, the diagonal, the loss weights and the iterates' temporaries per row; a pair of
+        # row chunks per task, its kernel block within the budget
+        return Footprint(state_row=(8 * k + 4) * f, task_row=2 * io + 4 * k * f, fixed=0, part=0)
+    if name in ("LSSVMClassifier", "LSSVMRegressor"):
+        J = estimator._dask_block(n, d, k, np.dtype(f"f{itemsize}"), budget)
+        if J >= n + 1:  # one block is the whole system: solved on the rows gathered by the client
+            return Footprint(task_row=io)
+        part = J * (J + k + 1) * f
+        # W, R, Z, the committee and the diagonal per row, and each chunk's n_c x J block of Theta
+        return Footprint(state_row=(J + 5 * k + 2) * itemsize, task_row=io, block_row=2 * J * itemsize,
+                         fixed=J * d * itemsize + part, part=part,
+                         what=f"the {J} sampled rows and their {J} x {J} Gram sums", knob="batch_size")
+    if name in ("DoublyStochasticClassifier", "DoublyStochasticRegressor"):
+        solver = estimator._solver(n)
+        block = estimator._block_size(n, solver)
+        batch = min(n, int(estimator._batch_size(solver, block)))
+        # a worker scoring a mini-batch holds its rows, its scores and the features of at least
+        # one block at a time (the groups of blocks are planned within the budget), and the
+        # regenerated blocks it caches (an eighth of its memory_limit, counted by the caller)
+        return Footprint(task_row=io, fixed=batch * (d + 2 * k + block) * f, part=0,
+                         what=f"the scoring of a mini-batch of {batch} rows on a block of {block} features",
+                         knob="batch_size")
+    return Footprint(state_row=4 * k * f, task_row=io)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """The plan of one distributed fit: ``budget`` caps every budget of the fit (bytes per task);
+    ``rows`` the rows of a row chunk (None: X's chunks as they are); ``keep_x`` whether X is
+    persisted; ``hold`` the bytes the workers may hold for the fit's data; ``split_every`` the
+    partial sums a node of a tree reduction adds."""
+
+    budget: int
+    rows: int | None
+    keep_x: bool
+    hold: int
+    split_every: int
+    workers: WorkerMemory
+
+
+def _share(chunks, n_workers):
+    """The largest fraction of n-row data one worker holds: its even share of the row chunks and
+    one more chunk (the scheduler places chunks where they are computed, not evenly)."""
+    n = sum(chunks)
+    return min(1.0, (math.ceil(len(chunks) / n_workers) + 1) * max(chunks) / max(n, 1))
+
+
+def plan(estimator, X, k, client_budget, workers, *, x_reduced=False):
+    """The :class:`Plan` of a distributed fit of ``estimator`` on the dask X (row chunks) with k
+    target columns on ``workers`` (:class:`WorkerMemory`), within ``client_budget`` bytes per
+    task; a ValueError before anything runs when it cannot fit. ``x_reduced``: the fit keeps a
+    reduction of X (a stagewise PCA), never X itself."""
+    n, d = X.shape
+    itemsize = X.dtype.itemsize
+    cls = type(estimator).__name__
+    chunks = tuple(int(c) for c in X.chunks[0])
+    W, T, room = workers.n_workers, workers.nthreads, workers.room
+    data_row = k * itemsize + 8  # targets and weights
+    x_row = 0 if x_reduced else d * itemsize
+    extra = workers.memory_limit // 8 if cls.startswith("DoublyStochastic") else 0  # its workers' block cache
+
+    def attempt(rows, keep_x, budget):
+        """(task room, footprint) with row chunks of ``rows``, X kept or not, within ``budget``."""
+        cut = chunks if rows is None else _cut(n, rows)
+        share = _share(cut, W)
+        fp = footprint(estimator, n, d, k, itemsize, budget)
+        held = share * n * (data_row + fp.state_row + (x_row if keep_x else 0))
+        return (room - extra - held) / T, fp, cut
+
+    def need(fp, rows):
+        return fp.fixed + (SPLIT_MIN + 1) * fp.part + rows * (fp.task_row + fp.block_row)
+
+    # the estimator's "auto" sizes follow the task budget and the task budget what they hold: the
+    # budget only decreases from the client's until the sizes it gives fit it
+    last = None
+    for keep_x in ((True, False) if x_row else (False,)):
+        rows, budget = None, int(client_budget)
+        for _ in range(40):
+            task_room, fp, cut = attempt(rows, keep_x, budget)
+            if last is None or need(fp, max(cut)) - task_room < need(last[1], max(last[2])) - last[0]:
+                last = (task_room, fp, cut)  # the nearest miss, for the message
+            if task_room <= 0 or need(fp, max(cut)) > task_room:
+                smaller = min(budget // 2, int(task_room) if task_room > 2**20 else budget // 2)
+                while smaller > 2**20 and footprint(estimator, n, d, k, itemsize, smaller) == fp:
+                    smaller //= 2
+                if smaller > 2**20:
+                    budget = smaller  # an "auto" size (M, J) that holds less
+                    continue
+            if task_room <= 0:
+                break
+            if need(fp, max(cut)) > task_room:
+                fit_rows = int((task_room - fp.fixed - (SPLIT_MIN + 1) * fp.part)
+                               // max(fp.task_row + fp.block_row, 1))
+                if fit_rows < MIN_CHUNK_ROWS or fit_rows >= max(cut):
+                    break
+                rows = fit_rows  # smaller row chunks
+                continue
+            split = int(max(SPLIT_MIN, min(SPLIT_MAX, (task_room - fp.fixed - max(cut) * (fp.task_row + fp.block_row))
+                                           // max(fp.part, 1) - 1)))
+            # the estimator's blocks take what the chunk, the fixed state and the tree leave
+            cap = int(min(client_budget, task_room - fp.fixed - (split + 1) * fp.part - max(cut) * fp.task_row))
+            if cap < budget and footprint(estimator, n, d, k, itemsize, cap) != fp:
+                budget = cap  # a smaller "auto" size: plan again with it
+                continue
+            hold = int(W * (room - extra - T * (fp.fixed + (split + 1) * fp.part
+                                                + max(cut) * (fp.task_row + fp.block_row))))
+            return Plan(budget=cap, rows=rows, keep_x=keep_x, hold=max(hold, 0), split_every=split,
+                        workers=workers)
+    task_room, fp, cut = last
+    raise ValueError(_refusal(estimator, X, workers, client_budget, task_room, fp, cut, extra, n, data_row))
+
+
+def _cut(n, rows):
+    """Row chunks of ``rows`` rows (the last one shorter) for n rows."""
+    full, rest = divmod(n, rows)
+    return (rows,) * full + ((rest,) if rest else ())
+
+
+def _refusal(estimator, X, workers, client_budget, task_room, fp, chunks, extra, n, data_row):
+    cls = type(estimator).__name__
+    W, T = workers.n_workers, workers.nthreads
+    base = max(WORKER_BASELINE, workers.process)
+    per_row = data_row + fp.state_row
+    state = (f"its share of what the fit keeps there ({format_bytes(per_row)} per row: targets, weights"
+             + (", per-row state" if fp.state_row else "") + ")")
+    needs = [f"{format_bytes(fp.fixed + (SPLIT_MIN + 1) * fp.part)} for {fp.what}" if fp.what else None,
+             f"{format_bytes(fp.task_row + fp.block_row)} per row of its row chunk"]
+    fixes = []
+    if fp.knob:
+        fixes.append(f"lower {fp.knob}")
+    fixes += [f"rechunk X into smaller row chunks (X.rechunk({{0: {max(MIN_CHUNK_ROWS, max(chunks) // 4)}}}))",
+              "raise the workers' memory_limit (e.g. LocalCluster(memory_limit=...)) or give each worker fewer "
+              "threads", "add workers", "or fit a numpy array"]
+    return (
+        f"{cls}.fit on dask input cannot run within the workers' memory: each of the {W} workers has "
+        f"memory_limit={format_bytes(workers.memory_limit)} for {T} thread(s), of which a fit may use "
+        f"{SAFE_FRACTION:.0%} less the worker process itself ({format_bytes(base)})"
+        + (f" and its cache of feature blocks ({format_bytes(extra)})" if extra else "")
+        + f" and {state}, leaving {format_bytes(max(task_room, 0))} per task; one task needs "
+        + " and ".join(x for x in needs if x) + f" (row chunks of up to {max(chunks)} rows, "
+        f"max_memory={getattr(estimator, 'max_memory', None)!r}: {format_bytes(client_budget)} per task). "
+        f"Nothing was submitted to the workers. To fit, " + ", ".join(fixes) + "."
+    )
+
+
+def capped(plan_):
+    """Context manager: the budgets parsed inside (:func:`kernelscale.ops.memory.parse_memory`)
+    are at most ``plan_.budget`` bytes, and :data:`active_plan` is ``plan_``."""
+    import contextlib
+
+    from ..ops.memory import budget_cap
+    from ..ops.rows import SPLIT
+
+    @contextlib.contextmanager
+    def run():
+        token, split = _PLAN.set(plan_), SPLIT.set(plan_.split_every)
+        try:
+            with budget_cap(plan_.budget):
+                yield plan_
+        finally:
+            SPLIT.reset(split)
+            _PLAN.reset(token)
+
+    return run()
+
+
+def client_budget(estimator):
+    """The estimator's ``max_memory`` in bytes (the client's budget; per task on the workers)."""
+    return parse_memory(getattr(estimator, "max_memory", None))

@@ -1,0 +1,121 @@
+"""Distributed fits planned within the workers' memory (kernelscale.dask.memory, issue #40 item 4):
+the plan itself on given workers, a refusal before any task is submitted, and a fit on workers
+of a small memory_limit that finishes without a worker restart."""
+
+import os
+
+import numpy as np
+import pytest
+
+import kernelscale
+from kernelscale.dask import fit as _dask_fit
+from kernelscale.dask import memory as _memory
+from kernelscale.dask.memory import SAFE_FRACTION, WORKER_BASELINE, WorkerMemory, plan
+
+from dask_support import da  # noqa: F401
+
+MB = 10**6
+
+
+def _workers(limit, n_workers=2, nthreads=1):
+    return WorkerMemory(n_workers, int(limit), nthreads, 0)
+
+
+def _X(n, d, rows):
+    return da.zeros((n, d), chunks=(rows, d))
+
+
+def test_with_room_to_spare_the_plan_changes_nothing():
+    est = kernelscale.GeneralizedLeastSquaresClassifier()
+    found = plan(est, _X(3000, 5, 500), 2, 10**9, _workers(8 * 2**30))
+    assert found.rows is None and found.keep_x and found.split_every == 8
+    assert found.budget == 10**9  # the client's max_memory, smaller than a task's room
+
+
+def test_row_chunks_too_large_for_a_task_are_cut_and_the_budget_is_the_workers():
+    est = kernelscale.StagewiseClassifier(block_size=512, random_state=0)
+    X = _X(200_000, 20, 100_000)  # a 100000 x 512 feature block per task: 400 MB and more
+    found = plan(est, X, 2, 10 * 2**30, _workers(1000 * MB))
+    room = SAFE_FRACTION * 1000 * MB - WORKER_BASELINE
+    assert found.rows is not None and found.rows < 100_000
+    assert found.rows * 6 * 512 * 8 < room  # the feature blocks of a chunk fit a task
+    assert 0 < found.budget < room
+
+
+def test_an_auto_size_shrinks_to_the_workers_memory():
+    """SLKL's "auto" M follows the budget: the plan resolves it with the task budget."""
+    est = kernelscale.SLKLRegressor()
+    X = _X(1_000_000, 10, 125_000)
+    big = est._n_components(10**6, 10 * 2**30)
+    found = plan(est, X, 1, 10 * 2**30, _workers(1000 * MB))
+    assert est._n_components(10**6, found.budget) < big
+
+
+def test_a_fit_that_cannot_fit_the_workers_is_refused_naming_the_limit_the_chunks_and_the_fixes():
+    est = kernelscale.LSSVMRegressor(batch_size=2000)  # an n x 2000 block of Theta kept on the workers
+    with pytest.raises(ValueError) as info:
+        plan(est, _X(100_000, 30, 12_500), 1, 10 * 2**30, _workers(500 * MB))
+    message = str(info.value)
+    for part in ("LSSVMRegressor.fit on dask input cannot run within the workers' memory",
+                 "memory_limit=476.8 MiB", "max_memory=None", "row chunks of up to 12500 rows",
+                 "lower batch_size", "rechunk X", "raise the workers' memory_limit", "add workers",
+                 "Nothing was submitted"):
+        assert part in message, (part, message)
+
+
+def test_workers_without_a_memory_limit_are_not_planned_for():
+    class Client:
+        def scheduler_info(self, **kw):
+            return {"workers": {"a": {"memory_limit": 0, "nthreads": 1}}}
+
+    assert _memory.worker_memory(Client()) is None
+    assert _memory.worker_memory(object()) is None
+
+
+# -- on a two-worker cluster of small workers -------------------------------------------------------
+
+SMALL = "600MB"
+
+
+@pytest.fixture(scope="module")
+def small_cluster():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit=SMALL,
+                                  dashboard_address=None, silence_logs=50) as cluster:
+        with distributed.Client(cluster, set_as_default=False) as client:
+            client.run(lambda: __import__("kernelscale") and None)  # the worker's baseline, as a fit finds it
+            yield client
+
+
+def _transitions(dask_scheduler):
+    return int(dask_scheduler.transition_counter)
+
+
+def test_a_refusal_comes_before_any_task_is_submitted(small_cluster):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(100_000, 30))  # 24 MB, as in the issue's report
+    y = X[:, 0] + 0.1 * rng.normal(size=X.shape[0])
+    est = kernelscale.LSSVMRegressor(batch_size=2000)
+    before = small_cluster.run_on_scheduler(_transitions)
+    with small_cluster.as_current(), pytest.raises(ValueError, match=r"memory_limit=572\.2 MiB.*Nothing was submitted"):
+        est.fit(da.from_array(X, chunks=(12_500, 30)), da.from_array(y, chunks=12_500))
+    assert small_cluster.run_on_scheduler(_transitions) == before, "a task ran before the refusal"
+    assert not hasattr(est, "dual_coef_")
+
+
+def test_a_fit_on_small_workers_is_planned_into_smaller_chunks_and_no_worker_restarts(small_cluster, monkeypatch):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40_000, 8))
+    y = (np.sin(X[:, 0]) + X[:, 1] * X[:, 2] > 0).astype(int)
+    plans = []
+    real = _dask_fit.plan
+    monkeypatch.setattr(_dask_fit, "plan", lambda *a, **kw: plans.append(real(*a, **kw)) or plans[-1])
+    pids = small_cluster.run(os.getpid)
+    # one row chunk of 40000 rows x 512 features (160 MB, and its copies) per task: more than a
+    # task of a 600 MB worker may take; the plan cuts the chunks
+    est = kernelscale.StagewiseClassifier(block_size=512, n_stages=2, pca_components=None, random_state=0)
+    with small_cluster.as_current():
+        est.fit(da.from_array(X, chunks=(40_000, 8)), da.from_array(y, chunks=40_000))
+    assert plans and plans[0].rows is not None and plans[0].rows < 40_000
+    assert small_cluster.run(os.getpid) == pids, "a worker was restarted"
+    assert est.score(X, y) > 0.8

@@ -1,0 +1,82 @@
+"""The first call of a method in a process loads compiled code before planning and counts it
+(kernelscale.base.warmup): the budget the call plans with is smaller by what loading took."""
+
+import numpy as np
+import pytest
+from sklearn.base import BaseEstimator
+
+import kernelscale as ks
+from kernelscale.base import warmup
+from kernelscale.base.boundary import BoundaryMixin
+from kernelscale.ops.memory import budget_cap, parse_memory
+
+LOADED = []  # what the fake estimator's first fit "loads" (kept for the process's lifetime)
+LOAD_BYTES = 64 * 2**20
+
+
+class FakeCompiled(BoundaryMixin, BaseEstimator):
+    """Its first fit in a process keeps LOAD_BYTES resident, as loading compiled code does."""
+
+    _warm_params = {"n_iter": 1}
+
+    def __init__(self, max_memory=None, n_iter=10, random_state=None):
+        self.max_memory = max_memory
+        self.n_iter = n_iter
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        if not LOADED:
+            LOADED.append(np.ones(LOAD_BYTES // 8))  # touched pages: resident
+        self.fits_ = getattr(self, "fits_", 0) + 1
+        self.budget_ = parse_memory(self.max_memory)
+        return self
+
+
+@pytest.fixture
+def fresh_process_state(monkeypatch):
+    monkeypatch.setattr(warmup, "_WARMED", set())
+    LOADED.clear()
+    yield
+    LOADED.clear()
+
+
+def test_cap_bounds_every_budget_and_nests():
+    with budget_cap(10**8):
+        assert parse_memory("1GB") == 10**8
+        assert parse_memory(5 * 10**7) == 5 * 10**7
+        with budget_cap(2 * 10**8):
+            assert parse_memory("1GB") == 10**8  # an inner cap never raises the outer one
+    assert parse_memory("1GB") == 10**9
+
+
+def test_first_fit_plans_with_the_budget_less_the_loading(fresh_process_state):
+    X = np.zeros((50, 3))
+    first = FakeCompiled(max_memory="1GB").fit(X)
+    assert first.fits_ == 1  # the warm-up fitted a copy, not this estimator
+    assert 10**9 - 1.3 * LOAD_BYTES < first.budget_ <= 10**9 - LOAD_BYTES
+    second = FakeCompiled(max_memory="1GB").fit(X)
+    assert second.budget_ == 10**9  # loaded once per process
+    # another dtype is another first call, but nothing is left to load
+    assert FakeCompiled(max_memory="1GB").fit(X.astype(np.float32)).budget_ == 10**9
+
+
+def test_loading_larger_than_the_budget_is_refused(fresh_process_state):
+    with pytest.raises(ValueError, match=r"max_memory=.*too small for the first fit of FakeCompiled.*loading"):
+        FakeCompiled(max_memory=LOAD_BYTES // 2).fit(np.zeros((50, 3)))
+
+
+def test_warm_up_leaves_the_callers_generator_and_result_alone(monkeypatch):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    y = (X[:, 0] + 0.3 * rng.normal(size=300) > 0).astype(int)
+
+    def fit():
+        state = np.random.RandomState(3)
+        model = ks.DoublyStochasticClassifier(n_iter=5, max_memory="400MB", random_state=state).fit(X, y)
+        return model.decision_function(X), state.randint(10**9)
+
+    monkeypatch.setattr(warmup, "_WARMED", set())
+    scores_first, draw_first = fit()  # with its warm-up
+    scores_again, draw_again = fit()  # without
+    np.testing.assert_allclose(scores_first, scores_again, rtol=1e-12, atol=1e-12)
+    assert draw_first == draw_again
