@@ -7,8 +7,7 @@ what it held and the fit goes on. Each estimator is fitted twice on one two-work
 undisturbed, once with its callback killing a worker (SIGKILL; its nanny starts an empty one) at
 the second call, after the data were persisted and at least one pass ran. The two models are
 equal to rounding (the same row chunks and the same tree of sums; only a recomputed chunk's
-values could differ by the order of its own sums). One cluster for all of them: 2 to 6 s per
-estimator.
+values could differ by the order of its own sums). A fresh cluster for each.
 """
 
 import os
@@ -45,13 +44,16 @@ def test_every_distributed_estimator_has_a_kill_test():
     assert set(CONFIGS) == set(DISTRIBUTED)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def killable():
-    """Two worker processes of one thread each, with nannies (which restart a killed one)."""
+    """Two worker processes of one thread each, with nannies (which restart a killed one); a fresh
+    cluster per test, so that no test waits for the restart of a worker an earlier test killed
+    (on a loaded machine a nanny once took over 180 s to bring one back)."""
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="2GiB",
                                   dashboard_address=None, silence_logs=50) as cluster:
         with distributed.Client(cluster, set_as_default=False) as client:
+            client.wait_for_workers(2, timeout=120)
             yield client
 
 
@@ -98,9 +100,6 @@ def test_a_worker_killed_during_each_distributed_fit_costs_time_not_the_result(k
         ref = clone(est).set_params(callback=count).fit(Xd, yd)
         assert len(calls) >= 2, f"{name}: the callback ran {len(calls)} time(s); the kill would not land mid-fit"
         calls.clear()
-        # both workers up (the nanny of the one killed by the previous test has restarted it by now,
-        # while the undisturbed fit ran)
-        killable.wait_for_workers(2, timeout=180)  # seconds on a quiet machine; more under load
         got = clone(est).set_params(callback=kill_at_the_second_call).fit(Xd, yd)
     assert killed, f"{name}: no worker was killed"
     assert_same_model(ref, got, rtol=1e-8)
