@@ -11,9 +11,12 @@ from sklearn.model_selection import train_test_split
 import kernelscale as ks
 from kernelscale.auto import estimators as auto_estimators
 from kernelscale.auto import plan
-from kernelscale.auto.search import ALPHA_GRID, halving_search, loo_losses
+from kernelscale.auto.pairwise import OneVsOneLSSVMClassifier
+from kernelscale.auto.search import ALPHA_GRID, TIE_BREAK, halving_search, loo_losses, pairwise_loo_losses
+from kernelscale.base.classifier import class_pairs, one_vs_one_scores
+from kernelscale.exact import exact_lssvm
 from kernelscale.ops.kernel import kernel_matrix
-from kernelscale.ops.loo import loo_residuals
+from kernelscale.ops.loo import loo_and_predictions, loo_residuals
 
 
 def _brute_loo(K, Y, alpha):
@@ -36,6 +39,90 @@ def test_loo_residuals_equal_leaving_each_row_out(alpha):
     K = kernel_matrix(ks.GaussianKernel(sigma=1.5), X)
     (R,) = list(loo_residuals(K, Y, [alpha]))
     np.testing.assert_allclose(R, _brute_loo(K, Y, alpha), rtol=1e-6, atol=1e-9)
+
+
+def test_loo_and_predictions_equal_their_definitions():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(40, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=40)
+    y -= y.mean()
+    K = kernel_matrix(ks.GaussianKernel(sigma=1.5), X[:30])
+    K_out = kernel_matrix(ks.GaussianKernel(sigma=1.5), X[30:], X[:30])
+    alphas = [1e-3, 0.1]
+    residuals, predictions = loo_and_predictions(K, y[:30], K_out, alphas)
+    for j, alpha in enumerate(alphas):
+        np.testing.assert_allclose(residuals[:, j], _brute_loo(K, y[:30, None], alpha)[:, 0], rtol=1e-6, atol=1e-9)
+        np.testing.assert_allclose(predictions[:, j], K_out @ np.linalg.solve(K + alpha * np.eye(30), y[:30]),
+                                   rtol=1e-6, atol=1e-9)
+
+
+def _brute_pairwise_loss(K, codes, k, alpha):
+    """The one-vs-one vote's leave-one-out loss by refitting: a left-out row is predicted by the
+    pairs of its class refitted without it and by the other pairs as they are (each pair's codes
+    centred by their mean on all its rows, as the formula does)."""
+    m = K.shape[0]
+    values = np.empty((m, len(class_pairs(k))))
+    squared = 0.0
+    for j, (a, b) in enumerate(class_pairs(k)):
+        idx = np.flatnonzero((codes == a) | (codes == b))
+        t = np.where(codes[idx] == a, 1.0, -1.0)
+        mean = t.mean()
+        A = np.linalg.solve(K[np.ix_(idx, idx)] + alpha * np.eye(idx.size), t - mean)
+        values[:, j] = mean + K[:, idx] @ A
+        R = _brute_loo(K[np.ix_(idx, idx)], (t - mean)[:, None], alpha)[:, 0]
+        values[idx, j] = t - R
+        squared += R @ R
+    errors = np.mean(np.argmax(one_vs_one_scores(values, k), axis=1) != codes)
+    return errors + TIE_BREAK * squared / ((k - 1) * m)
+
+
+def test_pairwise_loo_losses_equal_refitting_without_each_row():
+    rng = np.random.default_rng(3)
+    codes = rng.permutation(np.arange(48) % 4)
+    X = rng.normal(size=(48, 2)) + 1.5 * np.column_stack([codes % 2, codes // 2])
+    K = kernel_matrix(ks.GaussianKernel(sigma=1.0), X)
+    alphas = [1e-2, 0.3, 3.0]
+    losses = pairwise_loo_losses(K, codes, 4, alphas)
+    np.testing.assert_allclose(losses, [_brute_pairwise_loss(K, codes, 4, a) for a in alphas], rtol=1e-9)
+
+
+def test_one_vs_one_classifier_is_the_vote_of_exact_pairwise_lssvms(tmp_path):
+    rng = np.random.default_rng(4)
+    y = rng.permutation(np.arange(120) % 4)
+    X = rng.normal(size=(120, 3)) + 4.0 * np.column_stack([y % 2, y // 2, np.zeros(120)])
+    kernel = ks.GaussianKernel(sigma=1.5)
+    model = OneVsOneLSSVMClassifier(kernel, C=10.0).fit(X[:90], y[:90])
+    pair_values = model.pairwise_decision(X[90:])
+    for j, (a, b) in enumerate(class_pairs(4)):
+        idx = np.flatnonzero((y[:90] == a) | (y[:90] == b))
+        bias, dual = exact_lssvm(kernel, X[idx], np.where(y[idx] == a, 1.0, -1.0), 10.0)
+        np.testing.assert_allclose(pair_values[:, j], kernel_matrix(kernel, X[90:], X[idx]) @ dual + bias,
+                                   rtol=1e-8, atol=1e-10)
+    votes = one_vs_one_scores(pair_values, 4)
+    np.testing.assert_array_equal(model.predict(X[90:]), np.argmax(votes, axis=1))
+    assert np.allclose(model.predict_proba(X[90:]).sum(axis=1), 1.0)
+    assert model.score(X[90:], y[90:]) > 0.8
+    ks.save(model, tmp_path / "ovo.ksm")
+    np.testing.assert_allclose(ks.load(tmp_path / "ovo.ksm").decision_function(X[90:]), model.decision_function(X[90:]))
+
+
+def test_front_door_takes_one_vs_one_where_it_scores_better():
+    """Twelve classes around the corners of a hypercube: one-vs-rest least squares must separate
+    each corner from eleven others with one smooth function and does worse; the search finds
+    that, and a weighted fit (which the pairwise model does not take) stays one-vs-rest."""
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(n_samples=900, n_features=8, n_informative=6, n_redundant=0, n_classes=12,
+                               n_clusters_per_class=1, class_sep=2.0, random_state=0)
+    X_train, X_test, y_train, y_test = train_test_split(X, y, random_state=0, stratify=y)
+    model = ks.AutoKernelClassifier(time_budget=30, random_state=0).fit(X_train, y_train)
+    assert model.best_params_["multiclass"] == "ovo"
+    assert isinstance(model.best_estimator_, OneVsOneLSSVMClassifier)
+    weighted = ks.AutoKernelClassifier(time_budget=30, random_state=0).fit(X_train, y_train,
+                                                                            sample_weight=np.ones(len(y_train)))
+    assert weighted.best_params_["multiclass"] == "ovr"
+    assert weighted.best_score_ > model.best_score_
+    assert model.score(X_test, y_test) >= weighted.score(X_test, y_test)
 
 
 def test_classification_loss_is_the_loo_error_rate():
@@ -88,7 +175,10 @@ def test_small_data_takes_the_exact_route_and_matches_its_estimator():
     model = ks.AutoKernelClassifier(time_budget=20, random_state=0).fit(X_train, y_train)
     assert model.method_ == "exact"
     best = model.best_estimator_
-    assert isinstance(best, ks.LSSVMClassifier) and best.solver == "exact"
+    if model.best_params_["multiclass"] == "ovo":
+        assert isinstance(best, OneVsOneLSSVMClassifier)
+    else:
+        assert isinstance(best, ks.LSSVMClassifier) and best.solver == "exact"
     np.testing.assert_allclose(1.0 / best.C, model.best_params_["alpha"])
     Xs = X_test if model.scaling_mean_ is None else (X_test - model.scaling_mean_) / model.scaling_scale_
     np.testing.assert_array_equal(model.predict(X_test), best.predict(Xs))

@@ -36,6 +36,7 @@ from ..lssvm.memory import lssvm_fit_memory
 from ..ops.memory import parse_memory
 from ..preprocessing import pca_fit, pca_transform
 from . import plan
+from .pairwise import OneVsOneLSSVMClassifier
 from .search import KERNELS, halving_search, standard_scaling, standardize
 
 __all__ = ["AutoKernelClassifier", "AutoKernelRegressor"]
@@ -101,7 +102,8 @@ class _AutoBase(BoundaryMixin, BaseEstimator):
         else:
             search_end = start + plan.SEARCH_SHARE * self.time_budget
         found = halving_search(X[searched], Y[searched], None if codes is None else codes[searched], search_end,
-                               reduce=reduce, budget=budget, random_state=seed, log=self._log)
+                               reduce=reduce, budget=budget, random_state=seed, log=self._log,
+                               pairwise=exact and sample_weight is None)
         best = found.best
         if best.scaling == "standard":
             mean, scale = standard_scaling(X)
@@ -113,9 +115,13 @@ class _AutoBase(BoundaryMixin, BaseEstimator):
         common = dict(max_memory=self.max_memory, device=self.device, random_state=seed)
         if exact:
             alpha = max(found.alpha * (n / found.rows) ** plan.ALPHA_GROWTH, plan.smallest_ridge(n, X.dtype, found.kernel_mean))
-            model = self._exact(kernel, C=1.0 / alpha, solver="exact", **common)
-            model.fit(Xs, y, sample_weight=sample_weight)
-            chosen = {"alpha": alpha}
+            if found.multiclass == "ovo":
+                model = OneVsOneLSSVMClassifier(kernel, C=1.0 / alpha, max_memory=self.max_memory)
+                model.fit(Xs, y)
+            else:
+                model = self._exact(kernel, C=1.0 / alpha, solver="exact", **common)
+                model.fit(Xs, y, sample_weight=sample_weight)
+            chosen = {"alpha": alpha, "multiclass": found.multiclass}
         else:
             model, chosen = self._stagewise(kernel, Xs, y, sample_weight, order, deadline, common)
         self._log(f"fitted {type(model).__name__} in {time.perf_counter() - start:.1f} s")
@@ -239,13 +245,16 @@ _DOC = """
     method_ : {"exact", "stagewise"}
         The method the rules chose (kernelscale.auto.plan).
     best_params_ : dict
-        Scaling, kernel, sigma, bandwidth factor, and the ridge (exact) or the stages kept and the
+        Scaling, kernel, sigma, bandwidth factor, and the ridge and "multiclass" (exact: "ovo"
+        when one-vs-one ridges scored better than one-vs-rest in the search, for three classes or
+        more and no sample_weight; ``best_estimator_`` is then a
+        :class:`kernelscale.auto.pairwise.OneVsOneLSSVMClassifier`) or the stages kept and the
         block size (stagewise).
     best_score_ : float
         The winner's leave-one-out loss in the search (error rate, or MSE over the variance).
     cv_results_ : dict of lists
         Every evaluation of the search: scaling, kernel, bandwidth_factor, sigma, alpha,
-        n_samples, validation_loss, fit_time.
+        multiclass, n_samples, validation_loss, fit_time.
     scaling_mean_, scaling_scale_ : (d,) arrays or None
         The standardisation applied to X before ``best_estimator_`` (None: X as it is). For
         scipy.sparse X the "standard" scaling does not centre (``scaling_mean_`` is zero, as

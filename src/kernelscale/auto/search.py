@@ -31,16 +31,20 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from ..base.classifier import class_pairs, vote_scores
 from ..base.validation import as_rows
 from ..kernels import GaussianKernel, LaplacianKernel, median_heuristic
 from ..ops.kernel import kernel_matrix
-from ..ops.loo import LOO_SQUARES, loo_residuals
+from ..ops.lapack_threads import one_blas_thread
+from ..ops.loo import LOO_SQUARES, loo_and_predictions, loo_residuals
 from ..ops.memory import check_fits
 
-__all__ = ["Candidate", "SearchResult", "halving_search", "loo_losses", "ALPHA_GRID"]
+__all__ = ["Candidate", "SearchResult", "halving_search", "loo_losses", "pairwise_loo_losses", "ALPHA_GRID"]
 
 #: ridges tried by every evaluation, relative to the mean eigenvalue of K (quarter decades)
 ALPHA_GRID = np.logspace(-9, 1, 41)
+#: the ridges of the one-vs-one scores (half decades: each costs a vote over all the pairs)
+PAIRWISE_ALPHA_GRID = ALPHA_GRID[::2]
 #: bandwidths tried, as multiples of the median heuristic
 BANDWIDTH_FACTORS = (0.3, 0.5, 0.8, 1.3, 2.0)
 #: kernels tried (the two whose random features every family draws)
@@ -78,6 +82,7 @@ class SearchResult:
     rows: int
     score: float
     records: list = field(default_factory=list)
+    multiclass: str = "ovr"  # "ovo": one-vs-one ridges scored better (pairwise=True searches)
 
     @property
     def kernel_mean(self):
@@ -104,6 +109,46 @@ def loo_losses(K, Y, alphas, codes=None, prior=None, budget=None):
         else:
             losses[i] = float(np.mean(np.argmax(prior + (Y - R), axis=1) != codes)) + TIE_BREAK * squared
     return losses
+
+
+def pairwise_loo_losses(K, codes, n_classes, alphas, budget=None):
+    """Leave-one-out losses of one-vs-one kernel ridge on the Gram matrix K for every ridge in
+    ``alphas``: for each pair of classes, ridge regression of centred +-1 codes on the pair's
+    rows; the loss is the LOO error rate of the vote (``one_vs_one_scores``' rule) plus
+    ``TIE_BREAK`` times the mean squared LOO residual over the pairs' rows. Leaving a row out
+    changes only the pairs of its class, whose LOO predictions it gets; the other pairs predict it
+    from all their rows (:func:`kernelscale.ops.loo.loo_and_predictions`), so the vote's LOO
+    error is exact (up to each pair's intercept, as in :func:`loo_losses`)."""
+    m = K.shape[0]
+    if budget is not None:
+        check_fits(2 * 8 * len(alphas) * m * n_classes, budget, "the one-vs-one search's votes", "increase max_memory")
+    order = np.argsort(codes, kind="stable")  # rows by class: a pair's rows are two slices
+    K, codes = K[np.ix_(order, order)], codes[order]
+    starts = np.searchsorted(codes, np.arange(n_classes + 1))
+    votes = np.zeros((n_classes, m, len(alphas)))  # one contiguous (m, r) block per class
+    confidence = np.zeros((n_classes, m, len(alphas)))
+    squared = np.zeros(len(alphas))
+    with one_blas_thread():  # held once here: small problems, and holding costs 0.1 ms a call
+        for a, b in class_pairs(n_classes):
+            rows = np.r_[starts[a]:starts[a + 1], starts[b]:starts[b + 1]]
+            if rows.size == 0:  # neither class in this subsample
+                continue
+            columns = np.concatenate([K[:, starts[a]:starts[a + 1]], K[:, starts[b]:starts[b + 1]]], axis=1)
+            t = np.where(codes[rows] == a, 1.0, -1.0)
+            mean = float(t.mean())
+            # the pair's decision value at every row, from all its rows; then LOO at its own rows
+            residual, predicted = loo_and_predictions(columns[rows], t - mean, columns, alphas, budget)
+            value = mean + predicted
+            value[rows] = t[:, None] - residual
+            wins = value > 0
+            votes[a] += wins
+            votes[b] += ~wins
+            confidence[a] += value
+            confidence[b] -= value
+            squared += np.einsum("ij,ij->j", residual, residual)
+    total = (n_classes - 1) * m
+    errors = np.mean(np.argmax(vote_scores(votes, confidence), axis=0) != codes[:, None], axis=0)
+    return errors + TIE_BREAK * squared / total
 
 
 class _Representations:
@@ -169,14 +214,19 @@ def candidates(d):
     return [Candidate(s, k, f) for s in scalings for k in KERNELS for f in BANDWIDTH_FACTORS]
 
 
-def halving_search(X, Y, codes, deadline, *, reduce=None, budget=None, random_state=None, log=None):
+def halving_search(X, Y, codes, deadline, *, reduce=None, budget=None, random_state=None, log=None,
+                   pairwise=False):
     """Successive halving of :func:`candidates` on the rows of X (already a random permutation of
     the training rows: its prefixes are the rungs).
 
     Y (n, k) targets (one-hot codes for classification, with ``codes`` the class indices), not
     centred. ``deadline``: a ``time.perf_counter()`` value no rung may pass (the first rung always
     runs). ``reduce``: a map applied to the scaled rows (the PCA of a method that reduces X).
-    ``log(text)`` receives one line per rung. Returns a :class:`SearchResult`."""
+    ``log(text)`` receives one line per rung. ``pairwise``: with three classes or more, the first
+    rung also scores one-vs-one ridges (:func:`pairwise_loo_losses`) and each candidate goes on
+    with the better of the two. Returns a :class:`SearchResult`."""
+    both = ("ovr", "ovo") if pairwise and codes is not None and Y.shape[1] > 2 else ("ovr",)
+    modes = {}  # candidate -> the multiclass scheme it won with on the first rung
     n, d = X.shape
     pool = candidates(d)
     n = min(n, max_search_rows(budget, d))
@@ -197,18 +247,21 @@ def halving_search(X, Y, codes, deadline, *, reduce=None, budget=None, random_st
         for cand in pool:  # past the deadline, the rung ends with what it has scored
             if scored and time.perf_counter() > deadline:
                 break
-            scored.append(_evaluate(cand, reps, m, Ym, cm, prior, budget, costs, records))
+            scored.append(_evaluate(cand, reps, m, Ym, cm, prior, budget, costs, records,
+                                    (modes[cand],) if cand in modes else both))
         if len(records) == len(scored):  # the first rung: go past a bandwidth at the grid's edge
-            scored += _beyond_edges(scored, reps, m, Ym, cm, prior, budget, costs, records)
+            scored += _beyond_edges(scored, reps, m, Ym, cm, prior, budget, costs, records, both)
+        modes.update((t[1], t[4]) for t in scored)
         scored.sort(key=lambda t: t[0])
-        loss, cand, sigma, alpha = scored[0]
-        best = SearchResult(cand, sigma, alpha, m, loss, records)
+        loss, cand, sigma, alpha, multiclass = scored[0]
+        best = SearchResult(cand, sigma, alpha, m, loss, records, multiclass)
         if log is not None:
             log(f"search: {len(scored)} candidate(s) on {m} rows in {costs.seconds:.2f} s; "
-                f"best {cand.kernel} sigma={sigma:.4g} alpha={alpha:.3g} ({cand.scaling} scaling), loss {loss:.4f}")
+                f"best {cand.kernel} sigma={sigma:.4g} alpha={alpha:.3g} ({cand.scaling} scaling"
+                f"{', one-vs-one' if multiclass == 'ovo' else ''}), loss {loss:.4f}")
         keep = max(1, math.ceil(len(scored) * KEEP))
         next_m = min(n, m * RUNG_GROWTH)
-        pool = [c for _, c, _, _ in scored[:keep]]
+        pool = [t[1] for t in scored[:keep]]
         if next_m == m or len(scored) == 1:
             break
         if time.perf_counter() + costs.predict(pool, next_m) > deadline:
@@ -246,22 +299,31 @@ class _Costs:
         return sum(float(np.median(self.kernel[c.kernel])) * m**2 + cubic * m**3 for c in pool)
 
 
-def _evaluate(cand, reps, m, Ym, codes, prior, budget, costs, records):
-    """Score one candidate on the first m rows: (loss, candidate, sigma, alpha)."""
+def _evaluate(cand, reps, m, Ym, codes, prior, budget, costs, records, modes=("ovr",)):
+    """Score one candidate on the first m rows: (loss, candidate, sigma, alpha, multiclass), the
+    best of the multiclass schemes ``modes`` ("ovr": one-vs-rest, "ovo": one-vs-one); one-vs-rest
+    on a tie."""
     start = time.perf_counter()
     kernel, sigma = reps.kernel_of(cand)
     K = kernel_matrix(kernel, reps.rows[cand.scaling][:m], max_memory=budget)
     built = time.perf_counter()
     unit = max(float(np.trace(K)) / m, np.finfo(float).tiny)
-    losses = loo_losses(K, Ym, ALPHA_GRID * unit, codes, prior, budget)
+    scores = {}
+    if "ovr" in modes:
+        scores["ovr"] = loo_losses(K, Ym, ALPHA_GRID * unit, codes, prior, budget), ALPHA_GRID
+    if "ovo" in modes:
+        scores["ovo"] = (pairwise_loo_losses(K, codes, Ym.shape[1], PAIRWISE_ALPHA_GRID * unit, budget),
+                         PAIRWISE_ALPHA_GRID)
+    multiclass = min(scores, key=lambda scheme: (_smoothed(scores[scheme][0]).min(), scheme != "ovr"))
+    losses, grid = scores[multiclass]
     done = time.perf_counter()
     costs.add(cand.kernel, m, built - start, done - built)
     i = int(np.argmin(_smoothed(losses)))
-    alpha = float(ALPHA_GRID[i] * unit)
+    alpha = float(grid[i] * unit)
     records.append({"scaling": cand.scaling, "kernel": cand.kernel, "bandwidth_factor": cand.factor,
-                    "sigma": sigma, "alpha": alpha, "n_samples": m, "validation_loss": float(losses[i]),
-                    "kernel_mean": float(np.mean(K)), "fit_time": done - start})
-    return float(losses[i]), cand, sigma, alpha
+                    "sigma": sigma, "alpha": alpha, "multiclass": multiclass, "n_samples": m,
+                    "validation_loss": float(losses[i]), "kernel_mean": float(np.mean(K)), "fit_time": done - start})
+    return float(losses[i]), cand, sigma, alpha, multiclass
 
 
 def _smoothed(losses):
@@ -271,11 +333,11 @@ def _smoothed(losses):
     return (padded[:-2] + padded[1:-1] + padded[2:]) / 3.0
 
 
-def _beyond_edges(scored, reps, m, Ym, codes, prior, budget, costs, records):
+def _beyond_edges(scored, reps, m, Ym, codes, prior, budget, costs, records, modes=("ovr",)):
     """Where the best bandwidth of a (scaling, kernel) is the grid's smallest or largest, score
     EDGE_STEPS more factors beyond it, each a factor EDGE_RATIO further."""
     extra = []
-    groups = {(c.scaling, c.kernel) for _, c, _, _ in scored}
+    groups = {(t[1].scaling, t[1].kernel) for t in scored}
     for scaling, kernel in sorted(groups):
         mine = [t for t in scored if (t[1].scaling, t[1].kernel) == (scaling, kernel)]
         factor = min(mine, key=lambda t: t[0])[1].factor
@@ -284,5 +346,5 @@ def _beyond_edges(scored, reps, m, Ym, codes, prior, budget, costs, records):
         ratio = EDGE_RATIO if factor == BANDWIDTH_FACTORS[-1] else 1.0 / EDGE_RATIO
         for step in range(1, EDGE_STEPS + 1):
             cand = Candidate(scaling, kernel, factor * ratio**step)
-            extra.append(_evaluate(cand, reps, m, Ym, codes, prior, budget, costs, records))
+            extra.append(_evaluate(cand, reps, m, Ym, codes, prior, budget, costs, records, modes))
     return extra

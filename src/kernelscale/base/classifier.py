@@ -105,7 +105,13 @@ def one_vs_one_scores(pair_scores, n_classes):
     wins = (pair_scores > 0).astype(np.float64)
     votes = wins @ first + (1.0 - wins) @ second  # dense @ sparse: a dense array
     confidence = np.asarray(pair_scores, dtype=np.float64) @ (first - second)
-    return (votes + confidence / (3.0 * (np.abs(confidence) + 1.0))).astype(pair_scores.dtype, copy=False)
+    return vote_scores(votes, confidence).astype(pair_scores.dtype, copy=False)
+
+
+def vote_scores(votes, confidence):
+    """Votes plus the summed signed decision values squashed into (-1/3, 1/3) (see
+    :func:`one_vs_one_scores`)."""
+    return votes + confidence / (3.0 * (np.abs(confidence) + 1.0))
 
 
 def one_vs_one_scores_in_blocks(pair_scores_of, X, n_classes, max_memory):
