@@ -1,4 +1,4 @@
-"""The conventions every estimator keeps (README, "Shared vocabulary"), checked over the shared
+"""The conventions every estimator keeps (docs/conventions.md, "Shared vocabulary"), checked over the shared
 estimator list: a new estimator gets every check by being listed in ``estimator_list.py``.
 
 float32 in gives float32 out; ``class_weight="balanced"`` equals the matching sample weights;

@@ -152,7 +152,7 @@ class _Recorder(BoundaryMixin):
 
 
 def test_the_dtype_follows_the_input_on_a_cuda_device_too(monkeypatch):
-    """dtype=None follows the input everywhere (README, "GPUs"): no silent float32 on CUDA."""
+    """dtype=None follows the input everywhere (docs/gpus.md): no silent float32 on CUDA."""
     import types
 
     cuda_like = TorchBackend("cpu")

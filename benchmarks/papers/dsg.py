@@ -73,7 +73,7 @@ copy of the paper, so the rules below are the ones we could recover):
 - Part ``defaults`` (issue #17 item 2): ``fit`` as a user calls it, every loss of each
   dataset (``DEFAULT_LOSSES``) with every parameter but the kernel at its default, on the full
   training set with all threads; each record names the best result of the other parts on its
-  dataset (benchmarks/README.md, "Every loss at its defaults").
+  dataset (benchmarks/studies/doubly_stochastic.md, "Every loss at its defaults").
 - Not run: covtype (not in shared/data: no usable copy, see its README), MNIST8M's virtual
   examples (deformed digits), NORMA / kernel SDCA.
 

@@ -42,7 +42,7 @@ Part ``damping`` (the preconditioned solver's step and ridge): the same splits w
 the classification losses (0.5, 1e-2) was the best or within noise of it everywhere (adult hinge
 15.60% against 16.66% at the former (1, 1e-3), MNIST 2.97% against 3.20%, 30 classes 16.6%
 against 19.6%): the classifier's defaults since session 15. The squared loss lost 1.2-3.7x its
-RMSE at step 0.5 on three of four sets and keeps (1, 1e-3) (benchmarks/README.md).
+RMSE at step 0.5 on three of four sets and keeps (1, 1e-3) (benchmarks/studies/doubly_stochastic.md).
 
 Part ``blocks`` (the preconditioned solver's block and batch, issue #17 item 2): the same splits
 with at least BLOCKS_MIN_ROWS fit rows, the preconditioned solver at the (block_size,
@@ -55,7 +55,7 @@ rows (QM7's parts included), the preconditioned solver at the (block_size, batch
 SMALL_BLOCKS_GRID: blocks of 256 and 512 fitted 3x faster than 1024 and were worse on every set
 but one; blocks of 2048 (session 19; with batches of 8192, four full-batch steps) cut QM7's MAE
 from 18.8 to 13.6 and were within 3% or better on the other regression sets, worse on three of
-the four classification sets: the regressor's "auto" block since (benchmarks/README.md).
+the four classification sets: the regressor's "auto" block since (benchmarks/studies/doubly_stochastic.md).
 
 Part ``passes`` (the preconditioned solver's length, issue #17 item 2): the same splits with at
 least 2048 fit rows, and QM7's fit / validation parts (part ``qm7``'s, its targets in kcal/mol as

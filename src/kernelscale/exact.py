@@ -301,7 +301,7 @@ class ExactKernelRidge(MultiOutputMixin, FiniteR2Mixin, RegressorMixin, Boundary
     max_memory : int, str or None, default=None
         Memory budget in bytes or as "2GB"; None means half of the available memory.
     device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
-        Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
+        Where kernel and feature blocks are computed (docs/gpus.md): None is numpy on the host
         (a torch tensor as input selects its device); the others need torch.
     random_state : int, RandomState or None, default=None
         Seeds the subsample of the median heuristic (used when n > 1000).

@@ -224,11 +224,11 @@ class _SeededTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Boun
 #: the parameters every random-feature transformer documents alike
 _TRANSFORM_PARAMS = """
     max_memory : int, str or None, default=None
-        Bytes ``transform`` may use beside its output (rows are cut to fit; README, "Memory").
+        Bytes ``transform`` may use beside its output (rows are cut to fit; docs/memory.md).
     verbose : int, default=0
         1 shows a progress bar over the rows ``transform`` computes.
     device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
-        Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
+        Where kernel and feature blocks are computed (docs/gpus.md): None is numpy on the host
         (a torch tensor as input selects its device); the others need torch.
 """
 
@@ -435,7 +435,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Boundar
     verbose : int, default=0
         1 shows a progress bar over the rows ``transform`` computes.
     device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
-        Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
+        Where kernel and feature blocks are computed (docs/gpus.md): None is numpy on the host
         (a torch tensor as input selects its device); the others need torch.
 
     Attributes

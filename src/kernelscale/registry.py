@@ -2,9 +2,9 @@
 
 The demo (``kernelscale demo``), the shared test configurations (``tests/estimator_list.py``,
 which feed scikit-learn's checks, the conventions battery and the save/load round trips) and
-the README's estimator table are all checked against :data:`ESTIMATORS` by
+the estimator table of docs/choosing.md are all checked against :data:`ESTIMATORS` by
 ``tests/test_registry.py``: an estimator added here without a demo entry, a test
-configuration or a line in the README fails the suite.
+configuration or a line in docs/choosing.md fails the suite.
 """
 
 from __future__ import annotations

@@ -232,7 +232,7 @@ _DOC = """
     max_memory : int, str or None
         Memory budget of every step (the search's subsample kernels, the final fit).
     device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
-        Where kernel and feature blocks are computed (README, "GPUs").
+        Where kernel and feature blocks are computed (docs/gpus.md).
     random_state : int, RandomState or None
         Seeds the search's subsamples and the final model's random features.
     verbose : int, default=0

@@ -1,7 +1,7 @@
 """The front door's rules: which method fits the data within the time budget, and how the time
 is shared between the search and the final fit.
 
-The rules (measured in ``benchmarks/studies/auto.md``, on training data only):
+The rules (measured in docs/auto.md, on training data only):
 
 1. **Exact kernel ridge / LS-SVM** (one Cholesky of the n x n kernel matrix) when the matrix
    fits in ``max_memory`` and its predicted cost, n^3 / 3 + 2 n^2 d flops at the rate this

@@ -1,6 +1,6 @@
 """Plumbing shared by every estimator: kernel resolution, sample and class weights, warm starts.
 
-One implementation of each convention of the README's "Shared vocabulary":
+One implementation of each convention of the shared vocabulary (docs/conventions.md):
 
 - :func:`resolve_kernel`: the fitted ``kernel_`` is a copy of ``kernel`` whose data-dependent
   parameters (``sigma="median"``) are fixed from the training points of positive weight (the

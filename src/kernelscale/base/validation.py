@@ -1,6 +1,6 @@
 """Input validation shared by every kernelscale function and estimator.
 
-One place for the conventions of DESIGN.md: float32 stays float32, anything else numeric becomes
+One place for the rules of docs/conventions.md: float32 stays float32, anything else numeric becomes
 float64; NaN/inf, empty arrays, wrong shapes and non-positive hyperparameters raise a ValueError
 (non-numeric data a TypeError) that names the argument and the fix. Nothing is altered silently.
 """

@@ -168,7 +168,7 @@ class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
         Budget for Sigma, its factor and the n x k work arrays; checked before allocating,
         parsed once per fit.
     device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
-        Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
+        Where kernel and feature blocks are computed (docs/gpus.md): None is numpy on the host
         (a torch tensor as input selects its device); the others need torch.
     verbose : int, default=0
     callback : callable or None

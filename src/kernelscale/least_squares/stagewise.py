@@ -346,7 +346,7 @@ _DOC_COMMON = """
         checked before a fit allocates and parsed once per fit; predictions apply blocks to row
         chunks within it.
     device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
-        Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
+        Where kernel and feature blocks are computed (docs/gpus.md): None is numpy on the host
         (a torch tensor as input selects its device); the others need torch.
     random_state : int, RandomState or None
         An int is the seed of the feature blocks (``seed_``); otherwise one seed is drawn.

@@ -252,7 +252,7 @@ _PARAMS_DOC = """
         (:func:`kernelscale.lssvm.memory.lssvm_fit_memory`) before allocating and fails naming
         batch_size / dtype; predictions run in row blocks within it.
     device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
-        Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
+        Where kernel and feature blocks are computed (docs/gpus.md): None is numpy on the host
         (a torch tensor as input selects its device); the others need torch.
     random_state : int, RandomState or None
         Seeds the block draws (and the median heuristic).

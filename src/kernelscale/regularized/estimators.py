@@ -324,7 +324,7 @@ _COMMON_DOC = """
     solver : "coordinate_descent" or "fixed_point", default="coordinate_descent"
         On a dask X chunked by rows, "fixed_point" (non-linear kernels) fits over the chunks: c
         and K c stay on the workers, one kernel product per iteration, one task per pair of row
-        chunks (README, "Dask"); the model is numpy's, so ``dual_coef_`` (n values) and
+        chunks (docs/dask.md); the model is numpy's, so ``dual_coef_`` (n values) and
         ``support_vectors_`` (the rows with c_i != 0) are gathered once at the end, within
         ``max_memory``. "coordinate_descent" gathers X.
     rule : "cyclic", "aitken" or "random", default="random"
@@ -365,7 +365,7 @@ _COMMON_DOC = """
         Budget for cached kernel rows and blocked kernel products (half the available memory if
         None); fit fails at once, naming it, when one kernel row does not fit.
     device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
-        Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
+        Where kernel and feature blocks are computed (docs/gpus.md): None is numpy on the host
         (a torch tensor as input selects its device); the others need torch.
     cache_size : int, str or None, default="1GB"
         At most this many bytes of kernel rows are kept between sweeps (within ``max_memory``),

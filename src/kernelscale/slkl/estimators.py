@@ -159,13 +159,13 @@ _PARAMS_DOC = """
         state fits in half of ``max_memory``, else "precompute" when the M columns take at most
         a quarter of it, else "on_the_fly". The mode used is ``columns_used_``. On a dask X
         chunked by rows, "auto" and "gram" fit over the chunks: the M candidate rows are gathered
-        and one pass sums each chunk's share of C^T W C, C^T W y and y^T W y (README, "Dask");
+        and one pass sums each chunk's share of C^T W C, C^T W y and y^T W y (docs/dask.md);
         the other modes gather X.
     max_memory : int, str or None, default=None
         Budget for the columns, the active set and kernel blocks (half the available memory
         if None, read once per fit); fit fails at once, naming what to change, when it cannot fit.
     device : None, "auto", "cpu", "cuda" or "cuda:N", default=None
-        Where kernel and feature blocks are computed (README, "GPUs"): None is numpy on the host
+        Where kernel and feature blocks are computed (docs/gpus.md): None is numpy on the host
         (a torch tensor as input selects its device); the others need torch.
     warm_start : bool, default=False
         Reuse the previous candidates and weights ``mu_`` when the training set has the same
