@@ -10,9 +10,13 @@ stratified for classification) and never looks at the test part.
 - ``block``: the stagewise route's features per stage at equal time, on MNIST (50000 fit /
   10000 validation digits of the training set, pixels / 255, float32): blocks of 128, 256, 512
   and 1024 features fitted for ``--seconds`` each, with the search's bandwidth.
+- ``multiclass``: the exact route with one-vs-rest only against one-vs-one allowed (the search
+  keeps the better of the two by its leave-one-out error), on the unseen-data sets with three
+  classes or more: the search's loss, the validation error and the fit's seconds.
 
     python -m benchmarks auto_rules alpha
     python -m benchmarks auto_rules block [--seconds 40]
+    python -m benchmarks auto_rules multiclass
 
 Writes benchmarks/results/auto-rules.json (one record per part and variant; a later part adds to
 the file's other parts).
@@ -84,9 +88,37 @@ def part_block(suite, seconds):
         print(f"block {block:5d}: {model.n_iter_} stages in {fit_s:.1f} s, validation error {error:.4f}", flush=True)
 
 
+def part_multiclass(suite):
+    import kernelscale as ks
+    from kernelscale.auto import search
+
+    allowed = search.PAIRWISE_MAX_CLASSES
+    for name, (task, *_rest) in DATASETS.items():
+        data = make_dataset(name)
+        if task != "classification" or np.unique(data.y_train).size < 3:
+            continue
+        X, Xv, y, yv = _validation_split(data.X_train, data.y_train, task)
+        line = []
+        for label, most in (("one-vs-rest only", 2), ("one-vs-one allowed", allowed)):
+            search.PAIRWISE_MAX_CLASSES = most
+            try:
+                start = time.perf_counter()
+                model = ks.AutoKernelClassifier(random_state=0).fit(X, y)
+                fit_s = time.perf_counter() - start
+            finally:
+                search.PAIRWISE_MAX_CLASSES = allowed
+            error = task_error(task, model.predict(Xv), yv)
+            chosen = model.best_params_["multiclass"]
+            suite.add(name, label, params={"part": "multiclass", "n": int(X.shape[0]), "chosen": chosen},
+                      metrics={"validation_error": error, "search_loss": float(model.best_score_)},
+                      time_median_s=fit_s, times_s=[fit_s])
+            line.append(f"{label}: loss {model.best_score_:.4f}, validation error {error:.4f} ({chosen}, {fit_s:.1f} s)")
+        print(f"{name:24s} " + " | ".join(line), flush=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=("alpha", "block"))
+    parser.add_argument("part", choices=("alpha", "block", "multiclass"))
     parser.add_argument("--seconds", type=float, default=40.0)
     args = parser.parse_args(argv)
     suite = Suite("auto-rules", paper={"note": "training data only; see the module docstring"})
@@ -95,6 +127,8 @@ def main(argv=None):
         suite.records = [r for r in json.loads(path.read_text())["records"] if r["params"].get("part") != args.part]
     if args.part == "alpha":
         part_alpha(suite)
+    elif args.part == "multiclass":
+        part_multiclass(suite)
     else:
         part_block(suite, args.seconds)
     suite.write(plot=False)
