@@ -41,15 +41,15 @@ _WARMING = contextvars.ContextVar("kernelscale_warming", default=False)
 
 def _sample(X, y, classifier):
     """A few rows of X (and y): WARM_ROWS of each of two classes for a classifier."""
+    y = None if y is None else np.asarray(y)
     if y is None or not classifier:
         rows = np.arange(min(WARM_ROWS, X.shape[0]))
     else:
-        y = np.asarray(y)
         labels = y if y.ndim == 1 else y[:, 0]
         _, first = np.unique(labels, return_index=True)
         picked = [np.flatnonzero(labels == labels[i])[:WARM_ROWS] for i in np.sort(first)[:2]]
         rows = np.sort(np.concatenate(picked))
-    return X[rows], (None if y is None else np.asarray(y)[rows])
+    return X[rows], (None if y is None else y[rows])
 
 
 def _fresh_copy(estimator):

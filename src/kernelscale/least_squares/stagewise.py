@@ -39,7 +39,7 @@ from ..kernels import make_kernel
 from ..losses import softmax
 from ..ops.feature_blocks import METHODS, FeatureBlockSpec, seed_from
 from ..ops.features import FeatureOperator
-from ..ops.memory import parse_memory
+from ..ops.memory import largest_fitting, parse_memory
 from ..ops.rows import executor, is_dask, row_weights, total, weighted_sum
 from ..preprocessing import pca_fit, pca_transform
 from ..simplex import project_simplex
@@ -107,11 +107,7 @@ def _auto_block_within(n, k, kernel, Z, method, update, budget, held):
     block = _auto_block_size(n)
     if fits(block):
         return block
-    lo, hi = 0, block  # the stage's bytes grow with the block
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
-    return lo or block
+    return largest_fitting(fits, block) or block
 
 
 # ----------------------------------------------------------------------------------------------

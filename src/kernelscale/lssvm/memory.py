@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from ..kernels import make_kernel
-from ..ops.memory import format_bytes, ufunc_workspace_bytes
+from ..ops.memory import format_bytes, largest_fitting, ufunc_workspace_bytes
 
 __all__ = ["lssvm_fit_memory", "check_fit_memory", "state_bytes", "class_bytes", "auto_batch_size",
            "auto_n_iter", "AUTO_WHOLE_MAX", "AUTO_BLOCK", "AUTO_MAX_ITER", "AUTO_ROWS_PER_SQRT_N"]
@@ -79,13 +79,7 @@ def check_fit_memory(n, d, k, J, dtype, kernel, solver, n_averaged, budget):
             f"{n} x {n} kernel matrix ({format_bytes(need)}); use an iterative solver (e.g. "
             f"'matching_pursuit'), float32 data, or increase max_memory to {need} bytes."
         )
-    lo, hi = 0, J  # largest block size that fits (the memory grows with J)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if lssvm_fit_memory(n, d, k, mid, dtype, kernel, solver, n_averaged) <= budget:
-            lo = mid
-        else:
-            hi = mid - 1
+    lo = largest_fitting(lambda J_: lssvm_fit_memory(n, d, k, J_, dtype, kernel, solver, n_averaged) <= budget, J)
     hint = f"pass batch_size <= {lo}" if lo else "no batch_size fits"
     f32 = ", use dtype=np.float32 (halves it)" if dtype == np.float64 else ""
     raise ValueError(
@@ -125,14 +119,7 @@ def auto_batch_size(n, fits=None, block_fits=None):
     J = min(AUTO_BLOCK, whole)
     if block_fits is None or block_fits(J):
         return J
-    lo, hi = 0, J  # the memory grows with J
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if block_fits(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo if lo else J
+    return largest_fitting(block_fits, J) or J
 
 
 def auto_n_iter(n, batch_size):

@@ -40,6 +40,7 @@ __all__ = [
     "rows_per_block",
     "plan_rows",
     "check_fits",
+    "largest_fitting",
     "ufunc_workspace_bytes",
     "budget_cap",
     "resident_bytes",
@@ -234,6 +235,17 @@ def plan_rows(n, per_row, fixed, budget, what, fix, *, max_rows=MAX_CHUNK_ROWS):
             f"{format_bytes(fixed + per_row)} ({fixed + per_row} bytes); {fix}."
         )
     return min(max_rows, rows_per_block(n, per_row, budget, fixed_bytes=fixed, what=what, fix=fix))
+
+
+def largest_fitting(fits, upper):
+    """The largest size s in [0, upper] with ``fits(s)``, for a ``fits`` that holds up to some
+    size and fails beyond it (memory grows with the size): 0 when not even 1 fits. Bisection,
+    O(log upper) calls."""
+    lo, hi = 0, int(upper)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
 
 
 def check_fits(need, budget, what, fix, *, exact_bytes=False):
