@@ -102,6 +102,10 @@ def test_one_vs_one_classifier_is_the_vote_of_exact_pairwise_lssvms(tmp_path):
     np.testing.assert_array_equal(model.predict(X[90:]), np.argmax(votes, axis=1))
     assert np.allclose(model.predict_proba(X[90:]).sum(axis=1), 1.0)
     assert model.score(X[90:], y[90:]) > 0.8
+    import scipy.sparse as sp
+
+    sparse = OneVsOneLSSVMClassifier(kernel, C=10.0).fit(sp.csr_matrix(X[:90]), y[:90])
+    np.testing.assert_allclose(sparse.pairwise_decision(sp.csr_matrix(X[90:])), pair_values, rtol=1e-8, atol=1e-10)
     ks.save(model, tmp_path / "ovo.ksm")
     np.testing.assert_allclose(ks.load(tmp_path / "ovo.ksm").decision_function(X[90:]), model.decision_function(X[90:]))
 

@@ -13,7 +13,9 @@ keeps (the per-row arrays a fit persists) to its local disk: that bounds its mem
 
 ``stagewise-growing`` (not in the default run: ``--part stagewise-growing``) answers whether
 more virtual examples keep helping when the model may grow with them: 8 * sqrt(n / 60000)
-stages (its fit time grows like n^1.5, so its slope is not the goal's).
+stages (its fit time grows like n^1.5, so its slope is not the goal's). ``auto`` (also
+``--part auto``): ``AutoKernelClassifier`` with a time budget proportional to n
+(``AUTO_SECONDS_PER_EXAMPLE``, 60 s at 60k), fitted in this process on the gathered examples.
 
 The doubly stochastic classifier runs sgd with ``batch_size = ceil(2n / 256)`` (two passes over the n
 examples in its default 256 iterations; its "auto" batch of 256 rows would see 65536 examples
@@ -96,10 +98,25 @@ def _stagewise_growing(n):
     return StagewiseClassifier(n_stages=max(8, round(8 * (n / 60_000) ** 0.5)), random_state=SEED)
 
 
+#: the front door's time budget per example (60 s at 60000, 1000 s at 1M)
+AUTO_SECONDS_PER_EXAMPLE = 1e-3
+
+
+def _auto(n):
+    """The front door with a budget proportional to n (issue #37, "growth with data"): the dask
+    array is gathered into this process for the fit (the workers generate the examples)."""
+    from kernelscale import AutoKernelClassifier
+
+    return AutoKernelClassifier(time_budget=AUTO_SECONDS_PER_EXAMPLE * n, random_state=SEED)
+
+
 #: method: (label, estimator for n examples, most examples predicted on the workers)
 METHODS = {"stagewise": ("StagewiseClassifier()", _stagewise, None),
            "stagewise-growing": ("StagewiseClassifier(n_stages=8*sqrt(n/60000))", _stagewise_growing, None),
-           "dsg": ("DoublyStochasticClassifier(solver='sgd', batch_size=ceil(2n/256))", _dsg, 10_000)}
+           "dsg": ("DoublyStochasticClassifier(solver='sgd', batch_size=ceil(2n/256))", _dsg, 10_000),
+           "auto": ("AutoKernelClassifier(time_budget=n/1000 s)", _auto, 10_000)}
+#: not in the default run (``--part NAME``)
+OPTIONAL = ("stagewise-growing", "auto")
 
 
 def _peak_rss():
@@ -171,9 +188,9 @@ def run(quick=False, out_dir=None, *, parts=None, sizes=None, speedup_n=None, st
         data = data[0][:6000], data[1][:6000], data[2][:1000], data[3][:1000]
     sizes = tuple(sizes or ((20_000, 40_000) if quick else SIZES))
     speedup_n = speedup_n or sizes[min(1, len(sizes) - 1)]
-    methods = list(parts or (m for m in METHODS if m != "stagewise-growing"))
+    methods = list(parts or (m for m in METHODS if m not in OPTIONAL))
     path = _state_path(state_dir, quick)
-    done = {} if fresh or not path.exists() else json.loads(path.read_text())
+    done = {} if fresh else json.loads(path.read_text()) if path.exists() else _committed_fits(quick, out_dir)
     for method in methods:
         for n in sizes:
             for workers in ((1, 2) if n == speedup_n else (2,)):
@@ -187,6 +204,25 @@ def run(quick=False, out_dir=None, *, parts=None, sizes=None, speedup_n=None, st
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(json.dumps(done, indent=1))
     return write_suite(done, quick, out_dir)
+
+
+def _committed_fits(quick, out_dir=None):
+    """The state rebuilt from the results file a run wrote (``done`` keyed "method/n/workers"),
+    so that a run of other parts or sizes on another machine adds to the committed fits."""
+    path = Path(out_dir or RESULTS_DIR) / (f"{SUITE}-quick.json" if quick else f"{SUITE}.json")
+    if not path.exists():
+        return {}
+    methods = {label: method for method, (label, _, _) in METHODS.items()}
+    done = {}
+    for rec in json.loads(path.read_text())["records"]:
+        label = rec["method"].rsplit(" ", 3)[0]
+        if label in methods:
+            params = rec["params"]
+            metrics = {k: v for k, v in rec["metrics"].items()
+                       if not k.startswith(("loglog_slope", "speedup"))}
+            done[f"{methods[label]}/{params['n']}/{params['workers']}"] = {
+                **metrics, "settings": {k: params[k] for k in SETTINGS if k in params}}
+    return done
 
 
 def write_suite(done, quick, out_dir=None):

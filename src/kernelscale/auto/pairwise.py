@@ -88,12 +88,12 @@ class OneVsOneLSSVMClassifier(ClassifierMixin, BoundaryMixin, BaseEstimator):
         coef = np.zeros((X.shape[0], k), dtype=X.dtype)
         intercept = np.zeros((k, k), dtype=X.dtype)
         for a, b in class_pairs(k):
-            rows_a, rows_b = slice(starts[a], starts[a + 1]), slice(starts[b], starts[b + 1])
-            pair = np.concatenate([X[rows_a], X[rows_b]])
-            t = np.where(np.arange(pair.shape[0]) < starts[a + 1] - starts[a], 1.0, -1.0).astype(X.dtype)
-            bias, dual = exact_lssvm(kernel, pair, t, self.C, max_memory=self.max_memory)
-            coef[rows_a, b] = dual[: starts[a + 1] - starts[a]]
-            coef[rows_b, a] = dual[starts[a + 1] - starts[a]:]
+            rows = np.r_[starts[a]:starts[a + 1], starts[b]:starts[b + 1]]  # X may be scipy.sparse
+            size_a = starts[a + 1] - starts[a]
+            t = np.where(np.arange(rows.size) < size_a, 1.0, -1.0).astype(X.dtype)
+            bias, dual = exact_lssvm(kernel, X[rows], t, self.C, max_memory=self.max_memory)
+            coef[starts[a]:starts[a + 1], b] = dual[:size_a]
+            coef[starts[b]:starts[b + 1], a] = dual[size_a:]
             intercept[a, b] = bias
         fitted.update(classes_=classes, X_fit_=X, class_starts_=starts, dual_coef_=coef,
                       intercept_=intercept, kernel_=kernel)
