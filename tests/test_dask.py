@@ -206,6 +206,31 @@ def test_other_bad_dask_input(data, fitted, sync):
         fitted.predict(da.from_array(X[:, 0], chunks=ROWS))
 
 
+def test_a_gathering_fit_computes_row_chunks_not_one_concatenation(data, sync, monkeypatch):
+    """dask.compute of the whole array concatenates its chunks in one task, on a worker of a
+    distributed cluster (the whole array inside one memory_limit, which restarted workers with 250000
+    virtual digits): the gather computes a few single chunks at a time and fills its own array."""
+    from kernelscale.dask import dispatch
+
+    X, y, _, _ = data
+    computed = []
+    real = dask.compute
+
+    def recording(*args, **kwargs):
+        computed.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dask, "compute", recording)
+    got = kernelscale.ExactKernelRidge().fit(_dask(X), _dask(y.astype(float)))
+    monkeypatch.setattr(dask, "compute", real)
+    ref = kernelscale.ExactKernelRidge().fit(X, y.astype(float))
+    np.testing.assert_allclose(got.dual_coef_, ref.dual_coef_)
+    chunks = -(-X.shape[0] // ROWS)
+    assert sum(len(args) for args in computed) == 2 * chunks  # each chunk of X and of y once
+    assert all(1 <= len(args) <= dispatch.GATHER_CHUNKS for args in computed)
+    assert all(type(arg).__name__ == "Delayed" for args in computed for arg in args)  # single chunks
+
+
 def test_a_fit_beyond_the_memory_budget_is_refused_saying_what_to_do(data, sync):
     X, y, _, _ = data
     est = kernelscale.RegularizedKernelClassifier(max_memory="8KB")

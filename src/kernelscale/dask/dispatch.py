@@ -217,8 +217,6 @@ def _gather(estimator, method, arrays):
     chunk checked for NaN/inf as it is computed; refused when they exceed the memory budget."""
     if not arrays:
         return {}
-    import dask
-
     budget = parse_memory(getattr(estimator, "max_memory", None))
     need = sum(_gathered_bytes(a) for a in arrays.values())
     if need > budget:
@@ -239,9 +237,33 @@ def _gather(estimator, method, arrays):
             f"transform of every estimator run over the chunks). Fit one of those, or pass a numpy array "
             f"or a numpy.memmap, a smaller dask array, or a larger max_memory."
         )
-    checked = [a.map_blocks(_checked_chunk, key, dtype=a.dtype, meta=np.empty((0,) * a.ndim, dtype=a.dtype))
-               for key, a in arrays.items()]
-    return dict(zip(arrays, dask.compute(*checked)))
+    return {key: _compute_by_chunks(a.map_blocks(_checked_chunk, key, dtype=a.dtype,
+                                                 meta=np.empty((0,) * a.ndim, dtype=a.dtype)))
+            for key, a in arrays.items()}
+
+
+#: row chunks computed at once while gathering
+GATHER_CHUNKS = 4
+
+
+def _compute_by_chunks(a):
+    """``a`` computed into one numpy array that this process allocates, GATHER_CHUNKS row chunks
+    at a time. ``dask.compute(a)`` would concatenate the chunks in one task, which on a
+    distributed cluster runs on a worker: the whole array inside one worker's memory_limit."""
+    import dask
+
+    if a.ndim > 1 and a.numblocks[1:] != (1,) * (a.ndim - 1):
+        a = a.rechunk({axis: -1 for axis in range(1, a.ndim)})
+    blocks = a.to_delayed().ravel()
+    groups = (range(first, min(first + GATHER_CHUNKS, len(blocks))) for first in range(0, len(blocks), GATHER_CHUNKS))
+    if np.isnan(a.shape[0]):  # unknown chunk sizes: the chunks, then one concatenation
+        return np.concatenate([b for group in groups for b in dask.compute(*(blocks[i] for i in group))])
+    out = np.empty(a.shape, dtype=a.dtype)
+    ends = np.cumsum(a.chunks[0])
+    for group in groups:
+        for i, block in zip(group, dask.compute(*(blocks[i] for i in group))):
+            out[ends[i] - block.shape[0]:ends[i]] = block
+    return out
 
 
 # -- predictions: map over row chunks ---------------------------------------------------------
