@@ -68,7 +68,8 @@ from ..base.estimator import check_class_weight
 from .client import cluster_budget, current_client
 from .memory import active_plan, capped, client_budget, plan, worker_memory
 
-__all__ = ["DISTRIBUTED", "class_weight_chunk", "fit", "partial_fit", "persist_within", "sum_labels", "supports"]
+__all__ = ["DISTRIBUTED", "class_weight_chunk", "fit", "hold_budget", "partial_fit", "persist_within", "sum_labels",
+           "supports"]
 
 #: estimators whose fit on a dask X runs over its row chunks
 DISTRIBUTED = (
@@ -285,18 +286,24 @@ def _keep(estimator, X, *arrays):
     return tuple(next(kept) if k else a for a, k in zip(arrays, keep))
 
 
-def persist_within(max_memory, *arrays):
-    """The dask ``arrays`` persisted when their bytes fit the memory they would stay in (the
-    workers' budgets added up with a distributed client, ``max_memory`` without one), else as
-    they are: each pass then recomputes their chunks from the source."""
-    import dask
-
+def hold_budget(max_memory):
+    """The bytes a distributed fit's data may take in the memory they would stay in: what the
+    fit's plan lets the workers hold (:mod:`kernelscale.dask.memory`), else the workers' budgets
+    added up with a distributed client, else ``max_memory`` (this process)."""
     from ..ops.memory import parse_memory
 
-    plan_ = active_plan()  # the bytes the fit's plan lets the workers hold (kernelscale.dask.memory)
-    budget = plan_.hold if plan_ is not None else cluster_budget() if current_client() is not None else \
+    plan_ = active_plan()
+    return plan_.hold if plan_ is not None else cluster_budget() if current_client() is not None else \
         parse_memory(max_memory)
-    if sum(a.nbytes for a in arrays if a is not None) > budget:
+
+
+def persist_within(max_memory, *arrays):
+    """The dask ``arrays`` persisted when their bytes fit the memory they would stay in
+    (:func:`hold_budget`), else as they are: each pass then recomputes their chunks from the
+    source."""
+    import dask
+
+    if sum(a.nbytes for a in arrays if a is not None) > hold_budget(max_memory):
         return arrays
     return dask.persist(*arrays)
 

@@ -10,8 +10,14 @@ updates (scores, residuals, predictions). A solver states both through an execut
   passed to every call unchanged;
 - ``rows.map(fn, *arrays, width=..., dtype=...)``: the per-row array ``fn`` gives chunk by chunk;
 - ``weighted_mean`` / ``weighted_gram``: the verbs of :class:`~kernelscale.ops.features.FeatureOperator`;
-- ``DaskRows.taker(*arrays)(groups)``: the rows at given indices (the mini-batches of the doubly
-  stochastic solver), of many index arrays at once, in one compute.
+- ``DaskRows.taker(*arrays)(groups)``: the rows at given indices, of many index arrays at once,
+  in one compute, brought to the client;
+- ``rows.at(*arrays).sum(index, fn, **small)``: a sum over the rows at given indices (a mini-batch
+  of the doubly stochastic solver), where their chunks are: ``fn(local, *chunks, **small)`` runs
+  once per row chunk holding any of those rows (``local``: their positions in the chunk, in the
+  order of ``index``) and the partial sums are reduced by the tree; ``hold(chunks)`` and
+  ``release(chunks)`` keep some row chunks computed (persisted) while a run of such sums reads
+  them, when the arrays are not kept whole (data larger than memory).
 - ``rows.reduce(fn, *arrays, combine=...)``: as ``sum`` with another merge (maxima, concatenation).
 - ``rows.compress(keep, *arrays)``: the rows where a per-row boolean is true (``numpy.compress``
   along the rows), such as the rows of positive sample weight; over dask chunks each chunk keeps
@@ -161,6 +167,26 @@ class HostRows:
         """``rng.standard_normal(n)`` in ``dtype``."""
         return rng.standard_normal(n).astype(dtype)
 
+    def at(self, *arrays):
+        """The rows at given indices of the row-aligned ``arrays`` (see :class:`RowsAt`)."""
+        return _HostRowsAt(arrays)
+
+
+class _HostRowsAt:
+    """:meth:`HostRows.at`: one call on the whole arrays; nothing to hold."""
+
+    def __init__(self, arrays):
+        self.arrays = arrays
+
+    def sum(self, index, fn, **small):
+        return fn(index, *self.arrays, **small)
+
+    def hold(self, chunks):
+        pass
+
+    def release(self, chunks):
+        pass
+
 
 def _chunk_value(fn, small, *blocks):
     """One task of a sum: ``fn`` on one row chunk."""
@@ -204,6 +230,135 @@ def _take(chunks, blocks, shapes, groups):
         out.append(full)
     bounds = np.cumsum([0] + [len(g) for g in groups])
     return [tuple(None if f is None else f[s:e] for f in out) for s, e in zip(bounds[:-1], bounds[1:])]
+
+
+def _chunk_at(fn, small, local, *blocks):
+    """One task of :meth:`RowsAt.sum`: ``fn`` on the rows ``local`` of one row chunk."""
+    return fn(local, *blocks, **small)
+
+
+def _chunks_at(fn, small, locals_, width, *blocks):
+    """One task of :meth:`RowsAt.sum` over several row chunks (those one worker holds): ``fn`` on
+    their rows ``locals_``, side by side (``blocks``: each chunk's ``width`` arrays in turn)."""
+    rows = []
+    for j in range(width):
+        parts = blocks[j::width]
+        rows.append(None if parts[0] is None else np.concatenate([p[i] for p, i in zip(parts, locals_)]))
+    return fn(slice(None), *rows, **small)
+
+
+def _distributed_client():
+    """The distributed client that runs dask's computations now, or None (never imports distributed)."""
+    import sys
+
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
+        return None
+    import dask
+
+    if dask.config.get("scheduler", None) not in (None, "dask.distributed", "distributed"):
+        return None
+    try:
+        return distributed.get_client()
+    except ValueError:
+        return None
+
+
+class RowsAt:
+    """Sums over the rows at given indices of row-aligned dask ``arrays`` (None stays None),
+    computed where their row chunks are (:meth:`DaskRows.at`).
+
+    ``sum(index, fn, **small)`` runs ``fn(local, *chunks, **small)`` as one task per row chunk
+    holding any row of ``index`` (``local``: the positions of those rows in the chunk, in the
+    order of ``index``), reduced by the executor's tree (``combine``, default: added), and
+    returns the sum: one compute, whose only results on the client are the partial sums' total.
+    ``small`` values may be dask collections (persisted keys): each task depends on them. On a
+    distributed client the row chunks that one worker holds make ONE task (its rows side by side,
+    ``local`` then a slice of all of them): fewer, larger products and partial sums to add.
+
+    The chunks are read from the arrays as they are (persisted: from the workers' memory;
+    otherwise recomputed from their source by every sum that reads them), unless held:
+    ``hold(chunks)`` persists those row chunks of every array (one call, no wait), so that
+    the sums read them from the workers' memory until ``release(chunks)``."""
+
+    def __init__(self, rows, arrays):
+        self.chunks = rows.chunks
+        self.offsets = np.cumsum((0,) + self.chunks)
+        self.lazy = [rows._blocks(a) for a in arrays]  # once: to_delayed optimizes the graph
+        self.held = {}
+        self.where = {}  # chunk -> the worker holding its first array's block (distributed client)
+
+    def locate(self, index):
+        """[(chunk, positions in ``index``, rows in the chunk)] of the chunks holding rows of
+        ``index`` (an index array or a slice), in chunk order."""
+        n = int(self.offsets[-1])
+        index = np.arange(*index.indices(n)) if isinstance(index, slice) else np.asarray(index, dtype=np.int64)
+        chunk = np.searchsorted(self.offsets, index, side="right") - 1
+        order = np.argsort(chunk, kind="stable")
+        present, starts = np.unique(chunk[order], return_index=True)
+        return [(int(c), p, index[p] - self.offsets[c]) for c, p in zip(present, np.split(order, starts[1:]))]
+
+    def blocks(self, c):
+        """The delayed row chunk ``c`` of each array (the held one when held)."""
+        return self.held.get(c) or tuple(b[c] for b in self.lazy)
+
+    def hold(self, chunks):
+        import dask
+
+        new = [int(c) for c in chunks if int(c) not in self.held]
+        if new:
+            kept = dask.persist(*(tuple(b[c] for b in self.lazy) for c in new))
+            self.held.update(zip(new, kept))
+
+    def release(self, chunks):
+        for c in chunks:
+            self.held.pop(int(c), None)
+            self.where.pop(int(c), None)
+
+    def _groups(self, located):
+        """The located chunks (:meth:`locate`) in groups of one task each: on a distributed
+        client, the chunks that one worker holds (asked of the scheduler once a chunk is in
+        memory, then remembered); otherwise one chunk a group."""
+        client = _distributed_client()
+        if client is None:
+            return [[item] for item in located]
+        unknown = {self.blocks(c)[0].key: c for c, _, _ in located if c not in self.where}
+        if unknown:  # one round trip, only while some chunks' places are not known (not yet in memory)
+            for key, workers in client.sync(client.scheduler.who_has, keys=list(unknown)).items():
+                if workers and key in unknown:
+                    self.where[unknown[key]] = sorted(workers)[0]
+        groups = {}
+        for item in located:
+            groups.setdefault(self.where.get(item[0], ("chunk", item[0])), []).append(item)
+        return list(groups.values())
+
+    def sum_parts(self, index, fn, combine=_add, **small):
+        """The lazy tree reduction of :meth:`sum` (a dask delayed object)."""
+        import uuid
+
+        import dask
+
+        name = f"kernelscale-at-{fn.__name__}-{uuid.uuid4().hex}"
+        task, tasks = dask.delayed(_chunk_at, pure=True), dask.delayed(_chunks_at, pure=True)
+        parts = []
+        for group in self._groups(self.locate(index)):
+            if len(group) == 1:
+                c, _, local = group[0]
+                parts.append(task(fn, small, local, *self.blocks(c), dask_key_name=f"{name}-{c}"))
+            else:
+                blocks = [b for c, _, _ in group for b in self.blocks(c)]
+                parts.append(tasks(fn, small, [local for _, _, local in group], len(self.lazy), *blocks,
+                                   dask_key_name=f"{name}-{group[0][0]}"))
+        add = dask.delayed(combine, pure=True)
+        level, split = 0, SPLIT.get()
+        while len(parts) > 1:
+            level += 1
+            parts = [add(*parts[i : i + split], dask_key_name=f"{name}-tree-{level}-{i}")
+                     for i in range(0, len(parts), split)]
+        return parts[0]
+
+    def sum(self, index, fn, combine=_add, **small):
+        return self.sum_parts(index, fn, combine=combine, **small).compute()
 
 
 def _normals(state, size, dtype):
@@ -443,6 +598,10 @@ class DaskRows:
         blocks = [self._blocks(a) for a in arrays]  # once, not per call: to_delayed optimizes the graph
         shapes = [None if a is None else (tuple(a.shape[1:]), a.dtype) for a in arrays]
         return lambda groups: _take(self.chunks, blocks, shapes, groups)
+
+    def at(self, *arrays):
+        """Sums over the rows at given indices, where their chunks are (:class:`RowsAt`)."""
+        return RowsAt(self, arrays)
 
     def weighted_mean(self, A, w):
         return self.sum(_mean_chunk, A, w, budget=self.budget)
