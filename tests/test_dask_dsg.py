@@ -307,7 +307,8 @@ CLUSTER = dict(batch_size=64, block_size=64, random_state=0)
 @pytest.fixture
 def on_workers(client, monkeypatch):
     """During a fit on dask arrays this process never scores rows (its FeatureOperator.scores
-    refuses); returns a function giving the (tasks, rows) the workers scored since it started."""
+    refuses); returns a function giving the (tasks, rows, tasks scoring ahead) of each worker
+    since it started."""
     scores, iterations = FeatureOperator.scores, fitting_module.chunk_iterations
 
     def refuse(self, X, coef, blocks):
@@ -329,8 +330,8 @@ def on_workers(client, monkeypatch):
 
     def done():
         after = client.run(distributed_module._worker_stats)
-        return {w: (after[w].get("tasks", 0) - before.get(w, {}).get("tasks", 0),
-                    after[w].get("rows", 0) - before.get(w, {}).get("rows", 0)) for w in after}
+        return {w: tuple(after[w].get(key, 0) - before.get(w, {}).get(key, 0) for key in ("tasks", "rows", "ahead"))
+                for w in after}
 
     return done
 
@@ -350,9 +351,9 @@ def test_the_workers_compute_the_iterations_as_numpy_does(data, on_workers, est,
     ref = clone(est).fit(X, y, sample_weight=w if weighted else None)
     assert_same_model(ref, got, DSG_RTOL)
     batches, _ = got._fit_batches(N, est.n_iter, 0)
-    assert sum(rows for _, rows in per_worker.values()) == sum(map(len, batches))  # every batch row, on a worker
+    assert sum(rows for _, rows, _ in per_worker.values()) == sum(map(len, batches))  # every batch row, on a worker
     # one task per worker holding rows of the batch (its chunks side by side), not one per chunk
-    assert sum(tasks for tasks, _ in per_worker.values()) <= 2 * est.n_iter + 5, per_worker
+    assert sum(tasks for tasks, _, _ in per_worker.values()) <= 2 * est.n_iter + 5, per_worker
 
 
 def test_a_warm_start_and_partial_fit_on_the_workers(data, on_workers):
@@ -371,4 +372,20 @@ def test_a_warm_start_and_partial_fit_on_the_workers(data, on_workers):
     b.set_params(n_iter=7).fit(_dask(X), _dask(y))  # continues with blocks 4..6
     assert_same_model(a, b, DSG_RTOL)
     rows = N + sum(map(len, b._fit_batches(N, 4, 0)[0] + b._fit_batches(N, 3, 4)[0]))  # a warm start draws anew
-    assert sum(rows for _, rows in on_workers().values()) == rows
+    assert sum(rows for _, rows, _ in on_workers().values()) == rows
+
+
+def test_the_next_batch_is_scored_ahead_while_the_client_steps(data, on_workers, monkeypatch):
+    """With a distributed client the tasks of iteration t are followed by the next batch's scores
+    on the blocks before t, kept on the workers; iteration t + 1 adds block t to them (rescaled
+    when the decay was folded into the blocks between the two): numpy's model to rounding."""
+    import kernelscale.doubly_stochastic.solver as solver
+
+    X, _, y, _ = data
+    monkeypatch.setattr(solver, "_RENORMALIZE_BELOW", 0.999)  # a renormalisation at every iteration
+    est = DoublyStochasticRegressor(n_iter=8, alpha=1e-2, step_size=0.5, **CLUSTER)
+    got = clone(est).fit(_dask(X), _dask(y))
+    per_worker = on_workers()
+    assert_same_model(clone(est).fit(X, y), got, DSG_RTOL)
+    # iterations 1 to 6 score the next batch ahead (one task per worker holding its rows)
+    assert 6 <= sum(ahead for _, _, ahead in per_worker.values()) <= 12, per_worker

@@ -50,7 +50,7 @@ import numpy as np
 
 from ..ops.backend import NUMPY
 from ..ops.features import SINGLE_THREAD_PROJECTION_BYTES, FeatureOperator
-from ..ops.rows import DaskRows
+from ..ops.rows import DaskRows, _distributed_client
 from .batches import _batch_len, _residency
 from .solver import _block_moments, _check_step, _loss_and_grad, _new_block, _step_size, _store_block, _zero_loss
 
@@ -96,18 +96,43 @@ def _worker_stats():
     return dict(_WORKER_STATS)
 
 
-def _batch_moments(local, X, Y, w, *, token, spec, budget, cache_bytes, coef, scale, t, loss, preconditioned):
-    """One task: the rows ``local`` of one row chunk of a mini-batch, scored on the blocks before
-    ``t`` (``coef``: their unscaled coefficients, in parts) as numpy scores them; returns their
-    sums (grad (D, k) in X's dtype, C (D, D) float64 or 0.0, the weighted loss, the loss of f = 0
-    (squared loss: 0.5 |y|^2; else 0.0), the count of non-finite scores)."""
+def _joined(coef, spec, k, dtype):
+    """The coefficient blocks received in parts (:class:`_CoefficientKeys`), as one array."""
+    return np.concatenate(coef) if len(coef) else np.zeros((0, spec.block_size, k), dtype=dtype)
+
+
+def _partial_scores(local, X, Y, w, *, token, spec, budget, cache_bytes, coef, t):
+    """One task of the pipeline (:func:`chunk_iterations`): the unscaled scores
+    sum_{j<t} phi_j(x) a_j of the rows ``local`` of a row chunk (or of a worker's chunks side by
+    side) for the NEXT mini-batch, kept on the worker for its :func:`_batch_moments`."""
+    start = time.perf_counter()
+    Xb = np.ascontiguousarray(X[local])
+    op = _worker_op(token, spec, budget, cache_bytes)
+    S = op.scores(Xb, _joined(coef, spec, Y.shape[1], Xb.dtype), range(t))
+    with _WORKER_LOCK:
+        _WORKER_STATS.update(ahead=1, seconds=time.perf_counter() - start)
+    return S
+
+
+def _batch_moments(local, X, Y, w, *, token, spec, budget, cache_bytes, coef, scale, t, loss, preconditioned,
+                   part=None, part_scale=1.0):
+    """One task: the rows ``local`` of one row chunk of a mini-batch (or of a worker's chunks side
+    by side), scored on the blocks before ``t`` (``coef``: their unscaled coefficients, in parts)
+    as numpy scores them, or, given ``part`` (their :func:`_partial_scores` on the blocks before
+    t - 1, times ``part_scale``), block t - 1 added to it; returns their sums (grad (D, k) in X's
+    dtype, C (D, D) float64 or 0.0, the weighted loss, the loss of f = 0 (squared loss:
+    0.5 |y|^2; else 0.0), the count of non-finite scores)."""
     start = time.perf_counter()
     Xb, Yb = np.ascontiguousarray(X[local]), np.ascontiguousarray(Y[local])
     wb = None if w is None else np.ascontiguousarray(w[local])
     op = _worker_op(token, spec, budget, cache_bytes)
     dtype = Xb.dtype
-    coef = np.concatenate(coef) if len(coef) else np.zeros((0, spec.block_size, Yb.shape[1]), dtype=dtype)
-    F = op.scores(Xb, coef, range(t))
+    coef = _joined(coef, spec, Yb.shape[1], dtype)
+    if part is None:
+        F = op.scores(Xb, coef, range(t))
+    else:
+        F = op.scores(Xb, coef[t - 1:t], range(t - 1, t))
+        F += part * np.asarray(part_scale, dtype=dtype) if part_scale != 1.0 else part
     F *= np.asarray(scale, dtype=dtype)
     values, G = _loss_and_grad(loss, F, Yb)
     if wb is not None:
@@ -188,15 +213,33 @@ def chunk_iterations(
     keys = _CoefficientKeys(coef, n_done)
     token = f"kernelscale-dsg-{uuid.uuid4().hex}"
     history, stopped, zero_loss = [], False, 0.0
+    client = _distributed_client()  # the pipeline needs asynchronous computations
+    task = dict(token=token, spec=spec, budget=int(budget), cache_bytes=int(cache_bytes))
+    groups, ahead, ahead_scale = None, None, 1.0
     try:
         for i, batch in enumerate(batches):
             t = n_done
             b = _batch_len(batch, n)
             if schedule is not None:
                 rows.hold(schedule[i][0])
-            grad, C, value, zero, bad = rows.sum(
-                batch, _batch_moments, token=token, spec=spec, budget=int(budget), cache_bytes=int(cache_bytes),
-                coef=keys.values(), scale=float(scale), t=t, loss=loss, preconditioned=solver == "preconditioned")
+            moments = rows.sum_parts(
+                batch, _batch_moments, groups=groups, parts=ahead, coef=keys.values(), scale=float(scale), t=t,
+                loss=loss, preconditioned=solver == "preconditioned", part_scale=ahead_scale, **task)
+            # the scores computed ahead stay referenced until the tasks using them are submitted:
+            # the graph names their keys only, and a released key is lost to the tasks
+            using, groups, ahead, ahead_scale = ahead, None, None, 1.0
+            if client is None:
+                grad, C, value, zero, bad = moments.compute()
+            else:  # submitted first, then the next batch's scores on blocks < t: they run while this process steps
+                future = client.compute(moments)
+                if i + 1 < len(batches) and t:
+                    if schedule is not None:
+                        rows.hold(schedule[i + 1][0])
+                    groups = rows.select(batches[i + 1])
+                    ahead = client.persist(rows.map_parts(groups, _partial_scores, coef=keys.values(), t=t, **task))
+                grad, C, value, zero, bad = future.result()
+                del future
+            del using
             if schedule is not None:
                 rows.release(schedule[i][1])
             grad = (grad / b).astype(dtype, copy=False)
@@ -209,8 +252,9 @@ def chunk_iterations(
             coef, scale, factor = _store_block(coef, t, alpha, scale, 1.0 - gamma * nu)
             if factor is None:
                 keys.add(coef, t)
-            else:
+            else:  # every block changed: so do the scores computed ahead with them
                 keys.reset(coef, t + 1)
+                ahead_scale = float(factor)
             n_done = t + 1
             if monitor is not None and monitor.update(
                 objective=history[-1], step_size=gamma, scale=scale, n_blocks=n_done

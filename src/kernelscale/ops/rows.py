@@ -332,23 +332,40 @@ class RowsAt:
             groups.setdefault(self.where.get(item[0], ("chunk", item[0])), []).append(item)
         return list(groups.values())
 
-    def sum_parts(self, index, fn, combine=_add, **small):
-        """The lazy tree reduction of :meth:`sum` (a dask delayed object)."""
+    def select(self, index):
+        """The tasks of a sum over the rows of ``index`` (an index array or a slice): groups of
+        (chunk, positions in ``index``, rows in the chunk), one task each (:meth:`_groups`).
+        :meth:`sum_parts` and :meth:`map_parts` of one selection give each group's task the same
+        rows in the same order."""
+        return self._groups(self.locate(index))
+
+    def _tasks(self, groups, fn, name, parts=None, **small):
+        """One lazy task per group; ``parts``: one value per group, passed to ``fn`` as ``part``."""
+        import dask
+
+        task, tasks = dask.delayed(_chunk_at, pure=True), dask.delayed(_chunks_at, pure=True)
+        out = []
+        for i, group in enumerate(groups):
+            kwargs = small if parts is None else {**small, "part": parts[i]}
+            if len(group) == 1:
+                c, _, local = group[0]
+                out.append(task(fn, kwargs, local, *self.blocks(c), dask_key_name=f"{name}-{c}"))
+            else:
+                blocks = [b for c, _, _ in group for b in self.blocks(c)]
+                out.append(tasks(fn, kwargs, [local for _, _, local in group], len(self.lazy), *blocks,
+                                 dask_key_name=f"{name}-{group[0][0]}"))
+        return out
+
+    def sum_parts(self, index, fn, combine=_add, groups=None, parts=None, **small):
+        """The lazy tree reduction of :meth:`sum` (a dask delayed object); ``groups``: the
+        :meth:`select` of ``index`` when already made; ``parts``: one value per group, passed to
+        its task's ``fn`` as ``part`` (a lazy result of :meth:`map_parts` of the same groups)."""
         import uuid
 
         import dask
 
         name = f"kernelscale-at-{fn.__name__}-{uuid.uuid4().hex}"
-        task, tasks = dask.delayed(_chunk_at, pure=True), dask.delayed(_chunks_at, pure=True)
-        parts = []
-        for group in self._groups(self.locate(index)):
-            if len(group) == 1:
-                c, _, local = group[0]
-                parts.append(task(fn, small, local, *self.blocks(c), dask_key_name=f"{name}-{c}"))
-            else:
-                blocks = [b for c, _, _ in group for b in self.blocks(c)]
-                parts.append(tasks(fn, small, [local for _, _, local in group], len(self.lazy), *blocks,
-                                   dask_key_name=f"{name}-{group[0][0]}"))
+        parts = self._tasks(self.select(index) if groups is None else groups, fn, name, parts, **small)
         add = dask.delayed(combine, pure=True)
         level, split = 0, SPLIT.get()
         while len(parts) > 1:
@@ -356,6 +373,13 @@ class RowsAt:
             parts = [add(*parts[i : i + split], dask_key_name=f"{name}-tree-{level}-{i}")
                      for i in range(0, len(parts), split)]
         return parts[0]
+
+    def map_parts(self, groups, fn, **small):
+        """``fn``'s result for each group of a :meth:`select`, lazily (persisted, each stays on
+        the worker that computed it, where the group's chunks are)."""
+        import uuid
+
+        return self._tasks(groups, fn, f"kernelscale-at-{fn.__name__}-{uuid.uuid4().hex}", **small)
 
     def sum(self, index, fn, combine=_add, **small):
         return self.sum_parts(index, fn, combine=combine, **small).compute()
