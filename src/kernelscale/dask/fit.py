@@ -19,12 +19,13 @@ with a ``_partial_fit_prepared`` (the doubly stochastic ones):
   J sampled rows of X shipped to every chunk; the J x J block Gram matrix and products summed
   over the chunks; W and the residual partitioned like X; the J x J solves here); their fitted
   model holds the training rows and dual coefficients, as numpy's does, gathered once at the end;
-- DoublyStochasticClassifier, DoublyStochasticRegressor: the mini-batch indices drawn as on numpy,
-  their rows fetched (:meth:`kernelscale.ops.rows.DaskRows.taker`), a group of iterations per
-  compute; with a distributed client each mini-batch is scored on the earlier blocks by the
-  workers (one task per worker over a range of groups of blocks, regenerated there from their
-  seeds), the O(t) model updated here as on numpy (:mod:`kernelscale.doubly_stochastic.batches`,
-  :mod:`kernelscale.doubly_stochastic.distributed`).
+- DoublyStochasticClassifier, DoublyStochasticRegressor: the mini-batch indices drawn as on numpy;
+  each iteration is one sum over its mini-batch's rows where their row chunks are
+  (:meth:`kernelscale.ops.rows.DaskRows.at`: one task per worker holding any of them scores its
+  rows on the earlier blocks, regenerated there from their seeds, and returns its part of the new
+  block's gradient, and of its covariance for the preconditioned solver); the step and the O(t)
+  model stay here, as on numpy (:mod:`kernelscale.doubly_stochastic.distributed`); X is held
+  whole, or window by window of row chunks (:mod:`kernelscale.doubly_stochastic.batches`).
 
 With a distributed client whose workers have a ``memory_limit``, the fit is first planned within
 the workers' memory (:mod:`kernelscale.dask.memory`), before any task is submitted: the row

@@ -52,12 +52,12 @@ def _draw_batches(n, batch_size, n_iter, seed, start, shuffle, row_chunks=None, 
 
 
 def _epoch_windows(row_chunks, window, rng):
-    """One epoch of the rows of a dask X of ``row_chunks`` larger than a fetch, as windows: the
-    chunks in a random order, cut into windows of consecutive chunks holding at most ``window``
-    rows (one chunk at least), each window's rows permuted. The epoch's order is the windows one
-    after the other: every row comes once, as in a full permutation, but a window needs only its
-    own chunks, so fetching it computes (regenerates, reads) those chunks once
-    (:func:`_batch_rows`). A chunk larger than a window makes a window of its own."""
+    """One epoch of the rows of a dask X of ``row_chunks`` that the workers cannot hold whole, as
+    windows: the chunks in a random order, cut into windows of consecutive chunks holding at most
+    ``window`` rows (one chunk at least), each window's rows permuted. The epoch's order is the
+    windows one after the other: every row comes once, as in a full permutation, but a window
+    needs only its own chunks, so holding it computes (regenerates, reads) those chunks once
+    (:func:`_residency`). A chunk larger than a window makes a window of its own."""
     offsets = np.cumsum((0,) + tuple(row_chunks))
     windows, rows, held = [], [], 0
     for c in rng.permutation(len(row_chunks)):

@@ -15,9 +15,9 @@ features over n rows fit in half the memory left beside the iteration. ``partial
 starts rescore.
 
 Memory: the budget (``max_memory``) is read once per call, and the iteration's need
-(:func:`~.solver.dsg_memory`) is checked before anything is allocated. Of what it leaves spare, a
-quarter goes to the batch rows fetched at once from a dask X and half the rest to the cache of
-regenerated blocks.
+(:func:`~.solver.dsg_memory`) is checked before anything is allocated. Of what it leaves spare,
+half goes to the cache of regenerated blocks (on dask workers: at most an eighth of a worker's
+memory limit).
 
 Streaming on a GPU. With ``device="cuda"`` the products run on the GPU and the draws on the host
 (the same blocks on every device), so redrawing all t earlier blocks at every ``partial_fit``
@@ -37,10 +37,10 @@ or without them.
 
 Dask input. ``fit`` and ``partial_fit`` take a dask X chunked by rows (:mod:`kernelscale.dask.fit`).
 The n-sized inputs of the fit come from the chunks: n, the weights' total, the labels, the median
-bandwidth (numpy's subsample gathered). The model is numpy's bit for bit (with sample weights, up
-to the last bit of their total, summed over the chunks) where numpy rescores its batches; a dask X
-never keeps running scores (they need every row at every iteration), so on a set small enough for
-numpy to keep them the two agree up to rounding.
+bandwidth (numpy's subsample gathered). The iterations run where the row chunks are
+(:mod:`.distributed`: each one a sum over its mini-batch's rows), for both solvers; X, the coded
+targets and the weights are persisted when the workers can hold them (:meth:`_dask_windows`),
+else held window by window of row chunks. The model is numpy's up to the order of the sums.
 """
 
 from __future__ import annotations
