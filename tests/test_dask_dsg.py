@@ -293,6 +293,21 @@ def test_rows_at_sums_over_given_rows_where_their_chunks_are(sync):
     assert at.sum(slice(10, 20), fn, scale=1.0)[1] == 10
 
 
+def test_the_chunks_a_worker_holds_beyond_its_share_are_assigned_to_others():
+    """The tasks of a sum over rows run where the chunks are, but balanced: the scheduler left 9 of
+    16 equal chunks on one worker (as measured), one of them is assigned to the other; a worker
+    holding nothing (added after X was persisted) gets its share."""
+    from kernelscale.ops.rows import _balanced
+
+    sizes = (10,) * 16
+    out = _balanced({c: "a" if c < 9 else "b" for c in range(16)}, sizes, {"a": 1, "b": 1})
+    assert [c for c in range(16) if out[c] == "a"] == list(range(8))
+    out = _balanced({c: "a" for c in range(6)}, sizes, {"a": 1, "b": 1, "c": 1})
+    assert sorted(out.values()) == ["a", "a", "b", "b", "c", "c"] and out[0] == out[1] == "a"
+    out = _balanced({0: "a", 1: "b"}, sizes, {"a": 2, "b": 1})  # shares by threads: no move needed
+    assert out == {0: "a", 1: "b"}
+
+
 # -- a distributed client: the iterations computed by the workers ---------------------------------
 
 from dask_support import client, cluster_client  # noqa: E402,F401 (fixtures)

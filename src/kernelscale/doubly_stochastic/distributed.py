@@ -50,7 +50,7 @@ import numpy as np
 
 from ..ops.backend import NUMPY
 from ..ops.features import SINGLE_THREAD_PROJECTION_BYTES, FeatureOperator
-from ..ops.rows import DaskRows, _distributed_client
+from ..ops.rows import DaskRows, add_sums, distributed_client
 from .batches import _batch_len, _residency
 from .solver import _block_moments, _check_step, _loss_and_grad, _new_block, _step_size, _store_block, _zero_loss
 
@@ -213,7 +213,7 @@ def chunk_iterations(
     keys = _CoefficientKeys(coef, n_done)
     token = f"kernelscale-dsg-{uuid.uuid4().hex}"
     history, stopped, zero_loss = [], False, 0.0
-    client = _distributed_client()  # the pipeline needs asynchronous computations
+    client = distributed_client()  # the pipeline needs asynchronous computations
     task = dict(token=token, spec=spec, budget=int(budget), cache_bytes=int(cache_bytes))
     groups, ahead, ahead_scale = None, None, 1.0
     try:
@@ -229,7 +229,9 @@ def chunk_iterations(
             # the graph names their keys only, and a released key is lost to the tasks
             using, groups, ahead, ahead_scale = ahead, None, None, 1.0
             if client is None:
-                grad, C, value, zero, bad = moments.compute()
+                import dask
+
+                grad, C, value, zero, bad = add_sums(*dask.compute(*moments))
             else:  # submitted first, then the next batch's scores on blocks < t: they run while this process steps
                 future = client.compute(moments)
                 if i + 1 < len(batches) and t:
@@ -237,7 +239,7 @@ def chunk_iterations(
                         rows.hold(schedule[i + 1][0])
                     groups = rows.select(batches[i + 1])
                     ahead = client.persist(rows.map_parts(groups, _partial_scores, coef=keys.values(), t=t, **task))
-                grad, C, value, zero, bad = future.result()
+                grad, C, value, zero, bad = add_sums(*client.gather(future))
                 del future
             del using
             if schedule is not None:

@@ -45,7 +45,8 @@ import numpy as np
 
 from .features import FeatureOperator
 
-__all__ = ["HostRows", "DaskRows", "executor", "is_dask", "row_weights", "weighted_sum", "total"]
+__all__ = ["HostRows", "DaskRows", "RowsAt", "add_sums", "distributed_client", "executor", "is_dask", "row_weights",
+           "weighted_sum", "total"]
 
 #: partial sums added per node of the tree reduction
 SPLIT_EVERY = 8
@@ -203,6 +204,11 @@ def _add(*parts):
     return total
 
 
+#: the merge of partial sums (arrays, floats or tuples of them) that the tree reduction adds: for
+#: a caller that computes the last few partial sums of :meth:`RowsAt.sum_parts` itself
+add_sums = _add
+
+
 def _take_chunk(index, *blocks):
     """One task of :meth:`DaskRows.taker`: the rows ``index`` of one row chunk of each array."""
     return tuple(None if b is None else b[index] for b in blocks)
@@ -247,7 +253,31 @@ def _chunks_at(fn, small, locals_, width, *blocks):
     return fn(slice(None), *rows, **small)
 
 
-def _distributed_client():
+def _balanced(where, sizes, nthreads):
+    """chunk -> worker for the chunks whose worker ``where`` knows: each on the worker holding it,
+    unless that worker would then hold more than its share of their rows (by threads, half a
+    chunk of slack); those go to the workers furthest below their shares (a worker that holds
+    nothing gets its share too). The tasks of a sum over rows then balance the workers' rows."""
+    threads = {w: max(int(n), 1) for w, n in nthreads.items()}
+    total, count = sum(sizes[c] for c in where), sum(threads.values())
+    share = {w: total * n / count for w, n in threads.items()}
+    load = dict.fromkeys(threads, 0)
+    out, over = {}, []
+    for c in sorted(where):
+        w = where[c]
+        if w in load and load[w] + sizes[c] / 2 <= share[w]:
+            out[c] = w
+            load[w] += sizes[c]
+        else:
+            over.append(c)
+    for c in over:
+        w = min(load, key=lambda v: (load[v] - share[v], v))
+        out[c] = w
+        load[w] += sizes[c]
+    return out
+
+
+def distributed_client():
     """The distributed client that runs dask's computations now, or None (never imports distributed)."""
     import sys
 
@@ -270,11 +300,16 @@ class RowsAt:
 
     ``sum(index, fn, **small)`` runs ``fn(local, *chunks, **small)`` as one task per row chunk
     holding any row of ``index`` (``local``: the positions of those rows in the chunk, in the
-    order of ``index``), reduced by the executor's tree (``combine``, default: added), and
-    returns the sum: one compute, whose only results on the client are the partial sums' total.
+    order of ``index``), reduced by the executor's tree (``combine``, default: added) up to its
+    root, which adds the last few partial sums here, and returns the sum: one compute, whose only
+    results on the client are those few partial sums.
     ``small`` values may be dask collections (persisted keys): each task depends on them. On a
-    distributed client the row chunks that one worker holds make ONE task (its rows side by side,
-    ``local`` then a slice of all of them): fewer, larger products and partial sums to add.
+    distributed client the row chunks assigned to one worker make ONE task, run there (its rows
+    side by side, ``local`` then a slice of all of them): fewer, larger products and partial sums
+    to add. A chunk is assigned to the worker that holds it, unless that worker holds more than
+    its share of the rows (:func:`_balanced`): the scheduler places persisted chunks unevenly
+    (7 and 9 of 16 were measured), and the worker with more rows would be the one every
+    iteration waits for; such a chunk is copied to a worker below its share once.
 
     The chunks are read from the arrays as they are (persisted: from the workers' memory;
     otherwise recomputed from their source by every sum that reads them), unless held:
@@ -287,6 +322,7 @@ class RowsAt:
         self.lazy = [rows._blocks(a) for a in arrays]  # once: to_delayed optimizes the graph
         self.held = {}
         self.where = {}  # chunk -> the worker holding its first array's block (distributed client)
+        self.assigned = {}  # chunk -> the worker its tasks run on (_balanced), for the chunks in ``where``
 
     def locate(self, index):
         """[(chunk, positions in ``index``, rows in the chunk)] of the chunks holding rows of
@@ -314,22 +350,27 @@ class RowsAt:
         for c in chunks:
             self.held.pop(int(c), None)
             self.where.pop(int(c), None)
+            self.assigned.pop(int(c), None)
 
     def _groups(self, located):
         """The located chunks (:meth:`locate`) in groups of one task each: on a distributed
         client, the chunks that one worker holds (asked of the scheduler once a chunk is in
         memory, then remembered); otherwise one chunk a group."""
-        client = _distributed_client()
+        client = distributed_client()
         if client is None:
             return [[item] for item in located]
         unknown = {self.blocks(c)[0].key: c for c, _, _ in located if c not in self.where}
         if unknown:  # one round trip, only while some chunks' places are not known (not yet in memory)
+            found = False
             for key, workers in client.sync(client.scheduler.who_has, keys=list(unknown)).items():
                 if workers and key in unknown:
                     self.where[unknown[key]] = sorted(workers)[0]
+                    found = True
+            if found or not self.assigned:
+                self.assigned = _balanced(self.where, self.chunks, client.nthreads())
         groups = {}
         for item in located:
-            groups.setdefault(self.where.get(item[0], ("chunk", item[0])), []).append(item)
+            groups.setdefault(self.assigned.get(item[0], ("chunk", item[0])), []).append(item)
         return list(groups.values())
 
     def select(self, index):
@@ -347,19 +388,24 @@ class RowsAt:
         out = []
         for i, group in enumerate(groups):
             kwargs = small if parts is None else {**small, "part": parts[i]}
-            if len(group) == 1:
-                c, _, local = group[0]
-                out.append(task(fn, kwargs, local, *self.blocks(c), dask_key_name=f"{name}-{c}"))
-            else:
-                blocks = [b for c, _, _ in group for b in self.blocks(c)]
-                out.append(tasks(fn, kwargs, [local for _, _, local in group], len(self.lazy), *blocks,
-                                 dask_key_name=f"{name}-{group[0][0]}"))
+            worker = self.assigned.get(group[0][0])
+            with dask.annotate(**({} if worker is None else {"workers": [worker], "allow_other_workers": True})):
+                if len(group) == 1:
+                    c, _, local = group[0]
+                    out.append(task(fn, kwargs, local, *self.blocks(c), dask_key_name=f"{name}-{c}"))
+                else:
+                    blocks = [b for c, _, _ in group for b in self.blocks(c)]
+                    out.append(tasks(fn, kwargs, [local for _, _, local in group], len(self.lazy), *blocks,
+                                     dask_key_name=f"{name}-{group[0][0]}"))
         return out
 
     def sum_parts(self, index, fn, combine=_add, groups=None, parts=None, **small):
-        """The lazy tree reduction of :meth:`sum` (a dask delayed object); ``groups``: the
-        :meth:`select` of ``index`` when already made; ``parts``: one value per group, passed to
-        its task's ``fn`` as ``part`` (a lazy result of :meth:`map_parts` of the same groups)."""
+        """The lazy tree reduction of :meth:`sum` but its root: at most ``SPLIT_EVERY`` partial
+        sums (dask delayed objects), which the caller computes and merges with ``combine`` (the
+        root runs in the calling process: a root task would wait on a worker busy with other
+        work). ``groups``: the :meth:`select` of ``index`` when already made; ``parts``: one value
+        per group, passed to its task's ``fn`` as ``part`` (a lazy result of :meth:`map_parts`
+        of the same groups)."""
         import uuid
 
         import dask
@@ -368,11 +414,11 @@ class RowsAt:
         parts = self._tasks(self.select(index) if groups is None else groups, fn, name, parts, **small)
         add = dask.delayed(combine, pure=True)
         level, split = 0, SPLIT.get()
-        while len(parts) > 1:
+        while len(parts) > split:
             level += 1
             parts = [add(*parts[i : i + split], dask_key_name=f"{name}-tree-{level}-{i}")
                      for i in range(0, len(parts), split)]
-        return parts[0]
+        return parts
 
     def map_parts(self, groups, fn, **small):
         """``fn``'s result for each group of a :meth:`select`, lazily (persisted, each stays on
@@ -382,7 +428,9 @@ class RowsAt:
         return self._tasks(groups, fn, f"kernelscale-at-{fn.__name__}-{uuid.uuid4().hex}", **small)
 
     def sum(self, index, fn, combine=_add, **small):
-        return self.sum_parts(index, fn, combine=combine, **small).compute()
+        import dask
+
+        return combine(*dask.compute(*self.sum_parts(index, fn, combine=combine, **small)))
 
 
 def _normals(state, size, dtype):
