@@ -75,7 +75,8 @@ def test_partial_fit_on_dask_equals_numpy(entry, data, sync):
     for part in (slice(0, 140), slice(140, N)):
         ref.partial_fit(X[part], y[part], sample_weight=w[part], **extra)
         got.partial_fit(_dask(X[part]), _dask(y[part]), sample_weight=_dask(w[part]), **extra)
-    assert_same_model(ref, got)
+    # a distributed partial_fit (the doubly stochastic ones) sums over row chunks: numpy's model to rounding
+    assert_same_model(ref, got, DISTRIBUTED_RTOL if supports(est, "partial_fit") else None)
     np.testing.assert_allclose(got.predict(_dask(X)).compute(), ref.predict(X), rtol=1e-8)
 
 

@@ -17,7 +17,10 @@ Run::
 
     python -m benchmarks dask_efficiency [--n 100000] [--only NAME ...]
 
-Writes ``benchmarks/results/dask_efficiency.json`` (a run of some estimators keeps the others).
+Writes ``benchmarks/results/dask_efficiency.json`` (a run of some estimators keeps the others):
+per (estimator, workers) the measurement above, and in the results' common fields
+(benchmarks/README.md) the 2-worker fit as "ours" beside the 1-worker fit as its peer, with the
+speed-up as its metric, so that ``python -m benchmarks report`` puts them in RESULTS.md.
 """
 
 from __future__ import annotations
@@ -54,6 +57,29 @@ def _data(n, classify):
     X = rng.normal(size=(n, D))
     f = np.sin(X[:, 0]) + X[:, 1] * X[:, 2] + 0.5 * X[:, 3]
     return X, ((f > 0).astype(np.int64) if classify else f + 0.1 * rng.normal(size=n))
+
+
+def _method(name, workers):
+    params = ", ".join(f"{k}={v!r}" for k, v in CONFIGS[name].items())
+    return f"{name}({params}) dask LocalCluster {workers} worker{'s' if workers > 1 else ''} x 1 thread"
+
+
+def _common_fields(record, peer):
+    """The results' common fields of a record (dataset, method, role, metrics, time, peer)."""
+    name, workers = record["estimator"], record["workers"]
+    task = "2 classes" if name.endswith("Classifier") else "regression"
+    record.update(dataset=f"synthetic {record['n']}x{record['d']}, {task}, {record['row_chunks']} row chunks",
+                  method=_method(name, workers), role="ours" if workers == 2 else "peer",
+                  time_median_s=record["seconds"], times_s=[record["seconds"]], peak_memory_bytes=None)
+    metrics = {"busy_fraction": record["busy_fraction"]}
+    if workers == 2 and peer is not None:
+        record["speedup"] = round(peer["seconds"] / record["seconds"], 2)
+        metrics = {"speedup": record["speedup"], **metrics}
+        record.update(peer=peer["method"], ratio_to_peer={"time_median_s": round(record["seconds"] / peer["seconds"], 3)})
+    else:
+        record.update(peer=None, ratio_to_peer={})
+    record["metrics"] = metrics
+    return record
 
 
 def _fit(client, name, X, y):
@@ -95,14 +121,18 @@ def main(argv=None):
                 wall, busy = _fit(client, name, X, y)
                 records[(name, workers)] = {"estimator": name, "workers": workers, "n": n, "d": D,
                                             "row_chunks": CHUNKS, "params": CONFIGS[name],
-                                            "seconds": round(wall, 2), "busy_fraction": round(busy / (workers * wall), 3)}
+                                            "seconds": round(wall, 2), "busy_fraction": round(busy / (workers * wall), 3),
+                                            "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
                 print(f"{name:36s} workers={workers} {wall:7.2f} s busy={busy / (workers * wall):.2f}", flush=True)
-    for name in names:
-        one, two = records.get((name, 1)), records.get((name, 2))
-        if one and two:
-            two["speedup"] = round(one["seconds"] / two["seconds"], 2)
-    RESULTS.write_text(json.dumps({"benchmark": "dask_efficiency", "records": sorted(
-        records.values(), key=lambda r: (r["estimator"], r["workers"]))}, indent=1) + "\n")
+    for name, workers in sorted(records, key=lambda key: key[1]):  # the 1-worker peers first
+        _common_fields(records[(name, workers)], records.get((name, 1)) if workers == 2 else None)
+    from benchmarks.harness import machine_info
+
+    RESULTS.write_text(json.dumps({
+        "benchmark": "dask_efficiency", "suite": "dask_efficiency", "schema_version": 1, "quick": False,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine_info(),
+        "paper": {"source": "issue #40 item 2: two workers at least 1.8x one, for every distributed estimator"},
+        "records": sorted(records.values(), key=lambda r: (r["estimator"], r["workers"]))}, indent=1) + "\n")
     return 0
 
 

@@ -18,11 +18,12 @@ dask. What happens depends on the method:
   regularized kernel estimators, the LS-SVM's block solvers, doubly stochastic gradients;
   :func:`kernelscale.dask.fit.supports` says which configurations): distributed over X's row
   chunks by :mod:`kernelscale.dask.fit` (one task per row chunk, or per pair of chunks, per
-  pass; sums reduced by a tree, per-row state persisted on the workers; or the rows of a group
-  of mini-batches fetched per compute; nothing n-sized gathered while fitting); the model equals
-  numpy's up to the order of the sums.
-- ``partial_fit`` of the doubly stochastic estimators: X streamed in groups of mini-batches
-  (:func:`kernelscale.dask.fit.partial_fit`), numpy's model.
+  pass, or per worker over the rows of a mini-batch; sums reduced by a tree, per-row state
+  persisted on the workers; nothing n-sized gathered while fitting); the model equals numpy's up
+  to the order of the sums.
+- ``partial_fit`` of the doubly stochastic estimators: X streamed chunk by chunk, each
+  mini-batch's sums computed where its rows are (:func:`kernelscale.dask.fit.partial_fit`),
+  numpy's model up to the order of the sums.
 - ``fit`` of the other estimators (and any other ``partial_fit``): the dask arrays are gathered into this
   process when their size fits the estimator's memory budget (``max_memory``), and the fit runs
   on numpy arrays, so the model is the one numpy gives. Otherwise the call is refused, naming the
@@ -117,7 +118,7 @@ def call(estimator, method, args, kwargs):
     if name == "partial_fit" and is_dask_array(X):
         from . import fit as _dask_fit
 
-        if _dask_fit.supports(estimator, "partial_fit"):  # X's rows fetched batch group by batch group
+        if _dask_fit.supports(estimator, "partial_fit"):  # each mini-batch where its row chunks are
             rest = {k: v for k, v in arguments.items() if k not in (x_name, "y")}
             return _dask_fit.partial_fit(estimator, X, arguments.get("y"), **rest)
     if name == "score" and is_dask_array(X):  # predictions over X's chunks, y and weights gathered

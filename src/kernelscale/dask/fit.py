@@ -19,12 +19,13 @@ with a ``_partial_fit_prepared`` (the doubly stochastic ones):
   J sampled rows of X shipped to every chunk; the J x J block Gram matrix and products summed
   over the chunks; W and the residual partitioned like X; the J x J solves here); their fitted
   model holds the training rows and dual coefficients, as numpy's does, gathered once at the end;
-- DoublyStochasticClassifier, DoublyStochasticRegressor: the mini-batch indices drawn as on numpy,
-  their rows fetched (:meth:`kernelscale.ops.rows.DaskRows.taker`), a group of iterations per
-  compute; with a distributed client each mini-batch is scored on the earlier blocks by the
-  workers (one task per worker over a range of groups of blocks, regenerated there from their
-  seeds), the O(t) model updated here as on numpy (:mod:`kernelscale.doubly_stochastic.batches`,
-  :mod:`kernelscale.doubly_stochastic.distributed`).
+- DoublyStochasticClassifier, DoublyStochasticRegressor: the mini-batch indices drawn as on numpy;
+  each iteration is one sum over its mini-batch's rows where their row chunks are
+  (:meth:`kernelscale.ops.rows.DaskRows.at`: one task per worker holding any of them scores its
+  rows on the earlier blocks, regenerated there from their seeds, and returns its part of the new
+  block's gradient, and of its covariance for the preconditioned solver); the step and the O(t)
+  model stay here, as on numpy (:mod:`kernelscale.doubly_stochastic.distributed`); X is held
+  whole, or window by window of row chunks (:mod:`kernelscale.doubly_stochastic.batches`).
 
 With a distributed client whose workers have a ``memory_limit``, the fit is first planned within
 the workers' memory (:mod:`kernelscale.dask.memory`), before any task is submitted: the row
@@ -68,7 +69,8 @@ from ..base.estimator import check_class_weight
 from .client import cluster_budget, current_client
 from .memory import active_plan, capped, client_budget, plan, worker_memory
 
-__all__ = ["DISTRIBUTED", "class_weight_chunk", "fit", "partial_fit", "persist_within", "sum_labels", "supports"]
+__all__ = ["DISTRIBUTED", "class_weight_chunk", "fit", "hold_budget", "partial_fit", "persist_within", "sum_labels",
+           "supports"]
 
 #: estimators whose fit on a dask X runs over its row chunks
 DISTRIBUTED = (
@@ -285,18 +287,24 @@ def _keep(estimator, X, *arrays):
     return tuple(next(kept) if k else a for a, k in zip(arrays, keep))
 
 
-def persist_within(max_memory, *arrays):
-    """The dask ``arrays`` persisted when their bytes fit the memory they would stay in (the
-    workers' budgets added up with a distributed client, ``max_memory`` without one), else as
-    they are: each pass then recomputes their chunks from the source."""
-    import dask
-
+def hold_budget(max_memory):
+    """The bytes a distributed fit's data may take in the memory they would stay in: what the
+    fit's plan lets the workers hold (:mod:`kernelscale.dask.memory`), else the workers' budgets
+    added up with a distributed client, else ``max_memory`` (this process)."""
     from ..ops.memory import parse_memory
 
-    plan_ = active_plan()  # the bytes the fit's plan lets the workers hold (kernelscale.dask.memory)
-    budget = plan_.hold if plan_ is not None else cluster_budget() if current_client() is not None else \
+    plan_ = active_plan()
+    return plan_.hold if plan_ is not None else cluster_budget() if current_client() is not None else \
         parse_memory(max_memory)
-    if sum(a.nbytes for a in arrays if a is not None) > budget:
+
+
+def persist_within(max_memory, *arrays):
+    """The dask ``arrays`` persisted when their bytes fit the memory they would stay in
+    (:func:`hold_budget`), else as they are: each pass then recomputes their chunks from the
+    source."""
+    import dask
+
+    if sum(a.nbytes for a in arrays if a is not None) > hold_budget(max_memory):
         return arrays
     return dask.persist(*arrays)
 

@@ -160,15 +160,18 @@ def footprint(estimator, n, d, k, itemsize, budget):
                          fixed=J * d * itemsize + part, part=part,
                          what=f"the {J} sampled rows and their {J} x {J} Gram sums", knob="batch_size")
     if name in ("DoublyStochasticClassifier", "DoublyStochasticRegressor"):
-        solver = estimator._solver(n)
-        block = estimator._block_size(n, solver)
-        batch = min(n, int(estimator._batch_size(solver, block)))
-        # a worker scoring a mini-batch holds its rows, its scores and the features of at least
-        # one block at a time (the groups of blocks are planned within the budget), and the
-        # regenerated blocks it caches (an eighth of its memory_limit, counted by the caller)
-        return Footprint(task_row=io, fixed=batch * (d + 2 * k + block) * f, part=0,
-                         what=f"the scoring of a mini-batch of {batch} rows on a block of {block} features",
-                         knob="batch_size")
+        solver, batch, block, blocks = estimator._dask_sizes(n)
+        # the coded targets and weights, persisted beside X; a task holds its rows of a mini-batch
+        # (at most all of them), their scores and the new block's features (the scores' groups
+        # of blocks are planned within the budget), the coefficients of every earlier block
+        # (received in parts and joined), and its partial sums: the D x k gradient and, for the
+        # preconditioned solver, the D x D covariance; plus the regenerated blocks its worker
+        # caches (an eighth of its memory_limit, counted by the caller)
+        part = block * k * f + (block * block * f if solver == "preconditioned" else 0)
+        return Footprint(state_row=(k + 1) * f, task_row=io,
+                         fixed=batch * (d + 2 * k + block) * f + 2 * blocks * block * k * itemsize + part, part=part,
+                         what=f"a mini-batch of {batch} rows on a block of {block} features, {blocks} blocks' "
+                              f"coefficients and their partial sums", knob="batch_size")
     return Footprint(state_row=4 * k * f, task_row=io)
 
 

@@ -4,8 +4,8 @@
 - :mod:`.fitting`: the fit / partial_fit / predict logic they share;
 - :mod:`.solver`: the method on arrays, ``dsg_iterations``, ``dsg_predict`` and ``dsg_memory``;
 - :mod:`.defaults`: what the "auto" parameters resolve to, ``dsg_auto_sizes``;
-- :mod:`.batches`: the mini-batches, and the rows of a dask X fetched for them;
-- :mod:`.distributed`: the mini-batches scored by the workers of a distributed client.
+- :mod:`.batches`: the mini-batches, and the row chunks of a dask X they read;
+- :mod:`.distributed`: the iterations on a dask X, computed where its row chunks are.
 """
 
 from .defaults import dsg_auto_sizes

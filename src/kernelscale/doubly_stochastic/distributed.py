@@ -1,94 +1,90 @@
-"""A dask X on a distributed client: each mini-batch of a doubly stochastic fit scored by the workers.
+"""A dask X: the iterations of a doubly stochastic fit computed where the row chunks are.
 
-What is particular to this family's distributed fit (the rest is the row executors of
-:mod:`kernelscale.ops.rows` and :mod:`kernelscale.dask.fit`): nearly all of the work of an
-iteration is scoring its mini-batch on the t earlier blocks, f(Xb) = sum_{j<t} phi_j(Xb) alpha_j
-(batch x t x block_size x d multiply-adds at iteration t), and every block is a function of
-(seed, block) alone (docs/algorithms.md section 2.3), so any process can regenerate it.
-:class:`_DistributedScores` therefore sends the scoring to the workers:
+Iteration t of :func:`kernelscale.doubly_stochastic.solver.dsg_iterations` reads n-sized data in
+one way only: the rows of its mini-batch B_t are scored on the t earlier blocks,
+f(x_b) = scale * sum_{j<t} phi_j(x_b) a_j, and the new block's gradient (and, for the
+preconditioned solver, its covariance) are sums over those rows:
 
-- the batch rows are scattered once per iteration to the workers used;
-- the runs of blocks that :meth:`kernelscale.ops.features.FeatureOperator.scores` evaluates
-  together (groups of GROUP_COLUMNS columns for Fourier blocks, one GEMM per row chunk) are cut
-  into one contiguous range per worker of about equal columns;
-- each task (:func:`_worker_scores`) regenerates its blocks from (seed, block), kept for the fit
-  in a cache of at most an eighth of its worker's memory limit (:func:`_worker_op`), and returns
-  one (batch, k) term per run; a batch's features exist only one group at a time, in a task;
-- the client adds the terms in the order ``scores`` adds them, so f, and the model, are numpy's
-  bit for bit. Meanwhile it computes the new block's features on the batch (for the gradient)
-  and keeps the O(t) coefficient update; it holds the batch rows, the new block's features and
-  the k-column terms.
+    grad = sum_b phi_t(x_b)^T w_b l'(f(x_b), y_b),   C = sum_b w_b phi_t(x_b)^T phi_t(x_b).
 
-Without a distributed client (dask's synchronous or threaded scheduler), or with the blocks on a
-torch device, every iteration runs on the client, on the fetched rows, exactly as on numpy
-(:func:`_scoring_client`).
+So on a dask X (:func:`chunk_iterations`) each iteration is ONE sum of the row executor over the
+rows of its mini-batch (:meth:`kernelscale.ops.rows.DaskRows.at`): one task per row chunk holding
+any of them (:func:`_batch_moments`) scores its rows, computes the new block's features on them
+and returns its part of grad (block_size x k), of C (block_size x block_size, preconditioned), of
+the weighted loss, of the loss of f = 0 and the count of non-finite scores; the tree adds the
+parts, and the client receives only those small sums. The client divides by the batch size,
+takes the step (the sgd step, or the preconditioned ridge solve) and stores the new block as on
+numpy, so the model is numpy's up to the order of the sums (each row's scores are computed as
+numpy computes them; the gradient is added chunk by chunk instead of in one product: tested to
+1e-8 relative).
 
-A small iteration (under :data:`_DISTRIBUTED_SCORE_WORK` multiply-adds of scoring: a round trip
-costs milliseconds) is scored on the client, with the same result. The workers score only when
-their threads outnumber the cores of the client's host (:func:`_workers_outnumber_cores`):
-otherwise the client's own BLAS threads score a mini-batch faster, and the client scores, as
-without a client. The measurements behind both rules are in benchmarks/studies/doubly_stochastic.md
-("Dask").
+Every block is a function of (seed, block) (docs/algorithms.md section 2.3): a task regenerates
+the blocks it needs, kept for the fit in a cache on its worker (:func:`_worker_op`, at most an
+eighth of the worker's memory limit). The coefficients a_j travel as O(log t) persisted keys
+(:class:`_CoefficientKeys`: a block is added as a key of its own; two keys of equal length are
+replaced by one), put in the graph as data, so a worker that dies with some of them costs their
+recomputation from the graph, not the fit.
+
+The rows stay where they are. When X, the targets and the weights fit what the workers may hold
+for the fit (:func:`kernelscale.dask.fit.hold_budget`: the fit's plan within the workers' memory),
+they are persisted once (the targets coded and centred for the iterations) and the mini-batches
+are numpy's, in numpy's order. When they do not (data larger than memory, a generated stream),
+every row chunk would be recomputed by nearly every iteration; instead the fit holds only the
+chunks that the coming iterations read (:func:`.batches._residency`): with ``shuffle=True`` each
+pass is drawn window by window of row chunks (:func:`.batches._epoch_windows`, a window at most
+half of what the workers may hold), each window persisted when its first batch comes and
+released after its last, so each chunk is computed once per pass and the order is not numpy's;
+with ``shuffle=False`` (and ``partial_fit``) the batches are numpy's consecutive rows and each
+chunk is held while they read it.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
-import os
 import threading
 import time
 import uuid
 
 import numpy as np
 
-from ..ops.backend import NUMPY, current_backend
-from ..ops.features import FeatureOperator
-from ..ops.rows import is_dask
+from ..ops.backend import NUMPY
+from ..ops.features import SINGLE_THREAD_PROJECTION_BYTES, FeatureOperator
+from ..ops.rows import DaskRows, add_sums, distributed_client
+from .batches import _batch_len, _residency
+from .solver import _block_moments, _check_step, _loss_and_grad, _new_block, _step_size, _store_block, _zero_loss
 
 logger = logging.getLogger(__name__)
 
-#: multiply-adds of a mini-batch's projection on the earlier blocks (batch x t x block_size x d)
-#: below which the client scores it itself: a round trip to the workers costs a few milliseconds
-_DISTRIBUTED_SCORE_WORK = 2e8
-#: worker side: token of a fit -> its FeatureOperator (regenerated frequencies cached for the fit)
+#: worker side: token of a fit -> its FeatureOperator (regenerated blocks cached for the fit)
 _WORKER_OPS = collections.OrderedDict()
 _WORKER_LOCK = threading.Lock()
-#: worker side: runs (groups of Fourier blocks, or blocks) and tasks scored by this process
+#: worker side: tasks and rows of mini-batches this process scored, and their seconds
 _WORKER_STATS = collections.Counter()
 _WORKER_OPS_KEPT = 2
 
 
 def _worker_op(token, spec, budget, cache_bytes):
+    """The FeatureOperator of the fit ``token`` in this process: its regenerated blocks are kept
+    for the fit within ``cache_bytes``, at most an eighth of a worker's memory limit; on a worker
+    (one BLAS thread) its projections in smaller row chunks (SINGLE_THREAD_PROJECTION_BYTES)."""
     with _WORKER_LOCK:
         op = _WORKER_OPS.get(token)
         if op is None:
             while len(_WORKER_OPS) >= _WORKER_OPS_KEPT:
                 _WORKER_OPS.popitem(last=False)
-            try:  # the frequencies cached on a worker: at most an eighth of its memory limit
+            projection = None
+            try:
                 from distributed import get_worker
 
                 limit = get_worker().memory_manager.memory_limit
                 cache_bytes = min(cache_bytes, limit // 8) if limit else cache_bytes
+                projection = SINGLE_THREAD_PROJECTION_BYTES
             except (ImportError, ValueError, AttributeError):
                 pass
-            op = _WORKER_OPS[token] = FeatureOperator(spec, budget, cache_bytes=cache_bytes, backend=NUMPY)
+            op = _WORKER_OPS[token] = FeatureOperator(spec, budget, cache_bytes=cache_bytes, backend=NUMPY,
+                                                      projection_bytes=projection)
         return op
-
-
-def _worker_scores(token, spec, budget, cache_bytes, Xb, coef, first):
-    """One task: the terms of f(Xb) of blocks [first, first + len(coef)) (whole runs), one
-    (b, k) array per run, computed as :meth:`FeatureOperator.scores` computes them."""
-    start = time.perf_counter()
-    # arrays unpickled from a message can be unaligned (coef in 3 tasks of 4, measured); aligned
-    # C-ordered copies (small: batch x d and blocks x D x k) keep every GEMM on BLAS's usual path
-    Xb, coef = np.require(Xb, requirements="CA"), np.require(coef, requirements="CA")
-    op = _worker_op(token, spec, budget, cache_bytes)
-    parts = op.run_scores(Xb, coef, range(first, first + coef.shape[0]))
-    with _WORKER_LOCK:
-        _WORKER_STATS.update(runs=len(parts), tasks=1, seconds=time.perf_counter() - start)
-        _WORKER_STATS["cached_bytes"] = op._used
-    return parts
 
 
 def _drop_worker_op(token):
@@ -100,79 +96,187 @@ def _worker_stats():
     return dict(_WORKER_STATS)
 
 
-def _scoring_client(X):
-    """The distributed client that scores the mini-batches of a dask X, or None: no client is
-    current, dask's scheduler is set to another, or the blocks run on a torch device."""
-    if not is_dask(X) or current_backend() is not NUMPY:
-        return None
-    import dask
+def _joined(coef, spec, k, dtype):
+    """The coefficient blocks received in parts (:class:`_CoefficientKeys`), as one array."""
+    return np.concatenate(coef) if len(coef) else np.zeros((0, spec.block_size, k), dtype=dtype)
 
+
+def _partial_scores(local, X, Y, w, *, token, spec, budget, cache_bytes, coef, t):
+    """One task of the pipeline (:func:`chunk_iterations`): the unscaled scores
+    sum_{j<t} phi_j(x) a_j of the rows ``local`` of a row chunk (or of a worker's chunks side by
+    side) for the NEXT mini-batch, kept on the worker for its :func:`_batch_moments`."""
+    start = time.perf_counter()
+    Xb = np.ascontiguousarray(X[local])
+    op = _worker_op(token, spec, budget, cache_bytes)
+    S = op.scores(Xb, _joined(coef, spec, Y.shape[1], Xb.dtype), range(t))
+    with _WORKER_LOCK:
+        _WORKER_STATS.update(ahead=1, seconds=time.perf_counter() - start)
+    return S
+
+
+def _batch_moments(local, X, Y, w, *, token, spec, budget, cache_bytes, coef, scale, t, loss, preconditioned,
+                   part=None, part_scale=1.0):
+    """One task: the rows ``local`` of one row chunk of a mini-batch (or of a worker's chunks side
+    by side), scored on the blocks before ``t`` (``coef``: their unscaled coefficients, in parts)
+    as numpy scores them, or, given ``part`` (their :func:`_partial_scores` on the blocks before
+    t - 1, times ``part_scale``), block t - 1 added to it; returns their sums (grad (D, k) in X's
+    dtype, C (D, D) float64 or 0.0, the weighted loss, the loss of f = 0 (squared loss:
+    0.5 |y|^2; else 0.0), the count of non-finite scores)."""
+    start = time.perf_counter()
+    Xb, Yb = np.ascontiguousarray(X[local]), np.ascontiguousarray(Y[local])
+    wb = None if w is None else np.ascontiguousarray(w[local])
+    op = _worker_op(token, spec, budget, cache_bytes)
+    dtype = Xb.dtype
+    coef = _joined(coef, spec, Yb.shape[1], dtype)
+    if part is None:
+        F = op.scores(Xb, coef, range(t))
+    else:
+        F = op.scores(Xb, coef[t - 1:t], range(t - 1, t))
+        F += part * np.asarray(part_scale, dtype=dtype) if part_scale != 1.0 else part
+    F *= np.asarray(scale, dtype=dtype)
+    values, G = _loss_and_grad(loss, F, Yb)
+    if wb is not None:
+        values = values * wb
+        G = G * wb.astype(dtype)[:, None]
+    Phi = op.transform(Xb, [t])
+    grad, C = _block_moments(NUMPY, Phi, G, wb, preconditioned, divisor=1)
+    zero = 0.5 * float(np.einsum("ij,ij->", Yb, Yb, dtype=np.float64)) if loss == "squared" else 0.0
+    bad = int(F.size - np.count_nonzero(np.isfinite(F)))
+    with _WORKER_LOCK:
+        _WORKER_STATS.update(tasks=1, rows=Xb.shape[0], seconds=time.perf_counter() - start)
+    return grad, (0.0 if C is None else C), float(values.sum(dtype=np.float64)), zero, bad
+
+
+class _CoefficientKeys:
+    """The unscaled blocks coef[:t] of a fit as persisted dask keys, O(log t) of them: block t is
+    added as a key of its own, then every two keys of equal length are replaced by one key of
+    both (a binary counter), so a task depends on few keys and the client sends each block
+    O(log t) times. Each key holds its blocks as data in the graph: recomputed, not lost, when
+    the worker holding it dies."""
+
+    def __init__(self, coef, n):
+        self.parts = []  # [(first, stop, persisted delayed)]
+        self.reset(coef, n)
+
+    @staticmethod
+    def _key(coef, first, stop):
+        import dask
+
+        data = np.array(coef[first:stop])  # a copy: coef's buffer is written again later
+        (kept,) = dask.persist(dask.delayed(data, name=f"kernelscale-dsg-coef-{uuid.uuid4().hex}"))
+        return first, stop, kept
+
+    def reset(self, coef, n):
+        """The keys of coef[:n] (after a renormalisation changed every block)."""
+        self.parts, first = [], 0
+        for bit in reversed(range(int(n).bit_length())):
+            if n >> bit & 1:
+                self.parts.append(self._key(coef, first, first + (1 << bit)))
+                first += 1 << bit
+
+    def add(self, coef, t):
+        """Block t (coef[:t] already held)."""
+        self.parts.append(self._key(coef, t, t + 1))
+        while len(self.parts) > 1 and (self.parts[-1][1] - self.parts[-1][0]) == (self.parts[-2][1] - self.parts[-2][0]):
+            first = self.parts[-2][0]
+            stop = self.parts[-1][1]
+            del self.parts[-2:]
+            self.parts.append(self._key(coef, first, stop))
+
+    def values(self):
+        return [kept for _, _, kept in self.parts]
+
+
+def chunk_iterations(
+    X, Y, spec, *, loss, batches, coef, n_done, scale, sample_weight, nu, step_size, t0, solver, precond_ridge,
+    monitor, cache_bytes, budget, windows=None,
+):
+    """:func:`kernelscale.doubly_stochastic.solver.dsg_iterations` on dask X, Y (coded targets) and
+    ``sample_weight`` with X's row chunks (module docstring): one sum over each mini-batch's rows,
+    where their chunks are, per iteration. ``windows``: the row index arrays (whole row chunks)
+    whose chunks are held together while the batches read them (None: X, Y and the weights are
+    persisted, or read from where they are). ``budget``: the bytes of one task's products.
+    Returns what dsg_iterations returns."""
+    k = Y.shape[1]
+    D = spec.block_size
+    dtype = X.dtype
+    n = X.shape[0]
+    n_new = len(batches)
+    if coef is None or coef.shape[0] < n_done + n_new:
+        capacity = max(n_done + n_new, 2 * n_done if coef is not None else 0)
+        buf = np.zeros((capacity, D, k), dtype=dtype)
+        if coef is not None:
+            buf[:n_done] = coef[:n_done]
+        coef = buf
+    rows = DaskRows(X.chunks[0], budget).at(X, Y, sample_weight)
+    schedule = _residency(batches, windows, X.chunks[0], n) if windows is not None else None
+    keys = _CoefficientKeys(coef, n_done)
+    token = f"kernelscale-dsg-{uuid.uuid4().hex}"
+    history, stopped, zero_loss = [], False, 0.0
+    client = distributed_client()  # the pipeline needs asynchronous computations
+    task = dict(token=token, spec=spec, budget=int(budget), cache_bytes=int(cache_bytes))
+    groups, ahead, ahead_scale = None, None, 1.0
+    try:
+        for i, batch in enumerate(batches):
+            t = n_done
+            b = _batch_len(batch, n)
+            if schedule is not None:
+                rows.hold(schedule[i][0])
+            moments = rows.sum_parts(
+                batch, _batch_moments, groups=groups, parts=ahead, coef=keys.values(), scale=float(scale), t=t,
+                loss=loss, preconditioned=solver == "preconditioned", part_scale=ahead_scale, **task)
+            # the scores computed ahead stay referenced until the tasks using them are submitted:
+            # the graph names their keys only, and a released key is lost to the tasks
+            using, groups, ahead, ahead_scale = ahead, None, None, 1.0
+            if client is None:
+                import dask
+
+                grad, C, value, zero, bad = add_sums(*dask.compute(*moments))
+            else:  # submitted first, then the next batch's scores on blocks < t: they run while this process steps
+                future = client.compute(moments)
+                if i + 1 < len(batches) and t:
+                    if schedule is not None:
+                        rows.hold(schedule[i + 1][0])
+                    groups = rows.select(batches[i + 1])
+                    ahead = client.persist(rows.map_parts(groups, _partial_scores, coef=keys.values(), t=t, **task))
+                grad, C, value, zero, bad = add_sums(*client.gather(future))
+                del future
+            del using
+            if schedule is not None:
+                rows.release(schedule[i][1])
+            grad = (grad / b).astype(dtype, copy=False)
+            C = None if solver != "preconditioned" else C / b
+            history.append(value / b)
+            zero_loss = max(zero_loss, zero / b if loss == "squared" else _zero_loss(loss, np.zeros((1, k))))
+            gamma = _step_size(step_size, t0, t)
+            alpha = _new_block(NUMPY, grad, C, gamma, solver, precond_ridge, D, dtype)
+            _check_step(alpha, bad == 0, history[-1], zero_loss, t, step_size)
+            coef, scale, factor = _store_block(coef, t, alpha, scale, 1.0 - gamma * nu)
+            if factor is None:
+                keys.add(coef, t)
+            else:  # every block changed: so do the scores computed ahead with them
+                keys.reset(coef, t + 1)
+                ahead_scale = float(factor)
+            n_done = t + 1
+            if monitor is not None and monitor.update(
+                objective=history[-1], step_size=gamma, scale=scale, n_blocks=n_done
+            ):
+                stopped = True
+                break
+    finally:
+        _drop_ops(token)
+    return coef, n_done, scale, history, stopped
+
+
+def _drop_ops(token):
+    """Drop the fit's block caches: on every worker of a distributed client, and in this process
+    (dask's local schedulers run the tasks here)."""
+    _drop_worker_op(token)
     from ..dask.client import current_client
 
-    if dask.config.get("scheduler", None) not in (None, "dask.distributed", "distributed"):
-        return None
     client = current_client()
-    return client if client is not None and _workers_outnumber_cores(client) else None
-
-
-def _workers_outnumber_cores(client):
-    """Whether the workers have more threads than this process's host has cores. Otherwise the
-    client's own BLAS threads score a mini-batch faster than the workers (module docstring)."""
-    threads = sum(client.nthreads().values())  # every worker (scheduler_info may list only a few)
-    return threads > (os.cpu_count() or 1)
-
-
-class _DistributedScores:
-    """f(Xb) = sum_{j<t} phi_j(Xb) coef[j] of each mini-batch, split by runs of blocks (groups of
-    GROUP_COLUMNS columns for Fourier blocks) into one task per worker over a contiguous range of
-    runs with about equal columns; the batch rows are scattered once per iteration to the workers
-    used; every task regenerates its blocks from (seed, block) (cached for the fit on its worker)
-    and returns one (b, k) term per run, which the client adds in the order of
-    :meth:`FeatureOperator.scores`: numpy's scores bit for bit."""
-
-    def __init__(self, client, spec, budget, cache_bytes):
-        self.client, self.spec, self.budget, self.cache_bytes = client, spec, int(budget), int(cache_bytes)
-        self.workers = sorted(client.nthreads())
-        self.token = f"kernelscale-dsg-{uuid.uuid4().hex}"
-        self.planner = FeatureOperator(spec, budget)  # the runs only (nothing drawn)
-
-    def worth(self, b, t):
-        return bool(self.workers) and b * t * self.spec.block_size * self.spec.n_features_in >= _DISTRIBUTED_SCORE_WORK
-
-    def ranges(self, t):
-        """[(first, stop)] of blocks: the runs of range(t) cut into at most one contiguous range
-        per worker of about t / workers blocks each (whole runs)."""
-        runs = self.planner.runs(range(t))
-        parts = min(len(self.workers), len(runs))
-        out = []
-        for start, stop in runs:
-            slot = min(parts - 1, int((start + stop) / 2 * parts / t))
-            if len(out) <= slot:
-                out.append([start, stop])
-            else:
-                out[-1][1] = stop
-        return [tuple(r) for r in out]
-
-    def submit(self, Xb, coef, t):
-        ranges = self.ranges(t)
-        workers = self.workers[: len(ranges)]
-        rows = self.client.scatter(np.ascontiguousarray(Xb), workers=workers, broadcast=True, hash=False)
-        return [
-            self.client.submit(_worker_scores, self.token, self.spec, self.budget, self.cache_bytes, rows,
-                               np.ascontiguousarray(coef[a:b]), a, workers=[w], allow_other_workers=False,
-                               pure=False, key=f"{self.token}-{t}-{a}")
-            for (a, b), w in zip(ranges, workers)
-        ]
-
-    def gather(self, futures, shape, dtype):
-        F = np.zeros(shape, dtype=dtype)
-        for parts in self.client.gather(futures):
-            for P in parts:
-                F += P
-        return F
-
-    def close(self):
+    if client is not None:
         try:
-            self.client.run(_drop_worker_op, self.token)
-        except Exception:  # noqa: BLE001 (the cache goes with the next fit anyway)
+            client.run(_drop_worker_op, token)
+        except Exception:  # noqa: BLE001 (the cache goes with the next fits anyway)
             logger.debug("could not drop the workers' block caches", exc_info=True)

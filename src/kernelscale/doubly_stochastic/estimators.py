@@ -2,9 +2,9 @@
 and ``DoublyStochasticClassifier``.
 
 The method on arrays is :mod:`.solver` (:func:`~.solver.dsg_iterations`, :func:`~.solver.dsg_predict`);
-what the "auto" parameters resolve to is :mod:`.defaults`; the mini-batches, and the rows of a dask
-X fetched for them, are :mod:`.batches`; the mini-batches scored by the workers of a distributed
-client are :mod:`.distributed`; the fit, partial_fit and predict logic both estimators share
+what the "auto" parameters resolve to is :mod:`.defaults`; the mini-batches, and the row chunks of
+a dask X they read, are :mod:`.batches`; the iterations on a dask X, computed where its row chunks
+are, are :mod:`.distributed`; the fit, partial_fit and predict logic both estimators share
 (the memory plan, warm starts, streams, the blocks kept on a GPU, dask input) is :mod:`.fitting`.
 The estimators here code the targets and hold the parameters and their documentation.
 
@@ -17,8 +17,9 @@ The regressor's intercept (``fit_intercept=True``, the default; docs/algorithms.
 Algorithm 1 has no constant term, and a Gaussian model pays for one in its ridge and its steps.
 ``DoublyStochasticRegressor`` fits f to the targets less ``intercept_``, their weighted mean on the
 model's first mini-batch (``partial_fit``: its first call's first chunk), and ``predict`` adds it
-back. The first mini-batch holds the same rows for numpy and dask input (unless a dask pass
-exceeds one fetch: then its windows order the rows), so the intercept is the same too.
+back. The first mini-batch holds the same rows for numpy and dask input (unless the workers
+cannot hold a dask X whole: then windows of row chunks order the rows), so the intercept is the
+same too.
 ``fit_intercept=False`` is the paper's algorithm.
 
 Weights: ``fit`` rescales sample_weight to mean 1, so the objective is the weighted mean loss

@@ -15,9 +15,9 @@ features over n rows fit in half the memory left beside the iteration. ``partial
 starts rescore.
 
 Memory: the budget (``max_memory``) is read once per call, and the iteration's need
-(:func:`~.solver.dsg_memory`) is checked before anything is allocated. Of what it leaves spare, a
-quarter goes to the batch rows fetched at once from a dask X and half the rest to the cache of
-regenerated blocks.
+(:func:`~.solver.dsg_memory`) is checked before anything is allocated. Of what it leaves spare,
+half goes to the cache of regenerated blocks (on dask workers: at most an eighth of a worker's
+memory limit).
 
 Streaming on a GPU. With ``device="cuda"`` the products run on the GPU and the draws on the host
 (the same blocks on every device), so redrawing all t earlier blocks at every ``partial_fit``
@@ -37,10 +37,10 @@ or without them.
 
 Dask input. ``fit`` and ``partial_fit`` take a dask X chunked by rows (:mod:`kernelscale.dask.fit`).
 The n-sized inputs of the fit come from the chunks: n, the weights' total, the labels, the median
-bandwidth (numpy's subsample gathered). The model is numpy's bit for bit (with sample weights, up
-to the last bit of their total, summed over the chunks) where numpy rescores its batches; a dask X
-never keeps running scores (they need every row at every iteration), so on a set small enough for
-numpy to keep them the two agree up to rounding.
+bandwidth (numpy's subsample gathered). The iterations run where the row chunks are
+(:mod:`.distributed`: each one a sum over its mini-batch's rows), for both solvers; X, the coded
+targets and the weights are persisted when the workers can hold them (:meth:`_dask_windows`),
+else held window by window of row chunks. The model is numpy's up to the order of the sums.
 """
 
 from __future__ import annotations
@@ -64,11 +64,12 @@ from ..ops.feature_blocks import FeatureBlockSpec, kernel_family, seed_from
 from ..ops.features import FeatureOperator
 from ..ops.memory import format_bytes, parse_memory
 from ..ops.rows import executor, is_dask, total
-from .batches import _batch_len, _batch_rows, _draw_batches, _fetch_bytes
+from .batches import _batch_len, _batch_rows, _chunk_windows, _draw_batches
 from .defaults import (
     AUTO_BATCH, AUTO_BATCH_PER_FEATURE, AUTO_BLOCK, AUTO_PRECONDITIONED_STEP_SQUARED, AUTO_T0_SGD, auto_sgd_step,
     auto_solver, auto_t0, curvature_step, dsg_auto_sizes,
 )
+from .distributed import chunk_iterations
 from .solver import _use_running_scores, dsg_iterations, dsg_memory, dsg_predict
 
 __all__ = ["SOLVERS"]
@@ -231,10 +232,11 @@ class _DoublyStochasticBase(BoundaryMixin, BaseEstimator):
             return self.coef_  # e.g. after load: dsg_iterations grows it
         return buf
 
-    def _run(self, X, Y, sw, batches, fit=False, fetch_windows=None):
+    def _run(self, X, Y, sw, batches, fit=False, windows=None):
         """Run the iterations of ``batches`` and commit the state (only on success); ``fit``:
         the batches are those of a ``fit`` over all rows of X (running scores may be used);
-        ``fetch_windows``: fetch a dask X's rows by these windows (:func:`_batch_rows`)."""
+        ``windows`` (dask X): the windows of row chunks held while the batches read them
+        (:func:`.batches._residency`), or None: X, Y and the weights are persisted whole."""
         dtype = self.coef_.dtype if self.n_iter_ else X.dtype
         distributed = is_dask(X)
         if distributed:  # cast per chunk, as numpy casts the whole array
@@ -272,7 +274,7 @@ class _DoublyStochasticBase(BoundaryMixin, BaseEstimator):
         else:
             step = self._step()
         self._check_first_step(step)
-        spare = budget - need  # a quarter for the batch rows fetched at once (dask), half the rest for the cache
+        spare = budget - need  # half for the cache of regenerated blocks
         running = fit and fresh and not distributed and _use_running_scores(
             n, max((_batch_len(b, n) for b in batches), default=1), len(batches))
         if running:  # the n x k running scores, and the rows of one block's product over n rows
@@ -282,18 +284,23 @@ class _DoublyStochasticBase(BoundaryMixin, BaseEstimator):
             if running:
                 held += extra
                 spare -= extra
-        fetch = _fetch_bytes(spare) if distributed else 0
-        cache = (spare - fetch) // 2
+        cache = spare // 2
+        common = dict(loss=self._loss_name(Y.shape[1]), batches=batches,
+                      coef=self._buffer_view() if self.n_iter_ else None, n_done=self.n_iter_, scale=self.scale_,
+                      sample_weight=sw, nu=self.alpha, step_size=step, t0=self._t0(), solver=self._solver(),
+                      precond_ridge=self.precond_ridge, cache_bytes=cache)
         with IterationMonitor(self.verbose, self.callback, total=len(batches), desc="doubly stochastic") as mon:
-            coef, n_done, scale, history, _ = dsg_iterations(
-                X, Y, spec, loss=self._loss_name(Y.shape[1]), batches=batches,
-                coef=self._buffer_view() if self.n_iter_ else None, n_done=self.n_iter_,
-                scale=self.scale_, sample_weight=sw, nu=self.alpha, step_size=step,
-                t0=self._t0(), solver=self._solver(), precond_ridge=self.precond_ridge, monitor=mon,
-                cache_bytes=cache, max_memory=budget - held - cache - fetch, fetch_bytes=fetch,
-                fetch_windows=fetch_windows, running_scores=running,
-                operator=operator,
-            )
+            if distributed:  # where the row chunks are (.distributed)
+                if windows is None:  # the workers hold them: coded, centred and weighted once
+                    import dask
+
+                    X, Y, common["sample_weight"] = dask.persist(X, Y, sw)
+                coef, n_done, scale, history, _ = chunk_iterations(
+                    X, Y, spec, monitor=mon, budget=budget - held - cache, windows=windows, **common)
+            else:
+                coef, n_done, scale, history, _ = dsg_iterations(
+                    X, Y, spec, monitor=mon, max_memory=budget - held - cache, running_scores=running,
+                    operator=operator, **common)
         self.solver_ = self._solver()  # a warm start may name another solver
         if not curvature:
             self.__dict__.pop("step_size_", None)
@@ -348,11 +355,11 @@ class _DoublyStochasticBase(BoundaryMixin, BaseEstimator):
         run(scratch, *args, **kwargs)
         return commit_fit(self, vars(scratch), stale=tuple(vars(self)))
 
-    def _fit_batches(self, n, n_iter, start, row_chunks=None, fetch_rows=1):
-        """(mini-batches of fit, windows to fetch them by or None): :func:`.batches._draw_batches`
-        with this model's batch size, seed and ``shuffle``, from iteration ``start``; ``row_chunks``
-        and ``fetch_rows``: those of a dask X and of one fetch."""
-        return _draw_batches(n, self._batch_size(), n_iter, self.seed_, start, self.shuffle, row_chunks, fetch_rows)
+    def _fit_batches(self, n, n_iter, start, row_chunks=None, window_rows=None):
+        """(mini-batches of fit, windows or None): :func:`.batches._draw_batches` with this
+        model's batch size, seed and ``shuffle``, from iteration ``start``; ``row_chunks`` and
+        ``window_rows``: those of a dask X that the workers cannot hold whole, and of a window."""
+        return _draw_batches(n, self._batch_size(), n_iter, self.seed_, start, self.shuffle, row_chunks, window_rows)
 
     def _fit(self, X, y, sample_weight):
         first = not (self.warm_start and hasattr(self, "coef_"))
@@ -378,18 +385,38 @@ class _DoublyStochasticBase(BoundaryMixin, BaseEstimator):
             raise ValueError("warm_start=True but the number of targets changed; set warm_start=False.")
         n_total = self._n_iter(X.shape[0])
         n_new = n_total if first else warm_start_iterations(n_total, self.n_iter_)
-        batches, windows = self._fit_batches(X.shape[0], n_new, self.n_iter_, *self._fetch_window(X, Y, sw, n_new))
-        return self._run(X, Y, sw, batches, fit=True, fetch_windows=windows)
+        row_chunks, window_rows = self._dask_windows(X, Y, sw)
+        batches, windows = self._fit_batches(X.shape[0], n_new, self.n_iter_, row_chunks, window_rows)
+        if row_chunks is not None and windows is None:  # unshuffled: the chunks one after the other
+            windows = _chunk_windows(row_chunks, sum(_batch_len(b, X.shape[0]) for b in batches))
+        return self._run(X, Y, sw, batches, fit=True, windows=windows)
 
-    def _fetch_window(self, X, Y, sw, n_new):
-        """(row chunks, rows one fetch of :meth:`_run` holds) for a dask X; (None, 1) for numpy."""
+    def _dask_sizes(self, n):
+        """(solver, batch_size, block_size, blocks at the end) of a ``fit`` on n samples: what a
+        task of the distributed fit holds (:func:`kernelscale.dask.memory.footprint`)."""
+        solver = self._solver(n)
+        block = self._block_size(n, solver)
+        batch = min(n, int(self._batch_size(solver, block)))
+        n_iter = self.n_iter if self.n_iter != "auto" else dsg_auto_sizes(
+            n, solver, self.batch_size, self.block_size, self._loss_name(1))[0]
+        before = self.n_iter_ if self.warm_start and hasattr(self, "coef_") else 0
+        return solver, batch, block, before + n_iter
+
+    def _dask_windows(self, X, Y, sw):
+        """(row chunks, rows of a window) of a dask X whose rows, targets and weights the workers
+        cannot hold whole (:func:`kernelscale.dask.fit.hold_budget`; a window is at most half of
+        it); (None, None) for numpy, or when they can (:meth:`_run` persists them)."""
         if not is_dask(X):
-            return None, 1
+            return None, None
+        from ..dask.fit import hold_budget
+
         dtype = self.coef_.dtype if self.n_iter_ else X.dtype  # _run casts X and Y to it
-        _, need = dsg_memory(min(self._batch_size(), X.shape[0]), self._spec(dtype), Y.shape[1],
-                             self.n_iter_ + n_new, self._solver())
         row = dtype.itemsize * (X.shape[1] + Y.shape[1]) + 8 * (sw is not None)
-        return X.chunks[0], max(_fetch_bytes(parse_memory(self.max_memory) - need) // row, 1)
+        hold = hold_budget(self.max_memory)
+        # kept whole: X, and the targets and weights twice (as given, and as the iterations take them)
+        if X.shape[0] * (row + dtype.itemsize * Y.shape[1] + 8 * (sw is not None)) <= hold:
+            return None, None
+        return X.chunks[0], max(hold // 2 // row, 1)
 
     def _partial_fit(self, X, y, sample_weight, **target_kw):
         first = not hasattr(self, "coef_")
@@ -409,7 +436,8 @@ class _DoublyStochasticBase(BoundaryMixin, BaseEstimator):
         n = X.shape[0]
         bs = self._batch_size()
         batches = [slice(s, min(s + bs, n)) for s in range(0, n, bs)]
-        return self._run(X, Y, sw, batches)
+        row_chunks, _ = self._dask_windows(X, Y, sw)
+        return self._run(X, Y, sw, batches, windows=None if row_chunks is None else _chunk_windows(row_chunks, n))
 
     # -- dask input (kernelscale.dask.fit; module docstring, "Dask input")
 

@@ -69,9 +69,10 @@ Divergence: when the coefficients or predictions are not finite, or a mini-batch
 times the loss of f = 0, the run stops with a ValueError asking for a smaller step_size (the
 caller's blocks are left intact).
 
-A dask X: the rows of the batches are fetched group by group (:mod:`.batches`) and, on a
-distributed client, the mini-batches are scored by the workers (:mod:`.distributed`); the
-iterations are those numpy runs on the same rows.
+A dask X runs the same iterations where its row chunks are (:mod:`.distributed`): each
+mini-batch's scores and the new block's moments are sums over its rows, computed by the tasks of
+the chunks that hold them; the step below (:func:`_new_block`, :func:`_check_step`,
+:func:`_store_block`) is shared.
 """
 
 from __future__ import annotations
@@ -86,8 +87,6 @@ from ..ops.backend import NUMPY
 from ..ops.features import GROUP_COLUMNS, FeatureOperator, group_blocks
 from ..ops.memory import parse_memory
 from ..ops.rows import HostRows, is_dask
-from .batches import _batch_rows
-from .distributed import _DistributedScores, _scoring_client
 
 __all__ = ["dsg_iterations", "dsg_predict", "dsg_memory"]
 
@@ -188,7 +187,7 @@ def _step_size(step_size, t0, t):
 def dsg_iterations(
     X, Y, spec, *, loss, batches, coef=None, n_done=0, scale=1.0, sample_weight=None, nu=1e-5,
     step_size=1.0, t0=100.0, solver="sgd", precond_ridge=1e-3, monitor=None, cache_bytes=0, max_memory=None,
-    fetch_bytes=0, fetch_windows=None, running_scores=False, operator=None,
+    running_scores=False, operator=None,
 ):
     """Run one iteration per entry of ``batches`` (index arrays or slices into X), continuing
     from ``n_done`` fitted blocks.
@@ -210,12 +209,6 @@ def dsg_iterations(
         bytes; 0 regenerates every block at every use, as in the paper. Same result either way.
     max_memory : int, str or None
         Budget of a mini-batch's feature products (row chunks; see :mod:`kernelscale.ops.memory`).
-    fetch_bytes : int
-        Dask X, Y and sample_weight (X's row chunks): the bytes of batch rows fetched at once
-        (:func:`kernelscale.doubly_stochastic.batches._batch_rows`); the iterations are those
-        numpy runs on the same rows.
-    fetch_windows : list of index arrays or None
-        Dask X: fetch the rows window by window (:mod:`.batches`).
     running_scores : bool, default=False
         (numpy X only) Keep the unscaled scores S = sum_j phi_j(X) coef[j] of EVERY row of X and
         add each new block's phi_t(X) coef[t] to them (n x block_size features per iteration,
@@ -244,58 +237,81 @@ def dsg_iterations(
         if coef is not None:
             buf[:n_done] = coef[:n_done]
         coef = buf
-    if running_scores and is_dask(X):
-        raise ValueError("running_scores needs X as a numpy array.")
-    client = None if running_scores else _scoring_client(X)
+    if is_dask(X):
+        raise ValueError("dsg_iterations takes numpy arrays; a dask X runs doubly_stochastic.distributed.chunk_iterations.")
     budget = parse_memory(max_memory)
-    scorer = None if client is None else _DistributedScores(client, spec, budget, cache_bytes)
-    # the workers cache the blocks they score; here each new block is used once (and the small
-    # first iterations scored here redraw their few blocks), so nothing O(t d) is kept here
-    cache_bytes = 0 if scorer is not None else cache_bytes
     if operator is None:
         op = FeatureOperator(spec, budget, cache_bytes=cache_bytes)
     else:
         op = operator
         op.limit(budget, cache_bytes)
     S = op.scores(X, coef[:n_done], range(n_done)) if running_scores else None
-    try:
-        return _iterate(
-            X, Y, spec, op, S, scorer, coef=coef, n_done=n_done, scale=scale, loss=loss, batches=batches,
-            sample_weight=sample_weight, nu=nu, step_size=step_size, t0=t0, solver=solver,
-            precond_ridge=precond_ridge, monitor=monitor, fetch_bytes=fetch_bytes, fetch_windows=fetch_windows,
+    return _iterate(
+        X, Y, spec, op, S, coef=coef, n_done=n_done, scale=scale, loss=loss, batches=batches,
+        sample_weight=sample_weight, nu=nu, step_size=step_size, t0=t0, solver=solver,
+        precond_ridge=precond_ridge, monitor=monitor,
+    )
+
+
+def _new_block(backend, grad, C, gamma, solver, precond_ridge, D, dtype):
+    """alpha_t from the new block's mean gradient ``grad`` (D, k) and (preconditioned) its
+    weighted covariance ``C``: -gamma grad, or -gamma (C + r I)^{-1} grad with the relative ridge r."""
+    if solver == "preconditioned":
+        ridge = precond_ridge * max(float(C.diagonal().sum()) / D, np.finfo(np.float64).tiny)
+        step = backend.ridge_solve(C, grad.astype(np.float64), ridge, overwrite=True)
+        return (-gamma * step).astype(dtype)
+    return -gamma * grad
+
+
+def _check_step(alpha, scores_finite, value, zero_loss, t, step_size):
+    """A ValueError when the iterates blew up at iteration t: non-finite coefficients or scores,
+    or a mini-batch loss ``value`` over _BLOWUP times the largest loss of f = 0 seen."""
+    finite = np.all(np.isfinite(alpha)) and scores_finite and math.isfinite(value)
+    if not finite or value > _BLOWUP * max(zero_loss, np.finfo(np.float64).tiny):
+        raise ValueError(
+            f"the iterates blew up at iteration {t} (non-finite coefficients, or a mini-batch "
+            f"loss of {value:.3g}, over {_BLOWUP:g} times the loss of f = 0): "
+            f"step_size={step_size!r} is too large for this problem; pass a smaller step_size "
+            f"(e.g. {step_size / 10:g}) or a larger t0."
         )
-    finally:
-        if scorer is not None:
-            scorer.close()
 
 
-def _iterate(X, Y, spec, op, S, scorer, *, coef, n_done, scale, loss, batches, sample_weight, nu, step_size, t0,
-             solver, precond_ridge, monitor, fetch_bytes, fetch_windows):
-    """The loop of :func:`dsg_iterations`; ``scorer`` (:class:`.distributed._DistributedScores`
-    or None) scores the mini-batches on the workers."""
+def _store_block(coef, t, alpha, scale, decay):
+    """The decay applied to the running scale and alpha_t stored as coef[t] = alpha_t / scale:
+    (coef, scale, factor), ``factor`` the scale folded into coef[:t] (a new buffer) when it fell
+    below _RENORMALIZE_BELOW, else None."""
+    dtype = coef.dtype
+    scale *= decay
+    factor = None
+    if scale < _RENORMALIZE_BELOW:
+        factor = np.asarray(scale, dtype=dtype)
+        coef = coef.copy()  # new buffer: the caller's blocks stay valid if a later step fails
+        coef[:t] *= factor
+        scale = 1.0
+    coef[t] = alpha / np.asarray(scale, dtype=dtype)
+    return coef, scale, factor
+
+
+def _iterate(X, Y, spec, op, S, *, coef, n_done, scale, loss, batches, sample_weight, nu, step_size, t0,
+             solver, precond_ridge, monitor):
+    """The loop of :func:`dsg_iterations`."""
     D = spec.block_size
     dtype = X.dtype
     history = []
     stopped = False
     zero_loss = 0.0  # largest mini-batch loss of f = 0 seen: the scale that flags a blow-up
-    rows = _batch_rows(X, Y, sample_weight, batches, fetch_bytes, fetch_windows)
     ahead = _FeaturesAhead(op, X, n_done + len(batches)) if S is not None else None
     every_row = HostRows.wrap(op) if S is not None else None  # the running scores' per-row update
-    for batch, (Xb, Yb, wb) in zip(batches, rows):
+    for batch in batches:
+        Xb, Yb, wb = X[batch], Y[batch], None if sample_weight is None else sample_weight[batch]
         t = n_done
-        b = Xb.shape[0]
         if S is not None:  # the new block on every row: the batch's rows now, the running scores after the step
             F = S[batch] * np.asarray(scale, dtype=dtype)
             Phi_all = ahead(t)
             Phi = Phi_all[batch]
         else:
-            if scorer is not None and t and scorer.worth(b, t):
-                futures = scorer.submit(Xb, coef[:t], t)
-                Phi = op.transform(Xb, [t])  # the new block here while the workers score the earlier ones
-                F = scorer.gather(futures, (b, Yb.shape[1]), dtype)
-            else:
-                F = op.scores(Xb, coef[:t], range(t))
-                Phi = op.transform(Xb, [t], on_device=op.backend is not NUMPY)
+            F = op.scores(Xb, coef[:t], range(t))
+            Phi = op.transform(Xb, [t], on_device=op.backend is not NUMPY)
             F *= np.asarray(scale, dtype=dtype)
         values, G = _loss_and_grad(loss, F, Yb)
         if wb is not None:
@@ -305,29 +321,11 @@ def _iterate(X, Y, spec, op, S, scorer, *, coef, n_done, scale, loss, batches, s
         zero_loss = max(zero_loss, _zero_loss(loss, Yb))
         gamma = _step_size(step_size, t0, t)
         grad, C = _block_moments(op.backend, Phi, G, wb, solver == "preconditioned")
-        if solver == "preconditioned":
-            ridge = precond_ridge * max(float(C.diagonal().sum()) / D, np.finfo(np.float64).tiny)
-            step = op.backend.ridge_solve(C, grad.astype(np.float64), ridge, overwrite=True)
-            alpha = (-gamma * step).astype(dtype)
-        else:
-            alpha = -gamma * grad
-        decay = 1.0 - gamma * nu
-        finite = np.all(np.isfinite(alpha)) and np.all(np.isfinite(F)) and math.isfinite(history[-1])
-        if not finite or history[-1] > _BLOWUP * max(zero_loss, np.finfo(np.float64).tiny):
-            raise ValueError(
-                f"the iterates blew up at iteration {t} (non-finite coefficients, or a mini-batch "
-                f"loss of {history[-1]:.3g}, over {_BLOWUP:g} times the loss of f = 0): "
-                f"step_size={step_size!r} is too large for this problem; pass a smaller step_size "
-                f"(e.g. {step_size / 10:g}) or a larger t0."
-            )
-        scale *= decay
-        if scale < _RENORMALIZE_BELOW:
-            coef = coef.copy()  # new buffer: the caller's blocks stay valid if a later step fails
-            coef[:t] *= np.asarray(scale, dtype=dtype)
-            if S is not None:
-                S *= np.asarray(scale, dtype=dtype)
-            scale = 1.0
-        coef[t] = alpha / np.asarray(scale, dtype=dtype)
+        alpha = _new_block(op.backend, grad, C, gamma, solver, precond_ridge, D, dtype)
+        _check_step(alpha, np.all(np.isfinite(F)), history[-1], zero_loss, t, step_size)
+        coef, scale, factor = _store_block(coef, t, alpha, scale, 1.0 - gamma * nu)
+        if S is not None and factor is not None:
+            S *= factor
         if S is not None:
             S += every_row.map(_block_scores, Phi_all, coef=coef[t])
             Phi_all = None  # a view of the features computed ahead (their window is replaced next)
@@ -367,13 +365,14 @@ class _FeaturesAhead:
         return self.Phi[:, j * self.width : (j + 1) * self.width]
 
 
-def _block_moments(backend, Phi, G, wb, preconditioned):
+def _block_moments(backend, Phi, G, wb, preconditioned, divisor=None):
     """The new block's gradient Phi^T G / b (in Phi's dtype, a host array) and, for the
     preconditioned solver, its weighted covariance Phi^T W Phi / b (float64; else None), where
-    Phi is. Phi (b, D) is a host array, or the backend's array on a torch device: there the
-    products run where Phi is, and only the D x k gradient crosses to the host (the covariance
-    goes to ``backend.ridge_solve``, which solves on the device or the host by its size)."""
-    b = Phi.shape[0]
+    Phi is; b is ``divisor`` (default: the rows of Phi; 1 for the sums of a dask task). Phi
+    (b, D) is a host array, or the backend's array on a torch device: there the products run
+    where Phi is, and only the D x k gradient crosses to the host (the covariance goes to
+    ``backend.ridge_solve``, which solves on the device or the host by its size)."""
+    b = Phi.shape[0] if divisor is None else divisor
     host = isinstance(Phi, np.ndarray)
     mm = np.matmul if host else backend.xp.matmul  # transposed operands as they are (no copy)
     grad = mm(Phi.T, G if host else backend.asarray(G))

@@ -38,7 +38,8 @@ from .backend import NUMPY, current_backend
 from .feature_blocks import FourierBlock
 from .memory import MAX_CHUNK_ROWS, plan_rows
 
-__all__ = ["FeatureOperator", "GROUP_COLUMNS", "GROUP_BYTES", "SUM_ROWS", "group_blocks"]
+__all__ = ["FeatureOperator", "GROUP_COLUMNS", "GROUP_BYTES", "SINGLE_THREAD_PROJECTION_BYTES", "SUM_ROWS",
+           "group_blocks"]
 
 #: feature columns of Fourier blocks evaluated together (one GEMM)
 GROUP_COLUMNS = 4096
@@ -51,6 +52,11 @@ GROUP_BYTES = 32 * 2**20
 #: larger ones make fewer threaded BLAS calls (on two threads 256 MB was twice as fast as 8 MB);
 #: at 64 MB predictions were as fast as before grouping, or faster, on one and on two threads
 PROJECTION_BYTES = 64 * 2**20
+#: ... in a process whose BLAS runs one thread (a dask worker's task: distributed's nannies start
+#: their workers with one BLAS thread): one task scoring 2048 rows on 10 blocks of 1024 features,
+#: d = 30, took 76 ms at 64 MB, 58 ms at 8 MB, 64 ms at 2 MB; two such processes at once on the
+#: 2 cores 95-107 / 80 / 73-75 ms (they share the memory bandwidth)
+SINGLE_THREAD_PROJECTION_BYTES = 8 * 2**20
 #: float64 rows on the host with at most this fraction of nonzeros take the "cos" blocks of
 #: ``scores`` (and of a one-block ``transform``) from their nonzeros: one AXPY per nonzero, the
 #: cosine and the products with the coefficients (or the scale) in one tiled loop
@@ -97,10 +103,15 @@ class FeatureOperator:
         (small mini-batches against many blocks) and in ``transform`` (within half of the budget
         left beside its output); False takes them one block at a time over all rows, which was
         faster for predictions on many rows (benchmarks/perf/refactor.py's adult predict).
+    projection_bytes : int or None
+        The most bytes of a row chunk's projection in ``scores`` (None: ``PROJECTION_BYTES``);
+        a single-thread process (a dask worker's task) scores faster in smaller chunks
+        (``SINGLE_THREAD_PROJECTION_BYTES``). The same scores up to rounding.
     """
 
-    def __init__(self, spec, budget, *, cache_bytes=0, blocks=None, backend=None, group=True):
+    def __init__(self, spec, budget, *, cache_bytes=0, blocks=None, backend=None, group=True, projection_bytes=None):
         self.spec = spec
+        self.projection_bytes = PROJECTION_BYTES if projection_bytes is None else int(projection_bytes)
         self.budget = int(budget)
         self.backend = current_backend() if backend is None else backend
         self.cache_bytes = max(int(cache_bytes), 0)
@@ -297,23 +308,6 @@ class FeatureOperator:
             F[rows] += part
         return self.backend.to_numpy(F)
 
-    def run_scores(self, X, coef, blocks):
-        """The terms of :meth:`scores`, one (n, k) array per run of ``blocks`` (a group of Fourier
-        blocks, or one block; :meth:`runs`), each computed as ``scores`` computes it: adding
-        them in order to zeros gives ``scores(X, coef, blocks)`` bit for bit (the doubly
-        stochastic fit splits the runs of a mini-batch's scores across dask workers)."""
-        X = self._rows(X)
-        n, k = X.shape[0], coef.shape[2]
-        out = [self.backend.zeros((n, k), X.dtype) for _ in self._runs(list(blocks))]
-        for j, rows, part in self._parts(X, coef, blocks):
-            out[j][rows] = part
-        return [self.backend.to_numpy(P) for P in out]
-
-    def runs(self, blocks):
-        """[(first, stop)]: the runs of consecutive ``blocks`` that :meth:`scores` evaluates
-        together (one GEMM per row chunk for a group of Fourier blocks; one block otherwise)."""
-        return [(start, stop) for _, start, stop in self._runs(list(blocks))]
-
     def _parts(self, X, coef, blocks):
         """(run number, row slice, phi_run(X[rows]) coef_run) for each run of ``blocks`` and each
         row chunk of X (a host array of the map's dtype)."""
@@ -327,7 +321,7 @@ class FeatureOperator:
         held = X.nbytes if self.backend is not NUMPY and len(runs) > 1 and X.nbytes <= self.budget // 8 else 0
         chunks = {
             count: self._chunk(n, count * width, k, count * params + held,
-                               max(1, PROJECTION_BYTES // (count * width * item)))
+                               max(1, self.projection_bytes // (count * width * item)))
             for count in counts
         }
         rows = self.backend.asarray(X) if held else X
