@@ -329,8 +329,12 @@ def test_report_replaces_only_the_text_between_markers(tmp_path, capsys):
 def test_report_headline_rows_come_from_the_committed_results():
     docs = dict(report.load_results())
     rows, missing = report.headline_rows(docs)
-    assert not missing and 8 <= len(rows) <= 14
+    assert not missing and 8 <= len(rows) <= 18
     assert any("AutoKernelClassifier" in r for r in rows) and any("LIBSVM" in r for r in rows)
+    # Falkon's rows, each dataset's beside the front door's record of the same run (issue #38)
+    for data in ("MNIST", "adult"):
+        same_run = [r for r in rows if r.startswith(f"| {data}") and "falkon-peer.json" in r]
+        assert any("Falkon (M=" in r for r in same_run) and any("same run as Falkon" in r for r in same_run)
     assert all("cores" in r for r in rows)  # the machine is named on every row
 
 
