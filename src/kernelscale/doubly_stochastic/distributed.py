@@ -52,7 +52,7 @@ from ..ops.backend import NUMPY
 from ..ops.features import SINGLE_THREAD_PROJECTION_BYTES, FeatureOperator
 from ..ops.rows import DaskRows, add_sums, distributed_client
 from .batches import _batch_len, _residency
-from .solver import _block_moments, _check_step, _loss_and_grad, _new_block, _step_size, _store_block, _zero_loss
+from .solver import _block_moments, _check_step, _loss_and_grad, _new_block, _step_size, _store_block, _zero_loss, grown_coef
 
 logger = logging.getLogger(__name__)
 
@@ -202,12 +202,7 @@ def chunk_iterations(
     dtype = X.dtype
     n = X.shape[0]
     n_new = len(batches)
-    if coef is None or coef.shape[0] < n_done + n_new:
-        capacity = max(n_done + n_new, 2 * n_done if coef is not None else 0)
-        buf = np.zeros((capacity, D, k), dtype=dtype)
-        if coef is not None:
-            buf[:n_done] = coef[:n_done]
-        coef = buf
+    coef = grown_coef(coef, n_done, n_new, D, k, dtype)
     rows = DaskRows(X.chunks[0], budget).at(X, Y, sample_weight)
     schedule = _residency(batches, windows, X.chunks[0], n) if windows is not None else None
     keys = _CoefficientKeys(coef, n_done)

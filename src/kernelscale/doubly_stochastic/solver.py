@@ -184,6 +184,17 @@ def _step_size(step_size, t0, t):
 # the iterations
 
 
+def grown_coef(coef, n_done, n_new, D, k, dtype):
+    """The (blocks, D, k) coefficient buffer with room for ``n_new`` more blocks after the
+    first ``n_done`` (doubled when it grows, so that warm starts append in amortised O(1))."""
+    if coef is not None and coef.shape[0] >= n_done + n_new:
+        return coef
+    buf = np.zeros((max(n_done + n_new, 2 * n_done if coef is not None else 0), D, k), dtype=dtype)
+    if coef is not None:
+        buf[:n_done] = coef[:n_done]
+    return buf
+
+
 def dsg_iterations(
     X, Y, spec, *, loss, batches, coef=None, n_done=0, scale=1.0, sample_weight=None, nu=1e-5,
     step_size=1.0, t0=100.0, solver="sgd", precond_ridge=1e-3, monitor=None, cache_bytes=0, max_memory=None,
@@ -231,12 +242,7 @@ def dsg_iterations(
     k = Y.shape[1]
     D = spec.block_size
     dtype = X.dtype
-    if coef is None or coef.shape[0] < n_done + n_new:
-        capacity = max(n_done + n_new, 2 * n_done if coef is not None else 0)
-        buf = np.zeros((capacity, D, k), dtype=dtype)
-        if coef is not None:
-            buf[:n_done] = coef[:n_done]
-        coef = buf
+    coef = grown_coef(coef, n_done, n_new, D, k, dtype)
     if is_dask(X):
         raise ValueError("dsg_iterations takes numpy arrays; a dask X runs doubly_stochastic.distributed.chunk_iterations.")
     budget = parse_memory(max_memory)
