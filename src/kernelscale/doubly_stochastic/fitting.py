@@ -421,7 +421,8 @@ class _DoublyStochasticBase(BoundaryMixin, BaseEstimator):
         kernel = make_kernel(self.kernel, "kernel")
         if not kernel.is_resolved:  # the sizes do not depend on the bandwidth the median trick picks
             kernel = clone(kernel).set_params(sigma=1.0)
-        spec = FeatureBlockSpec(kernel, d, block, 0, np.dtype(dtype), self.feature_method_ if warm else self.feature_method)
+        method = self.feature_method_ if warm else self.feature_method
+        spec = FeatureBlockSpec(kernel, d, block, 0, np.dtype(dtype), method)
         _, need = dsg_memory(batch, spec, k, blocks, solver)
         part = block * k * np.dtype(dtype).itemsize + (8 * block * block if solver == "preconditioned" else 0)
         return need + blocks * block * k * np.dtype(dtype).itemsize, part, batch, block

@@ -238,7 +238,8 @@ def dsg_iterations(
             buf[:n_done] = coef[:n_done]
         coef = buf
     if is_dask(X):
-        raise ValueError("dsg_iterations takes numpy arrays; a dask X runs doubly_stochastic.distributed.chunk_iterations.")
+        raise ValueError("dsg_iterations takes numpy arrays; a dask X runs in "
+                         "kernelscale.doubly_stochastic.distributed.chunk_iterations.")
     budget = parse_memory(max_memory)
     if operator is None:
         op = FeatureOperator(spec, budget, cache_bytes=cache_bytes)
