@@ -63,6 +63,26 @@ def test_a_fit_that_cannot_fit_the_workers_is_refused_naming_the_limit_the_chunk
         assert part in message, (part, message)
 
 
+def test_a_doubly_stochastic_fit_the_plan_admits_is_not_refused_once_it_runs():
+    """The plan counts an iteration's need (the estimator's own dsg_memory, on a whole mini-batch)
+    in every task and caps the fit's budgets at what a task has left beside it; the fit does not
+    check that need again against the capped budget, which refused it after 208 tasks on the
+    workers of 1 GB of the dask_memory benchmark."""
+    import dask
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(104_857, 30))
+    y = X[:, 0] + 0.1 * rng.normal(size=X.shape[0])
+    Xd, yd = da.from_array(X, chunks=(13_108, 30)), da.from_array(y, chunks=13_108)
+    est = kernelscale.DoublyStochasticRegressor(n_iter=2, random_state=0)
+    found = plan(est, Xd, 1, 10 * 2**30, _workers(10**9))
+    need, _, batch, block = est._dask_task_need(X.shape[0], 30, 1, np.dtype(np.float64))
+    assert (batch, block) == (4096, 1024) and found.budget < need  # the preconditioned solver's defaults
+    with dask.config.set(scheduler="synchronous"), _memory.capped(found):
+        est.fit(Xd, yd)
+    assert est.n_iter_ == 2 and est.solver_ == "preconditioned"
+
+
 def test_workers_without_a_memory_limit_are_not_planned_for():
     class Client:
         def scheduler_info(self, **kw):

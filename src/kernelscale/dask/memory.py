@@ -160,18 +160,19 @@ def footprint(estimator, n, d, k, itemsize, budget):
                          fixed=J * d * itemsize + part, part=part,
                          what=f"the {J} sampled rows and their {J} x {J} Gram sums", knob="batch_size")
     if name in ("DoublyStochasticClassifier", "DoublyStochasticRegressor"):
-        solver, batch, block, blocks = estimator._dask_sizes(n)
+        need, _, batch, block = estimator._dask_task_need(n, d, k, np.dtype(f"f{itemsize}"))
         # the coded targets and weights, persisted beside X; a task holds its rows of a mini-batch
-        # (at most all of them), their scores and the new block's features (the scores' groups
-        # of blocks are planned within the budget), the coefficients of every earlier block
-        # (received in parts and joined), and its partial sums: the D x k gradient and, for the
-        # preconditioned solver, the D x D covariance; plus the regenerated blocks its worker
-        # caches (an eighth of its memory_limit, counted by the caller)
-        part = block * k * f + (block * block * f if solver == "preconditioned" else 0)
-        return Footprint(state_row=(k + 1) * f, task_row=io,
-                         fixed=batch * (d + 2 * k + block) * f + 2 * blocks * block * k * itemsize + part, part=part,
-                         what=f"a mini-batch of {batch} rows on a block of {block} features, {blocks} blocks' "
-                              f"coefficients and their partial sums", knob="batch_size")
+        # (at most all of them), their scores and the new block's features, the coefficients of
+        # every earlier block and its partial sums (the D x k gradient, and the preconditioned
+        # solver's D x D covariance): an iteration's need as the estimator plans it; plus the
+        # regenerated blocks its worker caches (an eighth of its memory_limit, counted by the
+        # caller). The fit then skips its own check of that need against the capped budget. Its
+        # partial sums are one per worker, added by the client (RowsAt.sum_parts): no tree node
+        # runs on a worker below 9 workers, so none is planned (part=0), and the fan-in does not
+        # eat the budget the tasks' products plan their row chunks in
+        return Footprint(state_row=(k + 1) * f, task_row=io, fixed=need, part=0,
+                         what=f"an iteration on a mini-batch of {batch} rows with blocks of {block} features",
+                         knob="batch_size")
     return Footprint(state_row=4 * k * f, task_row=io)
 
 

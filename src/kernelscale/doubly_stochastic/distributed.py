@@ -8,15 +8,21 @@ preconditioned solver, its covariance) are sums over those rows:
     grad = sum_b phi_t(x_b)^T w_b l'(f(x_b), y_b),   C = sum_b w_b phi_t(x_b)^T phi_t(x_b).
 
 So on a dask X (:func:`chunk_iterations`) each iteration is ONE sum of the row executor over the
-rows of its mini-batch (:meth:`kernelscale.ops.rows.DaskRows.at`): one task per row chunk holding
-any of them (:func:`_batch_moments`) scores its rows, computes the new block's features on them
-and returns its part of grad (block_size x k), of C (block_size x block_size, preconditioned), of
-the weighted loss, of the loss of f = 0 and the count of non-finite scores; the tree adds the
-parts, and the client receives only those small sums. The client divides by the batch size,
-takes the step (the sgd step, or the preconditioned ridge solve) and stores the new block as on
-numpy, so the model is numpy's up to the order of the sums (each row's scores are computed as
-numpy computes them; the gradient is added chunk by chunk instead of in one product: tested to
-1e-8 relative).
+rows of its mini-batch (:meth:`kernelscale.ops.rows.DaskRows.at`): one task per worker holding
+any of them (per row chunk without a distributed client; :func:`_batch_moments`) scores its rows,
+computes the new block's features on them and returns its part of grad (block_size x k), of C
+(block_size x block_size, preconditioned), of the weighted loss, of the loss of f = 0 and the
+count of non-finite scores; the client receives only those small sums and adds them. It divides
+by the batch size, takes the step (the sgd step, or the preconditioned ridge solve) and stores
+the new block as on numpy, so the model is numpy's up to the order of the sums (each row's scores
+are computed as numpy computes them; the gradient is added task by task instead of in one
+product: tested to 1e-8 relative).
+
+On a distributed client the tasks of iteration t are followed by the next batch's scores on the
+blocks before t (:func:`_partial_scores`), kept on the workers: they run while the client takes
+its step and builds the next graph, and iteration t + 1 adds block t to them (times the factor of
+a renormalisation in between). The client's part of an iteration, and the chain of iterations
+itself (t + 1 needs block t), is what stays serial.
 
 Every block is a function of (seed, block) (docs/algorithms.md section 2.3): a task regenerates
 the blocks it needs, kept for the fit in a cache on its worker (:func:`_worker_op`, at most an
@@ -177,11 +183,13 @@ class _CoefficientKeys:
     def add(self, coef, t):
         """Block t (coef[:t] already held)."""
         self.parts.append(self._key(coef, t, t + 1))
-        while len(self.parts) > 1 and (self.parts[-1][1] - self.parts[-1][0]) == (self.parts[-2][1] - self.parts[-2][0]):
-            first = self.parts[-2][0]
-            stop = self.parts[-1][1]
+        while len(self.parts) > 1 and self._size(-1) == self._size(-2):
+            first, stop = self.parts[-2][0], self.parts[-1][1]
             del self.parts[-2:]
             self.parts.append(self._key(coef, first, stop))
+
+    def _size(self, i):
+        return self.parts[i][1] - self.parts[i][0]
 
     def values(self):
         return [kept for _, _, kept in self.parts]

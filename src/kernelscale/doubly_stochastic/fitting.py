@@ -48,7 +48,7 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
@@ -73,6 +73,13 @@ from .distributed import chunk_iterations
 from .solver import _use_running_scores, dsg_iterations, dsg_memory, dsg_predict
 
 __all__ = ["SOLVERS"]
+
+
+def _dask_plan():
+    """The plan of the distributed fit running now (kernelscale.dask.memory), or None."""
+    from ..dask.memory import active_plan
+
+    return active_plan()
 
 SOLVERS = ("auto", "sgd", "preconditioned")
 #: torch device types on which partial_fit and predictions keep their drawn blocks between calls
@@ -249,7 +256,10 @@ class _DoublyStochasticBase(BoundaryMixin, BaseEstimator):
         budget = parse_memory(self.max_memory)
         held, need = dsg_memory(max(_batch_len(b, n) for b in batches) if batches else 1, spec, Y.shape[1],
                                 self.n_iter_ + len(batches), self._solver())
-        if need > budget:
+        # planned within the workers' memory (kernelscale.dask.memory): the plan counted this need
+        # in every task (_dask_task_need) and capped ``budget`` at what a task has left beside it
+        planned = distributed and _dask_plan() is not None
+        if need > budget and not planned:
             raise ValueError(
                 f"max_memory={format_bytes(budget)} is too small for {len(batches)} doubly stochastic "
                 f"iterations, which need {format_bytes(need)} ({need} bytes: the coefficient store "
@@ -295,8 +305,11 @@ class _DoublyStochasticBase(BoundaryMixin, BaseEstimator):
                     import dask
 
                     X, Y, common["sample_weight"] = dask.persist(X, Y, sw)
+                if planned:  # the tasks' operators get what the plan left them; their caches are planned apart
+                    common["cache_bytes"] = budget
                 coef, n_done, scale, history, _ = chunk_iterations(
-                    X, Y, spec, monitor=mon, budget=budget - held - cache, windows=windows, **common)
+                    X, Y, spec, monitor=mon, budget=budget if planned else budget - held - cache, windows=windows,
+                    **common)
             else:
                 coef, n_done, scale, history, _ = dsg_iterations(
                     X, Y, spec, monitor=mon, max_memory=budget - held - cache, running_scores=running,
@@ -391,16 +404,28 @@ class _DoublyStochasticBase(BoundaryMixin, BaseEstimator):
             windows = _chunk_windows(row_chunks, sum(_batch_len(b, X.shape[0]) for b in batches))
         return self._run(X, Y, sw, batches, fit=True, windows=windows)
 
-    def _dask_sizes(self, n):
-        """(solver, batch_size, block_size, blocks at the end) of a ``fit`` on n samples: what a
-        task of the distributed fit holds (:func:`kernelscale.dask.memory.footprint`)."""
+    def _dask_task_need(self, n, d, k, dtype):
+        """(bytes, partial sum's bytes, batch_size, block_size): the most one task of a distributed
+        ``fit`` on n samples of d features and k target columns holds
+        (:func:`kernelscale.dask.memory.footprint`): an iteration's need (:func:`~.solver.dsg_memory`)
+        on the whole mini-batch (all its rows may be on one worker), and the coefficients it
+        receives in parts beside their joined copy; and the size of its partial sum (the block's
+        gradient, and the preconditioned solver's covariance in float64)."""
         solver = self._solver(n)
         block = self._block_size(n, solver)
         batch = min(n, int(self._batch_size(solver, block)))
         n_iter = self.n_iter if self.n_iter != "auto" else dsg_auto_sizes(
             n, solver, self.batch_size, self.block_size, self._loss_name(1))[0]
-        before = self.n_iter_ if self.warm_start and hasattr(self, "coef_") else 0
-        return solver, batch, block, before + n_iter
+        warm = self.warm_start and hasattr(self, "coef_")
+        blocks = (self.n_iter_ if warm else 0) + n_iter
+        kernel = make_kernel(self.kernel, "kernel")
+        if not kernel.is_resolved:  # the sizes do not depend on the bandwidth the median trick picks
+            kernel = clone(kernel).set_params(sigma=1.0)
+        method = self.feature_method_ if warm else self.feature_method
+        spec = FeatureBlockSpec(kernel, d, block, 0, np.dtype(dtype), method)
+        _, need = dsg_memory(batch, spec, k, blocks, solver)
+        part = block * k * np.dtype(dtype).itemsize + (8 * block * block if solver == "preconditioned" else 0)
+        return need + blocks * block * k * np.dtype(dtype).itemsize, part, batch, block
 
     def _dask_windows(self, X, Y, sw):
         """(row chunks, rows of a window) of a dask X whose rows, targets and weights the workers

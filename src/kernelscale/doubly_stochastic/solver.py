@@ -244,7 +244,8 @@ def dsg_iterations(
     dtype = X.dtype
     coef = grown_coef(coef, n_done, n_new, D, k, dtype)
     if is_dask(X):
-        raise ValueError("dsg_iterations takes numpy arrays; a dask X runs doubly_stochastic.distributed.chunk_iterations.")
+        raise ValueError("dsg_iterations takes numpy arrays; a dask X runs in "
+                         "kernelscale.doubly_stochastic.distributed.chunk_iterations.")
     budget = parse_memory(max_memory)
     if operator is None:
         op = FeatureOperator(spec, budget, cache_bytes=cache_bytes)
