@@ -164,13 +164,32 @@ def test_search_finds_the_bandwidth_and_scaling_of_the_data():
     assert found.score < 0.1  # the LOO MSE is under a tenth of the variance
 
 
-def test_stages_to_keep_keeps_all_unless_clearly_better_earlier():
-    assert plan.stages_to_keep([0.05, 0.03, 0.021, 0.02], 2000, classification=True) == 4
-    # within noise of the last: all stages
-    assert plan.stages_to_keep([0.05, 0.019, 0.02], 2000, classification=True) == 3
-    # clearly overfitting: the best
-    assert plan.stages_to_keep([0.05, 0.01, 0.03], 2000, classification=True) == 2
-    assert plan.stages_to_keep([], 100, classification=False) == 0
+def _stage_rows(errors_at, n=2000):
+    """Per-row 0/1 losses of a stage whose errors are the rows ``errors_at``."""
+    rows = np.zeros(n)
+    rows[list(errors_at)] = 1.0
+    return rows
+
+
+def test_stages_to_keep_keeps_all_unless_the_last_is_clearly_worse_on_the_same_rows():
+    best, still_falling = _stage_rows(range(40)), _stage_rows(range(42))
+    assert plan.stages_to_keep([0.05, 0.02, 0.021], best, still_falling) == 3
+    # 20 more errors than the best (1%), on rows the best got right: a paired difference of
+    # 4.5 standard errors, although 1% is within 2 standard errors of either error rate alone
+    overfit = _stage_rows(range(60))
+    assert plan.stages_to_keep([0.05, 0.02, 0.03], best, overfit) == 2
+    # 20 rows the best got wrong now right, 40 others now wrong: still 20 more errors
+    traded = _stage_rows(range(20, 80))
+    assert plan.stages_to_keep([0.05, 0.02, 0.03], best, traded) == 2
+    # as many errors as the best, on other rows: all stages
+    swapped = _stage_rows(list(range(20, 40)) + list(range(100, 120)))
+    assert plan.stages_to_keep([0.05, 0.02, 0.02], best, swapped) == 3
+    # regression losses: a uniformly worse last stage is cut, a noisy one is kept
+    rng = np.random.default_rng(0)
+    sq = rng.exponential(size=2000)
+    assert plan.stages_to_keep([2.0, 1.0, 1.1], sq, sq * 1.1) == 2
+    assert plan.stages_to_keep([2.0, 1.0, 1.01], sq, sq * rng.uniform(0.5, 1.52, 2000)) == 3
+    assert plan.stages_to_keep([], None, None) == 0
 
 
 def test_small_data_takes_the_exact_route_and_matches_its_estimator():

@@ -17,6 +17,7 @@ stratified for classification) and never looks at the test part.
     python -m benchmarks auto_rules alpha
     python -m benchmarks auto_rules block [--seconds 40]
     python -m benchmarks auto_rules multiclass
+    python -m benchmarks auto_rules adult [--seconds 10] [--seeds 4]
 
 Writes benchmarks/results/auto-rules.json (one record per part and variant; a later part adds to
 the file's other parts).
@@ -116,10 +117,55 @@ def part_multiclass(suite):
         print(f"{name:24s} " + " | ".join(line), flush=True)
 
 
+def _unpaired_stages_to_keep(losses, best_rows, last_rows):
+    """The stage rule before the paired one: the best stage only if it beats the last by two
+    standard errors of the last's error rate on its own."""
+    if not len(losses):
+        return 0
+    last, best, n = losses[-1], int(np.argmin(losses)), len(last_rows)
+    noise = np.sqrt(max(last * (1 - last), 1.0 / n) / n)
+    return best + 1 if losses[best] < last - 2 * noise else len(losses)
+
+
+def part_adult(suite, seconds, seeds):
+    import kernelscale as ks
+    from kernelscale.auto import plan, search
+
+    adult = ks.load_dataset("adult")
+    X, Xv, y, yv = _validation_split(adult.X_train, adult.y_train, "classification")
+    rules = {"indicators": search.indicator_columns, "stages": plan.stages_to_keep}
+    variants = {
+        "(a) all columns standardised, unpaired stage rule": (lambda Z: np.zeros(Z.shape[1], bool), _unpaired_stages_to_keep),
+        "(b) indicator columns kept": (rules["indicators"], _unpaired_stages_to_keep),
+        "(c) indicators kept, paired stage rule": (rules["indicators"], rules["stages"]),
+    }
+    for label, (indicators, stages) in variants.items():
+        errors = []
+        for seed in range(seeds):
+            search.indicator_columns, plan.stages_to_keep = indicators, stages
+            try:
+                start = time.perf_counter()
+                model = ks.AutoKernelClassifier(time_budget=seconds, random_state=seed).fit(X, y)
+                fit_s = time.perf_counter() - start
+            finally:
+                search.indicator_columns, plan.stages_to_keep = rules["indicators"], rules["stages"]
+            errors.append(task_error("classification", model.predict(Xv), yv))
+            chosen = model.best_params_
+            suite.add("adult (train split)", label,
+                      params={"part": "adult", "seed": seed, "time_budget": seconds,
+                              **{k: chosen[k] for k in ("scaling", "kernel", "sigma", "n_stages")}},
+                      metrics={"validation_error": errors[-1]}, time_median_s=fit_s, times_s=[fit_s])
+            print(f"{label}: seed {seed} {chosen['scaling']} {chosen['kernel']} sigma={chosen['sigma']:.3g} "
+                  f"stages {chosen['n_stages']}: validation error {errors[-1]:.4f} ({fit_s:.1f} s)", flush=True)
+        print(f"{label}: mean {np.mean(errors):.4f}", flush=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=("alpha", "block", "multiclass"))
-    parser.add_argument("--seconds", type=float, default=40.0)
+    parser.add_argument("part", choices=("alpha", "block", "multiclass", "adult"))
+    parser.add_argument("--seconds", type=float, default=None,
+                        help="block: seconds per block size (40); adult: the time budget (10)")
+    parser.add_argument("--seeds", type=int, default=4, help="adult: fits per variant")
     args = parser.parse_args(argv)
     suite = Suite("auto-rules", paper={"note": "training data only; see the module docstring"})
     path = RESULTS_DIR / "auto-rules.json"
@@ -129,8 +175,10 @@ def main(argv=None):
         part_alpha(suite)
     elif args.part == "multiclass":
         part_multiclass(suite)
+    elif args.part == "adult":
+        part_adult(suite, args.seconds or 10.0, args.seeds)
     else:
-        part_block(suite, args.seconds)
+        part_block(suite, args.seconds or 40.0)
     suite.write(plot=False)
 
 

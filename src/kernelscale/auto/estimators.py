@@ -147,8 +147,13 @@ class _AutoBase(BoundaryMixin, BaseEstimator):
                                       callback=clock, **common)
         sw = None if sample_weight is None else sample_weight[train]
         model.fit(X[train], y[train], sample_weight=sw)
-        losses = [self._holdout_loss(model, out, y[held]) for out in self._staged(model, X[held])]
-        keep = plan.stages_to_keep(losses, held.size, classification=isinstance(self, ClassifierMixin))
+        losses, best_rows, rows = [], None, None
+        for out in self._staged(model, X[held]):
+            rows = self._holdout_losses(model, out, y[held])
+            losses.append(float(np.mean(rows)))
+            if losses[-1] < min(losses[:-1], default=np.inf):
+                best_rows = rows
+        keep = plan.stages_to_keep(losses, best_rows, rows)
         model.keep_stages(keep)
         self._log(f"stagewise: {clock.stages} stages of {block} features, kept {keep} "
                   f"(held-out loss {losses[keep - 1] if keep else float('nan'):.4f})")
@@ -301,10 +306,9 @@ class AutoKernelClassifier(ClassifierMixin, _AutoBase):
         return model.staged_decision_function(X)
 
     @staticmethod
-    def _holdout_loss(model, scores, y):
+    def _holdout_losses(model, scores, y):
         picked = scores.argmax(axis=1) if scores.ndim == 2 else (scores > 0).astype(int)
-        labels = model.classes_[picked]
-        return float(np.mean(labels != y))
+        return (model.classes_[picked] != y).astype(np.float64)
 
     def decision_function(self, X):
         X = self._scaled(X)
@@ -338,5 +342,5 @@ class AutoKernelRegressor(FiniteR2Mixin, RegressorMixin, _AutoBase):
         return model.staged_predict(X)
 
     @staticmethod
-    def _holdout_loss(model, pred, y):
-        return float(np.mean((pred - y) ** 2))
+    def _holdout_losses(model, pred, y):
+        return (pred - y) ** 2

@@ -67,21 +67,21 @@ def use_exact(n, d, exact_bytes, time_budget, flops, memory_budget):
             and exact_seconds(n, d, flops) <= EXACT_SHARE * time_budget)
 
 
-def stages_to_keep(losses, n_held, classification):
-    """How many stages to keep, from the held-out loss after each (``losses[t]`` after t + 1
-    stages): all of them unless an earlier stage is better than the last by more than two
-    standard errors of the last one's loss (an error rate over ``n_held`` rows, or a mean squared
-    error, whose relative standard error is about sqrt(2 / n_held)), in which case the best one.
+def stages_to_keep(losses, best_rows, last_rows):
+    """How many stages to keep, from the held-out loss after each (``losses[t]`` the mean loss
+    after t + 1 stages; ``best_rows`` and ``last_rows`` the per-row losses of the best and of the
+    last stage on the same held-out rows): all of them unless the last is worse than the best by
+    more than two standard errors of their paired difference, in which case the best one.
     Stagewise fits on large data keep improving, and picking the minimum of a noisy curve that
-    is still falling would cut them short."""
-    if not losses:
+    is still falling would cut them short; on noisy data (adult) they overfit after a few stages.
+    The two stages are scored on the same rows, so their difference is far less noisy than
+    either loss: only the rows where they disagree count."""
+    if not len(losses):
         return 0
-    last, best = losses[-1], int(np.argmin(losses))
-    if classification:
-        noise = np.sqrt(max(last * (1 - last), 1.0 / n_held) / n_held)
-    else:
-        noise = last * np.sqrt(2.0 / n_held)
-    return best + 1 if losses[best] < last - 2 * noise else len(losses)
+    best = int(np.argmin(losses))
+    diff = np.asarray(last_rows, dtype=np.float64) - np.asarray(best_rows, dtype=np.float64)
+    error = np.std(diff) / np.sqrt(max(diff.size, 1))
+    return best + 1 if np.mean(diff) > 2 * error else len(losses)
 
 
 def smallest_ridge(n, dtype, kernel_mean=1.0):

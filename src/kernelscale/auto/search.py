@@ -184,8 +184,32 @@ class _Representations:
         return KERNELS[candidate.kernel](sigma=sigma), sigma
 
 
+def indicator_columns(X):
+    """Boolean mask of the columns of X whose every value is 0 or 1 (one-hot and other indicator
+    columns), without an n x d temporary: on [0, 1], x (x - 1) <= 0 with equality only at 0 and
+    1, so a column qualifies when its range is within [0, 1] and the sum of x^2 - x is zero."""
+    if sp.issparse(X):
+        X = X.tocsr()
+        other = (X.data != 0) & (X.data != 1)
+        mask = np.ones(X.shape[1], dtype=bool)
+        mask[X.indices[other]] = False
+        return mask
+    if X.shape[0] == 0:
+        return np.ones(X.shape[1], dtype=bool)
+    squares_less_values = np.einsum("ij,ij->j", X, X) - X.sum(axis=0)
+    return (X.min(axis=0) >= 0) & (X.max(axis=0) <= 1) & (squares_less_values == 0)
+
+
 def standard_scaling(X):
-    """(mean, scale) of the columns of X; constant columns get scale 1 (left as they are).
+    """(mean, scale) of the columns of X; constant and indicator columns (0/1 values only) get
+    mean 0 and scale 1 (left as they are).
+
+    Indicator columns stay 0/1: dividing a one-hot column of frequency p by its standard deviation
+    multiplies it by about 1 / sqrt(p), so a rare category would dominate every distance
+    (on adult, whose 123 columns are all one-hot, the standardised kernels are 0.6% worse on a
+    validation split; the search's subsamples are too small to see it,
+    benchmarks/studies/auto.md). A change of category moves a row by sqrt(2), a standardised
+    number by one standard deviation per unit.
 
     For scipy.sparse X the mean is zero (no centring, as scikit-learn's
     ``StandardScaler(with_mean=False)``: centring would make every entry nonzero) and the scale
@@ -197,11 +221,13 @@ def standard_scaling(X):
         mean_ = np.asarray(X.sum(axis=0), dtype=np.float64).ravel() / n
         square = np.asarray(X.multiply(X).sum(axis=0), dtype=np.float64).ravel() / n
         scale = np.sqrt(np.maximum(square - mean_ * mean_, 0.0))
-        scale[~(scale > 0)] = 1.0
-        return np.zeros(X.shape[1]), scale
-    mean = np.mean(X, axis=0)
-    scale = np.std(X, axis=0)
-    scale[~(scale > 0)] = 1.0
+        mean = np.zeros(X.shape[1])
+    else:
+        mean = np.mean(X, axis=0)
+        scale = np.std(X, axis=0)
+    keep = ~(scale > 0) | indicator_columns(X)
+    mean[keep] = 0.0
+    scale[keep] = 1.0
     return mean, scale
 
 
@@ -217,10 +243,12 @@ def standardize(X, mean, scale):
     return (X - mean) / scale
 
 
-def candidates(d):
-    """The search's grid: both scalings (one when X has a single feature), both kernels, every
-    bandwidth factor."""
-    scalings = ("none",) if d == 1 else ("none", "standard")
+def candidates(X):
+    """The search's grid: both scalings (only "none" when X has a single feature or every column
+    is constant or an indicator, which the standard scaling leaves as they are), both kernels,
+    every bandwidth factor."""
+    same = X.shape[1] == 1 or not np.any(standard_scaling(X)[1] != 1)
+    scalings = ("none",) if same else ("none", "standard")
     return [Candidate(s, k, f) for s in scalings for k in KERNELS for f in BANDWIDTH_FACTORS]
 
 
@@ -238,7 +266,7 @@ def halving_search(X, Y, codes, deadline, *, reduce=None, budget=None, random_st
     both = ("ovr", "ovo") if pairwise and codes is not None and 2 < Y.shape[1] <= PAIRWISE_MAX_CLASSES else ("ovr",)
     modes = {}  # candidate -> the multiclass scheme it won with on the first rung
     n, d = X.shape
-    pool = candidates(d)
+    pool = candidates(X)
     n = min(n, max_search_rows(budget, d))
     if budget is not None:
         check_fits(LOO_SQUARES * 8 * min(n, MIN_RUNG) ** 2 + 16 * min(n, MIN_RUNG) * d, budget,
