@@ -185,7 +185,7 @@ HEADLINE = (
     # the scaling run: virtual MNIST digits on a LocalCluster of 2 workers, the real test digits
     *(dict(data=f"virtual MNIST {n}, 2 Dask workers", file="scale.json",
            dataset="mnist virtual digits (test: the real 10000)",
-           method=f"StagewiseClassifier() 2 worker(s), n={k}", label="StagewiseClassifier()",
+           method=f"StagewiseClassifier(n_stages=8) 2 worker(s), n={k}", label="StagewiseClassifier(n_stages=8)",
            fit="fit_s", predict="predict_s", predict_note=f"{n} rows")
       for n, k in (("60k", 60000), ("4M", 4000000))),
     # the stream on one GPU
