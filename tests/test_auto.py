@@ -212,6 +212,28 @@ def test_small_data_takes_the_exact_route_and_matches_its_estimator():
     assert len(rows["validation_loss"]) == len(rows["sigma"]) >= 20  # 2 scalings x 2 kernels x 5 bandwidths
 
 
+def test_standard_scaling_leaves_indicator_and_constant_columns_as_they_are():
+    import scipy.sparse as sp
+
+    from kernelscale.auto.search import candidates, indicator_columns, standard_scaling
+
+    rng = np.random.default_rng(0)
+    onehot = (rng.random((200, 3)) < [0.5, 0.02, 0.0]).astype(float)  # a rare category, an empty one
+    numbers = np.column_stack([rng.normal(3.0, 5.0, 200), rng.integers(0, 2, 200) * 0.5, np.full(200, 7.0)])
+    X = np.column_stack([onehot, numbers])
+    assert indicator_columns(X).tolist() == [True, True, True, False, False, False]
+    for Z in (X, sp.csr_matrix(X), X.astype(np.float32)):
+        assert indicator_columns(Z).tolist() == [True, True, True, False, False, False]
+        mean, scale = standard_scaling(Z)
+        np.testing.assert_array_equal(scale[:3], 1.0)
+        np.testing.assert_array_equal(mean[:3], 0.0)
+        assert scale[5] == 1.0  # constant
+        np.testing.assert_allclose(scale[3:5], np.std(X[:, 3:5], axis=0), rtol=1e-5)  # {0, 0.5}: scaled
+    # a table of indicators only: standardising would change nothing, so it is not searched
+    assert {c.scaling for c in candidates(onehot)} == {"none"}
+    assert {c.scaling for c in candidates(X)} == {"none", "standard"}
+
+
 def test_regression_is_equivariant_to_the_scale_of_the_targets():
     X, y = make_regression(n_samples=300, n_features=5, noise=5.0, random_state=0)
     y = y + 0.01 * y**2

@@ -205,11 +205,10 @@ def standard_scaling(X):
     mean 0 and scale 1 (left as they are).
 
     Indicator columns stay 0/1: dividing a one-hot column of frequency p by its standard deviation
-    multiplies it by about 1 / sqrt(p), so a rare category would dominate every distance
-    (on adult, whose 123 columns are all one-hot, the standardised kernels are 0.6% worse on a
-    validation split; the search's subsamples are too small to see it,
-    benchmarks/studies/auto.md). A change of category moves a row by sqrt(2), a standardised
-    number by one standard deviation per unit.
+    multiplies it by about 1 / sqrt(p), so a rare category would dominate every distance, and the
+    search's subsamples rarely hold the rare categories that would show it
+    (benchmarks/studies/least_squares.md, "The front door's stagewise route"). A change of
+    category moves a row by sqrt(2), a standardised number by one standard deviation per unit.
 
     For scipy.sparse X the mean is zero (no centring, as scikit-learn's
     ``StandardScaler(with_mean=False)``: centring would make every entry nonzero) and the scale
