@@ -55,3 +55,25 @@ def test_resumes_from_the_finished_fits_and_reports_slope_and_speedup(tmp_path, 
     except ImportError:
         return
     assert (tmp_path / "results" / "scale.png").exists()
+
+
+def test_a_fit_in_parts_stops_resumes_and_gives_the_one_fit_model(tmp_path):
+    pytest.importorskip("distributed")
+    data = _digits()
+    one = scale.fit_once("stagewise", 2000, 1, data, chunk=1000)
+    checkpoint = tmp_path / "state" / "stagewise-2000-1"
+    # the first of two parts only: nothing to record yet, the model and its seconds are saved
+    assert scale.fit_once("stagewise", 2000, 1, data, chunk=1000, parts=2, checkpoint=checkpoint, max_parts=1) is None
+    progress = json.loads(checkpoint.with_suffix(".json").read_text())
+    assert progress["parts_done"] == 1 and progress["fit_s"] > 0
+    resumed = scale.fit_once("stagewise", 2000, 1, data, chunk=1000, parts=2, checkpoint=checkpoint)
+    assert resumed["parts"] == 2 and resumed["fit_s"] > progress["fit_s"]
+    # 4 + 4 warm-started stages are the 8 stages of one fit (up to float32 rounding of the replay)
+    assert abs(resumed["test_error"] - one["test_error"]) <= 2 / len(data[3])
+
+
+def test_parts_resolve_the_sizes_of_one_fit():
+    assert scale._split(scale._stagewise(10**6), 10**6) == ("n_stages", 8, {})
+    assert scale._split(scale._stagewise_auto(10**6), 10**6) == ("n_stages", 64, {})
+    # the doubly stochastic run: two passes of ceil(2n / 256) rows, 51200 features in 256 blocks
+    assert scale._split(scale._dsg(100_000), 100_000) == ("n_iter", 256, {"batch_size": 782, "block_size": 200})

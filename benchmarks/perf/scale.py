@@ -46,7 +46,14 @@ Resumable: every finished fit is written to ``--state-dir`` (default
 ``~/.cache/kernelscale/bench-scale``) with its ``SETTINGS``, and a later run skips the fits
 already there with the same settings (``--fresh`` starts over), so the sizes can be run in several parts (``--sizes``).
 
-Run: ``python -m benchmarks scale [--sizes 60000,250000] [--part stagewise] [--fresh]``
+Fits too long for one sitting (the 10M point of issue #40) run in parts: ``--fit-parts P`` splits
+each missing fit into P warm-started fits (stages or iterations added in equal shares, the sizes
+resolved as for one fit), saving the model and the seconds so far after each part next to the
+state; ``--max-parts K`` stops after K parts, and the next run continues from the saved model.
+The recorded ``fit_s`` is the sum of the parts' fits (each warm start also replays the stages or
+iterations it continues).
+Run: ``python -m benchmarks scale [--sizes 60000,250000] [--part stagewise] [--fresh]
+[--fit-parts P [--max-parts K]]``
 (``--quick``: n = 20k and 40k from 6000 base digits, 1000 test digits).
 """
 
@@ -141,8 +148,14 @@ def _peak_rss():
 SETTINGS = {"include_originals": INCLUDE_ORIGINALS, "worker_memory_limit": WORKER_MEMORY}
 
 
-def fit_once(method, n, workers, data, chunk=CHUNK):
-    """One fit on a fresh LocalCluster of ``workers`` processes; the record's metrics."""
+def fit_once(method, n, workers, data, chunk=CHUNK, parts=1, checkpoint=None, max_parts=None):
+    """One fit on a fresh LocalCluster of ``workers`` processes; the record's metrics.
+
+    ``parts`` > 1: the fit runs as that many warm-started fits, each adding its share of the
+    stages or iterations (:func:`_split`), and the model and the seconds so far are saved to
+    ``checkpoint`` (a path without suffix: ``.npz`` model, ``.json`` progress) after each, so a
+    later call continues where an earlier one stopped. ``max_parts``: run at most that many parts
+    in this call; returns None while parts remain."""
     from distributed import Client, LocalCluster
 
     from kernelscale import VirtualDigits
@@ -159,9 +172,15 @@ def fit_once(method, n, workers, data, chunk=CHUNK):
         _, make, cap = METHODS[method]
         est = make(n)
         with PeakMemory() as mem:
-            start = time.perf_counter()
-            est.fit(X, y)
-            fit_s = time.perf_counter() - start
+            if parts > 1:
+                est, progress = _fit_in_parts(est, X, y, n, parts, Path(checkpoint), client, max_parts)
+                if progress["parts_done"] < parts:
+                    return None
+                fit_s, earlier_peak = progress["fit_s"], progress["worker_peak_rss_bytes"]
+            else:
+                start = time.perf_counter()
+                est.fit(X, y)
+                fit_s, earlier_peak = time.perf_counter() - start, 0
             rows = n if cap is None else min(n, cap)
             start = time.perf_counter()
             wrong = int((est.predict(X[:rows]) != y[:rows]).sum().compute())
@@ -171,8 +190,54 @@ def fit_once(method, n, workers, data, chunk=CHUNK):
     return {
         "fit_s": fit_s, "predict_s": predict_s, "predict_rows": rows, "test_error": test_error,
         "train_error": wrong / rows,
-        "worker_peak_rss_bytes": max(worker_peaks.values()), "client_peak_rss_bytes": mem.peak_rss,
+        "worker_peak_rss_bytes": max(earlier_peak, *worker_peaks.values()), "client_peak_rss_bytes": mem.peak_rss,
+        **({"parts": parts} if parts > 1 else {}),
     }
+
+
+def _split(est, n):
+    """(parameter, total, fixed): the parameter that counts a fit's stages or iterations, its
+    total on n examples, and the sizes to pass explicitly so that every part resolves them as
+    one fit on n examples would (an explicit ``n_iter`` changes the doubly stochastic "auto"
+    block)."""
+    if hasattr(est, "n_stages"):
+        from kernelscale.least_squares.stagewise import _auto_n_stages
+
+        return "n_stages", _auto_n_stages(n) if est.n_stages == "auto" else int(est.n_stages), {}
+    if hasattr(est, "n_iter"):
+        from kernelscale.doubly_stochastic.defaults import dsg_auto_sizes
+
+        n_iter, batch, block = dsg_auto_sizes(n, est._solver(n), est.batch_size, est.block_size)
+        total = n_iter if est.n_iter == "auto" else int(est.n_iter)
+        return "n_iter", total, {"batch_size": batch, "block_size": block}
+    raise ValueError(f"{type(est).__name__} has no stages or iterations to fit in parts; use --parts 1.")
+
+
+def _fit_in_parts(est, X, y, n, parts, checkpoint, client, max_parts=None):
+    """:func:`fit_once`'s fit in ``parts`` warm-started parts, resumed from ``checkpoint``.
+    Returns (estimator, progress: parts_done, fit_s summed over the parts, worker peak)."""
+    import kernelscale as ks
+
+    name, total, fixed = _split(est, n)
+    model_path, progress_path = checkpoint.with_suffix(".npz"), checkpoint.with_suffix(".json")
+    progress = {"parts_done": 0, "fit_s": 0.0, "worker_peak_rss_bytes": 0}
+    if progress_path.exists():
+        progress = json.loads(progress_path.read_text())
+        est = ks.load(model_path)
+        logger.info("resuming after part %d of %d (%.0f s so far)", progress["parts_done"], parts, progress["fit_s"])
+    stop = parts if max_parts is None else min(parts, progress["parts_done"] + max_parts)
+    for part in range(progress["parts_done"] + 1, stop + 1):
+        est.set_params(warm_start=True, **fixed, **{name: -(-total * part // parts)})
+        start = time.perf_counter()
+        est.fit(X, y)
+        progress["fit_s"] += time.perf_counter() - start
+        progress["worker_peak_rss_bytes"] = max(progress["worker_peak_rss_bytes"], *client.run(_peak_rss).values())
+        progress["parts_done"] = part
+        checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        ks.save(est, model_path)
+        progress_path.write_text(json.dumps(progress))
+        logger.info("part %d of %d: %d %s, %.0f s so far", part, parts, getattr(est, name), name, progress["fit_s"])
+    return est, progress
 
 
 def _slope(points):
@@ -188,9 +253,11 @@ def _state_path(state_dir, quick):
 
 
 def run(quick=False, out_dir=None, *, parts=None, sizes=None, speedup_n=None, state_dir=None, fresh=False,
-        data=None):
+        data=None, fit_parts=1, max_parts=None):
     """The fits still missing from the state (module docstring), then the suite from all of them.
-    ``data`` (X_base, y_base, X_test, y_test) replaces MNIST (tests)."""
+    ``data`` (X_base, y_base, X_test, y_test) replaces MNIST (tests). ``fit_parts``, ``max_parts``:
+    each missing fit in that many resumable parts, at most ``max_parts`` of them in this call
+    (:func:`fit_once`); a fit with parts left is not recorded yet."""
     if data is None:
         from kernelscale import load_dataset
 
@@ -210,8 +277,13 @@ def run(quick=False, out_dir=None, *, parts=None, sizes=None, speedup_n=None, st
                 if key in done and done[key].get("settings") == SETTINGS:
                     continue
                 logger.info("fitting %s on %d virtual digits with %d worker(s)", method, n, workers)
-                done[key] = {**fit_once(method, n, workers, data, chunk=CHUNK if not quick else 5000),
-                             "settings": SETTINGS}
+                extra = {} if fit_parts == 1 else dict(parts=fit_parts, max_parts=max_parts,
+                                                      checkpoint=path.parent / f"{method}-{n}-{workers}")
+                got = fit_once(method, n, workers, data, chunk=CHUNK if not quick else 5000, **extra)
+                if got is None:
+                    logger.info("%s: parts remain; run again to continue", key)
+                    continue
+                done[key] = {**got, "settings": SETTINGS}
                 logger.info("%s: %s", key, done[key])
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(json.dumps(done, indent=1))
@@ -314,11 +386,14 @@ def main(argv=None):
     p.add_argument("--speedup-n", type=int, default=None, help="n of the 1-worker fit (default: the second size)")
     p.add_argument("--state-dir", default=None, help=f"finished fits (default {DEFAULT_STATE_DIR})")
     p.add_argument("--fresh", action="store_true", help="discard the finished fits and start over")
+    p.add_argument("--fit-parts", type=int, default=1,
+                   help="fit each missing fit in this many warm-started parts, saved after each (resumable)")
+    p.add_argument("--max-parts", type=int, default=None, help="run at most this many parts now, then stop")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("distributed").setLevel(logging.ERROR)
     sizes = tuple(int(s) for s in a.sizes.split(",")) if a.sizes else None
-    print(f"results: {run(a.quick, a.out_dir, parts=a.part, sizes=sizes, speedup_n=a.speedup_n, state_dir=a.state_dir, fresh=a.fresh)}")
+    print(f"results: {run(a.quick, a.out_dir, parts=a.part, sizes=sizes, speedup_n=a.speedup_n, state_dir=a.state_dir, fresh=a.fresh, fit_parts=a.fit_parts, max_parts=a.max_parts)}")
     return 0
 
 
