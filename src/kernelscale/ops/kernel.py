@@ -401,9 +401,21 @@ class RowBlock:
         return self._host(self.backend.matmul(self._M, self.backend.asarray(W)), out)
 
     def tdot(self, V, out=None):
-        """M^T V for V of shape (J, k)."""
+        """M^T V for V of shape (J, k) (or (J,)).
+
+        On numpy it is computed as (V^T M)^T: OpenBLAS's threaded product with the tall
+        transposed M (n x J) as its left operand touches ~60 MiB more of its per-thread buffers
+        (2 threads, J = 1000, n = 20000), resident for the rest of the process and counted by no
+        plan; V^T M runs in the buffers the other products use, no slower
+        (benchmarks/studies/compute_layer.md, "Memory of the first fit")."""
         if self.backend is NUMPY:
-            return np.matmul(self._M.T, V, out=out)
+            V = np.asarray(V)
+            if V.ndim == 1:
+                return np.matmul(V, self._M, out=out)
+            if out is not None:
+                out[...] = np.matmul(V.T, self._M).T
+                return out
+            return np.ascontiguousarray(np.matmul(V.T, self._M).T)
         return self._host(self.backend.matmul(self._M.T, self.backend.asarray(V)), out)
 
 
