@@ -59,7 +59,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..ops.memory import format_bytes, parse_memory
-from ..ops.rows import is_dask
+from ..ops.rows import chunk_meta, is_dask, is_sparse_chunked
 
 __all__ = ["is_dask_array", "is_sparse_chunked", "chunk_meta", "has_dask_input", "call", "dispatching_dask", "MAPPED",
            "GATHERED"]
@@ -188,20 +188,6 @@ def _prepare_X(X, name):
             )
         X = X.rechunk({1: -1})
     return X
-
-
-def is_sparse_chunked(a):
-    """True for a dask array whose chunks are scipy.sparse matrices (its ``_meta`` is one)."""
-    return sp.issparse(getattr(a, "_meta", None))
-
-
-def chunk_meta(a, dtype=None):
-    """An empty chunk of ``a``'s kind (a CSR matrix for sparse chunks, else a numpy array), of
-    ``dtype`` (default ``a``'s), for the ``meta=`` of dask calls that keep ``a``'s chunk type."""
-    dtype = a.dtype if dtype is None else dtype
-    if is_sparse_chunked(a):
-        return sp.csr_matrix((0, 0), dtype=dtype)
-    return np.empty((0,) * a.ndim, dtype=dtype)
 
 
 def _check_rows_match(a, name, X, x_name):

@@ -69,8 +69,8 @@ from sklearn.base import is_classifier
 
 from ..base.classifier import check_class_memory, encode_classes, one_hot
 from ..base.estimator import check_class_weight
+from ..ops.rows import chunk_meta
 from .client import cluster_budget, current_client
-from .dispatch import chunk_meta
 from .memory import active_plan, capped, client_budget, plan, worker_memory
 
 __all__ = ["DISTRIBUTED", "class_weight_chunk", "fit", "hold_budget", "partial_fit", "persist_within", "sum_labels",

@@ -46,8 +46,8 @@ import scipy.sparse as sp
 
 from .features import FeatureOperator
 
-__all__ = ["HostRows", "DaskRows", "RowsAt", "add_sums", "distributed_client", "executor", "is_dask", "row_weights", "stack_rows",
-           "weighted_sum", "total"]
+__all__ = ["HostRows", "DaskRows", "RowsAt", "add_sums", "chunk_meta", "distributed_client", "executor", "is_dask",
+           "is_sparse_chunked", "row_weights", "stack_rows", "weighted_sum", "total"]
 
 #: partial sums added per node of the tree reduction
 SPLIT_EVERY = 8
@@ -59,6 +59,20 @@ SPLIT = contextvars.ContextVar("kernelscale_split_every", default=SPLIT_EVERY)
 def is_dask(a):
     """True for a dask array (without importing dask)."""
     return type(a).__module__.split(".")[0] == "dask" and hasattr(a, "chunks") and hasattr(a, "map_blocks")
+
+
+def is_sparse_chunked(a):
+    """True for a dask array whose chunks are scipy.sparse matrices (its ``_meta`` is one)."""
+    return sp.issparse(getattr(a, "_meta", None))
+
+
+def chunk_meta(a, dtype=None):
+    """An empty chunk of ``a``'s kind (a CSR matrix for sparse chunks, else a numpy array), of
+    ``dtype`` (default ``a``'s), for the ``meta=`` of dask calls that keep ``a``'s chunk type."""
+    dtype = a.dtype if dtype is None else dtype
+    if is_sparse_chunked(a):
+        return sp.csr_matrix((0, 0), dtype=dtype)
+    return np.empty((0,) * a.ndim, dtype=dtype)
 
 
 def executor(budget, *arrays):
