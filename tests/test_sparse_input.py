@@ -201,11 +201,3 @@ def test_saved_sparse_model_loads_and_predicts(tmp_path):
         loaded = ks.load(tmp_path / "m.ks")
         assert type(loaded.X_fit_) is type(model.X_fit_)
         np.testing.assert_array_equal(loaded.predict(Xs), model.predict(Xs))
-
-
-def test_dask_sparse_chunks_refused_with_the_fix():
-    da = pytest.importorskip("dask.array")
-    X, y = _data()
-    Xd = da.from_array(sp.csr_matrix(X), chunks=(40, X.shape[1]), asarray=False)
-    with pytest.raises(ValueError, match=r"sparse chunks.*\.compute\(\)"):
-        CONFIGS["SLKLRegressor"]().fit(Xd, da.from_array(y, chunks=40))

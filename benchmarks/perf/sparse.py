@@ -45,8 +45,9 @@ SUITE = "sparse"
 VOCABULARY, WORDS_PER_DOC, TOPIC_WORDS, TOPIC_SHARE, FLIP = 50000, 50, 400, 0.3, 0.05
 
 
-def text_set(n, random_state=0):
-    """(X CSR tf-idf (n, VOCABULARY), y in {0, 1}): the synthetic documents of the module docstring."""
+def text_set(n, random_state=0, words_per_doc=WORDS_PER_DOC):
+    """(X CSR tf-idf (n, VOCABULARY), y in {0, 1}): the synthetic documents of the module docstring,
+    ``words_per_doc`` word draws a document."""
     from sklearn.feature_extraction.text import TfidfTransformer
 
     rng = np.random.default_rng(random_state)
@@ -54,11 +55,11 @@ def text_set(n, random_state=0):
     background /= background.sum()
     topics = rng.choice(VOCABULARY, size=(2, TOPIC_WORDS), replace=False)
     y = rng.integers(0, 2, size=n)
-    words = rng.choice(VOCABULARY, size=(n, WORDS_PER_DOC), p=background)
-    topical = rng.random((n, WORDS_PER_DOC)) < TOPIC_SHARE
-    words[topical] = topics[np.repeat(y, WORDS_PER_DOC).reshape(n, -1)[topical],
+    words = rng.choice(VOCABULARY, size=(n, words_per_doc), p=background)
+    topical = rng.random((n, words_per_doc)) < TOPIC_SHARE
+    words[topical] = topics[np.repeat(y, words_per_doc).reshape(n, -1)[topical],
                             rng.integers(0, TOPIC_WORDS, size=int(topical.sum()))]
-    counts = sp.csr_matrix((np.ones(words.size), (np.repeat(np.arange(n), WORDS_PER_DOC), words.ravel())),
+    counts = sp.csr_matrix((np.ones(words.size), (np.repeat(np.arange(n), words_per_doc), words.ravel())),
                            shape=(n, VOCABULARY))
     counts.sum_duplicates()
     X = TfidfTransformer().fit_transform(counts).tocsr()
@@ -112,44 +113,168 @@ def compare_set(suite, dataset, data, sigma, ours, dense_limit):
                             f"(--dense-limit {dense_limit / 2**30:.1f} GiB)")
 
 
+#: the wide set: 100000 + 10000 documents of 60 word draws (0.1% nonzeros: about 50 distinct words)
+WIDE_TRAIN, WIDE_TEST, WIDE_WORDS, WIDE_LIBSVM_ROWS = 100000, 10000, 60, 25000
+PARTS = ("adult", "text", "wide")
+
+
+def wide_set(suite, args):
+    """The issue's 100k x 50k at 0.1% nonzeros: our sparse methods on every training row within
+    ``--max-memory``, LIBLINEAR on every row, LIBSVM on the first ``--wide-libsvm-rows`` (its fit
+    grows with the square of the rows: 118 s for 20000 on 2 cores), all predicting the same test
+    rows; with ``--wide-dask``, SLKL on a 2-worker LocalCluster fed the training rows as a dask
+    array of CSR row chunks."""
+    from sklearn.svm import SVC, LinearSVC
+
+    from kernelscale import RegularizedKernelClassifier, StagewiseClassifier
+
+    X, y = text_set(args.wide_train + WIDE_TEST, random_state=1, words_per_doc=WIDE_WORDS)
+    data = (X[: args.wide_train], y[: args.wide_train], X[args.wide_train :], y[args.wide_train :])
+    density = X.nnz / (X.shape[0] * X.shape[1])
+    sigma = median_heuristic(data[0], random_state=0)
+    gamma, m, budget = 1.0 / (2.0 * sigma**2), min(args.wide_libsvm_rows, args.wide_train), args.max_memory
+    print(f"wide: {X.shape[0]} x {X.shape[1]}, {density:.4%} nonzeros, median sigma {sigma:.3f}", flush=True)
+    sub = (data[0][:m], data[1][:m], data[2], data[3])
+    libsvm = run_method(suite, "wide", f"LIBSVM (sklearn SVC, sparse, first {m} rows)", lambda: SVC(C=1.0, gamma=gamma),
+                        sub, "peer", {"C": 1.0, "gamma": gamma, "train_rows": m},
+                        notes=f"fitted on the first {m} of {args.wide_train} training rows (LIBSVM's fit within ~5 min)")
+    peers = [libsvm, run_method(suite, "wide", "LIBLINEAR (sklearn LinearSVC, sparse)", lambda: LinearSVC(C=1.0), data,
+                                "peer", {"C": 1.0})]
+    kernel = GaussianKernel(sigma=sigma)
+    ours = [
+        ("SLKLClassifier(M=300)", lambda: SLKLClassifier(kernel, n_components=300, random_state=0, max_memory=budget),
+         {"sigma": sigma, "n_components": 300}),
+        ("SLKLClassifier(M=1000)", lambda: SLKLClassifier(kernel, n_components=1000, random_state=0,
+                                                          max_memory=budget), {"sigma": sigma, "n_components": 1000}),
+        ("RegularizedKernelClassifier(linear)", lambda: RegularizedKernelClassifier(kernel="linear", max_memory=budget),
+         {"kernel": "linear"}),
+        ("StagewiseClassifier(2 stages)", lambda: StagewiseClassifier(kernel, n_stages=2, pca_components=None,
+                                                                      random_state=0, max_memory=budget),
+         {"sigma": sigma, "n_stages": 2, "pca_components": None}),
+        (f"DoublyStochasticClassifier(hinge, {args.wide_dsg_iter} iterations)",
+         lambda: DoublyStochasticClassifier(kernel, loss="hinge", n_iter=args.wide_dsg_iter, random_state=0,
+                                            max_memory=budget), {"sigma": sigma, "n_iter": args.wide_dsg_iter}),
+    ]
+    for label, make, params in ours:
+        if args.wide_dsg_iter == 0 and label.startswith("Doubly"):
+            continue
+        record = run_method(suite, "wide", f"kernelscale {label} (sparse)", make, data, params=params)
+        compare(record, peers[0], ["fit_s", "predict_s", "test_error"])
+    if args.wide_dask:
+        try:
+            record = _dask_slkl(suite, data, kernel, sigma, budget)
+            compare(record, libsvm, ["fit_s", "predict_s", "test_error"])
+        except Exception as err:  # recorded, not fatal: the other rows of the run are kept
+            suite.add("wide", "kernelscale SLKLClassifier(M=300) (dask, CSR chunks, 2 workers)",
+                      notes=f"failed: {type(err).__name__}: {err}")
+            print(f"wide   dask SLKL failed: {err}", flush=True)
+    return {"n_train": args.wide_train, "n_test": WIDE_TEST, "vocabulary": VOCABULARY, "density": density,
+            "libsvm_rows": m, "max_memory": budget, "sigma": sigma}
+
+
+def _dask_slkl(suite, data, kernel, sigma, budget):
+    """SLKL(M=300) on a 2-worker LocalCluster (one thread each), X a dask array of CSR row chunks
+    (10 chunks), predictions over the test rows' CSR chunks."""
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    X_train, y_train, X_test, y_test = data
+    rows = -(-X_train.shape[0] // 10)
+    # memory_limit=0: no plan within the workers' memory, whose estimate counts a sparse row as d
+    # dense values (with 6 GB workers it capped the task budget at 0.8 MiB here); max_memory holds
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit=0, dashboard_address=None,
+                      silence_logs=50) as cluster, Client(cluster):
+        Xd = da.from_array(X_train, chunks=(rows, X_train.shape[1]), asarray=False).persist()
+        yd = da.from_array(y_train, chunks=rows).persist()
+        Td = da.from_array(X_test, chunks=(rows, X_test.shape[1]), asarray=False).persist()
+        model, fit_s = _timed(lambda: SLKLClassifier(kernel, n_components=300, random_state=0,
+                                                     max_memory=budget).fit(Xd, yd))
+        pred, predict_s = _timed(lambda: model.predict(Td).compute())
+    error = float(np.mean(pred != y_test))
+    name = "kernelscale SLKLClassifier(M=300) (dask, CSR chunks, 2 workers)"
+    record = suite.add("wide", name, params={"sigma": sigma, "n_components": 300, "row_chunks": 10, "workers": 2},
+                       time_median_s=fit_s, times_s=[fit_s],
+                       metrics={"fit_s": fit_s, "predict_s": predict_s, "test_error": error},
+                       notes="2-worker LocalCluster (no memory_limit) on the same 2 cores; X persisted on the "
+                             "workers before the clock")
+    print(f"wide   {name:42s} fit {fit_s:7.2f} s  predict {predict_s:6.2f} s  error {error:.4f}", flush=True)
+    return record
+
+
+def _kept(parts, quick):
+    """The records and ``paper`` entries of the parts not run now, from the suite's last result."""
+    import json
+
+    from benchmarks.harness import RESULTS_DIR
+
+    path = RESULTS_DIR / (f"{SUITE}-quick.json" if quick else f"{SUITE}.json")
+    if not path.exists():
+        return [], {}
+    doc = json.loads(path.read_text())
+    records = [r for r in doc["records"] if r["dataset"] not in parts]
+    keys = {"adult": ["adult_train_rows"], "text": ["text_set"], "wide": ["wide_set"]}
+    old = doc.get("paper") or {}
+    return records, {key: old[key] for part in PARTS if part not in parts for key in keys[part] if key in old}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="4000 adult rows, 4000 + 2000 documents")
+    parser.add_argument("--quick", action="store_true", help="4000 adult rows, 4000 + 2000 documents, 10000 wide rows")
+    parser.add_argument("--part", action="append", choices=PARTS,
+                        help="run only these sets (repeatable; default all), keeping the other sets' records")
     parser.add_argument("--adult-train", type=int, default=16000)
     parser.add_argument("--text-train", type=int, default=20000)
     parser.add_argument("--text-test", type=int, default=5000)
+    parser.add_argument("--wide-train", type=int, default=WIDE_TRAIN)
+    parser.add_argument("--wide-libsvm-rows", type=int, default=WIDE_LIBSVM_ROWS)
+    parser.add_argument("--wide-dsg-iter", type=int, default=16, help="doubly stochastic iterations on wide (0: skip)")
+    parser.add_argument("--wide-dask", action="store_true", help="also SLKL on a 2-worker LocalCluster (CSR chunks)")
+    parser.add_argument("--max-memory", default="4GB", help="max_memory of our estimators on wide (default 4GB)")
     parser.add_argument("--dense-limit", type=float, default=2.0, help="GiB a dense copy may take (default 2)")
     args = parser.parse_args(argv)
     if args.quick:
         args.adult_train, args.text_train, args.text_test = 4000, 4000, 2000
+        args.wide_train, args.wide_libsvm_rows = 10000, 4000
+    parts = tuple(args.part or PARTS)
     suite = Suite(SUITE, quick=args.quick)
+    kept_records, kept_paper = _kept(parts, args.quick)
     limit = int(args.dense_limit * 2**30)
+    paper = {}
 
-    adult = load_dataset("adult")
-    n = min(args.adult_train, adult["X_train"].shape[0])
-    data = (sp.csr_matrix(adult["X_train"][:n], dtype=np.float64), adult["y_train"][:n],
-            sp.csr_matrix(adult["X_test"], dtype=np.float64), adult["y_test"])
-    sigma = math.sqrt(10.0)
-    compare_set(suite, "adult", data, sigma, [
-        ("SLKLClassifier(M=300)", lambda: SLKLClassifier(GaussianKernel(sigma=sigma), n_components=300,
-                                                         random_state=0), {"sigma": sigma, "n_components": 300}),
-        ("DoublyStochasticClassifier(hinge, 64 iterations)",
-         lambda: DoublyStochasticClassifier(GaussianKernel(sigma=sigma), loss="hinge", n_iter=64, random_state=0),
-         {"sigma": sigma, "n_iter": 64}),
-    ], limit)
+    if "adult" in parts:
+        adult = load_dataset("adult")
+        n = min(args.adult_train, adult["X_train"].shape[0])
+        data = (sp.csr_matrix(adult["X_train"][:n], dtype=np.float64), adult["y_train"][:n],
+                sp.csr_matrix(adult["X_test"], dtype=np.float64), adult["y_test"])
+        sigma = math.sqrt(10.0)
+        compare_set(suite, "adult", data, sigma, [
+            ("SLKLClassifier(M=300)", lambda: SLKLClassifier(GaussianKernel(sigma=sigma), n_components=300,
+                                                             random_state=0), {"sigma": sigma, "n_components": 300}),
+            ("DoublyStochasticClassifier(hinge, 64 iterations)",
+             lambda: DoublyStochasticClassifier(GaussianKernel(sigma=sigma), loss="hinge", n_iter=64, random_state=0),
+             {"sigma": sigma, "n_iter": 64}),
+        ], limit)
+        paper["adult_train_rows"] = n
 
-    X, y = text_set(args.text_train + args.text_test)
-    data = (X[: args.text_train], y[: args.text_train], X[args.text_train :], y[args.text_train :])
-    sigma = median_heuristic(data[0], random_state=0)
-    print(f"text: {X.shape[0]} x {X.shape[1]}, {X.nnz / (X.shape[0] * X.shape[1]):.4%} nonzeros, "
-          f"median sigma {sigma:.3f}", flush=True)
-    compare_set(suite, "text", data, sigma, [
-        ("SLKLClassifier(M=300)", lambda: SLKLClassifier(GaussianKernel(sigma=sigma), n_components=300,
-                                                         random_state=0), {"sigma": sigma, "n_components": 300}),
-    ], limit)
-    suite.paper = {"text_set": {"n_train": args.text_train, "n_test": args.text_test, "vocabulary": VOCABULARY,
-                                "density": X.nnz / (X.shape[0] * X.shape[1])},
-                   "adult_train_rows": n}
+    if "text" in parts:
+        X, y = text_set(args.text_train + args.text_test)
+        data = (X[: args.text_train], y[: args.text_train], X[args.text_train :], y[args.text_train :])
+        sigma = median_heuristic(data[0], random_state=0)
+        print(f"text: {X.shape[0]} x {X.shape[1]}, {X.nnz / (X.shape[0] * X.shape[1]):.4%} nonzeros, "
+              f"median sigma {sigma:.3f}", flush=True)
+        compare_set(suite, "text", data, sigma, [
+            ("SLKLClassifier(M=300)", lambda: SLKLClassifier(GaussianKernel(sigma=sigma), n_components=300,
+                                                             random_state=0), {"sigma": sigma, "n_components": 300}),
+        ], limit)
+        paper["text_set"] = {"n_train": args.text_train, "n_test": args.text_test, "vocabulary": VOCABULARY,
+                             "density": X.nnz / (X.shape[0] * X.shape[1])}
+
+    if "wide" in parts:
+        paper["wide_set"] = wide_set(suite, args)
+
+    order = {p: i for i, p in enumerate(PARTS)}
+    suite.records = sorted(kept_records + suite.records, key=lambda r: order.get(r["dataset"], len(PARTS)))
+    suite.paper = {**kept_paper, **paper}
     print_table(suite.records)
     print(f"wrote {suite.write(plot=False)}")
     return 0

@@ -26,8 +26,6 @@ from __future__ import annotations
 import functools
 import inspect
 
-import scipy.sparse as sp
-
 from sklearn.utils.metaestimators import available_if
 
 from ..dask.dispatch import dispatching_dask
@@ -54,31 +52,9 @@ def one_budget(method):
     return run
 
 
-def refusing_sparse_chunks(method):
-    """``method`` that refuses a dask array of scipy.sparse chunks with a message naming the fix:
-    the row executors' chunk maps, casts and sums assume dense chunks (dask's support for sparse
-    chunks stops at elementwise work and products), while scipy.sparse input is taken whole on
-    the host."""
-
-    @functools.wraps(method)
-    def run(self, *args, **kwargs):
-        for name, value in list(enumerate(args)) + list(kwargs.items()):
-            meta = getattr(value, "_meta", None)
-            if meta is not None and type(value).__module__.startswith("dask") and sp.issparse(meta):
-                what = "X" if name in (0, "X") else str(name)
-                raise ValueError(
-                    f"{what} is a dask array of scipy.sparse chunks, which kernelscale's distributed paths do not "
-                    f"take; pass {what}.compute() (one scipy.sparse matrix: the host's sparse path, blocks from "
-                    f"its nonzeros), or dense chunks ({what}.map_blocks(lambda b: b.toarray())).")
-        return method(self, *args, **kwargs)
-
-    return run
-
-
 def at_boundary(method):
-    """``method`` with the three steps of the module docstring (and the refusal of a dask array
-    of sparse chunks first: :func:`refusing_sparse_chunks`)."""
-    wrapped = refusing_sparse_chunks(dispatching_dask(one_budget(on_device(method))))
+    """``method`` with the three steps of the module docstring."""
+    wrapped = dispatching_dask(one_budget(on_device(method)))
     wrapped._at_boundary = True
     return wrapped
 

@@ -30,7 +30,7 @@ from sklearn.utils.class_weight import compute_class_weight
 
 from .validation import check_sample_weight, float_value, number_repr, validate_data
 from ..kernels import MEDIAN_SAMPLES, make_kernel
-from ..ops.rows import is_dask
+from ..ops.rows import is_dask, stack_rows
 
 __all__ = ["resolve_kernel", "fit_weights", "check_class_weight", "check_some_weight", "warm_start_iterations", "validate_fit_data", "commit_fit",
            "INPUT_ATTRIBUTES", "FiniteR2Mixin", "finite_r2_score", "warm_start_from"]
@@ -105,7 +105,7 @@ def positive_rows(Z, w, ranks, stats=None):
         for i, (z, c) in enumerate(zip(Zb, wb))
     ))
     weights = None if w is None else np.concatenate([p[1] for p in parts])
-    return np.concatenate([p[0] for p in parts]), weights, np.concatenate([p[2] for p in parts])
+    return stack_rows([p[0] for p in parts]), weights, np.concatenate([p[2] for p in parts])
 
 
 def check_class_weight(class_weight, classes=None):

@@ -29,6 +29,13 @@ dask. What happens depends on the method:
   on numpy arrays, so the model is the one numpy gives. Otherwise the call is refused, naming the
   estimators whose fit is distributed.
 
+Sparse chunks: a dask array of scipy.sparse row chunks (CSR, CSC, sparse arrays; e.g.
+``da.from_array(csr, chunks=(rows, d), asarray=False)``) is taken by every method: each task gets
+its chunk as CSR and runs the in-memory sparse code on it (kernel blocks and random features from
+its nonzeros); a gathering fit stacks the chunks into one CSR matrix, counting their stored values
+against ``max_memory`` as they arrive. Sparse chunks split by columns are refused (the fix: one
+column chunk), as dask does not join sparse chunks side by side.
+
 Input checks, each a ValueError naming the argument and the fix: unknown chunk sizes (call
 ``compute_chunk_sizes()``), y or sample_weight row chunks that differ from X's, and NaN or
 infinity, found when the chunk holding it is computed and reported with the chunk's index and
@@ -49,11 +56,13 @@ import uuid
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..ops.memory import format_bytes, parse_memory
-from ..ops.rows import is_dask
+from ..ops.rows import chunk_meta, is_dask, is_sparse_chunked
 
-__all__ = ["is_dask_array", "has_dask_input", "call", "dispatching_dask", "MAPPED", "GATHERED"]
+__all__ = ["is_dask_array", "is_sparse_chunked", "chunk_meta", "has_dask_input", "call", "dispatching_dask", "MAPPED",
+           "GATHERED"]
 
 #: methods whose result is computed row chunk by row chunk and stays lazy
 MAPPED = ("predict", "decision_function", "predict_proba", "predict_log_proba", "transform")
@@ -169,6 +178,14 @@ def _prepare_X(X, name):
             f"e.g. {name}.reshape(-1, 1) for a single feature."
         )
     if len(X.chunks[1]) > 1:
+        if is_sparse_chunked(X):
+            raise ValueError(
+                f"{name} is a dask array of scipy.sparse chunks split into {len(X.chunks[1])} column chunks "
+                f"{_short(X.chunks[1])}; kernelscale takes sparse chunks of whole rows (a row chunk is the unit "
+                f"of work, and dask cannot join sparse chunks side by side); build {name} with one column chunk, "
+                f"e.g. da.from_array(csr, chunks=(rows, {X.shape[1]}), asarray=False), or {name}.rechunk({{1: -1}}) "
+                f"when your dask version joins them."
+            )
         X = X.rechunk({1: -1})
     return X
 
@@ -188,7 +205,8 @@ def _check_rows_match(a, name, X, x_name):
 
 def _check_finite_chunk(block, name, block_info):
     """Raise a ValueError naming ``name`` and the row chunk when a float chunk is not finite."""
-    if block.dtype.kind in "fc" and not np.all(np.isfinite(block)):
+    values = block.data if sp.issparse(block) else block
+    if block.dtype.kind in "fc" and not np.all(np.isfinite(values)):
         info = (block_info or {}).get(0, {})
         index = info.get("chunk-location", ("?",))[0]
         start, stop = info.get("array-location", [(None, None)])[0]
@@ -208,43 +226,78 @@ def _checked_chunk(block, name, block_info=None):
 # -- fit: gather -------------------------------------------------------------------------------
 
 def _gathered_bytes(a):
-    """Bytes of ``a`` once gathered and validated (numbers other than float32 become float64)."""
+    """Bytes of ``a`` once gathered and validated (numbers other than float32 become float64); for
+    sparse chunks a lower bound (the row pointers), the stored values being counted as they come."""
+    if is_sparse_chunked(a):
+        return (int(a.shape[0]) + 1) * 8
     itemsize = a.dtype.itemsize if a.dtype.kind not in "biuf" or a.dtype == np.float32 else 8
     return int(a.size) * max(itemsize, a.dtype.itemsize)
 
 
 def _gather(estimator, method, arrays):
-    """The dask arrays of ``arrays`` (a dict by argument name) computed into numpy arrays, each
-    chunk checked for NaN/inf as it is computed; refused when they exceed the memory budget."""
+    """The dask arrays of ``arrays`` (a dict by argument name) computed into numpy arrays (one CSR
+    matrix for sparse chunks), each chunk checked for NaN/inf as it is computed; refused when they
+    exceed the memory budget (sparse chunks: once the values gathered so far exceed it)."""
     if not arrays:
         return {}
     budget = parse_memory(getattr(estimator, "max_memory", None))
     need = sum(_gathered_bytes(a) for a in arrays.values())
+    refuse = functools.partial(_refuse_gather, estimator, method, arrays, budget)
     if need > budget:
-        cls = type(estimator).__name__
-        names = ", ".join(arrays)
-        from .fit import DISTRIBUTED, supports
-
-        if cls in DISTRIBUTED and method == "fit":
-            why = (f"{cls} fits over dask row chunks, but not multi-label targets" if supports(estimator) else
-                   f"{cls} fits over dask row chunks only with {estimator._chunked_configuration}")
+        refuse(need)
+    out = {}
+    for key, a in arrays.items():
+        checked = a.map_blocks(_checked_chunk, key, dtype=a.dtype, meta=chunk_meta(a))
+        if is_sparse_chunked(a):
+            out[key] = _compute_sparse_by_chunks(checked, need - _gathered_bytes(a), budget, refuse)
         else:
-            why = f"{cls}.{method} does not run over dask chunks"
-        raise ValueError(
-            f"{cls}.{method} on dask input gathers {names} into this process: {format_bytes(need)}, more than "
-            f"the memory budget of {format_bytes(budget)} (max_memory={getattr(estimator, 'max_memory', None)!r}). "
-            f"{why}; the estimators whose fit is distributed (one task per row chunk, nothing n-sized "
-            f"gathered) are {', '.join(DISTRIBUTED)} (predict, decision_function, predict_proba and "
-            f"transform of every estimator run over the chunks). Fit one of those, or pass a numpy array "
-            f"or a numpy.memmap, a smaller dask array, or a larger max_memory."
-        )
-    return {key: _compute_by_chunks(a.map_blocks(_checked_chunk, key, dtype=a.dtype,
-                                                 meta=np.empty((0,) * a.ndim, dtype=a.dtype)))
-            for key, a in arrays.items()}
+            out[key] = _compute_by_chunks(checked)
+    return out
+
+
+def _refuse_gather(estimator, method, arrays, budget, need):
+    cls = type(estimator).__name__
+    names = ", ".join(arrays)
+    from .fit import DISTRIBUTED, supports
+
+    if cls in DISTRIBUTED and method == "fit":
+        why = (f"{cls} fits over dask row chunks, but not multi-label targets" if supports(estimator) else
+               f"{cls} fits over dask row chunks only with {estimator._chunked_configuration}")
+    else:
+        why = f"{cls}.{method} does not run over dask chunks"
+    raise ValueError(
+        f"{cls}.{method} on dask input gathers {names} into this process: {format_bytes(need)}"
+        f"{' or more' if any(map(is_sparse_chunked, arrays.values())) else ''}, more than "
+        f"the memory budget of {format_bytes(budget)} (max_memory={getattr(estimator, 'max_memory', None)!r}). "
+        f"{why}; the estimators whose fit is distributed (one task per row chunk, nothing n-sized "
+        f"gathered) are {', '.join(DISTRIBUTED)} (predict, decision_function, predict_proba and "
+        f"transform of every estimator run over the chunks). Fit one of those, or pass a numpy array "
+        f"or a numpy.memmap, a smaller dask array, or a larger max_memory."
+    )
 
 
 #: row chunks computed at once while gathering
 GATHER_CHUNKS = 4
+
+
+def _compute_sparse_by_chunks(a, others, budget, refuse):
+    """The sparse row chunks of ``a`` computed GATHER_CHUNKS at a time and stacked into one CSR
+    matrix; ``refuse(bytes)`` is called as soon as ``others`` bytes plus those of the chunks
+    gathered so far exceed ``budget``."""
+    import dask
+
+    from ..base.validation import array_bytes
+
+    blocks = a.to_delayed().ravel()
+    parts, held = [], others
+    for first in range(0, len(blocks), GATHER_CHUNKS):
+        for block in dask.compute(*blocks[first:first + GATHER_CHUNKS]):
+            block = block.tocsr() if block.format != "csr" else block
+            held += array_bytes(block)
+            if held > budget:
+                refuse(held)
+            parts.append(block)
+    return sp.vstack(parts, format="csr") if len(parts) > 1 else parts[0]
 
 
 def _compute_by_chunks(a):

@@ -38,7 +38,9 @@ one small task per chunk, are known).
 Here the arguments are validated chunk by chunk, as the estimator's own validation does on numpy
 arrays, without gathering anything n-sized:
 
-- X: every chunk cast to float64 (float32 kept) and checked for NaN/inf, then persisted with y
+- X: every chunk cast to float64 (float32 kept) and checked for NaN/inf (a scipy.sparse chunk
+  becomes CSR, its structure and stored values checked; the solvers' per-chunk functions take
+  CSR as in memory), then persisted with y
   and the weights, so that iterations read them from memory, when they fit the memory they
   would stay in: the workers' budgets added up with a distributed client, the estimator's
   ``max_memory`` in this process without one. Otherwise (data larger than memory: a dask array
@@ -62,10 +64,12 @@ but persists nothing (a stream, read once).
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import is_classifier
 
 from ..base.classifier import check_class_memory, encode_classes, one_hot
 from ..base.estimator import check_class_weight
+from ..ops.rows import chunk_meta
 from .client import cluster_budget, current_client
 from .memory import active_plan, capped, client_budget, plan, worker_memory
 
@@ -106,7 +110,14 @@ def _location(block_info):
 
 
 def _float_chunk(block, name, dtype, block_info=None):
-    """The chunk in ``dtype``, or a ValueError naming the chunk when it is not finite."""
+    """The chunk in ``dtype``, or a ValueError naming the chunk when it is not finite. A
+    scipy.sparse chunk becomes CSR of ``dtype`` (its structure checked as the in-memory boundary
+    checks a sparse X: :func:`kernelscale.base.validation.check_sparse`)."""
+    if sp.issparse(block):
+        from ..base.validation import as_rows, check_sparse
+
+        index, rows = _location(block_info)
+        return as_rows(check_sparse(block, f"{name} (row chunk {index}{rows})"), dtype)
     try:
         out = np.asarray(block, dtype=dtype)
     except (TypeError, ValueError) as err:
@@ -206,7 +217,7 @@ def _fit_checked(estimator, X, y, sample_weight, classifier, plan_):
     """The body of :func:`fit` once the arrays are in the chunks of the plan (``plan_``, or None)."""
     n, d = X.shape
     dtype = np.float32 if X.dtype == np.float32 else np.float64
-    X = X.map_blocks(_float_chunk, "X", dtype, dtype=dtype, meta=np.empty((0, 0), dtype=dtype))
+    X = X.map_blocks(_float_chunk, "X", dtype, dtype=dtype, meta=chunk_meta(X, dtype))
     if sample_weight is not None:
         if sample_weight.ndim != 1 or sample_weight.shape[0] != n:
             raise ValueError(f"sample_weight must have shape ({n},), got {sample_weight.shape}.")
@@ -256,7 +267,7 @@ def partial_fit(estimator, X, y, sample_weight=None, **kwargs):
     if y is None:
         raise ValueError(f"{type(estimator).__name__}.partial_fit requires y, but the target y is None.")
     y, sample_weight = _as_rows(y, X, "y"), _as_rows(sample_weight, X, "sample_weight")
-    X = X.map_blocks(_float_chunk, "X", dtype, dtype=dtype, meta=np.empty((0, 0), dtype=dtype))
+    X = X.map_blocks(_float_chunk, "X", dtype, dtype=dtype, meta=chunk_meta(X, dtype))
     if is_classifier(estimator):
         if y.ndim == 2 and y.shape[1] == 1:
             y = y[:, 0]

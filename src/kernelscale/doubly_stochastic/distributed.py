@@ -54,6 +54,7 @@ import uuid
 
 import numpy as np
 
+from ..base.validation import as_rows
 from ..ops.backend import NUMPY
 from ..ops.features import SINGLE_THREAD_PROJECTION_BYTES, FeatureOperator
 from ..ops.rows import DaskRows, add_sums, distributed_client
@@ -112,7 +113,7 @@ def _partial_scores(local, X, Y, w, *, token, spec, budget, cache_bytes, coef, t
     sum_{j<t} phi_j(x) a_j of the rows ``local`` of a row chunk (or of a worker's chunks side by
     side) for the NEXT mini-batch, kept on the worker for its :func:`_batch_moments`."""
     start = time.perf_counter()
-    Xb = np.ascontiguousarray(X[local])
+    Xb = as_rows(X[local])
     op = _worker_op(token, spec, budget, cache_bytes)
     S = op.scores(Xb, _joined(coef, spec, Y.shape[1], Xb.dtype), range(t))
     with _WORKER_LOCK:
@@ -129,7 +130,7 @@ def _batch_moments(local, X, Y, w, *, token, spec, budget, cache_bytes, coef, sc
     dtype, C (D, D) float64 or 0.0, the weighted loss, the loss of f = 0 (squared loss:
     0.5 |y|^2; else 0.0), the count of non-finite scores)."""
     start = time.perf_counter()
-    Xb, Yb = np.ascontiguousarray(X[local]), np.ascontiguousarray(Y[local])
+    Xb, Yb = as_rows(X[local]), np.ascontiguousarray(Y[local])
     wb = None if w is None else np.ascontiguousarray(w[local])
     op = _worker_op(token, spec, budget, cache_bytes)
     dtype = Xb.dtype

@@ -32,6 +32,7 @@ bytes, resolved once by the estimator (or by ``solve_lssvm``'s entry).
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..dask.fit import persist_within
 from ..ops.kernel import kernel_rows
@@ -94,9 +95,17 @@ def _sampled_rows_chunk(index, *arrays, idx):
     """The rows idx of ``arrays`` that lie in this chunk, zeros elsewhere (summed over the chunks:
     the rows themselves, as x + 0 = x exactly)."""
     rows, j = _local(index, idx)
-    out = tuple(np.zeros((idx.size,) + a.shape[1:], dtype=a.dtype) for a in arrays)
-    for o, a in zip(out, arrays):
-        o[j] = a[rows]
+    return tuple(_placed_rows(a, rows, j, idx.size) for a in arrays)
+
+
+def _placed_rows(a, rows, j, size):
+    """The rows ``rows`` of ``a`` at positions ``j`` of ``size`` rows, zeros elsewhere; for sparse
+    ``a`` a CSR matrix (a 0/1 placement times the rows: each row copied exactly)."""
+    if sp.issparse(a):
+        place = sp.csr_matrix((np.ones(j.size, dtype=a.dtype), (j, np.arange(j.size))), shape=(size, j.size))
+        return sp.csr_matrix(place @ a[rows])
+    out = np.zeros((size,) + a.shape[1:], dtype=a.dtype)
+    out[j] = a[rows]
     return out
 
 

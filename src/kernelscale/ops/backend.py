@@ -96,6 +96,14 @@ class Backend:
     def __repr__(self):
         return f"Backend({self.name!r})"
 
+    def __reduce_ex__(self, protocol):
+        # the numpy backend is one object, compared by identity (``backend is NUMPY`` chooses the
+        # host's sparse and compiled paths): pickled (shipped to a dask worker) or copied, it
+        # stays that object
+        if self is NUMPY:
+            return "NUMPY"
+        return super().__reduce_ex__(protocol)
+
 
 NUMPY = Backend()
 

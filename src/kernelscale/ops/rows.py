@@ -42,11 +42,12 @@ from __future__ import annotations
 import contextvars
 
 import numpy as np
+import scipy.sparse as sp
 
 from .features import FeatureOperator
 
-__all__ = ["HostRows", "DaskRows", "RowsAt", "add_sums", "distributed_client", "executor", "is_dask", "row_weights",
-           "weighted_sum", "total"]
+__all__ = ["HostRows", "DaskRows", "RowsAt", "add_sums", "chunk_meta", "distributed_client", "executor", "is_dask",
+           "is_sparse_chunked", "row_weights", "stack_rows", "weighted_sum", "total"]
 
 #: partial sums added per node of the tree reduction
 SPLIT_EVERY = 8
@@ -58,6 +59,20 @@ SPLIT = contextvars.ContextVar("kernelscale_split_every", default=SPLIT_EVERY)
 def is_dask(a):
     """True for a dask array (without importing dask)."""
     return type(a).__module__.split(".")[0] == "dask" and hasattr(a, "chunks") and hasattr(a, "map_blocks")
+
+
+def is_sparse_chunked(a):
+    """True for a dask array whose chunks are scipy.sparse matrices (its ``_meta`` is one)."""
+    return sp.issparse(getattr(a, "_meta", None))
+
+
+def chunk_meta(a, dtype=None):
+    """An empty chunk of ``a``'s kind (a CSR matrix for sparse chunks, else a numpy array), of
+    ``dtype`` (default ``a``'s), for the ``meta=`` of dask calls that keep ``a``'s chunk type."""
+    dtype = a.dtype if dtype is None else dtype
+    if is_sparse_chunked(a):
+        return sp.csr_matrix((0, 0), dtype=dtype)
+    return np.empty((0,) * a.ndim, dtype=dtype)
 
 
 def executor(budget, *arrays):
@@ -209,6 +224,14 @@ def _add(*parts):
 add_sums = _add
 
 
+def stack_rows(parts):
+    """The row blocks ``parts`` one under the other: ``numpy.concatenate``, or one CSR matrix when
+    they are scipy.sparse (the row chunks of a dask array of sparse chunks)."""
+    if any(sp.issparse(p) for p in parts):
+        return sp.vstack([p if sp.issparse(p) else sp.csr_matrix(p) for p in parts], format="csr")
+    return np.concatenate(parts)
+
+
 def _take_chunk(index, *blocks):
     """One task of :meth:`DaskRows.taker`: the rows ``index`` of one row chunk of each array."""
     return tuple(None if b is None else b[index] for b in blocks)
@@ -229,7 +252,9 @@ def _take(chunks, blocks, shapes, groups):
     out = []
     for j, shape in enumerate(shapes):
         full = None
-        if shape is not None:
+        if shape is not None and parts and sp.issparse(parts[0][j]):  # sparse rows: stacked, then in index order
+            full = stack_rows([part[j] for part in parts])[np.argsort(np.concatenate(places), kind="stable")]
+        elif shape is not None:
             full = np.empty((index.size,) + shape[0], dtype=shape[1])
             for p, part in zip(places, parts):
                 full[p] = part[j]
@@ -249,7 +274,7 @@ def _chunks_at(fn, small, locals_, width, *blocks):
     rows = []
     for j in range(width):
         parts = blocks[j::width]
-        rows.append(None if parts[0] is None else np.concatenate([p[i] for p, i in zip(parts, locals_)]))
+        rows.append(None if parts[0] is None else stack_rows([p[i] for p, i in zip(parts, locals_)]))
     return fn(slice(None), *rows, **small)
 
 

@@ -363,8 +363,8 @@ class _SLKLBase(BoundaryMixin, BaseEstimator):
             if distributed:  # the M candidate rows, gathered in the order of the draw
                 order = np.argsort(cand)
                 rows, _, index = positive_rows(X, sample_weight, cand[order], counts)
-                Zc, candidates = np.empty_like(rows), np.empty_like(index)
-                Zc[order], candidates[order] = rows, index
+                inverse = np.argsort(order)  # rows[inverse]: the rows back in the draw's order (CSR too)
+                Zc, candidates = rows[inverse], index[inverse]
         if not distributed:
             candidates, Zc = keep[cand], Xk[cand]
         if pairs is None:
