@@ -140,6 +140,15 @@ def render_table(docs):
 #: record's median time), an optional ``predict`` record ``(file, dataset, method)`` measured in
 #: another run, and an optional ``machine`` where the JSON names only the host's CPU (the GPU runs:
 #: see docs/gpus.md). A row whose file or record is missing is left out (``--check`` then says so).
+def _falkon_rows(data, dataset, budget, centres):
+    """Headline rows of the Falkon run (falkon-peer.json): the front door and Falkon at each M."""
+    common = dict(data=data, file="falkon-peer.json", dataset=dataset, fit="fit_seconds", predict="predict_seconds")
+    return (dict(common, method=f"AutoKernelClassifier(time_budget={budget})",
+                 label=f"AutoKernelClassifier(time_budget={budget}), same run as Falkon"),
+            *(dict(common, method=f"Falkon(M={m}, sigma=median, penalty=1e-06)",
+                   label=f"Falkon (M={m}, median sigma, penalty 1e-6; CPU)") for m in centres))
+
+
 HEADLINE = (
     # MNIST: 60000 training digits, the 10000 test digits
     dict(data="MNIST 60000/10000", file="auto-budgets-mnist.json", dataset="mnist",
@@ -156,14 +165,7 @@ HEADLINE = (
          method="sklearn Nystroem(poly4, m=4000) + RidgeClassifier",
          label="scikit-learn Nystroem (4000) + RidgeClassifier", fit=None, predict="predict_s"),
     # Falkon (built from source, CPU, float32) and the front door again, in one process and run
-    dict(data="MNIST 60000/10000", file="falkon-peer.json", dataset="mnist",
-         method="AutoKernelClassifier(time_budget=60)",
-         label="AutoKernelClassifier(time_budget=60), same run as Falkon", fit="fit_seconds",
-         predict="predict_seconds"),
-    *(dict(data="MNIST 60000/10000", file="falkon-peer.json", dataset="mnist",
-           method=f"Falkon(M={m}, sigma=median, penalty=1e-06)",
-           label=f"Falkon (M={m}, median sigma, penalty 1e-6; CPU)", fit="fit_seconds",
-           predict="predict_seconds") for m in (10000, 20000)),
+    *_falkon_rows("MNIST 60000/10000", "mnist", 60, (10000, 20000)),
     # adult: the paper's bandwidth for the doubly stochastic fit; LIBSVM in the same run
     dict(data="adult 32561/16281", file="auto-budgets-adult.json", dataset="adult",
          method="AutoKernelClassifier(time_budget=10)", fit="fit_seconds", predict="predict_seconds"),
@@ -174,14 +176,7 @@ HEADLINE = (
          label="LIBSVM (scikit-learn SVC, C=1, gamma=0.05)", fit=None,
          predict=("dsg-predict.json", "adult (32561/16281) float64",
                   "LIBSVM predict (sklearn SVC, C=1, gamma=0.05)")),
-    dict(data="adult 32561/16281", file="falkon-peer.json", dataset="adult",
-         method="AutoKernelClassifier(time_budget=10)",
-         label="AutoKernelClassifier(time_budget=10), same run as Falkon", fit="fit_seconds",
-         predict="predict_seconds"),
-    *(dict(data="adult 32561/16281", file="falkon-peer.json", dataset="adult",
-           method=f"Falkon(M={m}, sigma=median, penalty=1e-06)",
-           label=f"Falkon (M={m}, median sigma, penalty 1e-6; CPU)", fit="fit_seconds",
-           predict="predict_seconds") for m in (2000, 5000)),
+    *_falkon_rows("adult 32561/16281", "adult", 10, (2000, 5000)),
     # the scaling run: virtual MNIST digits on a LocalCluster of 2 workers, the real test digits
     *(dict(data=f"virtual MNIST {n}, 2 Dask workers", file="scale.json",
            dataset="mnist virtual digits (test: the real 10000)",
