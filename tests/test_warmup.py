@@ -99,3 +99,38 @@ def test_warm_up_leaves_the_callers_generator_and_result_alone(monkeypatch):
     scores_again, draw_again = fit()  # without
     np.testing.assert_allclose(scores_first, scores_again, rtol=1e-12, atol=1e-12)
     assert draw_first == draw_again
+
+
+def _small_budget_leaves_the_cosine_to_numpy():
+    from kernelscale.ops import fast_cos
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 8))
+    y = X[:, 0] + 0.1 * rng.normal(size=3000)
+    small = ks.DoublyStochasticRegressor(n_iter=4, block_size=512, batch_size=1024, max_memory="200MB",
+                                         random_state=0).fit(X, y)
+    assert not fast_cos.loaded() and "numba" not in sys.modules  # 96 MiB of code > a third of 200 MB
+    large = ks.DoublyStochasticRegressor(n_iter=4, block_size=512, batch_size=1024, max_memory="2GB",
+                                         random_state=0).fit(X, y)
+    assert fast_cos.loaded()
+    np.testing.assert_allclose(small.predict(X), large.predict(X), rtol=1e-10, atol=1e-10)
+    again = ks.DoublyStochasticRegressor(n_iter=4, block_size=512, batch_size=1024, max_memory="200MB",
+                                         random_state=0).fit(X, y)  # loaded now: it costs nothing more
+    np.testing.assert_allclose(again.predict(X), large.predict(X), rtol=1e-10, atol=1e-10)
+
+
+def test_small_budget_leaves_the_cosine_to_numpy():
+    pytest.importorskip("numba")
+    _in_a_fresh_process(_small_budget_leaves_the_cosine_to_numpy)
+
+
+def test_numpy_only_computes_the_same_cosine_without_loading():
+    from kernelscale.ops import fast_cos
+
+    a = np.random.default_rng(1).normal(scale=50, size=(256, 512))
+    with fast_cos.numpy_only():
+        inside = fast_cos.cos_inplace(a.copy(), np.zeros(512), 2.0)
+    np.testing.assert_allclose(inside, 2.0 * np.cos(a), rtol=0, atol=1e-15)
+    if not fast_cos.loaded():
+        with fast_cos.numpy_only():
+            assert not fast_cos.available()

@@ -6,8 +6,8 @@ for importing and loading (or compiling) that code: 50-150 MiB of resident memor
 blocks counts. So the first call of each
 method per (class, dtype, sparse or dense input) first runs the same method on a few rows of the
 caller's data (for ``fit``, a fresh estimator with the same parameters but the few iterations of
-``_warm_params``), measures how much that
-grew the resident set, and runs the real call under a budget smaller by that much
+``_warm_params``; a class with ``_compiled_cosine`` also loads the random features' compiled
+cosine, which a few rows would not reach), measures how much that grew the resident set, and runs the real call under a budget smaller by that much
 (:func:`kernelscale.ops.memory.budget_cap`). Later calls find the code loaded and keep the
 whole budget. A budget smaller than the loading is refused before anything else is allocated.
 """
@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone, is_classifier
 
-from ..ops.memory import budget_cap, format_bytes, parse_memory, resident_bytes
+from ..ops.memory import budget_cap, format_bytes, parse_memory, release_freed, resident_bytes
 
 __all__ = ["WARM_METHODS", "loaded_first"]
 
@@ -31,6 +31,8 @@ __all__ = ["WARM_METHODS", "loaded_first"]
 WARM_METHODS = ("fit", "partial_fit", "predict", "decision_function", "predict_proba", "transform")
 #: rows of each class (of the first rows, for a regressor) the warm-up call runs on
 WARM_ROWS = 64
+#: the compiled cosine loads only when its resident memory is at most this share of the budget
+COSINE_BUDGET_SHARE = 1 / 3
 #: growth of the resident set below this is the noise of a small call, not loaded code
 NOISE_BYTES = 2**20
 
@@ -52,20 +54,29 @@ def _sample(X, y, classifier):
     return X[rows], (None if y is None else y[rows])
 
 
-def _fresh_copy(estimator):
+def _fresh_copy(estimator, n):
     """An unfitted copy that neither prints, calls back, nor draws from the caller's generator,
-    and stops after the few iterations of ``_warm_params``."""
+    and stops after the few iterations of ``_warm_params`` (plus what ``_warm_params_for(n)``
+    adds for a fit on n rows: the solver a fit of all of them would run)."""
     params = estimator.get_params(deep=False)
-    quiet = {"verbose": 0, "callback": None, "random_state": 0, "warm_start": False, **estimator._warm_params}
+    sized = getattr(estimator, "_warm_params_for", None)
+    quiet = {"verbose": 0, "callback": None, "random_state": 0, "warm_start": False, **estimator._warm_params,
+             **(sized(n) if sized is not None else {})}
     return clone(estimator).set_params(**{k: v for k, v in quiet.items() if k in params})
 
 
-def _warm(estimator, method, X, y):
+def _warm(estimator, method, X, y, cosine):
+    if cosine and getattr(estimator, "_compiled_cosine", False):
+        # the warm-up's few rows stay below the sizes where the compiled cosine starts
+        # (kernelscale.ops.fast_cos.MIN_SIZE), and the real call would load it uncounted
+        from ..ops import fast_cos
+
+        fast_cos.load(sparse=sp.issparse(X))
     Xs, ys = _sample(X, y, is_classifier(estimator))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if method in ("fit", "partial_fit"):
-            copy = _fresh_copy(estimator)
+            copy = _fresh_copy(estimator, X.shape[0])
             copy.fit(Xs) if ys is None else copy.fit(Xs, ys)
             if hasattr(copy, "transform"):
                 copy.transform(Xs)
@@ -75,6 +86,18 @@ def _warm(estimator, method, X, y):
 
 def _key(estimator, method, X):
     return type(estimator), method, np.dtype(X.dtype).str, sp.issparse(X)
+
+
+def _numpy_cosine(estimator):
+    """Whether the call leaves cosines to numpy: the estimator's random features would load the
+    compiled cosine (not loaded yet), and its RESIDENT_BYTES are more than a third of the budget
+    (COSINE_BUDGET_SHARE): beside the fit's own arrays it would not fit (the doubly stochastic
+    fit at 200 MB needs 84 MiB of arrays at least, the loaded code and its runtime 100-130 MiB)."""
+    if not getattr(estimator, "_compiled_cosine", False):
+        return False
+    from ..ops import fast_cos
+
+    return not fast_cos.loaded() and fast_cos.RESIDENT_BYTES > COSINE_BUDGET_SHARE * parse_memory(getattr(estimator, "max_memory", None))
 
 
 @contextlib.contextmanager
@@ -87,7 +110,20 @@ def loaded_first(estimator, method, args, kwargs):
             or getattr(estimator, "device", None) not in (None, "cpu")):
         yield
         return
-    key = _key(estimator, method, X)
+    if _numpy_cosine(estimator):
+        from ..ops import fast_cos
+
+        with fast_cos.numpy_only(), _first_call(estimator, method, X, args, kwargs, cosine=False):
+            yield
+    else:
+        with _first_call(estimator, method, X, args, kwargs, cosine=True):
+            yield
+
+
+@contextlib.contextmanager
+def _first_call(estimator, method, X, args, kwargs, cosine):
+    """:func:`loaded_first` once the cosine is settled (``cosine``: the compiled one may load)."""
+    key = (*_key(estimator, method, X), cosine)
     with _LOCK:
         first = key not in _WARMED
         _WARMED.add(key)
@@ -95,14 +131,16 @@ def loaded_first(estimator, method, args, kwargs):
         yield
         return
     y = args[1] if len(args) > 1 else kwargs.get("y")
+    release_freed()  # both readings without the heap's free pages
     before = resident_bytes()
     token = _WARMING.set(True)
     try:
-        _warm(estimator, method, X, y)
+        _warm(estimator, method, X, y, cosine)
     except Exception:  # noqa: BLE001 - the real call reports what is wrong with its input
         pass
     finally:
         _WARMING.reset(token)
+    release_freed()  # what the few rows' arrays left in the heap is not loaded code
     grown = max(0, resident_bytes() - before)
     if grown < NOISE_BYTES:
         yield

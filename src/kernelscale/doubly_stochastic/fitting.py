@@ -94,6 +94,8 @@ class _DoublyStochasticBase(BoundaryMixin, BaseEstimator):
 
     #: its first call in a process loads numba code: warmed up with these parameters (base/warmup.py)
     _warm_params = {"n_iter": 1}
+    #: its random features' cosine is compiled code the warm-up's few rows would not load
+    _compiled_cosine = True
 
     #: the preconditioned solver's "auto" step (the classifier's is its own: :mod:`.defaults`)
     _PRECONDITIONED_STEP = AUTO_PRECONDITIONED_STEP_SQUARED
@@ -119,6 +121,11 @@ class _DoublyStochasticBase(BoundaryMixin, BaseEstimator):
     }
 
     # subclasses: _loss_name(k) and _targets(y, first) -> (Y coded, k)
+
+    def _warm_params_for(self, n):
+        """The warm-up copy runs the solver of a fit on all n rows (base/warmup.py): its few
+        rows alone would pick "sgd", and the preconditioned solver's LAPACK would load uncounted."""
+        return {"solver": self._solver(n)}
 
     def _solver(self, n=None):
         """The solver in use: a named one; for "auto", the one a ``fit`` on ``n`` samples starts

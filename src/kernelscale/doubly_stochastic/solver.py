@@ -85,7 +85,7 @@ from scipy.special import expit, log_expit
 from ..losses import softmax
 from ..ops.backend import NUMPY
 from ..ops.features import GROUP_COLUMNS, FeatureOperator, group_blocks
-from ..ops.memory import parse_memory
+from ..ops.memory import parse_memory, release_freed
 from ..ops.rows import HostRows, is_dask
 
 __all__ = ["dsg_iterations", "dsg_predict", "dsg_memory"]
@@ -337,6 +337,7 @@ def _iterate(X, Y, spec, op, S, *, coef, n_done, scale, loss, batches, sample_we
             S += every_row.map(_block_scores, Phi_all, coef=coef[t])
             Phi_all = None  # a view of the features computed ahead (their window is replaced next)
         n_done = t + 1
+        release_freed()
         if monitor is not None and monitor.update(
             objective=history[-1], step_size=gamma, scale=scale, n_blocks=n_done
         ):

@@ -119,6 +119,8 @@ class _StagewiseBase(BoundaryMixin, BaseEstimator):
 
     #: its first call in a process loads numba code: warmed up with these parameters (base/warmup.py)
     _warm_params = {"n_stages": 1}
+    #: its random features' cosine is compiled code the warm-up's few rows would not load
+    _compiled_cosine = True
 
     _parameter_constraints: dict = {
         "kernel": KERNEL_CONSTRAINT,

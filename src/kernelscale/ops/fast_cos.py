@@ -40,6 +40,8 @@ larger value, an infinity or a NaN is left to ``np.cos``.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import os
 import threading
@@ -48,6 +50,7 @@ from decimal import Decimal, localcontext
 import numpy as np
 
 __all__ = ["cos_inplace", "weight_tiles", "sparse_cos_scores", "sparse_cos_features", "available", "load",
+           "loaded", "numpy_only", "RESIDENT_BYTES",
            "MIN_ROW", "MIN_ROWS", "MIN_SIZE", "LIMIT", "SEGMENT"]
 
 #: arrays with fewer values use np.cos (the parallel loop's start-up costs more than it saves)
@@ -90,6 +93,11 @@ _sparse_features_kernel = None  # the tiled kernel of sparse_cos_features, compi
 prange = range  # numba.prange once numba is imported (_compile)
 _started = False  # the parallel kernel has been loaded in this process (its thread pool exists)
 _compile_lock = threading.Lock()
+_NUMPY_ONLY = contextvars.ContextVar("kernelscale_cos_numpy_only", default=False)
+#: resident memory that loading the kernels adds to a process where numba is not yet imported:
+#: importing numba 49 MiB, loading the parallel dense kernels 44 MiB (the sparse loops another 39;
+#: measured on Linux, numba 0.68, 2 threads)
+RESIDENT_BYTES = 96 * 2**20
 
 
 def _compile():
@@ -134,13 +142,39 @@ def _compile_once():
     return _kernel
 
 
+def _ready():
+    """The kernel for a call now: False inside :func:`numpy_only` until the kernels are loaded."""
+    if _NUMPY_ONLY.get() and not _started:
+        return False
+    return _compile()
+
+
+@contextlib.contextmanager
+def numpy_only():
+    """Within the block, cosines not yet loaded are left to ``np.cos``: loading the compiled
+    kernels (RESIDENT_BYTES) does not fit a small memory budget beside the call's arrays
+    (kernelscale.base.warmup). Once loaded, they cost nothing more and are used."""
+    token = _NUMPY_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _NUMPY_ONLY.reset(token)
+
+
+def loaded():
+    """Whether the parallel kernels run in this process already (their memory is resident)."""
+    return bool(_started and _kernel)
+
+
 def available():
     """Whether the compiled kernels are there (numba installed; compiles them on first call)."""
-    return bool(_compile())
+    return bool(_ready())
 
 
-def load():
-    """Load (or compile) the parallel kernel now, e.g. before timing; False without numba. This
+def load(sparse=True):
+    """Load (or compile) the parallel kernels now, e.g. before timing or before a memory plan
+    (kernelscale.base.warmup); False without numba. ``sparse=False`` leaves out the loops over
+    the nonzeros of sparse rows (about 40 MiB of resident memory and seconds of loading). This
     starts numba's thread pool: see :func:`_after_fork_in_child` for processes forked later."""
     global _started
     kernel = _compile()
@@ -149,10 +183,12 @@ def load():
 
         kernel.compile((types.float64[::1], types.uint8[::1]))
         _rows_kernel.compile((types.float64[:, ::1], types.float64[::1], types.float64, types.uint8[::1]))
-        rows = (types.int64[::1], types.int64[::1], types.float64[::1])
-        tiles = (types.float64[:, :, ::1], types.float64[::1])
-        _sparse_kernel.compile((*rows, *tiles, types.float64[:, ::1], types.float64[:, ::1], types.int64))
-        _sparse_features_kernel.compile((*rows, *tiles, types.float64, types.float64[:, ::1], types.int64))
+        if sparse:
+            rows = (types.int64[::1], types.int64[::1], types.float64[::1])
+            tiles = (types.float64[:, :, ::1], types.float64[::1])
+            _sparse_kernel.compile((*rows, *tiles, types.float64[:, ::1], types.float64[:, ::1], types.int64))
+            _sparse_features_kernel.compile((*rows, *tiles, types.float64, types.float64[:, ::1], types.int64))
+        kernel(np.zeros(2 * SEGMENT), np.zeros(2, dtype=np.uint8))  # starts the thread pool (its stacks)
         _started = True
     return bool(kernel)
 
@@ -340,7 +376,7 @@ def cos_inplace(a, offset=None, scale=None):
     phases = None if offset is None else np.ascontiguousarray(offset, dtype=np.float64)
     if (phases is not None and phases.shape == a.shape[1:] and a.dtype == np.float64 and a.ndim == 2
             and a.shape[1] >= MIN_ROW and a.shape[0] >= MIN_ROWS and a.size >= MIN_SIZE and a.flags.c_contiguous
-            and _compile()):
+            and _ready()):
         _started = True
         outside = np.zeros(a.shape[0], dtype=np.uint8)
         _rows_kernel(a, phases, 1.0 if scale is None else float(scale), outside)
@@ -388,7 +424,7 @@ def sparse_cos_scores(rows, tiles, offset, coef):
     shape or layout, or indices beyond d, raise ValueError (the loop checks no bounds). Returns
     None without numba."""
     global _started
-    if not _compile():
+    if not _ready():
         return None
     _started = True
     indptr, indices, values = rows
@@ -408,7 +444,7 @@ def sparse_cos_features(rows, tiles, offset, scale, out):
     the scale in one numba loop (the features of a Fourier block on one-hot rows). Returns
     ``out``, or None without numba (nothing written)."""
     global _started
-    if not _compile():
+    if not _ready():
         return None
     _started = True
     agrees = out.ndim == 2 and out.shape[1] == offset.size and out.flags.c_contiguous and out.dtype == np.float64
@@ -450,7 +486,7 @@ def _cos(a):
     global _started
     if a.dtype != np.float64 or a.size < MIN_SIZE or not a.flags.c_contiguous:
         return np.cos(a, out=a)
-    kernel = _compile()
+    kernel = _ready()
     if not kernel:
         return np.cos(a, out=a)
     _started = True

@@ -44,6 +44,7 @@ __all__ = [
     "ufunc_workspace_bytes",
     "budget_cap",
     "resident_bytes",
+    "release_freed",
 ]
 
 DEFAULT_MEMORY_FRACTION = 0.5
@@ -136,6 +137,30 @@ def resident_bytes():
         return 0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak) * (1 if sys.platform == "darwin" else 1024)
+
+
+_TRIM = None  # glibc's malloc_trim, False where the C library has none
+
+
+def release_freed():
+    """Give the heap's free pages back to the system (glibc's ``malloc_trim(0)``; nothing
+    elsewhere). glibc keeps up to twice its largest recently freed block (64 MiB at most) of
+    free heap resident, and a loop whose temporaries change size between iterations grows the
+    heap past what its live arrays need: the doubly stochastic fit's resident set stood 60-85 MiB
+    above its arrays' peak. An iterative fit calls this between iterations; it changes no
+    allocator setting (a process-wide ``mallopt`` would: fresh pages for every block cost the
+    other fits 10-15% of their time)."""
+    global _TRIM
+    if _TRIM is None:
+        try:
+            import ctypes
+
+            _TRIM = ctypes.CDLL(None).malloc_trim
+            _TRIM.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError, TypeError):
+            _TRIM = False
+    if _TRIM:
+        _TRIM(0)
 
 
 def default_memory_budget():
