@@ -11,6 +11,7 @@ from sklearn.utils import compute_sample_weight
 
 import kernelscale.lssvm.cholesky as lssvm_cholesky
 import kernelscale.lssvm.memory as lssvm_memory
+from kernelscale.ops.memory import PLAN_HEADROOM
 from kernelscale.base.monitor import IterationMonitor
 from kernelscale.data.datasets import make_sinc
 from kernelscale.exact import exact_lssvm
@@ -375,6 +376,22 @@ def test_auto_batch_beyond_4096_rows_is_whole_within_the_budget():
     assert small.batch_size_ == lssvm_memory.AUTO_BLOCK
     assert (LSSVMRegressor(kernel=kernel, solver="nystrom", n_iter=1, random_state=0).fit(X, y).batch_size_
             == lssvm_memory.AUTO_BLOCK)
+
+
+def test_auto_block_leaves_the_headroom_of_the_budget():
+    """Under a budget that cannot hold AUTO_BLOCK rows, "auto" takes the largest block whose
+    estimate fits in (1 - PLAN_HEADROOM) of it: the rest is for what no estimate counts."""
+    rng = np.random.default_rng(4)
+    X = rng.uniform(-3, 3, size=(13000, 2))
+    y = np.sinc(X[:, 0])
+    kernel = GaussianKernel(sigma=1.0)
+    budget = int(lssvm_fit_memory(13000, 2, 1, 600, np.float64, kernel) / (1 - PLAN_HEADROOM))
+    reg = LSSVMRegressor(kernel=kernel, max_memory=budget, n_iter=1, random_state=0).fit(X, y)
+    room = budget * (1 - PLAN_HEADROOM)
+    J = reg.batch_size_
+    assert lssvm_fit_memory(13000, 2, 1, J, np.float64, kernel) <= room < lssvm_fit_memory(13000, 2, 1, J + 1,
+                                                                                           np.float64, kernel)
+    assert 590 <= J <= 600
 
 
 def test_regressor_multi_output_equals_separate_fits():

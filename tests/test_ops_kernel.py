@@ -309,3 +309,21 @@ def test_operator_budget_too_small_names_max_memory(op_data):
         op.rows(np.arange(50))
     with pytest.raises(ValueError, match="rows must index"):
         KernelOperator(GaussianKernel(1.0), X).rows(np.array([500]))
+
+
+@pytest.mark.parametrize("dtypes", [(np.float64, np.float64), (np.float32, np.float32), (np.float32, np.float64)])
+def test_numpy_matmul_in_row_slices_equals_one_product(dtypes):
+    """Products of more than GEMM_ROWS rows run in slices (OpenBLAS keeps buffers resident that
+    grow with the rows of one call): the same values, dtype and output buffer as one product."""
+    from kernelscale.ops.backend import GEMM_ROWS, NUMPY
+
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(2 * GEMM_ROWS + 7, 33)).astype(dtypes[0])
+    b = rng.normal(size=(33, 5)).astype(dtypes[1])
+    whole = np.matmul(a, b)
+    got = NUMPY.matmul(a, b)
+    assert got.dtype == whole.dtype and got.shape == whole.shape
+    np.testing.assert_allclose(got, whole, rtol=1e-5 if whole.dtype == np.float32 else 1e-12)
+    out = np.empty_like(whole)
+    assert NUMPY.matmul(a, b, out=out) is out
+    np.testing.assert_allclose(out, whole, rtol=1e-5 if whole.dtype == np.float32 else 1e-12)

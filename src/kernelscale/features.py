@@ -33,7 +33,7 @@ from .ops.feature_blocks import FeatureBlockSpec, seed_from
 from .ops.feature_blocks import float_dtype as _float_dtype
 from .ops.backend import NUMPY
 from .ops.features import FeatureOperator
-from .ops.memory import available_memory, format_bytes, parse_memory
+from .ops.memory import available_memory, format_bytes, parse_memory, release_freed
 
 __all__ = [
     "SeededFeatureMap",
@@ -444,6 +444,9 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Boundar
     normalization_ (m, m) float64, n_components_ (number of landmarks used).
     """
 
+    #: its first call in a process loads LAPACK's eigensolver: warmed up as it is (base/warmup.py)
+    _warm_params = {}
+
     _parameter_constraints: dict = {
         "kernel": KERNEL_CONSTRAINT,
         "n_components": [Interval(Integral, 1, None, closed="left")],
@@ -504,6 +507,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Boundar
         check_is_fitted(self)
         X = validate_data(self, X, dtype=FLOAT_DTYPES, reset=False)
         # K(X, components) @ normalization_, in X's dtype, block by block within max_memory
+        release_freed()  # what the fit freed, before the blocks take the budget
         centres = KernelOperator(self.kernel_, self.components_, parse_memory(self.max_memory), dtype=X.dtype)
         normalization = self.normalization_.astype(X.dtype, copy=False)
         out = _in_row_slices(X, lambda rows: centres.predict(rows, normalization), self.verbose, "NystromFeatures")

@@ -34,7 +34,7 @@ from ..exact import kernel_predict
 from ..kernels import KERNEL_NAMES, Kernel
 from ..ops.feature_blocks import float_dtype
 from ..ops.kernel import row_width
-from ..ops.memory import parse_memory
+from ..ops.memory import PLAN_HEADROOM, parse_memory
 from ..ops.rows import is_dask
 from ..simplex import project_simplex
 from .distributed import prepare
@@ -47,6 +47,9 @@ logger = logging.getLogger(__name__)
 
 
 class _LSSVMBase(BoundaryMixin, BaseEstimator):
+    #: its first call in a process loads LAPACK's solvers: warmed up with these parameters (base/warmup.py)
+    _warm_params = {"n_iter": 1}
+
     _parameter_constraints: dict = {
         "kernel": [Kernel, StrOptions(set(KERNEL_NAMES))],
         "C": [Interval(Real, 0, None, closed="neither")],
@@ -79,7 +82,8 @@ class _LSSVMBase(BoundaryMixin, BaseEstimator):
         """:meth:`_auto_batch` for n rows, d features and k target columns."""
 
         def block_fits(J):
-            return lssvm_fit_memory(n, d, k, J, dtype, kernel, self.solver, self.n_averaged) <= budget
+            room = budget * (1 - PLAN_HEADROOM)  # the largest block would fill the budget
+            return lssvm_fit_memory(n, d, k, J, dtype, kernel, self.solver, self.n_averaged) <= room
 
         def fits(J):
             return self.solver in ITERATIVE and self.device is None and block_fits(J)

@@ -35,7 +35,7 @@ import scipy.sparse as sp
 from ..base.validation import array_bytes, as_float_array, check_same_features, result_dtype
 from ..kernels import make_kernel, sparse_nbytes
 from .backend import NUMPY, current_backend, device_type, get_backend
-from .memory import MAX_BLOCK_BYTES, check_fits, parse_memory, rows_per_block, ufunc_workspace_bytes
+from .memory import MAX_BLOCK_BYTES, PLAN_HEADROOM, check_fits, parse_memory, rows_per_block, ufunc_workspace_bytes
 from .row_cache import KernelRowCache
 
 __all__ = [
@@ -91,7 +91,11 @@ def prepared_set_bytes(kernel, Z, dtype):
 def _block_rows(kernel, n_rows, n_cols, n_features, dtype, budget, fixed_bytes):
     """Rows per kernel block against ``n_cols`` prepared points, within ``budget`` bytes."""
     per_row = kernel.bytes_per_row(n_cols, n_features, dtype)
-    step = rows_per_block(n_rows, per_row, budget, fixed_bytes=fixed_bytes + ufunc_workspace_bytes())
+    fixed = fixed_bytes + ufunc_workspace_bytes()
+    step = rows_per_block(n_rows, per_row, budget, fixed_bytes=fixed)
+    roomy = budget * (1 - PLAN_HEADROOM) - fixed  # blocks that would fill the budget leave its headroom
+    if roomy >= per_row:
+        step = min(step, int(roomy // per_row))
     return max(1, min(step, MAX_BLOCK_BYTES // per_row))
 
 
