@@ -323,3 +323,21 @@ def test_compare_command_prints_the_table(tmp_path, capsys):
     assert "regression on" in out and "AutoKernelRegressor" in out and "KernelRidge" in out and "test RMSE" in out
     assert main(["compare", str(data), "--time-budget", "-1"]) == 2
     assert "--time-budget" in capsys.readouterr().err
+
+
+def test_stages_under_the_clock_keep_their_coefficients_within_the_budget():
+    """The stagewise fit the clock stops may run thousands of stages: their coefficients are
+    counted, a quarter of the budget at most, and a fit of more stages than fit is refused."""
+    from kernelscale.least_squares import stage_store_bytes
+
+    kernel = ks.GaussianKernel(1.0)
+    budget = 6 * 2**20
+    most = auto_estimators._most_stages(64, 3, np.float64, kernel, budget)
+    store = stage_store_bytes(64, 3, "calibrated", 8)
+    assert most * store <= budget // 4 < (most + 1) * store
+    assert auto_estimators._most_stages(256, 10, np.float64, kernel, 2**40) == auto_estimators.MAX_STAGES
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = (X[:, 0] > 0).astype(int)
+    with pytest.raises(ValueError, match=r"max_memory=.*stagewise fit of 100000 stages.*n_stages"):
+        ks.StagewiseClassifier(kernel, block_size=64, n_stages=100000, max_memory=budget).fit(X, y)

@@ -30,7 +30,9 @@ from ..base.classifier import encode_classes, one_hot
 from ..base.estimator import INPUT_ATTRIBUTES, FiniteR2Mixin, commit_fit, validate_fit_data
 from ..base.params import DEVICE_CONSTRAINT, MEMORY_CONSTRAINT
 from ..base.validation import check_sample_weight, validate_data
-from ..least_squares import StagewiseClassifier, StagewiseRegressor, feature_spec, stagewise_fit_bytes
+from ..least_squares import (
+    StagewiseClassifier, StagewiseRegressor, feature_spec, stage_store_bytes, stagewise_fit_bytes,
+)
 from ..lssvm import LSSVMClassifier, LSSVMRegressor
 from ..lssvm.memory import lssvm_fit_memory
 from ..ops.memory import parse_memory
@@ -142,9 +144,11 @@ class _AutoBase(BoundaryMixin, BaseEstimator):
         train = np.setdiff1d(np.arange(n), held, assume_unique=True)
         reserve = RESERVE_SHARE * self.time_budget
         clock = _StageClock(deadline - reserve)
-        block = _stage_block(n - held.size, self._n_outputs(y), X.dtype, kernel, parse_memory(self.max_memory))
-        model = self._stagewise_class(kernel, block_size=block, n_stages=MAX_STAGES, update="calibrated",
-                                      callback=clock, **common)
+        budget = parse_memory(self.max_memory)
+        block = _stage_block(n - held.size, self._n_outputs(y), X.dtype, kernel, budget)
+        model = self._stagewise_class(kernel, block_size=block, update="calibrated", callback=clock,
+                                      n_stages=_most_stages(block, self._n_outputs(y), X.dtype, kernel, budget),
+                                      **common)
         sw = None if sample_weight is None else sample_weight[train]
         model.fit(X[train], y[train], sample_weight=sw)
         losses, best_rows, rows = [], None, None
@@ -169,6 +173,14 @@ class _AutoBase(BoundaryMixin, BaseEstimator):
     def predict(self, X):
         X = self._scaled(X)
         return self.best_estimator_.predict(X)
+
+
+def _most_stages(block, k, dtype, kernel, budget):
+    """MAX_STAGES, or fewer where the stages' coefficients (:func:`stage_store_bytes`) would take
+    more than a quarter of ``budget`` bytes (the stage itself has half: :func:`_stage_block`)."""
+    store = stage_store_bytes(feature_spec(kernel, 1, block, 0).n_features_out, k, "calibrated",
+                              np.dtype(dtype).itemsize)
+    return int(min(MAX_STAGES, max(1, budget // 4 // store)))
 
 
 def _stage_block(n, k, dtype, kernel, budget):

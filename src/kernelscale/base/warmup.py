@@ -85,7 +85,10 @@ def _warm(estimator, method, X, y, cosine):
 
 
 def _key(estimator, method, X):
-    return type(estimator), method, np.dtype(X.dtype).str, sp.issparse(X)
+    """A first call per class, method, dtype, sparse or dense X and kernel (each kernel has loops of its own)."""
+    kernel = getattr(estimator, "kernel", None)
+    return (type(estimator), method, np.dtype(X.dtype).str, sp.issparse(X),
+            kernel if isinstance(kernel, str) or kernel is None else type(kernel).__name__)
 
 
 def _numpy_cosine(estimator):
@@ -98,6 +101,15 @@ def _numpy_cosine(estimator):
     from ..ops import fast_cos
 
     return not fast_cos.loaded() and fast_cos.RESIDENT_BYTES > COSINE_BUDGET_SHARE * parse_memory(getattr(estimator, "max_memory", None))
+
+
+def _cosine_to_load(estimator):
+    """Whether the estimator's compiled cosine is still to be loaded in this process."""
+    if not getattr(estimator, "_compiled_cosine", False):
+        return False
+    from ..ops import fast_cos
+
+    return not fast_cos.loaded() and fast_cos.available()
 
 
 @contextlib.contextmanager
@@ -122,10 +134,11 @@ def loaded_first(estimator, method, args, kwargs):
 
 @contextlib.contextmanager
 def _first_call(estimator, method, X, args, kwargs, cosine):
-    """:func:`loaded_first` once the cosine is settled (``cosine``: the compiled one may load)."""
-    key = (*_key(estimator, method, X), cosine)
+    """:func:`loaded_first` once the cosine is settled (``cosine``: the compiled one may load;
+    a call that may load it, not loaded yet, is a first call again after calls that left it to numpy)."""
+    key = _key(estimator, method, X)
     with _LOCK:
-        first = key not in _WARMED
+        first = key not in _WARMED or (cosine and _cosine_to_load(estimator))
         _WARMED.add(key)
     if not first:
         yield

@@ -17,9 +17,9 @@ from .calibrated import BASIS_FUNCTIONS, calibrated_least_squares, calibrated_pr
 from .estimators import CalibratedLeastSquaresClassifier, GeneralizedLeastSquaresClassifier
 from .generalized import generalized_least_squares, gls_fixed_bytes
 from .stagewise import StagewiseClassifier, StagewiseRegressor
-from .stagewise_solver import feature_spec, stagewise_fit_bytes, stagewise_regression
+from .stagewise_solver import feature_spec, stage_store_bytes, stagewise_fit_bytes, stagewise_regression
 
 __all__ = ["GeneralizedLeastSquaresClassifier", "CalibratedLeastSquaresClassifier", "generalized_least_squares",
            "calibrated_least_squares", "calibrated_predict", "BASIS_FUNCTIONS", "gls_fixed_bytes",
-           "StagewiseClassifier", "StagewiseRegressor", "feature_spec", "stagewise_fit_bytes",
+           "StagewiseClassifier", "StagewiseRegressor", "feature_spec", "stage_store_bytes", "stagewise_fit_bytes",
            "stagewise_regression"]

@@ -241,6 +241,14 @@ def stagewise_fit_bytes(n, k, spec, update, itemsize):
     return need
 
 
+def stage_store_bytes(p, k, update, itemsize):
+    """Bytes one fitted stage keeps: its p x k coefficients, k intercepts and (``"calibrated"``)
+    k x k calibration, twice (the list of stages, then the stacked result) plus the arrays'
+    headers. A fit of many stages (the front door's, stopped by its clock) holds n_stages of them."""
+    values = p * k + k + (k * k if update == "calibrated" else 0)
+    return 2 * values * itemsize + 3 * 112
+
+
 def stagewise_regression(
     Z,
     Y,
@@ -280,11 +288,12 @@ def stagewise_regression(
     uniform = sample_weight is None
     budget = default_memory_budget() if budget is None else int(budget)
     rows_n = max(Z.chunks[0]) if distributed else n  # rows one task holds at once
-    need = stagewise_fit_bytes(rows_n, k, spec, update, dtype.itemsize)
+    need = (stagewise_fit_bytes(rows_n, k, spec, update, dtype.itemsize)
+            + n_stages * stage_store_bytes(spec.n_features_out, k, update, dtype.itemsize))
     plan_rows(
         1, 1, need, budget,
-        f"a stagewise fit ({rows_n} x {spec.n_features_out} features per block)",
-        "reduce block_size, pass float32 data (halves it), or increase max_memory",
+        f"a stagewise fit of {n_stages} stages ({rows_n} x {spec.n_features_out} features per block)",
+        "reduce block_size or n_stages, pass float32 data (halves it), or increase max_memory",
     )
     rows = executor(budget, Z)
     w = row_weights(rows, Z, sample_weight, n)
