@@ -3,12 +3,14 @@
 An estimator whose methods run compiled code loaded on first use (numba's loops, scipy's and
 LAPACK's modules; a class with ``_warm_params``) pays, on the first call of a method in a process,
 for importing and loading (or compiling) that code: 50-150 MiB of resident memory that no plan of
-blocks counts. So the first call of each
-method per (class, dtype, sparse or dense input) first runs the same method on a few rows of the
+blocks counts. So the first call of each method per (class, dtype, sparse or dense input,
+kernel) first runs the same method on a few rows of the
 caller's data (for ``fit``, a fresh estimator with the same parameters but the few iterations of
 ``_warm_params``; a class with ``_compiled_cosine`` also loads the random features' compiled
-cosine, which a few rows would not reach), measures how much that grew the resident set, and runs the real call under a budget smaller by that much
-(:func:`kernelscale.ops.memory.budget_cap`). Later calls find the code loaded and keep the
+cosine, which a few rows would not reach), measures how much that grew the resident set, and
+runs the real call under a budget smaller by that much (:func:`kernelscale.ops.memory.budget_cap`).
+Under a budget of which the compiled cosine would take more than a third, it is not loaded:
+numpy's cosine serves (:func:`_numpy_cosine`). Later calls find the code loaded and keep the
 whole budget. A budget smaller than the loading is refused before anything else is allocated.
 """
 
@@ -100,7 +102,8 @@ def _numpy_cosine(estimator):
         return False
     from ..ops import fast_cos
 
-    return not fast_cos.loaded() and fast_cos.RESIDENT_BYTES > COSINE_BUDGET_SHARE * parse_memory(getattr(estimator, "max_memory", None))
+    budget = parse_memory(getattr(estimator, "max_memory", None))
+    return not fast_cos.loaded() and fast_cos.RESIDENT_BYTES > COSINE_BUDGET_SHARE * budget
 
 
 def _cosine_to_load(estimator):
