@@ -139,3 +139,19 @@ def test_a_fit_on_small_workers_is_planned_into_smaller_chunks_and_no_worker_res
     assert plans and plans[0].rows is not None and plans[0].rows < 40_000
     assert small_cluster.run(os.getpid) == pids, "a worker was restarted"
     assert est.score(X, y) > 0.8
+
+
+def test_sparse_chunks_count_their_stored_values_not_d():
+    """A wide CSR X (0.1% nonzeros) is planned at its stored values a row: the plan that a dense
+    count would refuse (50000 values a row) admits it, keeping X."""
+    import scipy.sparse as sp
+
+    Xs = sp.random(4000, 50_000, density=0.001, format="csr", random_state=0)
+    X = da.from_array(Xs, chunks=(500, 50_000), asarray=False)
+    width = _memory.row_values(X)
+    assert width == int(np.ceil((Xs.nnz / 4000 * 16 + 8) / 8))  # about 100 values, not 50000
+    est = kernelscale.SLKLRegressor(n_components=200)
+    found = plan(est, X, 1, 10**9, _workers(600 * MB))
+    assert found.keep_x
+    with pytest.raises(ValueError, match="cannot run within the workers' memory"):
+        plan(est, da.zeros((4000, 50_000), chunks=(500, 50_000)), 1, 10**9, _workers(600 * MB))

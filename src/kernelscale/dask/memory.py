@@ -27,6 +27,11 @@ planned for the worker, not for the client. When the row chunks are too large fo
 rechunked into smaller row chunks (lazily, before anything runs); when the state every task
 needs, or what the fit must persist, does not fit, the fit is refused with a ValueError naming
 max_memory, memory_limit, the row chunks and the fix, before any task is submitted.
+
+Sparse chunks count what they store: a row of X is its mean stored values with their indices
+(:func:`row_values`, counted by one small task per chunk), not d dense values, wherever the plan
+counts rows of X (the chunks read, X persisted, the M or J sampled rows); the d x d sums and the
+random features' frequencies stay d wide.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import dataclasses
 import math
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..ops.memory import format_bytes, parse_memory
 
@@ -119,13 +125,15 @@ class Footprint:
     knob: str = ""
 
 
-def footprint(estimator, n, d, k, itemsize, budget):
+def footprint(estimator, n, d, k, itemsize, budget, width=None):
     """:class:`Footprint` of a distributed fit of ``estimator`` on n rows of d features and k
     target columns of ``itemsize`` bytes, its budgets capped at ``budget`` bytes (the "auto"
-    sizes that follow the budget are resolved with it)."""
+    sizes that follow the budget are resolved with it). ``width``: values of ``itemsize`` a row
+    of X takes (:func:`row_values`; default d, dense rows)."""
     name = type(estimator).__name__
     f = 8  # sums and per-row state in float64
-    io = 3 * (d + k) * itemsize  # a task's chunk: read, cast or copied, and its per-row output
+    w = d if width is None else width
+    io = 3 * (w + k) * itemsize  # a task's chunk: read, cast or copied, and its per-row output
     if name in ("GeneralizedLeastSquaresClassifier", "CalibratedLeastSquaresClassifier"):
         # scores at three points, the residual and the normalised weights per row; d x d sums
         part = (d + 1) * (d + k + 1) * f
@@ -133,7 +141,7 @@ def footprint(estimator, n, d, k, itemsize, budget):
                          what=f"the {d} x {d} Gram sums of the features", knob="the number of features (PCA)")
     if name in ("StagewiseClassifier", "StagewiseRegressor"):
         b = estimator._block_size(n)
-        p = estimator._n_pca(d) or d
+        p = estimator._n_pca(d) or w  # the PCA's dense projection, or X's rows
         # the projection, predictions, targets and residuals kept; a chunk's n_c x b feature block
         # (cosines and their centred copy) regenerated per pass; b x b Gram sums per task
         part = b * (b + k + 1) * f
@@ -144,20 +152,20 @@ def footprint(estimator, n, d, k, itemsize, budget):
         part = M * (M + k + 1) * f * (1 if name == "SLKLRegressor" else max(1, k))
         # the M candidate rows shipped to every task, the task's own C^T W C and a block of
         # kernel columns of a few hundred rows (the blocks are planned within the budget)
-        return Footprint(task_row=io, fixed=M * d * itemsize + part + 256 * M * f, part=part,
+        return Footprint(task_row=io, fixed=M * w * itemsize + part + 256 * M * f, part=part,
                          what=f"the {M} x {M} Gram sums of the candidates", knob="n_components")
     if name in ("RegularizedKernelClassifier", "RegularizedKernelRegressor"):
         # c, K c, the diagonal, the loss weights and the iterates' temporaries per row; a pair of
         # row chunks per task, its kernel block within the budget
         return Footprint(state_row=(8 * k + 4) * f, task_row=2 * io + 4 * k * f, fixed=0, part=0)
     if name in ("LSSVMClassifier", "LSSVMRegressor"):
-        J = estimator._dask_block(n, d, k, np.dtype(f"f{itemsize}"), budget)
+        J = estimator._dask_block(n, w, k, np.dtype(f"f{itemsize}"), budget)
         if J >= n + 1:  # one block is the whole system: solved on the rows gathered by the client
             return Footprint(task_row=io)
         part = J * (J + k + 1) * f
         # W, R, Z, the committee and the diagonal per row, and each chunk's n_c x J block of Theta
         return Footprint(state_row=(J + 5 * k + 2) * itemsize, task_row=io, block_row=2 * J * itemsize,
-                         fixed=J * d * itemsize + part, part=part,
+                         fixed=J * w * itemsize + part, part=part,
                          what=f"the {J} sampled rows and their {J} x {J} Gram sums", knob="batch_size")
     if name in ("DoublyStochasticClassifier", "DoublyStochasticRegressor"):
         need, _, batch, block = estimator._dask_task_need(n, d, k, np.dtype(f"f{itemsize}"))
@@ -191,6 +199,27 @@ class Plan:
     workers: WorkerMemory
 
 
+#: bytes a stored value of a sparse chunk takes besides its value (a CSR index, int64 at most),
+#: and a row's pointer
+SPARSE_INDEX_BYTES = 8
+
+
+def row_values(X):
+    """Values of X's dtype one row of the dask X takes in memory: d for dense chunks; for
+    scipy.sparse chunks, the mean stored values per row with their indices and the row's
+    pointer, rounded up. The stored values are counted by one task per chunk (a number each),
+    before anything of the fit is submitted."""
+    if not sp.issparse(getattr(X, "_meta", None)):
+        return X.shape[1]
+    counts = X.map_blocks(lambda block: np.full((1, 1), block.nnz, dtype=np.int64), dtype=np.int64,
+                          chunks=((1,) * len(X.chunks[0]), (1,) * len(X.chunks[1])),
+                          meta=np.empty((0, 0), dtype=np.int64))
+    stored = int(counts.sum().compute())
+    item = X.dtype.itemsize
+    per_row = stored / max(X.shape[0], 1) * (item + SPARSE_INDEX_BYTES) + SPARSE_INDEX_BYTES
+    return int(math.ceil(per_row / item))
+
+
 def _share(chunks, n_workers):
     """The largest fraction of n-row data one worker holds: its even share of the row chunks and
     one more chunk (the scheduler places chunks where they are computed, not evenly)."""
@@ -205,18 +234,19 @@ def plan(estimator, X, k, client_budget, workers, *, x_reduced=False):
     reduction of X (a stagewise PCA), never X itself."""
     n, d = X.shape
     itemsize = X.dtype.itemsize
+    width = row_values(X)
     cls = type(estimator).__name__
     chunks = tuple(int(c) for c in X.chunks[0])
     W, T, room = workers.n_workers, workers.nthreads, workers.room
     data_row = k * itemsize + 8  # targets and weights
-    x_row = 0 if x_reduced else d * itemsize
+    x_row = 0 if x_reduced else width * itemsize
     extra = workers.memory_limit // 8 if cls.startswith("DoublyStochastic") else 0  # its workers' block cache
 
     def attempt(rows, keep_x, budget):
         """(task room, footprint) with row chunks of ``rows``, X kept or not, within ``budget``."""
         cut = chunks if rows is None else _cut(n, rows)
         share = _share(cut, W)
-        fp = footprint(estimator, n, d, k, itemsize, budget)
+        fp = footprint(estimator, n, d, k, itemsize, budget, width)
         held = share * n * (data_row + fp.state_row + (x_row if keep_x else 0))
         return (room - extra - held) / T, fp, cut
 
@@ -234,7 +264,7 @@ def plan(estimator, X, k, client_budget, workers, *, x_reduced=False):
                 last = (task_room, fp, cut)  # the nearest miss, for the message
             if task_room <= 0 or need(fp, max(cut)) > task_room:
                 smaller = min(budget // 2, int(task_room) if task_room > 2**20 else budget // 2)
-                while smaller > 2**20 and footprint(estimator, n, d, k, itemsize, smaller) == fp:
+                while smaller > 2**20 and footprint(estimator, n, d, k, itemsize, smaller, width) == fp:
                     smaller //= 2
                 if smaller > 2**20:
                     budget = smaller  # an "auto" size (M, J) that holds less
@@ -252,7 +282,7 @@ def plan(estimator, X, k, client_budget, workers, *, x_reduced=False):
                                            // max(fp.part, 1) - 1)))
             # the estimator's blocks take what the chunk, the fixed state and the tree leave
             cap = int(min(client_budget, task_room - fp.fixed - (split + 1) * fp.part - max(cut) * fp.task_row))
-            if cap < budget and footprint(estimator, n, d, k, itemsize, cap) != fp:
+            if cap < budget and footprint(estimator, n, d, k, itemsize, cap, width) != fp:
                 budget = cap  # a smaller "auto" size: plan again with it
                 continue
             hold = int(W * (room - extra - T * (fp.fixed + (split + 1) * fp.part
