@@ -22,6 +22,11 @@ scikit-learn's ``SVC`` (LIBSVM, the same Gaussian kernel: gamma = 1 / (2 sigma^2
 ``LinearSVC`` (LIBLINEAR), both on the CSR matrix. sigma: sqrt(10) on adult (the doubly
 stochastic paper's), the median heuristic of the training rows on text (about 1.4 for l2 rows).
 
+A third part, **every**: every estimator and transformer of the registry at its defaults
+(``random_state=0``; the front door with ``time_budget=5``) on a 3000 + 1000-row CSR set of 100
+columns at 5% nonzeros and on its dense copy: fit and predict seconds and the largest difference
+of the two inputs' outputs (``max_relative_difference``).
+
 Records: ``time_median_s`` is the fit's time (one run); metrics ``fit_s``, ``predict_s``,
 ``test_error``; ``ratio_to_peer`` against LIBSVM. Run under the CPU lock:
 ``flock /tmp/ks/cpu.lock python -m benchmarks sparse [--quick]``; results in
@@ -115,7 +120,58 @@ def compare_set(suite, dataset, data, sigma, ours, dense_limit):
 
 #: the wide set: 100000 + 10000 documents of 60 word draws (0.1% nonzeros: about 50 distinct words)
 WIDE_TRAIN, WIDE_TEST, WIDE_WORDS, WIDE_LIBSVM_ROWS = 100000, 10000, 60, 25000
-PARTS = ("adult", "text", "wide")
+PARTS = ("adult", "text", "wide", "every")
+#: the "every" part: rows, columns and density of its one-hot-like set (and its test rows)
+EVERY_N, EVERY_TEST, EVERY_D, EVERY_DENSITY = 3000, 1000, 100, 0.05
+
+
+def _every_set(random_state=0):
+    """A sparse set on which every estimator's defaults run in seconds: EVERY_N + EVERY_TEST rows
+    of EVERY_D columns at EVERY_DENSITY, standard normal nonzeros, a noisy linear target (its sign
+    for the classifiers)."""
+    rng = np.random.default_rng(random_state)
+    n = EVERY_N + EVERY_TEST
+    X = sp.random(n, EVERY_D, density=EVERY_DENSITY, format="csr", random_state=random_state, dtype=np.float64)
+    X.data = rng.standard_normal(X.nnz)
+    target = X @ rng.standard_normal(EVERY_D) + 0.3 * rng.standard_normal(n)
+    return X, target
+
+
+def every_estimator(suite):
+    """Every registry entry at its defaults (random_state=0; the front door with time_budget=5) on
+    the CSR matrix and on its dense copy: fit and predict seconds of each, and the largest
+    difference of their outputs (decision function, probabilities or transform, else predictions)
+    relative to the largest dense output."""
+    from kernelscale.registry import ESTIMATORS
+
+    X, target = _every_set()
+    dense = X.toarray()
+    for entry in ESTIMATORS:
+        params = {"random_state": 0} if "random_state" in entry.cls().get_params() else {}
+        if entry.name.startswith("Auto"):
+            params["time_budget"] = 5
+        y = (target > 0).astype(np.int64) if entry.kind == "classifier" else target
+        row = {}
+        for form, data in (("sparse", X), ("dense", dense)):
+            est = entry.cls(**params)
+            Xtr, Xte = data[:EVERY_N], data[EVERY_N:]
+            try:
+                _, row[f"fit_s_{form}"] = _timed(lambda: est.fit(Xtr) if entry.kind == "transformer" else est.fit(Xtr, y[:EVERY_N]))
+            except ValueError as err:  # a refusal (the exact solver's budget) is a result too
+                row[f"error_{form}"] = str(err)[:200]
+                continue
+            method = next(m for m in ("decision_function", "predict_proba", "transform", "predict") if hasattr(est, m))
+            row[form], row[f"predict_s_{form}"] = _timed(lambda: np.asarray(getattr(est, method)(Xte), dtype=np.float64))
+            if entry.kind == "classifier":
+                row[f"test_error_{form}"] = float(np.mean(est.predict(Xte) != y[EVERY_N:]))
+        metrics = {k: v for k, v in row.items() if k not in ("sparse", "dense")}
+        if "sparse" in row and "dense" in row:
+            scale = max(1.0, float(np.max(np.abs(row["dense"]))))
+            metrics["max_relative_difference"] = float(np.max(np.abs(row["sparse"] - row["dense"]))) / scale
+        suite.add("every", entry.name, params=params, time_median_s=metrics.get("fit_s_sparse"),
+                  times_s=[metrics["fit_s_sparse"]] if "fit_s_sparse" in metrics else [], metrics=metrics)
+        print(f"every  {entry.name:36s} " + "  ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                                                      for k, v in metrics.items()), flush=True)
 
 
 def wide_set(suite, args):
@@ -212,7 +268,7 @@ def _kept(parts, quick):
         return [], {}
     doc = json.loads(path.read_text())
     records = [r for r in doc["records"] if r["dataset"] not in parts]
-    keys = {"adult": ["adult_train_rows"], "text": ["text_set"], "wide": ["wide_set"]}
+    keys = {"adult": ["adult_train_rows"], "text": ["text_set"], "wide": ["wide_set"], "every": ["every_set"]}
     old = doc.get("paper") or {}
     return records, {key: old[key] for part in PARTS if part not in parts for key in keys[part] if key in old}
 
@@ -271,6 +327,10 @@ def main(argv=None):
 
     if "wide" in parts:
         paper["wide_set"] = wide_set(suite, args)
+
+    if "every" in parts:
+        every_estimator(suite)
+        paper["every_set"] = {"n_train": EVERY_N, "n_test": EVERY_TEST, "d": EVERY_D, "density": EVERY_DENSITY}
 
     order = {p: i for i, p in enumerate(PARTS)}
     suite.records = sorted(kept_records + suite.records, key=lambda r: order.get(r["dataset"], len(PARTS)))
