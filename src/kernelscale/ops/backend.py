@@ -32,9 +32,8 @@ DEVICES = "None (numpy), 'auto', 'cpu', 'cuda' or 'cuda:N'"
 
 
 #: a product of a matrix with more rows runs in slices of this many: OpenBLAS's GEMM keeps
-#: buffers resident for the rest of the process that grow with the rows of one call (25 MiB for
-#: 8000 x 1024 times 1024 x 1024, 4 MiB in slices of 1024 rows, at the same speed), which no
-#: memory plan counts
+#: buffers resident for the rest of the process that grow with the rows of one call, which no
+#: memory plan counts; slices of this size run at the same speed (benchmarks/studies/compute_layer.md)
 GEMM_ROWS = 1024
 
 

@@ -51,7 +51,7 @@ __all__ = [
 DEFAULT_MEMORY_FRACTION = 0.5
 #: a plan that would fill the budget with blocks to its last byte keeps this share of it free:
 #: beside the arrays an estimate counts, the interpreter, the allocator and the BLAS keep memory
-#: of their own (such plans measured 2-8% over the budget in a fresh process)
+#: of their own
 PLAN_HEADROOM = 0.1
 #: temporary kernel blocks stay below this size even under a larger budget: bigger blocks gain
 #: no GEMM efficiency but pay for fresh pages (seconds per GB on some virtual machines)
@@ -150,11 +150,10 @@ _TRIM = None  # glibc's malloc_trim, False where the C library has none
 def release_freed():
     """Give the heap's free pages back to the system (glibc's ``malloc_trim(0)``; nothing
     elsewhere). glibc keeps up to twice its largest recently freed block (64 MiB at most) of
-    free heap resident, and a loop whose temporaries change size between iterations grows the
-    heap past what its live arrays need: the doubly stochastic fit's resident set stood 60-85 MiB
-    above its arrays' peak. An iterative fit calls this between iterations; it changes no
-    allocator setting (a process-wide ``mallopt`` would: fresh pages for every block cost the
-    other fits 10-15% of their time)."""
+    free heap resident, so a loop whose temporaries change size between iterations holds more
+    than its live arrays. An iterative fit calls this between iterations. It changes no allocator
+    setting: a process-wide ``mallopt`` would slow every other fit (measurements:
+    benchmarks/studies/compute_layer.md, "Memory of the first fit")."""
     global _TRIM
     if _TRIM is None:
         try:
