@@ -10,7 +10,7 @@ import pytest
 import kernelscale
 from kernelscale.dask import fit as _dask_fit
 from kernelscale.dask import memory as _memory
-from kernelscale.dask.memory import SAFE_FRACTION, WORKER_BASELINE, WorkerMemory, plan
+from kernelscale.dask.memory import SAFE_FRACTION, SPILL_MARGIN, WORKER_BASELINE, WorkerMemory, plan, spill_room
 
 from dask_support import da  # noqa: F401
 
@@ -81,6 +81,53 @@ def test_a_doubly_stochastic_fit_the_plan_admits_is_not_refused_once_it_runs():
     with dask.config.set(scheduler="synchronous"), _memory.capped(found):
         est.fit(Xd, yd)
     assert est.n_iter_ == 2 and est.solver_ == "preconditioned"
+
+
+def test_spill_room_is_the_memory_between_where_the_worker_spills_and_where_it_pauses():
+    limit, baseline = 1000 * MB, 100 * MB
+    # distributed's defaults: target 0.6, spill 0.7, pause 0.8, terminate 0.95
+    assert spill_room(limit, baseline, 0.6, 0.7, 0.8, 0.95) == pytest.approx(0.1 * limit, abs=1)
+    # only a target: the baseline and that much data stay in memory
+    assert spill_room(limit, baseline, 0.6, False, 0.8, 0.95) == pytest.approx(0.8 * limit - baseline - 0.6 * limit, abs=1)
+    # no pause: the tasks stop SPILL_MARGIN below where the nanny kills the worker
+    assert spill_room(limit, baseline, 0.6, 0.7, False, 0.95) == pytest.approx((0.95 - SPILL_MARGIN - 0.7) * limit, abs=1)
+    # a process already above its spill fraction: from the process up
+    assert spill_room(limit, 750 * MB, 0.6, 0.7, 0.8, 0.95) == pytest.approx(50 * MB, abs=1)
+    assert spill_room(limit, baseline, False, False, 0.8, 0.95) == 0  # the worker never spills
+    assert spill_room(limit, 900 * MB, 0.6, 0.7, 0.8, 0.95) == 0
+
+
+def _spilling(limit, disk=10**12, n_workers=2):
+    room = spill_room(int(limit), WORKER_BASELINE, 0.6, 0.7, 0.8, 0.95)
+    return WorkerMemory(n_workers, int(limit), 1, 0, room, int(disk))
+
+
+def test_state_beyond_the_workers_memory_spills_to_their_disks_when_they_spill():
+    """The 10M-row stagewise fit of the scaling run keeps about 450 bytes a row on the workers
+    (the PCA projection, scores, targets, residuals): 2.3 GB a worker, more than a 1.5 GiB worker
+    has. Workers that spill keep it on disk and plan their tasks within the memory between their
+    spill and pause fractions; workers that do not spill, or whose disks are too small, refuse."""
+    est = kernelscale.StagewiseClassifier(n_stages=8, random_state=0)
+    X = da.zeros((10_000_000, 784), chunks=(10_000, 784), dtype=np.float32)
+    limit = 3 * 2**29
+    with pytest.raises(ValueError, match="cannot run within the workers' memory"):
+        plan(est, X, 10, 10 * 2**30, _workers(limit), x_reduced=True)
+    workers = _spilling(limit)
+    found = plan(est, X, 10, 10 * 2**30, workers, x_reduced=True)
+    assert found.spills and not found.keep_x
+    fp = _memory.footprint(est, 10_000_000, 784, 10, 4, found.budget)
+    task = fp.fixed + (found.split_every + 1) * fp.part + found.rows * (fp.task_row + fp.block_row)
+    assert task <= workers.spill_room  # smaller row chunks, within what lies below the pause
+    assert found.hold == 10_000_000 * (10 * 4 + 8)  # the targets and weights are kept (and spill)
+    state = 10_000_000 * (10 * 4 + 8 + fp.state_row)
+    with pytest.raises(ValueError, match="cannot run within the workers' memory"):
+        plan(est, X, 10, 10 * 2**30, _spilling(limit, disk=state // 2), x_reduced=True)
+
+
+def test_state_that_fits_in_memory_does_not_spill():
+    est = kernelscale.StagewiseClassifier(block_size=512, random_state=0)
+    found = plan(est, _X(200_000, 20, 100_000), 2, 10 * 2**30, _spilling(1000 * MB))
+    assert not found.spills and found.rows is not None
 
 
 def test_workers_without_a_memory_limit_are_not_planned_for():
@@ -155,3 +202,25 @@ def test_sparse_chunks_count_their_stored_values_not_d():
     assert found.keep_x
     with pytest.raises(ValueError, match="cannot run within the workers' memory"):
         plan(est, da.zeros((4000, 50_000), chunks=(500, 50_000)), 1, 10**9, _workers(600 * MB))
+
+
+def test_a_fit_whose_state_exceeds_the_workers_room_spills_and_no_worker_restarts(small_cluster, monkeypatch):
+    """An LS-SVM fit keeps its n x J block of Theta on the workers: 80000 x 400 in float64, about
+    130 MB a worker, more than a 600 MB worker's room for a fit. The workers spill, so the plan
+    keeps the state there (in memory up to the spill fraction, on disk beyond) and runs the tasks
+    in smaller row chunks; the model is the in-memory fit's."""
+    rng = np.random.default_rng(0)
+    n = 80_000
+    X = rng.normal(size=(n, 8))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=n)
+    plans = []
+    real = _dask_fit.plan
+    monkeypatch.setattr(_dask_fit, "plan", lambda *a, **kw: plans.append(real(*a, **kw)) or plans[-1])
+    pids = small_cluster.run(os.getpid)
+    est = kernelscale.LSSVMRegressor(batch_size=400, n_iter=2, random_state=0)
+    with small_cluster.as_current():
+        est.fit(da.from_array(X, chunks=(10_000, 8)), da.from_array(y, chunks=10_000))
+    assert plans and plans[0].spills and plans[0].rows < 10_000
+    assert small_cluster.run(os.getpid) == pids, "a worker was restarted"
+    ref = kernelscale.LSSVMRegressor(batch_size=400, n_iter=2, random_state=0).fit(X, y)
+    np.testing.assert_allclose(est.predict(X[:2000]), ref.predict(X[:2000]), atol=1e-7)

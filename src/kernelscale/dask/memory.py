@@ -20,6 +20,16 @@ task) and works out, per worker:
   Gram matrix, and the partial sums a node of the tree reduction adds), and its kernel or feature
   blocks, which the estimator's planners size within the rest.
 
+When the worker's share of what the fit persists leaves no room for its tasks, and the workers
+spill (their ``distributed.worker.memory`` ``spill`` or ``target`` fraction is set), the persisted
+state goes to the workers' local disks instead: the worker's memory monitor keeps the process
+below its spill fraction of ``memory_limit`` by moving the least recently used data there, and
+the tasks get what lies between that and the pause fraction (:attr:`WorkerMemory.spill_room`;
+0.1 of ``memory_limit`` at distributed's defaults), so a worker's memory stays flat however many
+rows it holds. Such a plan never keeps X (each pass reads it again from its source), and needs
+the whole state on the smallest free disk of the workers (they may share one; or within
+``max-spill``).
+
 The fit then runs with its budgets capped at the task budget (:func:`kernelscale.ops.memory.capped`:
 ``max_memory`` still applies when it is smaller), so that every block, every "auto" size that
 follows the budget (SLKL's M, the LS-SVM's J) and every memory check of the estimator is
@@ -77,11 +87,47 @@ class WorkerMemory:
     memory_limit: int
     nthreads: int
     process: int
+    #: bytes the tasks of one worker may take while it spills the fit's data (0: it does not spill)
+    spill_room: int = 0
+    #: bytes one worker may spill (its free local disk, or ``max-spill``)
+    spill_disk: int = 0
 
     @property
     def room(self):
         """Bytes a fit may use in one worker (:data:`SAFE_FRACTION` less the baseline)."""
         return int(SAFE_FRACTION * self.memory_limit) - max(WORKER_BASELINE, self.process)
+
+
+#: when a worker's nanny kills it at its terminate fraction and the worker never pauses, its tasks
+#: stop this far below that fraction while it spills
+SPILL_MARGIN = 0.05
+
+
+def _spill_settings(dask_worker):
+    """(target, spill, pause, terminate fractions, bytes the worker may spill): run on a worker."""
+    import shutil
+
+    import dask
+
+    manager = dask_worker.memory_manager
+    disk = shutil.disk_usage(dask_worker.local_directory).free
+    if manager.max_spill is not False:
+        disk = min(disk, int(manager.max_spill))
+    return (manager.memory_target_fraction, manager.memory_spill_fraction, manager.memory_pause_fraction,
+            dask.config.get("distributed.worker.memory.terminate", False), disk)
+
+
+def spill_room(memory_limit, baseline, target, spill, pause, terminate):
+    """Bytes a worker's tasks may take while it spills the data it holds: from the memory its
+    monitor keeps the process within (the ``spill`` fraction of ``memory_limit``; with only a
+    ``target`` fraction, the process baseline plus that much data) to where the worker stops
+    running tasks (``pause``; else :data:`SPILL_MARGIN` below ``terminate``). 0 when the worker
+    does not spill or nothing lies between."""
+    if spill is False and target is False:
+        return 0
+    held = spill * memory_limit if spill is not False else baseline + target * memory_limit
+    top = pause if pause is not False else (terminate if terminate is not False else 1.0) - SPILL_MARGIN
+    return int(max(0.0, top * memory_limit - max(held, baseline)))
 
 
 def worker_memory(client):
@@ -95,7 +141,15 @@ def worker_memory(client):
     if not workers or 0 in limits:
         return None
     process = max(int((w.get("metrics") or {}).get("memory") or 0) for w in workers)
-    return WorkerMemory(len(workers), min(limits), max(int(w.get("nthreads") or 1) for w in workers), process)
+    limit = min(limits)
+    room = disk = 0
+    if hasattr(client, "run"):  # one message to each worker: its spill settings and free disk
+        settings = list(client.run(_spill_settings).values())
+        baseline = max(WORKER_BASELINE, process)
+        room = min(spill_room(limit, baseline, *found[:4]) for found in settings)
+        disk = min(found[4] for found in settings)
+    return WorkerMemory(len(workers), limit, max(int(w.get("nthreads") or 1) for w in workers), process,
+                        room, disk)
 
 
 def _takes_n_workers(client):
@@ -189,7 +243,8 @@ class Plan:
     """The plan of one distributed fit: ``budget`` caps every budget of the fit (bytes per task);
     ``rows`` the rows of a row chunk (None: X's chunks as they are); ``keep_x`` whether X is
     persisted; ``hold`` the bytes the workers may hold for the fit's data; ``split_every`` the
-    partial sums a node of a tree reduction adds."""
+    partial sums a node of a tree reduction adds; ``spills`` whether the workers spill the fit's
+    state to disk (module docstring)."""
 
     budget: int
     rows: int | None
@@ -197,6 +252,7 @@ class Plan:
     hold: int
     split_every: int
     workers: WorkerMemory
+    spills: bool = False
 
 
 #: bytes a stored value of a sparse chunk takes besides its value (a CSR index, int64 at most),
@@ -242,12 +298,16 @@ def plan(estimator, X, k, client_budget, workers, *, x_reduced=False):
     x_row = 0 if x_reduced else width * itemsize
     extra = workers.memory_limit // 8 if cls.startswith("DoublyStochastic") else 0  # its workers' block cache
 
-    def attempt(rows, keep_x, budget):
-        """(task room, footprint) with row chunks of ``rows``, X kept or not, within ``budget``."""
+    def attempt(rows, keep_x, budget, spills=False):
+        """(task room, footprint) with row chunks of ``rows``, X kept or not, within ``budget``;
+        ``spills``: the workers spill the fit's state (kept on disk, not in their memory)."""
         cut = chunks if rows is None else _cut(n, rows)
         share = _share(cut, W)
         fp = footprint(estimator, n, d, k, itemsize, budget, width)
         held = share * n * (data_row + fp.state_row + (x_row if keep_x else 0))
+        if spills:  # all of it on the disk (the workers may share one); the block cache stays
+            fits = n * (data_row + fp.state_row) <= workers.spill_disk
+            return ((workers.spill_room - extra) / T if fits else 0), fp, cut
         return (room - extra - held) / T, fp, cut
 
     def need(fp, rows):
@@ -256,10 +316,12 @@ def plan(estimator, X, k, client_budget, workers, *, x_reduced=False):
     # the estimator's "auto" sizes follow the task budget and the task budget what they hold: the
     # budget only decreases from the client's until the sizes it gives fit it
     last = None
-    for keep_x in ((True, False) if x_row else (False,)):
+    modes = [(True, False)] if x_row else []
+    modes += [(False, False)] + ([(False, True)] if workers.spill_room > 0 else [])
+    for keep_x, spills in modes:
         rows, budget = None, int(client_budget)
         for _ in range(40):
-            task_room, fp, cut = attempt(rows, keep_x, budget)
+            task_room, fp, cut = attempt(rows, keep_x, budget, spills)
             if last is None or need(fp, max(cut)) - task_room < need(last[1], max(last[2])) - last[0]:
                 last = (task_room, fp, cut)  # the nearest miss, for the message
             if task_room <= 0 or need(fp, max(cut)) > task_room:
@@ -287,8 +349,10 @@ def plan(estimator, X, k, client_budget, workers, *, x_reduced=False):
                 continue
             hold = int(W * (room - extra - T * (fp.fixed + (split + 1) * fp.part
                                                 + max(cut) * (fp.task_row + fp.block_row))))
+            if spills:  # the targets and weights are kept, spilled with the state
+                hold = n * data_row
             return Plan(budget=cap, rows=rows, keep_x=keep_x, hold=max(hold, 0), split_every=split,
-                        workers=workers)
+                        workers=workers, spills=spills)
     task_room, fp, cut = last
     raise ValueError(_refusal(estimator, X, workers, client_budget, task_room, fp, cut, extra, n, data_row))
 
