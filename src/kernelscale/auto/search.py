@@ -17,9 +17,11 @@ representation, so one grid serves every data set.
 One-vs-one (searches for the exact route, 3 to ``PAIRWISE_MAX_CLASSES`` classes): a ridge per
 pair of classes on +-1 codes, voting. Leaving a row out changes only the k - 1 pairs of its
 class, so the vote's LOO error is exact from one eigendecomposition per pair
-(:func:`pairwise_loo_losses`). The first rung scores both schemes for every candidate and each
-goes on with the better; on many classes one-vs-one least squares makes far fewer errors
-(benchmarks/studies/least_squares.md, "One-vs-one in the front door").
+(:func:`pairwise_loo_losses`). The first rung scores every candidate one-vs-rest and the leading
+``PAIRWISE_LEADERS`` of them (by that score) one-vs-one too, and each goes on with the better; on
+many classes one-vs-one least squares makes far fewer errors (benchmarks/studies/least_squares.md,
+"One-vs-one in the front door"). A pairwise score costs k (k - 1) / 2 small eigendecompositions,
+and the bandwidths that lead one-vs-rest are the ones that lead one-vs-one (docs/auto.md).
 
 Successive halving (Jamieson & Talwalkar 2016; scikit-learn's ``HalvingGridSearchCV``): every
 candidate is scored on the first ``m0`` rows of one random permutation, the best quarter goes on
@@ -55,6 +57,9 @@ PAIRWISE_ALPHA_GRID = ALPHA_GRID[::2]
 #: the most classes for which the search scores one-vs-one: its cost per candidate grows with the
 #: number of pairs (about 0.1 s for the 435 pairs of 30 classes on 400 rows, 0.7 s on 1600)
 PAIRWISE_MAX_CLASSES = 32
+#: the fraction of the first rung's candidates, the best by their one-vs-rest score, also scored
+#: one-vs-one (1: every candidate)
+PAIRWISE_LEADERS = 1 / 4
 #: bandwidths tried, as multiples of the median heuristic
 BANDWIDTH_FACTORS = (0.3, 0.5, 0.8, 1.3, 2.0)
 #: kernels tried (the two whose random features every family draws)
@@ -285,12 +290,14 @@ def halving_search(X, Y, codes, deadline, *, reduce=None, budget=None, random_st
             if scored and time.perf_counter() > deadline:
                 break
             scored.append(_evaluate(cand, reps, m, Ym, cm, prior, budget, costs, records,
-                                    (modes[cand],) if cand in modes else both))
+                                    (modes[cand],) if cand in modes else ("ovr",)))
         if len(records) == len(scored):  # the first rung: go past a bandwidth at the grid's edge
-            scored += _beyond_edges(scored, reps, m, Ym, cm, prior, budget, costs, records, both)
+            scored += _beyond_edges(scored, reps, m, Ym, cm, prior, budget, costs, records)
+            if "ovo" in both:
+                scored = _with_pairwise_leaders(scored, reps, m, Ym, cm, prior, budget, costs, records, deadline)
         modes.update((t[1], t[4]) for t in scored)
         scored.sort(key=lambda t: t[0])
-        loss, cand, sigma, alpha, multiclass = scored[0]
+        loss, cand, sigma, alpha, multiclass, _ = scored[0]
         best = SearchResult(cand, sigma, alpha, m, loss, records, multiclass)
         if log is not None:
             log(f"search: {len(scored)} candidate(s) on {m} rows in {costs.seconds:.2f} s; "
@@ -337,9 +344,9 @@ class _Costs:
 
 
 def _evaluate(cand, reps, m, Ym, codes, prior, budget, costs, records, modes=("ovr",)):
-    """Score one candidate on the first m rows: (loss, candidate, sigma, alpha, multiclass), the
-    best of the multiclass schemes ``modes`` ("ovr": one-vs-rest, "ovo": one-vs-one); one-vs-rest
-    on a tie."""
+    """Score one candidate on the first m rows: (loss, candidate, sigma, alpha, multiclass,
+    smoothed loss), the best of the multiclass schemes ``modes`` ("ovr": one-vs-rest, "ovo":
+    one-vs-one); one-vs-rest on a tie."""
     start = time.perf_counter()
     kernel, sigma = reps.kernel_of(cand)
     K = kernel_matrix(kernel, reps.rows[cand.scaling][:m], max_memory=budget)
@@ -360,7 +367,20 @@ def _evaluate(cand, reps, m, Ym, codes, prior, budget, costs, records, modes=("o
     records.append({"scaling": cand.scaling, "kernel": cand.kernel, "bandwidth_factor": cand.factor,
                     "sigma": sigma, "alpha": alpha, "multiclass": multiclass, "n_samples": m,
                     "validation_loss": float(losses[i]), "kernel_mean": float(np.mean(K)), "fit_time": done - start})
-    return float(losses[i]), cand, sigma, alpha, multiclass
+    return float(losses[i]), cand, sigma, alpha, multiclass, float(_smoothed(losses)[i])
+
+
+def _with_pairwise_leaders(scored, reps, m, Ym, codes, prior, budget, costs, records, deadline):
+    """``scored`` (one-vs-rest) with the leading ``PAIRWISE_LEADERS`` of them scored one-vs-one
+    too, each kept with the better scheme (the smaller smoothed loss; one-vs-rest on a tie)."""
+    order = sorted(range(len(scored)), key=lambda i: scored[i][0])
+    for i in order[:max(1, math.ceil(len(scored) * PAIRWISE_LEADERS))]:
+        if time.perf_counter() > deadline:
+            break
+        pairwise = _evaluate(scored[i][1], reps, m, Ym, codes, prior, budget, costs, records, ("ovo",))
+        if pairwise[5] < scored[i][5]:
+            scored[i] = pairwise
+    return scored
 
 
 def _smoothed(losses):
@@ -370,7 +390,7 @@ def _smoothed(losses):
     return (padded[:-2] + padded[1:-1] + padded[2:]) / 3.0
 
 
-def _beyond_edges(scored, reps, m, Ym, codes, prior, budget, costs, records, modes=("ovr",)):
+def _beyond_edges(scored, reps, m, Ym, codes, prior, budget, costs, records):
     """Where the best bandwidth of a (scaling, kernel) is the grid's smallest or largest, score
     EDGE_STEPS more factors beyond it, each a factor EDGE_RATIO further."""
     extra = []
@@ -383,5 +403,5 @@ def _beyond_edges(scored, reps, m, Ym, codes, prior, budget, costs, records, mod
         ratio = EDGE_RATIO if factor == BANDWIDTH_FACTORS[-1] else 1.0 / EDGE_RATIO
         for step in range(1, EDGE_STEPS + 1):
             cand = Candidate(scaling, kernel, factor * ratio**step)
-            extra.append(_evaluate(cand, reps, m, Ym, codes, prior, budget, costs, records, modes))
+            extra.append(_evaluate(cand, reps, m, Ym, codes, prior, budget, costs, records))
     return extra
