@@ -94,25 +94,31 @@ def _key(estimator, method, X):
 
 
 def _numpy_cosine(estimator):
-    """Whether the call leaves cosines to numpy: the estimator's random features would load the
-    compiled cosine (not loaded yet), and its RESIDENT_BYTES are more than a third of the budget
-    (COSINE_BUDGET_SHARE): beside the fit's own arrays it would not fit (the doubly stochastic
-    fit at 200 MB needs 84 MiB of arrays at least, the loaded code and its runtime 100-130 MiB)."""
-    if not getattr(estimator, "_compiled_cosine", False):
-        return False
+    """Whether the call leaves cosines to numpy: the compiled cosine is not loaded yet
+    (:func:`_cosine_pending`; whether it is available is not asked, which would import numba), and
+    its RESIDENT_BYTES are more than a third of the budget (COSINE_BUDGET_SHARE): beside the fit's
+    own arrays it would not fit (the doubly stochastic fit at 200 MB needs 84 MiB of arrays at
+    least, the loaded code and its runtime 100-130 MiB)."""
     from ..ops import fast_cos
 
     budget = parse_memory(getattr(estimator, "max_memory", None))
-    return not fast_cos.loaded() and fast_cos.RESIDENT_BYTES > COSINE_BUDGET_SHARE * budget
+    return _cosine_pending(estimator) and fast_cos.RESIDENT_BYTES > COSINE_BUDGET_SHARE * budget
 
 
 def _cosine_to_load(estimator):
     """Whether the estimator's compiled cosine is still to be loaded in this process."""
+    from ..ops import fast_cos
+
+    return _cosine_pending(estimator) and fast_cos.available()
+
+
+def _cosine_pending(estimator):
+    """Whether the estimator's random features use the compiled cosine, not loaded yet."""
     if not getattr(estimator, "_compiled_cosine", False):
         return False
     from ..ops import fast_cos
 
-    return not fast_cos.loaded() and fast_cos.available()
+    return not fast_cos.loaded()
 
 
 @contextlib.contextmanager
