@@ -120,7 +120,8 @@ def test_state_beyond_the_workers_memory_spills_to_their_disks_when_they_spill()
     assert task <= workers.spill_room  # smaller row chunks, within what lies below the pause
     assert found.hold == 10_000_000 * (10 * 4 + 8)  # the targets and weights are kept (and spill)
     state = 10_000_000 * (10 * 4 + 8 + fp.state_row)
-    with pytest.raises(ValueError, match="cannot run within the workers' memory"):
+    with pytest.raises(ValueError, match=r"cannot run within the workers' memory.*\(153\.6 MiB with that state "
+                                         r"spilled to disk\)"):
         plan(est, X, 10, 10 * 2**30, _spilling(limit, disk=state // 2), x_reduced=True)
 
 

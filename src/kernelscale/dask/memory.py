@@ -131,8 +131,9 @@ def spill_room(memory_limit, baseline, target, spill, pause, terminate):
 
 
 def worker_memory(client):
-    """:class:`WorkerMemory` of ``client``'s workers (from the scheduler's information, no task),
-    or None when there are none or one has no memory_limit (nothing to plan within)."""
+    """:class:`WorkerMemory` of ``client``'s workers (from the scheduler's information and one
+    message to each worker for its spill settings and free disk, no task), or None when there are
+    none or one has no memory_limit (nothing to plan within)."""
     if not hasattr(client, "scheduler_info"):
         return None
     workers = list(client.scheduler_info(n_workers=-1)["workers"].values()) if _takes_n_workers(client) else \
@@ -322,8 +323,8 @@ def plan(estimator, X, k, client_budget, workers, *, x_reduced=False):
         rows, budget = None, int(client_budget)
         for _ in range(40):
             task_room, fp, cut = attempt(rows, keep_x, budget, spills)
-            if last is None or need(fp, max(cut)) - task_room < need(last[1], max(last[2])) - last[0]:
-                last = (task_room, fp, cut)  # the nearest miss, for the message
+            if not spills and (last is None or need(fp, max(cut)) - task_room < need(last[1], max(last[2])) - last[0]):
+                last = (task_room, fp, cut)  # the nearest miss in memory, for the message
             if task_room <= 0 or need(fp, max(cut)) > task_room:
                 smaller = min(budget // 2, int(task_room) if task_room > 2**20 else budget // 2)
                 while smaller > 2**20 and footprint(estimator, n, d, k, itemsize, smaller, width) == fp:
@@ -383,7 +384,9 @@ def _refusal(estimator, X, workers, client_budget, task_room, fp, chunks, extra,
         f"memory_limit={format_bytes(workers.memory_limit)} for {T} thread(s), of which a fit may use "
         f"{SAFE_FRACTION:.0%} less the worker process itself ({format_bytes(base)})"
         + (f" and its cache of feature blocks ({format_bytes(extra)})" if extra else "")
-        + f" and {state}, leaving {format_bytes(max(task_room, 0))} per task; one task needs "
+        + f" and {state}, leaving {format_bytes(max(task_room, 0))} per task"
+        + (f" ({format_bytes(workers.spill_room // T)} with that state spilled to disk)" if workers.spill_room else "")
+        + "; one task needs "
         + " and ".join(x for x in needs if x) + f" (row chunks of up to {max(chunks)} rows, "
         f"max_memory={getattr(estimator, 'max_memory', None)!r}: {format_bytes(client_budget)} per task). "
         f"Nothing was submitted to the workers. To fit, " + ", ".join(fixes) + "."
