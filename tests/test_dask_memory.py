@@ -125,6 +125,25 @@ def test_state_beyond_the_workers_memory_spills_to_their_disks_when_they_spill()
         plan(est, X, 10, 10 * 2**30, _spilling(limit, disk=state // 2), x_reduced=True)
 
 
+def test_data_a_spilling_worker_manages_is_not_counted_as_its_baseline():
+    """A worker holding 1.1 GiB, 0.9 GiB of it data it manages (the state of an earlier fit,
+    which it spills when it needs the memory), has the tasks' room of a worker of 0.2 GiB."""
+    GiB = 2**30
+
+    class Client:
+        def scheduler_info(self, **kw):
+            return {"workers": {"a": {"memory_limit": 3 * GiB // 2, "nthreads": 1,
+                                      "metrics": {"memory": 11 * GiB // 10, "managed_bytes": 9 * GiB // 10}}}}
+
+        def run(self, fn):
+            return {"a": (0.6, 0.7, 0.8, 0.95, 10 * GiB)}
+
+    found = _memory.worker_memory(Client())
+    assert found.process == 11 * GiB // 10  # the room of a fit that does not spill counts it all
+    assert found.spill_room == spill_room(3 * GiB // 2, WORKER_BASELINE, 0.6, 0.7, 0.8, 0.95)
+    assert found.spill_room > 0 and found.spill_disk == 10 * GiB
+
+
 def test_state_that_fits_in_memory_does_not_spill():
     est = kernelscale.StagewiseClassifier(block_size=512, random_state=0)
     found = plan(est, _X(200_000, 20, 100_000), 2, 10 * 2**30, _spilling(1000 * MB))

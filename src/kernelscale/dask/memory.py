@@ -141,12 +141,16 @@ def worker_memory(client):
     limits = [int(w.get("memory_limit") or 0) for w in workers]
     if not workers or 0 in limits:
         return None
-    process = max(int((w.get("metrics") or {}).get("memory") or 0) for w in workers)
+    metrics = [w.get("metrics") or {} for w in workers]
+    process = max(int(m.get("memory") or 0) for m in metrics)
     limit = min(limits)
     room = disk = 0
     if hasattr(client, "run"):  # one message to each worker: its spill settings and free disk
         settings = list(client.run(_spill_settings).values())
-        baseline = max(WORKER_BASELINE, process)
+        # what a spilling worker cannot move to disk: the process less the data it manages (an
+        # earlier fit's state still referenced, a warm start's)
+        unmanaged = max(int(m.get("memory") or 0) - int(m.get("managed_bytes") or 0) for m in metrics)
+        baseline = max(WORKER_BASELINE, unmanaged)
         room = min(spill_room(limit, baseline, *found[:4]) for found in settings)
         disk = min(found[4] for found in settings)
     return WorkerMemory(len(workers), limit, max(int(w.get("nthreads") or 1) for w in workers), process,
