@@ -166,7 +166,8 @@ def fit_once(method, n, workers, data, chunk=CHUNK, parts=1, checkpoint=None, ma
     X_base, y_base, X_test, y_test = data
     stream = VirtualDigits(X_base, y_base, n_examples=n, chunk_size=chunk, seed=SEED, dtype=np.float32,
                            include_originals=INCLUDE_ORIGINALS)
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, memory_limit=WORKER_MEMORY,
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                      memory_limit=SETTINGS["worker_memory_limit"],
                       dashboard_address=None, silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
         X, y = stream.to_dask()
         _, make, cap = METHODS[method]
@@ -389,7 +390,14 @@ def main(argv=None):
     p.add_argument("--fit-parts", type=int, default=1,
                    help="fit each missing fit in this many warm-started parts, saved after each (resumable)")
     p.add_argument("--max-parts", type=int, default=None, help="run at most this many parts now, then stop")
+    p.add_argument("--worker-memory", default=None,
+                   help="each worker's memory_limit (default 1.5 GiB; recorded with the fit, and a fit in "
+                        "the state with another limit is run again)")
     a = p.parse_args(argv)
+    if a.worker_memory:
+        from kernelscale.ops.memory import parse_memory
+
+        SETTINGS["worker_memory_limit"] = parse_memory(a.worker_memory)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("distributed").setLevel(logging.ERROR)
     sizes = tuple(int(s) for s in a.sizes.split(",")) if a.sizes else None
