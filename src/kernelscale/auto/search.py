@@ -265,8 +265,8 @@ def halving_search(X, Y, codes, deadline, *, reduce=None, budget=None, random_st
     centred. ``deadline``: a ``time.perf_counter()`` value no rung may pass (the first rung always
     runs). ``reduce``: a map applied to the scaled rows (the PCA of a method that reduces X).
     ``log(text)`` receives one line per rung. ``pairwise``: with 3 to PAIRWISE_MAX_CLASSES classes, the first
-    rung also scores one-vs-one ridges (:func:`pairwise_loo_losses`) and each candidate goes on
-    with the better of the two. Returns a :class:`SearchResult`."""
+    rung also scores its ``PAIRWISE_LEADERS`` one-vs-one (:func:`pairwise_loo_losses`) and each of
+    them goes on with the better of the two schemes. Returns a :class:`SearchResult`."""
     both = ("ovr", "ovo") if pairwise and codes is not None and 2 < Y.shape[1] <= PAIRWISE_MAX_CLASSES else ("ovr",)
     modes = {}  # candidate -> the multiclass scheme it won with on the first rung
     n, d = X.shape
