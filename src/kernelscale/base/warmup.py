@@ -99,10 +99,12 @@ def _numpy_cosine(estimator):
     its RESIDENT_BYTES are more than a third of the budget (COSINE_BUDGET_SHARE): beside the fit's
     own arrays it would not fit (the doubly stochastic fit at 200 MB needs 84 MiB of arrays at
     least, the loaded code and its runtime 100-130 MiB)."""
+    if not _cosine_pending(estimator):
+        return False  # before the budget is read: max_memory=None reads it once per call
     from ..ops import fast_cos
 
     budget = parse_memory(getattr(estimator, "max_memory", None))
-    return _cosine_pending(estimator) and fast_cos.RESIDENT_BYTES > COSINE_BUDGET_SHARE * budget
+    return fast_cos.RESIDENT_BYTES > COSINE_BUDGET_SHARE * budget
 
 
 def _cosine_to_load(estimator):
