@@ -103,8 +103,8 @@ def _spilling(limit, disk=10**12, n_workers=2):
 
 
 def test_state_beyond_the_workers_memory_spills_to_their_disks_when_they_spill():
-    """The 10M-row stagewise fit of the scaling run keeps about 450 bytes a row on the workers
-    (the PCA projection, scores, targets, residuals): 2.3 GB a worker, more than a 1.5 GiB worker
+    """The 10M-row stagewise fit of the scaling run keeps 784 bytes a row on the workers (the PCA
+    projection, scores, targets, residuals, weights): 3.9 GB a worker, more than a 1.5 GiB worker
     has. Workers that spill keep it on disk and plan their tasks within the memory between their
     spill and pause fractions; workers that do not spill, or whose disks are too small, refuse."""
     est = kernelscale.StagewiseClassifier(n_stages=8, random_state=0)
