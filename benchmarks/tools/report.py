@@ -183,7 +183,7 @@ HEADLINE = (
            dataset="mnist virtual digits (test: the real 10000)",
            method=f"StagewiseClassifier(n_stages=8) 2 worker(s), n={k}", label="StagewiseClassifier(n_stages=8)",
            fit="fit_s", predict="predict_s", predict_note=f"{n} rows")
-      for n, k in (("60k", 60000), ("4M", 4000000))),
+      for n, k in (("60k", 60000), ("10M", 10000000))),
     # the stream on one GPU
     dict(data="virtual MNIST 8.1M stream, GPU", file="dsg-stream-cuda-t0-10000-ridge-1e-06-block-8192-batch-32768.json",
          dataset="mnist virtual stream",
