@@ -10,6 +10,7 @@ import pytest
 import kernelscale
 from kernelscale.dask import fit as _dask_fit
 from kernelscale.dask import memory as _memory
+from kernelscale.least_squares.stagewise_solver import PIECE_ROWS
 from kernelscale.dask.memory import SAFE_FRACTION, SPILL_MARGIN, WORKER_BASELINE, WorkerMemory, plan, spill_room
 
 from dask_support import da  # noqa: F401
@@ -33,13 +34,25 @@ def test_with_room_to_spare_the_plan_changes_nothing():
 
 
 def test_row_chunks_too_large_for_a_task_are_cut_and_the_budget_is_the_workers():
-    est = kernelscale.StagewiseClassifier(block_size=512, random_state=0)
-    X = _X(200_000, 20, 100_000)  # a 100000 x 512 feature block per task: 400 MB and more
+    # softmax stages hold (and persist) their chunk's feature block: 100000 x 512, 400 MB and more
+    est = kernelscale.StagewiseClassifier(block_size=512, update="softmax", random_state=0)
+    X = _X(200_000, 20, 100_000)
     found = plan(est, X, 2, 10 * 2**30, _workers(1000 * MB))
     room = SAFE_FRACTION * 1000 * MB - WORKER_BASELINE
     assert found.rows is not None and found.rows < 100_000
     assert found.rows * 6 * 512 * 8 < room  # the feature blocks of a chunk fit a task
     assert 0 < found.budget < room
+
+
+def test_least_squares_stages_keep_their_row_chunks_whatever_their_rows():
+    """The linear and calibrated stages regenerate their features in pieces of PIECE_ROWS rows
+    inside a task: its memory does not grow with its chunk's rows, which the plan leaves as they are."""
+    X = _X(200_000, 20, 100_000)
+    for update in ("linear", "calibrated"):
+        est = kernelscale.StagewiseClassifier(block_size=512, update=update, random_state=0)
+        fp = _memory.footprint(est, 200_000, 20, 2, 8, 10 * 2**30)
+        assert fp.block_row == 7 * 2 * 8 and fp.block == PIECE_ROWS * 6 * 512 * 8
+        assert plan(est, X, 2, 10 * 2**30, _workers(1000 * MB)).rows is None
 
 
 def test_an_auto_size_shrinks_to_the_workers_memory():
@@ -116,7 +129,7 @@ def test_state_beyond_the_workers_memory_spills_to_their_disks_when_they_spill()
     found = plan(est, X, 10, 10 * 2**30, workers, x_reduced=True)
     assert found.spills and not found.keep_x
     fp = _memory.footprint(est, 10_000_000, 784, 10, 4, found.budget)
-    task = fp.fixed + (found.split_every + 1) * fp.part + found.rows * (fp.task_row + fp.block_row)
+    task = fp.fixed + fp.block + (found.split_every + 1) * fp.part + found.rows * (fp.task_row + fp.block_row)
     assert task <= workers.spill_room  # smaller row chunks, within what lies below the pause
     assert found.hold == 10_000_000 * (10 * 4 + 8)  # the targets and weights are kept (and spill)
     state = 10_000_000 * (10 * 4 + 8 + fp.state_row)
@@ -145,7 +158,7 @@ def test_data_a_spilling_worker_manages_is_not_counted_as_its_baseline():
 
 
 def test_state_that_fits_in_memory_does_not_spill():
-    est = kernelscale.StagewiseClassifier(block_size=512, random_state=0)
+    est = kernelscale.StagewiseClassifier(block_size=512, update="softmax", random_state=0)
     found = plan(est, _X(200_000, 20, 100_000), 2, 10 * 2**30, _spilling(1000 * MB))
     assert not found.spills and found.rows is not None
 
@@ -190,7 +203,11 @@ def test_a_refusal_comes_before_any_task_is_submitted(small_cluster):
     assert not hasattr(est, "dual_coef_")
 
 
-def test_a_fit_on_small_workers_is_planned_into_smaller_chunks_and_no_worker_restarts(small_cluster, monkeypatch):
+@pytest.mark.parametrize("update", ["softmax", "linear"])
+def test_a_fit_on_small_workers_is_planned_within_them_and_no_worker_restarts(small_cluster, monkeypatch, update):
+    """One row chunk of 40000 rows x 512 features (160 MB, and its copies) is more than a task of
+    a 600 MB worker may take. Softmax stages hold it: the plan cuts the chunks. Linear stages
+    regenerate it in pieces of PIECE_ROWS rows: the chunks stay as they are."""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(40_000, 8))
     y = (np.sin(X[:, 0]) + X[:, 1] * X[:, 2] > 0).astype(int)
@@ -198,12 +215,15 @@ def test_a_fit_on_small_workers_is_planned_into_smaller_chunks_and_no_worker_res
     real = _dask_fit.plan
     monkeypatch.setattr(_dask_fit, "plan", lambda *a, **kw: plans.append(real(*a, **kw)) or plans[-1])
     pids = small_cluster.run(os.getpid)
-    # one row chunk of 40000 rows x 512 features (160 MB, and its copies) per task: more than a
-    # task of a 600 MB worker may take; the plan cuts the chunks
-    est = kernelscale.StagewiseClassifier(block_size=512, n_stages=2, pca_components=None, random_state=0)
+    est = kernelscale.StagewiseClassifier(block_size=512, n_stages=2, update=update, inner_iter=5,
+                                          pca_components=None, random_state=0)
     with small_cluster.as_current():
         est.fit(da.from_array(X, chunks=(40_000, 8)), da.from_array(y, chunks=40_000))
-    assert plans and plans[0].rows is not None and plans[0].rows < 40_000
+    assert plans
+    if update == "softmax":
+        assert plans[0].rows is not None and plans[0].rows < 40_000
+    else:
+        assert plans[0].rows is None
     assert small_cluster.run(os.getpid) == pids, "a worker was restarted"
     assert est.score(X, y) > 0.8
 

@@ -53,6 +53,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
+from ..least_squares.stagewise_solver import PIECE_ROWS
 from ..ops.memory import format_bytes, parse_memory
 
 __all__ = ["SAFE_FRACTION", "WORKER_BASELINE", "Plan", "WorkerMemory", "active_plan", "footprint", "plan",
@@ -171,13 +172,15 @@ class Footprint:
     """What a distributed fit of one estimator holds, in bytes: ``state_row`` persisted per row
     (beyond X, the targets and the weights), ``task_row`` per row of the chunk one task reads and
     writes, ``block_row`` per row of the blocks the estimator plans within its budget for one
-    task's whole chunk (a stagewise feature block, the LS-SVM's n_c x J block),
+    task's whole chunk (a stagewise feature block, the LS-SVM's n_c x J block), ``block`` of the
+    blocks it plans within its budget whatever the chunk's rows (features regenerated in pieces),
     ``fixed`` held by every task whatever its rows (sampled rows, a partial sum), ``part`` one
     partial sum of the tree reduction; ``what`` names the fixed state and ``knob`` its parameter."""
 
     state_row: int = 0
     task_row: int = 0
     block_row: int = 0
+    block: int = 0
     fixed: int = 0
     part: int = 0
     what: str = ""
@@ -201,11 +204,17 @@ def footprint(estimator, n, d, k, itemsize, budget, width=None):
     if name in ("StagewiseClassifier", "StagewiseRegressor"):
         b = estimator._block_size(n)
         p = estimator._n_pca(d) or w  # the PCA's dense projection, or X's rows
-        # the projection, predictions, targets and residuals kept; a chunk's n_c x b feature block
-        # (cosines and their centred copy) regenerated per pass; b x b Gram sums per task
+        # the projection, predictions, targets and residuals kept; b x b Gram sums per task; the
+        # chunk's n_c x k arrays and the feature block (cosines, their centred copy) regenerated
+        # per pass: by pieces of PIECE_ROWS rows for the least-squares updates, for the task's
+        # whole chunk (and persisted) for softmax stages
         part = b * (b + k + 1) * f
-        return Footprint(state_row=(p + 4 * k + 2) * f, task_row=io + p * f, block_row=6 * b * f, fixed=part, part=part,
-                         what=f"the {b} x {b} Gram sums of a feature block", knob="block_size")
+        piece = 0 if estimator.update == "softmax" else PIECE_ROWS * 6 * b * f
+        return Footprint(state_row=(p + 4 * k + 2) * f, task_row=io + p * f,
+                         block_row=7 * k * f + (0 if piece else 6 * b * f), block=piece, fixed=part, part=part,
+                         what=f"the {b} x {b} Gram sums of a feature block" + (f" and its features of {PIECE_ROWS} rows"
+                                                                               if piece else ""),
+                         knob="block_size")
     if name in ("SLKLRegressor", "SLKLClassifier"):
         M = min(n, estimator._n_components(n, budget))
         part = M * (M + k + 1) * f * (1 if name == "SLKLRegressor" else max(1, k))
@@ -316,7 +325,7 @@ def plan(estimator, X, k, client_budget, workers, *, x_reduced=False):
         return (room - extra - held) / T, fp, cut
 
     def need(fp, rows):
-        return fp.fixed + (SPLIT_MIN + 1) * fp.part + rows * (fp.task_row + fp.block_row)
+        return fp.fixed + fp.block + (SPLIT_MIN + 1) * fp.part + rows * (fp.task_row + fp.block_row)
 
     # the estimator's "auto" sizes follow the task budget and the task budget what they hold: the
     # budget only decreases from the client's until the sizes it gives fit it
@@ -339,20 +348,21 @@ def plan(estimator, X, k, client_budget, workers, *, x_reduced=False):
             if task_room <= 0:
                 break
             if need(fp, max(cut)) > task_room:
-                fit_rows = int((task_room - fp.fixed - (SPLIT_MIN + 1) * fp.part)
+                fit_rows = int((task_room - fp.fixed - fp.block - (SPLIT_MIN + 1) * fp.part)
                                // max(fp.task_row + fp.block_row, 1))
                 if fit_rows < MIN_CHUNK_ROWS or fit_rows >= max(cut):
                     break
                 rows = fit_rows  # smaller row chunks
                 continue
-            split = int(max(SPLIT_MIN, min(SPLIT_MAX, (task_room - fp.fixed - max(cut) * (fp.task_row + fp.block_row))
+            split = int(max(SPLIT_MIN, min(SPLIT_MAX, (task_room - fp.fixed - fp.block
+                                                       - max(cut) * (fp.task_row + fp.block_row))
                                            // max(fp.part, 1) - 1)))
             # the estimator's blocks take what the chunk, the fixed state and the tree leave
             cap = int(min(client_budget, task_room - fp.fixed - (split + 1) * fp.part - max(cut) * fp.task_row))
             if cap < budget and footprint(estimator, n, d, k, itemsize, cap, width) != fp:
                 budget = cap  # a smaller "auto" size: plan again with it
                 continue
-            hold = int(W * (room - extra - T * (fp.fixed + (split + 1) * fp.part
+            hold = int(W * (room - extra - T * (fp.fixed + fp.block + (split + 1) * fp.part
                                                 + max(cut) * (fp.task_row + fp.block_row))))
             if spills:  # the targets and weights are kept, spilled with the state
                 hold = n * data_row
@@ -375,7 +385,7 @@ def _refusal(estimator, X, workers, client_budget, task_room, fp, chunks, extra,
     per_row = data_row + fp.state_row
     state = (f"its share of what the fit keeps there ({format_bytes(per_row)} per row: targets, weights"
              + (", per-row state" if fp.state_row else "") + ")")
-    needs = [f"{format_bytes(fp.fixed + (SPLIT_MIN + 1) * fp.part)} for {fp.what}" if fp.what else None,
+    needs = [f"{format_bytes(fp.fixed + fp.block + (SPLIT_MIN + 1) * fp.part)} for {fp.what}" if fp.what else None,
              f"{format_bytes(fp.task_row + fp.block_row)} per row of its row chunk"]
     fixes = []
     if fp.knob:

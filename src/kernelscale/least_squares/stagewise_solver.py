@@ -40,7 +40,14 @@ logistic loss never increases with "softmax" (each stage starts at zero weights 
 is monotone); the squared residual of "softmax" stages is not guaranteed.
 
 The passes over rows are stated against a row executor (:mod:`kernelscale.ops.rows`), so the same
-code runs on numpy arrays and over the row chunks of dask arrays.
+code runs on numpy arrays and over the row chunks of dask arrays. On numpy arrays a stage's block
+(n x p) is generated once and used by all its passes. Over dask chunks the least-squares updates
+keep no block: each of a stage's three passes (the features' mean; the centred moments with the
+residual; the new predictions) regenerates the block from Z in pieces of ``PIECE_ROWS`` rows
+inside its task, so what a task holds does not grow with its chunk's rows. The predictions are
+then updated as P + F A + P B + c (the uncentred model, as :func:`replay_stage`), which equals the
+centred update of the numpy path up to rounding. Softmax stages, whose inner iterations read the
+block many times, persist it.
 """
 
 from __future__ import annotations
@@ -118,17 +125,6 @@ def feature_spec(kernel, n_features, block_size, seed, feature_method=None, dtyp
 # Algorithm 3
 
 
-def _difference(A, B):
-    return A - B
-
-
-def _centered(F, center, in_place):
-    if not in_place:
-        return F - center
-    F -= center
-    return F
-
-
 def _stage_update(F, Pc, A, B, c0):
     """F A (+ (P - pbar) B) + c0: a fitted stage's change of the predictions, per row."""
     update = F @ A
@@ -139,26 +135,25 @@ def _stage_update(F, Pc, A, B, c0):
 
 
 def _fit_stage_ls(op, F, P, Y, w, uniform, alpha, calibrated):
-    """Ridge fit of R = Y - P on [F, P] ("calibrated") or F ("linear"), intercept unpenalised.
-
-    ``op`` is a row executor (:mod:`kernelscale.ops.rows`). Centres F (in place on host arrays).
+    """Ridge fit of R = Y - P on [F, P] ("calibrated") or F ("linear"), intercept unpenalised,
+    on host arrays (``op``: :class:`~kernelscale.ops.rows.HostRows`). Centres F in place.
     Returns (A (p, k), B (k, k) or None, c (k,)) in float64 for the uncentred model
     y_hat + F A + y_hat B + c, and the update itself (n, k) in F's dtype.
     """
     dtype = F.dtype
     p, k = F.shape[1], Y.shape[1]
-    R = op.map(_difference, Y, P, width=k, dtype=dtype)
+    R = Y - P
     f_mean = op.weighted_mean(F, w)
-    F = op.map(_centered, F, center=f_mean.astype(dtype), in_place=not op.distributed, width=p, dtype=dtype,
-               persist=False)
+    F -= f_mean.astype(dtype)
     blocks = [F]
+    p_mean = None
     if calibrated:
         p_mean = op.weighted_mean(P, w)
-        blocks.append(op.map(_centered, P, center=p_mean.astype(dtype), in_place=False, width=k, dtype=dtype))
+        blocks.append(P - p_mean.astype(dtype))
     sizes = [b.shape[1] for b in blocks]
     total = sum(sizes)
     gram = np.empty((total, total))
-    cross = np.empty((total, Y.shape[1]))
+    cross = np.empty((total, k))
     edges = np.cumsum([0] + sizes)
     for i, Bi in enumerate(blocks):
         cross[edges[i] : edges[i + 1]], *grams = op.weighted_grams(
@@ -166,22 +161,82 @@ def _fit_stage_ls(op, F, P, Y, w, uniform, alpha, calibrated):
         for j, g in zip(range(i, len(blocks)), grams):
             gram[edges[i] : edges[i + 1], edges[j] : edges[j + 1]] = g
             gram[edges[j] : edges[j + 1], edges[i] : edges[i + 1]] = g.T
+    c0 = weighted_sum(R, w)
+    A, B, c = _solve_stage(gram, cross, c0, f_mean, p_mean, alpha, p, dtype)
+    update = _stage_update(F, blocks[1] if calibrated else None, A.astype(dtype),
+                           None if B is None else B.astype(dtype), c0.astype(dtype))
+    return A, B, c, update
+
+
+def _solve_stage(gram, cross, r_mean, f_mean, p_mean, alpha, p, dtype):
+    """The stage's ridge solution from the weighted moments of the centred [F, P - pbar] (``gram``,
+    ``cross`` with R = Y - P): (A (p, k), B (k, k) or None, c (k,)) in float64 for the
+    uncentred model y_hat + F A + y_hat B + c, c from the coefficients rounded to ``dtype``
+    (``gram`` gets alpha on its diagonal in place)."""
     gram[np.diag_indices_from(gram)] += alpha
     factor = factor_spd(gram, "the Gram matrix of a feature block", "use alpha > 0 (e.g. 1e-6)")
     with one_lapack_thread(gram.shape[0]):
         sol = linalg.cho_solve(factor, cross, check_finite=False)
-    c0 = op.sum(weighted_sum, R, w)
-    A = sol[: sizes[0]]
-    A_d = A.astype(dtype)
-    c = c0 - f_mean @ A_d.astype(np.float64)
-    B = B_d = None
-    if calibrated:
-        B = sol[sizes[0] :]
-        B_d = B.astype(dtype)
-        c -= p_mean @ B_d.astype(np.float64)
-    update = op.map(_stage_update, F, blocks[1] if calibrated else None, A=A_d, B=B_d, c0=c0.astype(dtype),
-                    width=k, dtype=dtype)
-    return A, B, c, update
+    A = sol[:p]
+    c = r_mean - f_mean @ A.astype(dtype).astype(np.float64)
+    B = None
+    if p_mean is not None:
+        B = sol[p:]
+        c -= p_mean @ B.astype(dtype).astype(np.float64)
+    return A, B, c
+
+
+#: rows of a row chunk whose stage features a distributed pass regenerates at once, so that what a
+#: task holds does not grow with its chunk's rows (kernelscale.dask.memory: ``Footprint.block``)
+PIECE_ROWS = 1024
+
+
+def _feature_sum(Z, w, *, op, t):
+    """sum_i w_i phi_t(z_i) (float64) over one row chunk, its features regenerated piece by piece."""
+    total = np.zeros(op.spec.n_features_out)
+    for s in range(0, Z.shape[0], PIECE_ROWS):
+        F = op.transform(Z[s : s + PIECE_ROWS], [t])
+        total += w[s : s + PIECE_ROWS].astype(F.dtype) @ F
+    return total
+
+
+def _centred_moments(Z, w, Y, P, *, op, t, f_mean, p_mean):
+    """One row chunk's weighted moments of the centred C = [phi_t(z) - f_mean, p - p_mean] (no P
+    columns when ``p_mean`` is None) with R = Y - P: (sum_i w_i c_i c_i^T, sum_i w_i c_i r_i^T,
+    sum_i w_i r_i) in float64, the features regenerated piece by piece."""
+    p, k = op.spec.n_features_out, Y.shape[1]
+    q = p + (0 if p_mean is None else k)
+    gram, cross, r_sum = np.zeros((q, q)), np.zeros((q, k)), np.zeros(k)
+    for s in range(0, Z.shape[0], PIECE_ROWS):
+        F = op.transform(Z[s : s + PIECE_ROWS], [t])
+        C = np.empty((F.shape[0], q), dtype=F.dtype)
+        np.subtract(F, f_mean.astype(F.dtype), out=C[:, :p])
+        del F
+        if p_mean is not None:
+            np.subtract(P[s : s + PIECE_ROWS], p_mean.astype(C.dtype), out=C[:, p:])
+        R = Y[s : s + PIECE_ROWS] - P[s : s + PIECE_ROWS]
+        r_sum += w[s : s + PIECE_ROWS] @ R.astype(np.float64)
+        root = np.sqrt(w[s : s + PIECE_ROWS]).astype(C.dtype)[:, None]
+        C *= root
+        R *= root
+        gram += np.dot(C.T, C)  # a symmetric rank-k update
+        cross += np.dot(C.T, R)
+    return gram, cross, r_sum
+
+
+def _fit_stage_pieces(rows, op, Z, t, P, Y, w, alpha, calibrated, dtype):
+    """:func:`_fit_stage_ls` over the row chunks of dask arrays, the features of stage t
+    regenerated from Z in pieces of ``PIECE_ROWS`` rows by each pass (the mean, the moments, the
+    update), never held for a whole chunk. Returns (A, B, c) as :func:`_fit_stage_ls` and the new
+    predictions P + F A + P B + c (:func:`replay_stage`)."""
+    p = op.spec.n_features_out
+    f_mean = rows.sum(_feature_sum, Z, w, op=op, t=t)
+    p_mean = rows.sum(weighted_sum, P, w) if calibrated else None
+    gram, cross, r_mean = rows.sum(_centred_moments, Z, w, Y, P, op=op, t=t, f_mean=f_mean, p_mean=p_mean)
+    A, B, c = _solve_stage(gram, cross, r_mean, f_mean, p_mean, alpha, p, dtype)
+    P = rows.map(_replay_chunk, Z, P, op=op, t=t, coef=A.astype(dtype), intercept=c.astype(dtype),
+                 calibration=None if B is None else B.astype(dtype), width=Y.shape[1], dtype=dtype)
+    return A, B, c, P
 
 
 def replay_stage(op, Z, t, P, coef, intercept, calibration):
@@ -288,6 +343,8 @@ def stagewise_regression(
     uniform = sample_weight is None
     budget = default_memory_budget() if budget is None else int(budget)
     rows_n = max(Z.chunks[0]) if distributed else n  # rows one task holds at once
+    if distributed and update != "softmax":
+        rows_n = min(rows_n, PIECE_ROWS)  # a task's features are regenerated piece by piece
     need = (stagewise_fit_bytes(rows_n, k, spec, update, dtype.itemsize)
             + n_stages * stage_store_bytes(spec.n_features_out, k, update, dtype.itemsize))
     plan_rows(
@@ -313,26 +370,26 @@ def stagewise_regression(
     history = [rows.sum(_objective, P, Y, w, update=update)]
     monitor = monitor if monitor is not None else IterationMonitor()
     for t in range(len(coefs), n_stages):
-        # over dask chunks, F (n x p) stays lazy for the least-squares updates: each of their
-        # passes regenerates its chunk of F from Z, so a worker holds no n x p array (softmax's
-        # inner iterations read F many times: kept)
-        F = rows.map(_features, Z, op=op, t=t, width=p, dtype=dtype, persist=update == "softmax")
         if update == "softmax":
+            # the inner iterations read the block many times: kept (persisted over dask chunks)
+            F = rows.map(_features, Z, op=op, t=t, width=p, dtype=dtype)
             result = generalized_least_squares(
                 F, Y, link="softmax", alpha=alpha, max_iter=inner_iter, tol=0.0,
                 sample_weight=w, offset=P, budget=budget,
             )
-            A, B, c = result.coef.T.astype(dtype), None, result.intercept.astype(dtype)
-            P = rows.map(_apply_step, F, P, A=A, c=c, in_place=not distributed, width=k, dtype=dtype)
+            A, B, c = result.coef.T, None, result.intercept
+            P = rows.map(_apply_step, F, P, A=A.astype(dtype), c=c.astype(dtype), in_place=not distributed,
+                         width=k, dtype=dtype)
+            del F
+        elif distributed:
+            # every pass regenerates the block from Z piece by piece: a worker holds no n x p array
+            A, B, c, P = _fit_stage_pieces(rows, op, Z, t, P, Y, w, alpha, update == "calibrated", dtype)
         else:
-            A, B, c, step = _fit_stage_ls(rows, F, P, Y, w, uniform, alpha, update == "calibrated")
-            A, c = A.astype(dtype), c.astype(dtype)
-            B = None if B is None else B.astype(dtype)
-            P = rows.map(_add, P, step, in_place=not distributed, width=k, dtype=dtype)
-        del F
-        coefs.append(A)
-        intercepts.append(c)
-        calibrations.append(B)
+            A, B, c, step = _fit_stage_ls(rows, _features(Z, op, t), P, Y, w, uniform, alpha, update == "calibrated")
+            P = _add(P, step, in_place=True)
+        coefs.append(A.astype(dtype))
+        intercepts.append(c.astype(dtype))
+        calibrations.append(None if B is None else B.astype(dtype))
         history.append(rows.sum(_objective, P, Y, w, update=update))
         if monitor.update(objective=history[-1], stage=t):
             break
