@@ -514,7 +514,7 @@ def test_one_task_per_row_chunk_and_the_graph_does_not_grow(data, sync, monkeypa
     for verb, (name, _), _, _ in record:
         counts[name] = counts.get(name, 0) + 1
     iterations = est.n_iter_
-    passes = counts.get("_gls_gradient", 0) + counts.get("_feature_sum", 0)
+    passes = counts.get("_gls_gradient", 0) + counts.get("_shifted_moments", 0)
     assert passes >= iterations  # one pass (at least) per iteration, each of one task per chunk
 
 

@@ -42,12 +42,14 @@ is monotone); the squared residual of "softmax" stages is not guaranteed.
 The passes over rows are stated against a row executor (:mod:`kernelscale.ops.rows`), so the same
 code runs on numpy arrays and over the row chunks of dask arrays. On numpy arrays a stage's block
 (n x p) is generated once and used by all its passes. Over dask chunks the least-squares updates
-keep no block: each of a stage's three passes (the features' mean; the centred moments with the
-residual; the new predictions) regenerates the block from Z in pieces of ``PIECE_ROWS`` rows
-inside its task, so what a task holds does not grow with its chunk's rows. The predictions are
-then updated as P + F A + P B + c (the uncentred model, as :func:`replay_stage`), which equals the
-centred update of the numpy path up to rounding. Softmax stages, whose inner iterations read the
-block many times, persist it.
+keep no block: each of a stage's two passes regenerates the block from Z in pieces of
+``PIECE_ROWS`` rows inside its task, so what a task holds does not grow with its chunk's rows.
+The first pass sums the moments of the block (and of P) about a shift per chunk, the mean of
+its first piece; the tree merges them to one shift and the client centres them at the weighted
+mean (the same moments as a pass for the mean and one about it, without the first pass and
+without the cancellation of raw moments). The second pass updates the predictions as
+P + F A + P B + c (the uncentred model, as :func:`replay_stage`). Both equal the numpy path up to
+rounding. Softmax stages, whose inner iterations read the block many times, persist it.
 """
 
 from __future__ import annotations
@@ -191,49 +193,67 @@ def _solve_stage(gram, cross, r_mean, f_mean, p_mean, alpha, p, dtype):
 PIECE_ROWS = 1024
 
 
-def _feature_sum(Z, w, *, op, t):
-    """sum_i w_i phi_t(z_i) (float64) over one row chunk, its features regenerated piece by piece."""
-    total = np.zeros(op.spec.n_features_out)
-    for s in range(0, Z.shape[0], PIECE_ROWS):
-        F = op.transform(Z[s : s + PIECE_ROWS], [t])
-        total += w[s : s + PIECE_ROWS].astype(F.dtype) @ F
-    return total
-
-
-def _centred_moments(Z, w, Y, P, *, op, t, f_mean, p_mean):
-    """One row chunk's weighted moments of the centred C = [phi_t(z) - f_mean, p - p_mean] (no P
-    columns when ``p_mean`` is None) with R = Y - P: (sum_i w_i c_i c_i^T, sum_i w_i c_i r_i^T,
-    sum_i w_i r_i) in float64, the features regenerated piece by piece."""
+def _shifted_moments(Z, w, Y, P, *, op, t, calibrated):
+    """One row chunk's weighted moments of C = [phi_t(z), p ("calibrated")] about a shift s of
+    the chunk's own (the mean of its first piece), with R = Y - P: the tuple (sum_i w_i, s,
+    sum_i w_i (c_i - s), sum_i w_i (c_i - s)(c_i - s)^T, sum_i w_i (c_i - s) r_i^T, sum_i w_i r_i),
+    float64, the features regenerated piece by piece. Close to the chunk's mean, s keeps the
+    centred moments free of cancellation (:func:`_merge_moments`)."""
     p, k = op.spec.n_features_out, Y.shape[1]
-    q = p + (0 if p_mean is None else k)
-    gram, cross, r_sum = np.zeros((q, q)), np.zeros((q, k)), np.zeros(k)
+    q = p + (k if calibrated else 0)
+    total, gram, cross = 0.0, np.zeros((q, q)), np.zeros((q, k))
+    shift, first, r_sum = np.zeros(q), np.zeros(q), np.zeros(k)
     for s in range(0, Z.shape[0], PIECE_ROWS):
-        F = op.transform(Z[s : s + PIECE_ROWS], [t])
-        C = np.empty((F.shape[0], q), dtype=F.dtype)
-        np.subtract(F, f_mean.astype(F.dtype), out=C[:, :p])
-        del F
-        if p_mean is not None:
-            np.subtract(P[s : s + PIECE_ROWS], p_mean.astype(C.dtype), out=C[:, p:])
-        R = Y[s : s + PIECE_ROWS] - P[s : s + PIECE_ROWS]
-        r_sum += w[s : s + PIECE_ROWS] @ R.astype(np.float64)
-        root = np.sqrt(w[s : s + PIECE_ROWS]).astype(C.dtype)[:, None]
+        piece = slice(s, s + PIECE_ROWS)
+        C = np.empty((min(Z.shape[0], s + PIECE_ROWS) - s, q), dtype=Y.dtype)
+        C[:, :p] = op.transform(Z[piece], [t])
+        if calibrated:
+            C[:, p:] = P[piece]
+        if s == 0:
+            shift = C.mean(axis=0, dtype=np.float64)
+        C -= shift.astype(C.dtype)
+        R = Y[piece] - P[piece]
+        wp = w[piece]
+        total += float(wp.sum())
+        first += wp.astype(C.dtype) @ C
+        r_sum += wp @ R.astype(np.float64)
+        root = np.sqrt(wp).astype(C.dtype)[:, None]
         C *= root
         R *= root
         gram += np.dot(C.T, C)  # a symmetric rank-k update
         cross += np.dot(C.T, R)
-    return gram, cross, r_sum
+    return total, shift, first, gram, cross, r_sum
+
+
+def _merge_moments(*parts):
+    """:func:`_shifted_moments` of several row chunks as the moments of all their rows about the
+    shift of the first one that has rows (c - s = (c - s_j) + (s_j - s))."""
+    parts = sorted(parts, key=lambda part: part[0] == 0)  # stable: a chunk with weight first
+    total, shift, first, gram, cross, r_sum = (x.copy() if isinstance(x, np.ndarray) else x for x in parts[0])
+    for t_j, s_j, m_j, g_j, x_j, r_j in parts[1:]:
+        d = s_j - shift
+        gram += g_j + np.outer(m_j, d) + np.outer(d, m_j) + t_j * np.outer(d, d)
+        first += m_j + t_j * d
+        cross += x_j + np.outer(d, r_j)
+        r_sum += r_j
+        total += t_j
+    return total, shift, first, gram, cross, r_sum
 
 
 def _fit_stage_pieces(rows, op, Z, t, P, Y, w, alpha, calibrated, dtype):
-    """:func:`_fit_stage_ls` over the row chunks of dask arrays, the features of stage t
-    regenerated from Z in pieces of ``PIECE_ROWS`` rows by each pass (the mean, the moments, the
-    update), never held for a whole chunk. Returns (A, B, c) as :func:`_fit_stage_ls` and the new
-    predictions P + F A + P B + c (:func:`replay_stage`)."""
+    """:func:`_fit_stage_ls` over the row chunks of dask arrays in two passes: the moments of
+    [F, P] about a shift per chunk and with the residual (:func:`_shifted_moments`, merged up the
+    tree and centred here), then the new predictions P + F A + P B + c (:func:`replay_stage`).
+    Each pass regenerates the features of stage t from Z in pieces of ``PIECE_ROWS`` rows, never
+    held for a whole chunk. Returns (A, B, c) as :func:`_fit_stage_ls` and the new predictions."""
     p = op.spec.n_features_out
-    f_mean = rows.sum(_feature_sum, Z, w, op=op, t=t)
-    p_mean = rows.sum(weighted_sum, P, w) if calibrated else None
-    gram, cross, r_mean = rows.sum(_centred_moments, Z, w, Y, P, op=op, t=t, f_mean=f_mean, p_mean=p_mean)
-    A, B, c = _solve_stage(gram, cross, r_mean, f_mean, p_mean, alpha, p, dtype)
+    total, shift, first, gram, cross, r_sum = rows.reduce(_shifted_moments, Z, w, Y, P, op=op, t=t,
+                                                          calibrated=calibrated, combine=_merge_moments)
+    offset = first / total  # mean - shift
+    mean = shift + offset
+    gram -= np.outer(first, offset)  # the moments about the mean
+    cross -= np.outer(offset, r_sum)
+    A, B, c = _solve_stage(gram, cross, r_sum, mean[:p], mean[p:] if calibrated else None, alpha, p, dtype)
     P = rows.map(_replay_chunk, Z, P, op=op, t=t, coef=A.astype(dtype), intercept=c.astype(dtype),
                  calibration=None if B is None else B.astype(dtype), width=Y.shape[1], dtype=dtype)
     return A, B, c, P
