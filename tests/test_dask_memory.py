@@ -129,13 +129,27 @@ def test_state_beyond_the_workers_memory_spills_to_their_disks_when_they_spill()
     found = plan(est, X, 10, 10 * 2**30, workers, x_reduced=True)
     assert found.spills and not found.keep_x
     fp = _memory.footprint(est, 10_000_000, 784, 10, 4, found.budget)
-    task = fp.fixed + fp.block + (found.split_every + 1) * fp.part + found.rows * (fp.task_row + fp.block_row)
-    assert task <= workers.spill_room  # smaller row chunks, within what lies below the pause
+    assert found.rows is None  # X's own chunks: the PCA reads them whole, the stages hold pieces
+    task = fp.fixed + fp.block + (found.split_every + 1) * fp.part + 10_000 * (fp.task_row + fp.block_row)
+    assert task <= workers.spill_room  # within what lies below the pause
     assert found.hold == 10_000_000 * (10 * 4 + 8)  # the targets and weights are kept (and spill)
     state = 10_000_000 * (10 * 4 + 8 + fp.state_row)
     with pytest.raises(ValueError, match=r"cannot run within the workers' memory.*\(153\.6 MiB with that state "
                                          r"spilled to disk\)"):
         plan(est, X, 10, 10 * 2**30, _spilling(limit, disk=state // 2), x_reduced=True)
+
+
+def test_x_read_only_by_the_pca_keeps_its_own_chunks_and_each_must_fit_a_task():
+    """A stagewise fit with its PCA reads X's chunks whole (cutting an X made again at each pass
+    would hold each source chunk until all its pieces are read); a chunk too large for a task
+    is refused, not cut."""
+    est = kernelscale.StagewiseClassifier(n_stages=8, random_state=0)
+    workers = _spilling(3 * 2**29)
+    fine = da.zeros((2_000_000, 784), chunks=(10_000, 784), dtype=np.float32)
+    assert plan(est, fine, 10, 10 * 2**30, workers, x_reduced=True).rows is None
+    coarse = da.zeros((2_000_000, 784), chunks=(100_000, 784), dtype=np.float32)  # 300 MB chunks
+    with pytest.raises(ValueError, match="cannot run within the workers' memory"):
+        plan(est, coarse, 10, 10 * 2**30, workers, x_reduced=True)
 
 
 def test_data_a_spilling_worker_manages_is_not_counted_as_its_baseline():
