@@ -379,7 +379,7 @@ def plan(estimator, X, k, client_budget, workers, *, x_reduced=False):
             return Plan(budget=cap, rows=rows, keep_x=keep_x, hold=max(hold, 0), split_every=split,
                         workers=workers, spills=spills)
     task_room, fp, cut = last
-    raise ValueError(_refusal(estimator, X, workers, client_budget, task_room, fp, cut, extra, n, data_row))
+    raise ValueError(_refusal(estimator, X, workers, client_budget, task_room, fp, cut, extra, n, data_row, source))
 
 
 def _cut(n, rows):
@@ -388,7 +388,7 @@ def _cut(n, rows):
     return (rows,) * full + ((rest,) if rest else ())
 
 
-def _refusal(estimator, X, workers, client_budget, task_room, fp, chunks, extra, n, data_row):
+def _refusal(estimator, X, workers, client_budget, task_room, fp, chunks, extra, n, data_row, source=0):
     cls = type(estimator).__name__
     W, T = workers.n_workers, workers.nthreads
     base = max(WORKER_BASELINE, workers.process)
@@ -397,6 +397,9 @@ def _refusal(estimator, X, workers, client_budget, task_room, fp, chunks, extra,
              + (", per-row state" if fp.state_row else "") + ")")
     needs = [f"{format_bytes(fp.fixed + fp.block + (SPLIT_MIN + 1) * fp.part)} for {fp.what}" if fp.what else None,
              f"{format_bytes(fp.task_row + fp.block_row)} per row of its row chunk"]
+    if source:
+        needs.append(f"{format_bytes(source)} to read one of X's own row chunks whole (its PCA; X's chunks are "
+                     f"not cut, make them smaller where X is made)")
     fixes = []
     if fp.knob:
         fixes.append(f"lower {fp.knob}")
