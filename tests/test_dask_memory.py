@@ -10,7 +10,7 @@ import pytest
 import kernelscale
 from kernelscale.dask import fit as _dask_fit
 from kernelscale.dask import memory as _memory
-from kernelscale.least_squares.stagewise_solver import PIECE_ROWS
+from kernelscale.ops.features import PIECE_ROWS
 from kernelscale.dask.memory import SAFE_FRACTION, SPILL_MARGIN, WORKER_BASELINE, WorkerMemory, plan, spill_room
 
 from dask_support import da  # noqa: F401

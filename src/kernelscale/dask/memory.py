@@ -53,7 +53,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from ..least_squares.stagewise_solver import PIECE_ROWS
+from ..ops.features import PIECE_ROWS
 from ..ops.memory import format_bytes, parse_memory
 
 __all__ = ["SAFE_FRACTION", "WORKER_BASELINE", "Plan", "WorkerMemory", "active_plan", "footprint", "plan",

@@ -65,7 +65,7 @@ from ..kernels import make_kernel
 from ..linalg import factor_spd
 from ..losses import softmax_loss
 from ..ops.feature_blocks import METHODS, FeatureBlockSpec, kernel_family
-from ..ops.features import FeatureOperator
+from ..ops.features import PIECE_ROWS, FeatureOperator
 from ..ops.lapack_threads import one_lapack_thread
 from ..ops.memory import default_memory_budget, plan_rows
 from ..ops.rows import executor, is_dask, row_weights, weighted_sum
@@ -165,8 +165,8 @@ def _fit_stage_ls(op, F, P, Y, w, uniform, alpha, calibrated):
             gram[edges[j] : edges[j + 1], edges[i] : edges[i + 1]] = g.T
     c0 = weighted_sum(R, w)
     A, B, c = _solve_stage(gram, cross, c0, f_mean, p_mean, alpha, p, dtype)
-    update = _stage_update(F, blocks[1] if calibrated else None, A.astype(dtype),
-                           None if B is None else B.astype(dtype), c0.astype(dtype))
+    update = op.map(_stage_update, F, blocks[1] if calibrated else None, A=A.astype(dtype),
+                    B=None if B is None else B.astype(dtype), c0=c0.astype(dtype), width=k, dtype=dtype)
     return A, B, c, update
 
 
@@ -186,11 +186,6 @@ def _solve_stage(gram, cross, r_mean, f_mean, p_mean, alpha, p, dtype):
         B = sol[p:]
         c -= p_mean @ B.astype(dtype).astype(np.float64)
     return A, B, c
-
-
-#: rows of a row chunk whose stage features a distributed pass regenerates at once, so that what a
-#: task holds does not grow with its chunk's rows (kernelscale.dask.memory: ``Footprint.block``)
-PIECE_ROWS = 1024
 
 
 def _shifted_moments(Z, w, Y, P, *, op, t, calibrated):

@@ -78,6 +78,10 @@ SPARSE_WEIGHTS_BYTES = 32 * 2**20
 #: rows per partial sum of the weighted means and cross moments: products in A's dtype (float32
 #: sums of more rows lose digits), partial sums added in float64
 SUM_ROWS = 4096
+#: rows whose features a pass over a row chunk regenerates at once (a distributed stagewise stage,
+#: :mod:`kernelscale.least_squares.stagewise_solver`), so that what its task holds does not grow with
+#: the chunk's rows (:mod:`kernelscale.dask.memory` plans them as ``Footprint.block``)
+PIECE_ROWS = 1024
 _FIX = "increase max_memory or use a smaller block_size"
 
 
