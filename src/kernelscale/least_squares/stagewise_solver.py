@@ -204,8 +204,8 @@ def _shifted_moments(Z, w, Y, P, *, op, t, calibrated):
         C[:, :p] = op.transform(Z[piece], [t])
         if calibrated:
             C[:, p:] = P[piece]
-        if s == 0:
-            shift = C.mean(axis=0, dtype=np.float64)
+        if s == 0:  # in C's dtype, as it is subtracted
+            shift = C.mean(axis=0, dtype=np.float64).astype(C.dtype).astype(np.float64)
         C -= shift.astype(C.dtype)
         R = Y[piece] - P[piece]
         wp = w[piece]
