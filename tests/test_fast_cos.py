@@ -285,3 +285,41 @@ def test_sparse_rows_scores_refuse_arrays_that_do_not_agree():
     for args in bad:
         with pytest.raises(ValueError, match="must agree"):
             fc.sparse_cos_scores(*args)
+
+
+def _threads_after_a_cosine_on_a_new_thread():
+    """numba's thread count on a fresh thread after one cosine there (counts are per thread)."""
+    import threading
+
+    import numba
+
+    a = np.random.default_rng(1).uniform(-9, 9, size=(64, fc.MIN_SIZE // 64))
+    out = {}
+
+    def run():
+        out["cos"] = fc.cos_inplace(a.copy())
+        out["threads"] = numba.get_num_threads()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert np.max(np.abs(out["cos"] - np.cos(a))) <= 4 * np.spacing(1.0)
+    return out["threads"]
+
+
+@pytest.mark.parametrize("value", ["1", "1,1", " 1 "])
+def test_the_loops_keep_to_omp_num_threads(value, monkeypatch):
+    """A dask worker (its nanny sets OMP_NUM_THREADS=1) runs its cosines on one thread."""
+    monkeypatch.setenv("OMP_NUM_THREADS", value)
+    assert _threads_after_a_cosine_on_a_new_thread() == 1
+
+
+@pytest.mark.parametrize("value", [None, "", "0", "two", "64"])
+def test_without_a_smaller_omp_num_threads_numba_keeps_its_count(value, monkeypatch):
+    import numba
+
+    if value is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", value)
+    assert _threads_after_a_cosine_on_a_new_thread() == numba.config.NUMBA_NUM_THREADS

@@ -29,7 +29,10 @@ frequencies are in the caches (``kernelscale.ops.features`` chooses them: ``SPAR
 Threads: numba's OpenMP pool is told to sleep between loops (``OMP_WAIT_POLICY=PASSIVE``, set
 on the first compile unless the environment already has it), since its spinning threads slowed
 the BLAS products between the cosines; a process forked after the pool started uses ``np.cos``
-(:func:`_after_fork_in_child`).
+(:func:`_after_fork_in_child`). The loops run on at most ``OMP_NUM_THREADS`` threads where that
+is set (:func:`_cap_threads`): dask's nanny sets it to 1 in every worker, and joblib's process
+workers to their share of the cores, so that native thread pools do not oversubscribe the host;
+numba's own default is every core, whatever the process was given.
 
 Accuracy: within 2 units in the last place of ``np.cos`` (tested), for |x| < 2^22 pi / 2
 (6.6e6). The range is checked per segment of ``SEGMENT`` values inside the compiled loop, while
@@ -146,7 +149,31 @@ def _ready():
     """The kernel for a call now: False inside :func:`numpy_only` until the kernels are loaded."""
     if _NUMPY_ONLY.get() and not _started:
         return False
-    return _compile()
+    kernel = _compile()
+    if kernel:
+        _cap_threads()
+    return kernel
+
+
+def _omp_threads():
+    """The thread count ``OMP_NUM_THREADS`` asks for (its first level), or None when unset or not
+    a positive integer."""
+    value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
+def _cap_threads():
+    """Hold the calling thread's parallel loops at ``OMP_NUM_THREADS`` threads where it is set
+    and numba would use more. numba's count is per calling thread (a dask worker runs its tasks
+    on threads of its own), so it is checked on each call (about 2 us); it is never raised.
+    Measured: a dask worker with one thread ran its cosines on both cores of a 2-core machine,
+    so two such workers ran four threads there."""
+    cap = _omp_threads()
+    if cap is not None:
+        import numba
+
+        if numba.get_num_threads() > cap:
+            numba.set_num_threads(cap)
 
 
 @contextlib.contextmanager
