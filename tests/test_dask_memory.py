@@ -278,3 +278,35 @@ def test_a_fit_whose_state_exceeds_the_workers_room_spills_and_no_worker_restart
     assert small_cluster.run(os.getpid) == pids, "a worker was restarted"
     ref = kernelscale.LSSVMRegressor(batch_size=400, n_iter=2, random_state=0).fit(X, y)
     np.testing.assert_allclose(est.predict(X[:2000]), ref.predict(X[:2000]), atol=1e-7)
+
+
+@pytest.mark.parametrize("limit_mb", range(400, 1000, 25))
+def test_a_classifier_budget_holds_its_class_arrays_of_a_chunk(limit_mb):
+    """The fit checks a chunk's one-hot targets, scores and residuals against its capped budget
+    before it starts (dask.fit): a plan must leave them room, not only the estimator's blocks
+    (150 KB were left for 1 MB of them: 250000 x 784 persisted on 4 GB workers)."""
+    est = kernelscale.GeneralizedLeastSquaresClassifier()
+    X = _X(250_000, 100, 15_625)
+    try:
+        found = plan(est, X, 2, 10 * 2**30, _workers(limit_mb * MB))
+    except ValueError:
+        return
+    assert found.budget >= _memory.CLASS_ARRAYS * 2 * 8 * (found.rows or 15_625)
+
+
+def test_an_x_persisted_already_is_not_counted_twice(small_cluster):
+    """A persisted X is in the workers' process memory, which the plan subtracts: keeping it costs
+    nothing more. Its lazy twin of the same chunks would have to be persisted in the room left."""
+    from kernelscale.dask.memory import _persisted
+
+    X = da.from_array(np.random.default_rng(0).normal(size=(200_000, 100)), chunks=(12_500, 100))
+    kept = small_cluster.persist(X)
+    with small_cluster.as_current():
+        __import__("distributed").wait(kept)
+    assert _persisted(kept) and not _persisted(X) and not _persisted(kept[:1000])
+    workers = WorkerMemory(2, 800 * MB, 1, WORKER_BASELINE + 90 * MB)  # 90 MB: the worker's share of X
+    est = kernelscale.GeneralizedLeastSquaresClassifier()
+    with small_cluster.as_current():
+        as_persisted, as_lazy = plan(est, kept, 2, 10 * 2**30, workers), plan(est, X, 2, 10 * 2**30, workers)
+    assert as_persisted.keep_x and as_persisted.rows is None
+    assert not (as_lazy.keep_x and as_lazy.rows is None)  # kept only in smaller chunks, or not kept

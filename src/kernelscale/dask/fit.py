@@ -71,7 +71,7 @@ from ..base.classifier import check_class_memory, encode_classes, one_hot
 from ..base.estimator import check_class_weight
 from ..ops.rows import chunk_meta
 from .client import cluster_budget, current_client
-from .memory import active_plan, capped, client_budget, plan, worker_memory
+from .memory import CLASS_ARRAYS, active_plan, capped, client_budget, plan, worker_memory
 
 __all__ = ["DISTRIBUTED", "class_weight_chunk", "fit", "hold_budget", "partial_fit", "persist_within", "sum_labels",
            "supports"]
@@ -240,7 +240,7 @@ def _fit_checked(estimator, X, y, sample_weight, classifier, plan_):
 def _fit_classes(estimator, X, y, sample_weight, classes, dtype, fitted):
     """The classifier's part of :func:`_fit_checked`, once its classes are known."""
     k = classes.size
-    check_class_memory(7 * np.dtype(dtype).itemsize * max(X.chunks[0]) * k, estimator.max_memory, k,
+    check_class_memory(CLASS_ARRAYS * np.dtype(dtype).itemsize * max(X.chunks[0]) * k, estimator.max_memory, k,
                        "the one-hot targets, scores and residuals of one row chunk")
     Y = y.map_blocks(_one_hot_chunk, classes, dtype, dtype=dtype, chunks=(y.chunks[0], (k,)), new_axis=1,
                      meta=np.empty((0, 0), dtype=dtype))

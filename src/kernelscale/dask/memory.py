@@ -52,6 +52,7 @@ import math
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.base import is_classifier
 
 from ..ops.features import PIECE_ROWS
 from ..ops.memory import format_bytes, parse_memory
@@ -69,6 +70,9 @@ WORKER_BASELINE = 176 * 2**20
 MIN_CHUNK_ROWS = 256
 #: partial sums a node of the tree reduction adds (kernelscale.ops.rows.SPLIT_EVERY), at most
 SPLIT_MAX, SPLIT_MIN = 8, 2
+#: arrays of one column per class a classifier's fit holds per row of a chunk (one-hot targets,
+#: scores, residuals), within its budget (kernelscale.dask.fit checks them before it starts)
+CLASS_ARRAYS = 7
 
 #: the plan of the distributed fit running in this context (None outside one)
 _PLAN = contextvars.ContextVar("kernelscale_dask_plan", default=None)
@@ -299,11 +303,26 @@ def _share(chunks, n_workers):
     return min(1.0, (math.ceil(len(chunks) / n_workers) + 1) * max(chunks) / max(n, 1))
 
 
+def _persisted(X):
+    """Whether every chunk of the dask X is a persisted key (its data in the workers' memory
+    already, and in their process memory)."""
+    try:
+        from distributed import futures_of
+    except ImportError:
+        return False
+    from dask.core import flatten
+
+    keys = {future.key for future in futures_of(X)}
+    return bool(keys) and all(key in keys for key in flatten(X.__dask_keys__()))
+
+
 def plan(estimator, X, k, client_budget, workers, *, x_reduced=False):
     """The :class:`Plan` of a distributed fit of ``estimator`` on the dask X (row chunks) with k
     target columns on ``workers`` (:class:`WorkerMemory`), within ``client_budget`` bytes per
     task; a ValueError before anything runs when it cannot fit. ``x_reduced``: the fit keeps a
-    reduction of X (a stagewise PCA), never X itself."""
+    reduction of X (a stagewise PCA), never X itself. An X persisted already is in the workers'
+    process memory (:attr:`WorkerMemory.process`): keeping it costs nothing more. A classifier's
+    budget holds its CLASS_ARRAYS arrays of a chunk's rows at least."""
     n, d = X.shape
     itemsize = X.dtype.itemsize
     width = row_values(X)
@@ -312,6 +331,8 @@ def plan(estimator, X, k, client_budget, workers, *, x_reduced=False):
     W, T, room = workers.n_workers, workers.nthreads, workers.room
     data_row = k * itemsize + 8  # targets and weights
     x_row = 0 if x_reduced else width * itemsize
+    kept_row = 0 if _persisted(X) else x_row
+    class_row = CLASS_ARRAYS * k * itemsize if is_classifier(estimator) else 0
     extra = workers.memory_limit // 8 if cls.startswith("DoublyStochastic") else 0  # its workers' block cache
 
     def attempt(rows, keep_x, budget, spills=False):
@@ -320,7 +341,7 @@ def plan(estimator, X, k, client_budget, workers, *, x_reduced=False):
         cut = chunks if rows is None else _cut(n, rows)
         share = _share(cut, W)
         fp = footprint(estimator, n, d, k, itemsize, budget, width)
-        held = share * n * (data_row + fp.state_row + (x_row if keep_x else 0))
+        held = share * n * (data_row + fp.state_row + (kept_row if keep_x else 0))
         if spills:  # all of it on the disk (the workers may share one); the block cache stays
             fits = n * (data_row + fp.state_row) <= workers.spill_disk
             return ((workers.spill_room - extra) / T if fits else 0), fp, cut
@@ -335,7 +356,8 @@ def plan(estimator, X, k, client_budget, workers, *, x_reduced=False):
     source = max(chunks) * 3 * (width + k) * itemsize + (SPLIT_MIN + 1) * (d + 1) ** 2 * 8 if x_reduced else 0
 
     def need(fp, rows):
-        return max(source, fp.fixed + fp.block + (SPLIT_MIN + 1) * fp.part + rows * (fp.task_row + fp.block_row))
+        return max(source, fp.fixed + fp.block + (SPLIT_MIN + 1) * fp.part
+                   + rows * (fp.task_row + fp.block_row + class_row))
 
     # the estimator's "auto" sizes follow the task budget and the task budget what they hold: the
     # budget only decreases from the client's until the sizes it gives fit it
@@ -359,21 +381,22 @@ def plan(estimator, X, k, client_budget, workers, *, x_reduced=False):
                 break
             if need(fp, max(cut)) > task_room:
                 fit_rows = int((task_room - fp.fixed - fp.block - (SPLIT_MIN + 1) * fp.part)
-                               // max(fp.task_row + fp.block_row, 1))
+                               // max(fp.task_row + fp.block_row + class_row, 1))
                 if x_reduced or fit_rows < MIN_CHUNK_ROWS or fit_rows >= max(cut):
                     break
                 rows = fit_rows  # smaller row chunks
                 continue
             split = int(max(SPLIT_MIN, min(SPLIT_MAX, (task_room - fp.fixed - fp.block
-                                                       - max(cut) * (fp.task_row + fp.block_row))
+                                                       - max(cut) * (fp.task_row + fp.block_row + class_row))
                                            // max(fp.part, 1) - 1)))
-            # the estimator's blocks take what the chunk, the fixed state and the tree leave
+            # the estimator's blocks (and a classifier's class arrays) take what the chunk, the
+            # fixed state and the tree leave
             cap = int(min(client_budget, task_room - fp.fixed - (split + 1) * fp.part - max(cut) * fp.task_row))
             if cap < budget and footprint(estimator, n, d, k, itemsize, cap, width) != fp:
                 budget = cap  # a smaller "auto" size: plan again with it
                 continue
             hold = int(W * (room - extra - T * (fp.fixed + fp.block + (split + 1) * fp.part
-                                                + max(cut) * (fp.task_row + fp.block_row))))
+                                                + max(cut) * (fp.task_row + fp.block_row + class_row))))
             if spills:  # the targets and weights are kept, spilled with the state
                 hold = n * data_row
             return Plan(budget=cap, rows=rows, keep_x=keep_x, hold=max(hold, 0), split_every=split,
