@@ -281,17 +281,21 @@ def test_a_fit_whose_state_exceeds_the_workers_room_spills_and_no_worker_restart
 
 
 @pytest.mark.parametrize("limit_mb", range(400, 1000, 25))
-def test_a_classifier_budget_holds_its_class_arrays_of_a_chunk(limit_mb):
-    """The fit checks a chunk's one-hot targets, scores and residuals against its capped budget
-    before it starts (dask.fit): a plan must leave them room, not only the estimator's blocks
-    (150 KB were left for 1 MB of them: 250000 x 784 persisted on 4 GB workers)."""
-    est = kernelscale.GeneralizedLeastSquaresClassifier()
+@pytest.mark.parametrize("name", ["GeneralizedLeastSquaresClassifier", "CalibratedLeastSquaresClassifier"])
+def test_a_planned_budget_holds_what_the_estimator_checks_it_for(name, limit_mb):
+    """The fit checks its budget (capped by the plan) before it starts: for a chunk's one-hot
+    targets, scores and residuals (dask.fit) and for its own state (``_budget_floor``). A plan
+    must leave both, not only the estimator's blocks (150 KB were left for 1 MB of class arrays
+    and 1.2 MB for 15.6 MB of state: 250000 x 784 on 4 GB workers)."""
+    est = getattr(kernelscale, name)()
     X = _X(250_000, 100, 15_625)
     try:
         found = plan(est, X, 2, 10 * 2**30, _workers(limit_mb * MB))
     except ValueError:
         return
-    assert found.budget >= _memory.CLASS_ARRAYS * 2 * 8 * (found.rows or 15_625)
+    rows = found.rows or 15_625
+    assert found.budget >= _memory.CLASS_ARRAYS * 2 * 8 * rows
+    assert found.budget >= est._budget_floor(rows, 100, 2, 8)
 
 
 def test_an_x_persisted_already_is_not_counted_twice(small_cluster):

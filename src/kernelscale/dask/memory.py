@@ -395,6 +395,10 @@ def plan(estimator, X, k, client_budget, workers, *, x_reduced=False):
             if cap < budget and footprint(estimator, n, d, k, itemsize, cap, width) != fp:
                 budget = cap  # a smaller "auto" size: plan again with it
                 continue
+            floor = getattr(estimator, "_budget_floor", None)
+            if floor is not None:  # what the estimator's own checks ask of its budget (its d x d
+                # state lives on the client; its per-row arrays are the task's, counted above)
+                cap = max(cap, min(int(client_budget), floor(max(cut), d, k, itemsize)))
             hold = int(W * (room - extra - T * (fp.fixed + fp.block + (split + 1) * fp.part
                                                 + max(cut) * (fp.task_row + fp.block_row + class_row))))
             if spills:  # the targets and weights are kept, spilled with the state

@@ -45,6 +45,7 @@ __all__ = [
     "PROJECTIONS",
     "CLS_GCV_SCALE",
     "CLSResult",
+    "cls_fixed_bytes",
 ]
 
 #: calibration basis functions of Algorithm 2, applied elementwise to the k predictions
@@ -112,6 +113,13 @@ def calibrated_predict(X, coef, intercept, calibration, calibration_intercept, b
         Yhat = calibrated_step(X, Yhat, coef[t], intercept[t], calibration[t], calibration_intercept[t], basis,
                                projection)
     return Yhat
+
+
+def cls_fixed_bytes(n, d, k, m, itemsize):
+    """Bytes Algorithm 2 holds besides the row blocks: those of Algorithm 1
+    (:func:`~kernelscale.least_squares.generalized.gls_fixed_bytes`), the n x m calibration basis
+    (in X's dtype and float64) and the n x k predictions before and after calibration."""
+    return gls_fixed_bytes(n, d, k, itemsize) + itemsize * n * (3 * m + 2 * k) + 8 * n * m + 16 * m * m
 
 
 def _zero_rows(X, k):
@@ -192,8 +200,7 @@ def calibrated_least_squares(
     (n, d), k, dtype = X.shape, Y.shape[1], X.dtype
     m = k * len(basis)
     rows_n = max(X.chunks[0]) if is_dask(X) else n  # rows one task holds at once
-    fixed = (gls_fixed_bytes(rows_n, d, k, dtype.itemsize) + dtype.itemsize * rows_n * (3 * m + 2 * k)
-             + 8 * rows_n * m + 16 * m * m)
+    fixed = cls_fixed_bytes(rows_n, d, k, m, dtype.itemsize)
     budget = default_memory_budget() if budget is None else int(budget)
     plan_rows(
         rows_n, 8 * d, fixed, budget,

@@ -30,8 +30,8 @@ from ..base.validation import check_finite_result, validate_data
 from ..losses import softmax
 from ..ops.memory import parse_memory, plan_rows
 from ..simplex import project_simplex
-from .calibrated import calibrated_least_squares, calibrated_predict, check_basis
-from .generalized import LINKS, SOLVERS, generalized_least_squares
+from .calibrated import calibrated_least_squares, calibrated_predict, check_basis, cls_fixed_bytes
+from .generalized import LINKS, SOLVERS, generalized_least_squares, gls_fixed_bytes
 
 __all__ = ["GeneralizedLeastSquaresClassifier", "CalibratedLeastSquaresClassifier"]
 
@@ -205,6 +205,11 @@ class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
         X, y, Y, classes, sw, _, fitted = self._validate_fit_data(X, y, sample_weight, budget)
         return self._fit_prepared(X, Y, classes, sw, fitted, budget=budget)
 
+    def _budget_floor(self, rows, d, k, itemsize):
+        """The bytes a fit on row chunks of ``rows`` rows checks its budget for
+        (kernelscale.dask.memory plans a distributed fit's budget at least this large)."""
+        return gls_fixed_bytes(rows, d, k, itemsize) + 8 * d
+
     def _fit_prepared(self, X, Y, classes, sw, fitted, budget=None):
         """The fit on validated X, one-hot targets Y (n, k) and weights sw: numpy arrays, or dask
         arrays with the same row chunks (:mod:`kernelscale.dask.fit`), fitted over them.
@@ -320,6 +325,11 @@ class CalibratedLeastSquaresClassifier(_LeastSquaresClassifierBase):
         X, y, Y, classes, sw, multilabel, fitted = self._validate_fit_data(
             X, y, sample_weight, budget, allow_multilabel=True)
         return self._fit_prepared(X, Y, classes, sw, fitted, multilabel, budget=budget)
+
+    def _budget_floor(self, rows, d, k, itemsize):
+        """The bytes a fit on row chunks of ``rows`` rows checks its budget for
+        (kernelscale.dask.memory plans a distributed fit's budget at least this large)."""
+        return cls_fixed_bytes(rows, d, k, k * len(check_basis(self.basis)), itemsize) + 8 * d
 
     def _fit_prepared(self, X, Y, classes, sw, fitted, multilabel=False, budget=None):
         """The fit on validated X, targets Y (n, k) and weights sw: numpy arrays, or dask
