@@ -490,6 +490,7 @@ def _graph_sizes(monkeypatch):
 
 @pytest.mark.parametrize("est", [
     kernelscale.GeneralizedLeastSquaresClassifier(max_iter=30, tol=0),
+    kernelscale.CalibratedLeastSquaresClassifier(max_iter=6, tol=0),
     kernelscale.StagewiseClassifier(block_size=16, n_stages=6, pca_components=None, random_state=0),
 ], ids=lambda e: type(e).__name__)
 def test_one_task_per_row_chunk_and_the_graph_does_not_grow(data, sync, monkeypatch, est):
@@ -514,8 +515,20 @@ def test_one_task_per_row_chunk_and_the_graph_does_not_grow(data, sync, monkeypa
     for verb, (name, _), _, _ in record:
         counts[name] = counts.get(name, 0) + 1
     iterations = est.n_iter_
-    passes = counts.get("_gls_gradient", 0) + counts.get("_shifted_moments", 0)
+    passes = sum(counts.get(name, 0) for name in ("_loss_and_gradient", "_shifted_moments", "_residual_moments"))
     assert passes >= iterations  # one pass (at least) per iteration, each of one task per chunk
+    if isinstance(est, kernelscale.GeneralizedLeastSquaresClassifier):
+        # ONE sum per trial point's scores (its objective with the next step's gradient); a
+        # gradient pass of its own only after a restart (a trial point discarded)
+        trials = counts["_gls_scores"] - 1
+        assert counts["_loss_and_gradient"] == trials + 1 and "_gls_loss" not in counts
+        assert counts.get("_gls_gradient", 0) == trials - iterations
+    if isinstance(est, kernelscale.CalibratedLeastSquaresClassifier):
+        # two sums an iteration, each a round trip: the objective with the next fit's moments on
+        # x, and the calibration's moments (its basis and residual made inside the tasks)
+        first = next(i for i, (verb, (name, _), _, _) in enumerate(record) if name == "_linear_update")
+        sums = [name for verb, (name, _), _, _ in record[first:] if verb == "sum"]
+        assert len(sums) == 2 * iterations, sums
 
 
 def test_distributed_fit_input_errors(data, sync):

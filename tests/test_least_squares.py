@@ -547,22 +547,42 @@ def test_calibrated_stops_at_max_iter_or_tol_without_a_warning():
     assert h[-2] - h[-1] <= 1e-3 * h[-2] or h[-1] <= 1e-12 * h[0]
 
 
+def test_moments_merged_over_chunks_equal_the_centred_moments_of_all_rows():
+    """The calibration's and the stagewise stages' moments, gathered chunk by chunk about shifts
+    of their own, merged and centred, against their definition on all rows at once: columns of
+    mean 1e6 (raw second moments would lose every digit of the variance), an empty chunk first."""
+    from kernelscale.least_squares.ridge import centred_moments, merge_moments, shifted_moments
+
+    rng = np.random.default_rng(0)
+    C = 1e6 + rng.normal(size=(3000, 4)) * [1.0, 2.0, 0.5, 3.0]
+    R = rng.normal(size=(3000, 2))
+    w = rng.uniform(size=3000)
+    w /= w.sum()
+    bounds = [(0, 0), (0, 1000), (1000, 2500), (2500, 3000)]
+    mean, gram, cross, r_sum = centred_moments(merge_moments(*(shifted_moments(C[a:b], R[a:b], w[a:b])
+                                                               for a, b in bounds)))
+    m = w @ C
+    Cc = C - m
+    np.testing.assert_allclose(mean, m, rtol=1e-14)
+    np.testing.assert_allclose(gram, (Cc * w[:, None]).T @ Cc, rtol=1e-9)
+    np.testing.assert_allclose(cross, (Cc * w[:, None]).T @ R, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(r_sum, w @ R, rtol=1e-12)
+
+
 def test_calibration_ridge_fit_of_float32_predictions_matches_float64():
     # the basis y, y^2, y^3 of confident predictions is nearly collinear: a Gram matrix summed in
     # float32 was off by 8% in the calibration weights here
-    from kernelscale.least_squares.calibrated import _expand
+    from kernelscale.least_squares.calibrated import _calibration_moments
     from kernelscale.least_squares.ridge import ridge_fit
-    from kernelscale.ops.features import FeatureOperator
 
     rng = np.random.default_rng(0)
     n, k = 20000, 10
     Yt = (np.eye(k)[rng.integers(0, k, n)] + 0.01 * rng.normal(size=(n, k))).astype(np.float32)
-    G = _expand(Yt, ("y", "y2", "y3"))
-    R = rng.normal(size=(n, k)).astype(np.float32)
+    Y = rng.normal(size=(n, k)).astype(np.float32)
     w = np.full(n, 1.0 / n)
-    op = FeatureOperator(None, 2**30)
-    A32, c32 = ridge_fit(op, G, R, w, "auto")
-    A64, c64 = ridge_fit(op, G.astype(np.float64), R.astype(np.float64), w, "auto")
+    basis = ("y", "y2", "y3")
+    A32, c32 = ridge_fit(_calibration_moments(Yt, Y, w, basis), "auto")
+    A64, c64 = ridge_fit(_calibration_moments(Yt.astype(np.float64), Y.astype(np.float64), w, basis), "auto")
     assert np.abs(A32 - A64).max() < 1e-3 * np.abs(A64).max()
     np.testing.assert_allclose(c32, c64, atol=1e-3 * np.abs(c64).max())
 

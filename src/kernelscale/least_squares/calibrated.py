@@ -34,7 +34,7 @@ from ..ops.memory import default_memory_budget, plan_rows
 from ..ops.rows import executor, is_dask, row_weights
 from ..simplex import simplex_rows
 from .generalized import check_design, gls_fixed_bytes, squared_error
-from .ridge import factor_sigma, ridge_fit
+from .ridge import factor_sigma, merge_moments, ridge_fit, shifted_moments
 
 __all__ = [
     "calibrated_least_squares",
@@ -127,9 +127,11 @@ def _zero_rows(X, k):
 
 
 def _residual_moments(X, Y, Yhat, w):
-    """sum_i r_i and X^T R (float64) of the weighted residuals R = w (Y - Yhat)."""
+    """sum_i r_i and X^T R (float64) of the weighted residuals R = w (Y - Yhat), and the
+    objective sum_i w_i |y_i - yhat_i|^2: one pass gives the objective of the predictions and
+    the moments of the next iteration's fit on x."""
     R = (Y - Yhat) * w.astype(X.dtype)[:, None]
-    return R.sum(axis=0, dtype=np.float64), np.asarray(X.T @ R, dtype=np.float64)
+    return R.sum(axis=0, dtype=np.float64), np.asarray(X.T @ R, dtype=np.float64), squared_error(Y, Yhat, w)
 
 
 def _linear_update(X, Yhat, W, b):
@@ -138,12 +140,14 @@ def _linear_update(X, Yhat, W, b):
     return Yt
 
 
-def _difference(A, B):
-    return A - B
+def _calibration_moments(Yt, Y, w, basis):
+    """:func:`~kernelscale.least_squares.ridge.shifted_moments` of the basis G(y~) (float64) and
+    of what y~ still misses, y - y~, for the calibration's ridge fit."""
+    return shifted_moments(_expand(Yt, basis).astype(np.float64), Y - Yt, w)
 
 
-def _calibrate(Yt, G, D, e, projection):
-    Yhat = Yt + G @ D
+def _calibrate(Yt, D, e, basis, projection):
+    Yhat = Yt + _expand(Yt, basis) @ D
     Yhat += e
     return _project(check_finite_result(Yhat, "calibrated scores"), projection)
 
@@ -221,27 +225,32 @@ def calibrated_least_squares(
             params = dict(zip(("coef", "intercept", "calibration", "calibration_intercept"), (s[-1] for s in stages)))
             Yhat = op.map(calibrated_step, X, Yhat, **params, basis=basis, projection=projection, width=k, dtype=dtype)
 
-    def objective(P):
-        return op.sum(squared_error, Y, P, w)
+    def measured(P):
+        """The objective of the predictions P and, while another iteration follows, the moments
+        of its fit on x (None otherwise), in one pass over the rows."""
+        if len(stages[0]) >= max_iter:
+            return op.sum(squared_error, Y, P, w), None
+        grad_b, XR, f = op.sum(_residual_moments, X, Y, P, w)
+        return f, (grad_b, XR)
 
-    history = [objective(Yhat)]
+    f, moments = measured(Yhat)
+    history = [f]
     converged = False
     monitor = monitor if monitor is not None else IterationMonitor()
-    while len(stages[0]) < max_iter:
+    while moments is not None:
         # 1. fit the residual on x (eq. 18)
-        grad_b, XR = op.sum(_residual_moments, X, Y, Yhat, w)
+        grad_b, XR = moments
         W = solve(XR - np.outer(mean, grad_b))
         b = grad_b - mean @ W
         Yt = op.map(_linear_update, X, Yhat, W=W.astype(dtype), b=b.astype(dtype), width=k, dtype=dtype)
         # 2. calibrate on G(y~) (eq. 19), as a ridge fit of what y~ still misses
-        G = op.map(_expand, Yt, basis=basis, width=m, dtype=dtype)
-        D, e = ridge_fit(op, G, op.map(_difference, Y, Yt, width=k, dtype=dtype), w, alpha)
+        D, e = ridge_fit(op.reduce(_calibration_moments, Yt, Y, w, basis=basis, combine=merge_moments), alpha)
         # 3. project
-        Yhat = op.map(_calibrate, Yt, G, D=D.astype(dtype), e=e.astype(dtype), projection=projection,
+        Yhat = op.map(_calibrate, Yt, D=D.astype(dtype), e=e.astype(dtype), basis=basis, projection=projection,
                       width=k, dtype=dtype)
         for store, value in zip(stages, (W.T.copy(), b, D, e)):
             store.append(value)
-        f = objective(Yhat)
+        f, moments = measured(Yhat)
         previous = history[-1]
         history.append(f)
         if monitor.update(objective=f):

@@ -119,6 +119,13 @@ def _gls_gradient(X, S, Y, w, link):
     return R.sum(axis=0, dtype=np.float64), np.asarray(X.T @ R, dtype=np.float64)
 
 
+def _loss_and_gradient(X, S, S_previous, Y, w, link, beta):
+    """The loss at the scores S and :func:`_gls_gradient` at S + beta (S - S_previous) (at S
+    without S_previous): an iterate's objective and the next step's gradient in one pass."""
+    return (_gls_loss(S, Y, w, link), *_gls_gradient(X, S if S_previous is None else _extrapolate(S, S_previous, beta),
+                                                      Y, w, link))
+
+
 def _extrapolate(S, S_previous, beta):
     """S + beta (S - S_previous), the scores of the extrapolated point (linear in the weights)."""
     Sy = S - S_previous
@@ -170,8 +177,10 @@ def generalized_least_squares(
     paper's conclusion proposes: Nesterov's momentum with the same Sigma-metric step taken from
     the extrapolated point y = x + beta (x - x_prev) (FISTA), made monotone by a restart: a trial
     point that would raise f is discarded and the plain eq. 14 step is taken from x instead.
-    Both cost two passes over X per step (the extrapolated scores are combined from stored
-    ones); f decreases at every iteration for both. The identity link takes plain steps (one
+    Both cost two passes over X per step: the scores of the trial point, then ONE pass for its
+    objective and the gradient at the point the next step starts from (the trial point, or its
+    extrapolation, combined from stored scores), so a step waits for one sum over the rows (a
+    restart pays a pass of its own for the gradient at x); f decreases at every iteration for both. The identity link takes plain steps (one
     suffices).
 
     Stops when the guaranteed decrease g^T M^{-1} g / 2 of a step from the gradient point is
@@ -228,22 +237,37 @@ def generalized_least_squares(
         return rows.map(_gls_scores, X, offset, W=W.astype(dtype), c=(b_centered - mean @ W).astype(dtype),
                         width=k, dtype=dtype)
 
-    def objective(S, W):
-        return rows.sum(_gls_loss, S, Y, w, link=link) + 0.5 * alpha * float(np.sum(W * W))
+    def penalty(W):
+        return 0.5 * alpha * float(np.sum(W * W))
 
-    def step(S, W):
-        """The eq. 14 step from the point with scores S and weights W, and its decrement."""
-        grad_b, XR = rows.sum(_gls_gradient, X, S, Y, w, link=link)
+    def gradient(S):
+        """grad_b and X^T R at the point with scores S: a pass of its own (after a restart)."""
+        return rows.sum(_gls_gradient, X, S, Y, w, link=link)
+
+    def measured(Sz, S, beta):
+        """The loss at Sz and the gradient moments at the point the next step starts from,
+        Sz + beta (Sz - S), in one pass over the rows."""
+        loss, grad_b, XR = rows.sum(_loss_and_gradient, X, Sz, S if beta > 0 else None, Y, w, link=link,
+                                    beta=dtype.type(beta))
+        return loss, (grad_b, XR)
+
+    def step(moments, W):
+        """The eq. 14 step from the point with gradient ``moments`` and weights W, and its decrement."""
+        grad_b, XR = moments
         grad_W = XR - np.outer(mean, grad_b) + alpha * W
         step_W = solve(grad_W)
         step_b = grad_b / L
         return step_W, step_b, float(np.sum(grad_W * step_W) + grad_b @ step_b)
 
+    def next_beta(t):
+        return (t - 1.0) / (0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t * t)))
+
     b_c = b + mean @ W  # intercept of the centred features x - mean
     S = scores(W, b_c)
-    f = objective(S, W)
+    f, ahead = measured(S, None, 0.0)
+    f += penalty(W)
     history = [f]
-    previous = None  # (W, b_c, S) of the previous iterate while momentum is on
+    previous = None  # (W, b_c) of the previous iterate while momentum is on
     t = 1.0
     tiny = np.finfo(np.float64).tiny
     converged = False
@@ -256,11 +280,10 @@ def generalized_least_squares(
         if beta > 0:
             Wy = W + beta * (W - previous[0])
             by = b_c + beta * (b_c - previous[1])
-            Sy = rows.map(_extrapolate, S, previous[2], beta=dtype.type(beta), width=k, dtype=dtype)
         else:
-            Wy, by, Sy = W, b_c, S
-        step_W, step_b, decrement = step(Sy, Wy)
-        del Sy
+            Wy, by = W, b_c
+        # the gradient at (Wy, by) came with the objective of W, unless a restart dropped it
+        step_W, step_b, decrement = step(ahead if ahead is not None else gradient(S), Wy)
         small = 0.5 * decrement <= tol * max(abs(f), tiny)
         if small and beta == 0:
             converged = True
@@ -270,17 +293,20 @@ def generalized_least_squares(
             break
         Wz, bz = Wy - step_W, by - step_b
         Sz = scores(Wz, bz)
-        fz = objective(Sz, Wz)
+        # the next step starts from an extrapolation of z and x when z is kept with momentum
+        beta_z = next_beta(t_next) if momentum else 0.0
+        fz, ahead = measured(Sz, S, beta_z)
+        fz += penalty(Wz)
         if fz > f:
             if beta == 0:  # a majorisation step cannot raise f: only rounding can, so stop here
                 converged = True
                 break
             # restart: discard the extrapolated trial point, take a plain step from x next
-            previous, t = None, 1.0
+            previous, t, ahead = None, 1.0, None
             n_restarts += 1
             continue
         if momentum:
-            previous, t = (W, b_c, S), t_next
+            previous, t = (W, b_c), t_next
         W, b_c, S, f = Wz, bz, Sz, fz
         n_iter += 1
         history.append(f)

@@ -42,7 +42,9 @@ The d x d moments and the small solves are float64, because accumulating X^T X o
 in float32 would lose digits.
 
 :func:`ridge_fit` is the small weighted ridge fit with an intercept of calibrated least squares'
-calibration step, on the few columns of the calibration basis.
+calibration step, on the few columns of the calibration basis, from moments that one pass over
+the row chunks gathers (:func:`shifted_moments`, merged by :func:`merge_moments`; the stagewise
+stages gather theirs the same way).
 """
 
 from __future__ import annotations
@@ -52,9 +54,10 @@ from scipy import linalg
 
 from ..linalg import factor_spd, symmetric_eigh
 from ..ops.lapack_threads import one_lapack_thread
-from ..ops.rows import HostRows, is_dask, total, weighted_sum
+from ..ops.rows import is_dask, total, weighted_sum
 
-__all__ = ["AUTO_RIDGE", "GCV_MAX_FEATURES", "GCV_GRID", "DUAL_MIN_RIDGE", "factor_sigma", "ridge_fit"]
+__all__ = ["AUTO_RIDGE", "GCV_MAX_FEATURES", "GCV_GRID", "DUAL_MIN_RIDGE", "SHIFT_ROWS", "centred_moments",
+           "factor_sigma", "merge_moments", "ridge_fit", "shifted_moments"]
 
 #: ``alpha="auto"``: the ridge relative to the mean feature variance, above GCV_MAX_FEATURES
 #: features (a validation split of MNIST chose it; benchmarks/studies/least_squares.md)
@@ -244,28 +247,62 @@ def factor_sigma(op, X, w, scale, alpha, Y=None, sample_weight=None, gcv_scale=1
     return mean, _CholeskySolve(factor), alpha
 
 
-def ridge_fit(op, F, R, w, alpha):
-    """Weighted ridge fit of R (n, k) on the columns of F (n, p) with an unpenalised intercept.
+#: rows of a chunk whose mean is its shift in :func:`shifted_moments`
+SHIFT_ROWS = 1024
 
-    Minimises sum_i w_i |r_i - A^T f_i - c|^2 + alpha |A|^2 (weights summing to 1; "auto" is
-    relative to the mean variance of the columns of F). Returns (A (p, k), c (k,)) in float64,
-    solved by Cholesky of the centred weighted Gram + alpha I.
+
+def shifted_moments(C, R, w):
+    """One row chunk's weighted moments of the float64 columns C (n, p) and the residuals R
+    (n, k) about a shift s of the chunk's own (the mean of its first SHIFT_ROWS rows): the tuple
+    (sum_i w_i, s, sum_i w_i (c_i - s), sum_i w_i (c_i - s)(c_i - s)^T, sum_i w_i (c_i - s) r_i^T,
+    sum_i w_i r_i), float64. Close to the chunk's mean, s keeps the centred moments free of
+    cancellation; :func:`merge_moments` adds chunks' moments, :func:`centred_moments` centres them."""
+    shift = C[:SHIFT_ROWS].mean(axis=0) if C.shape[0] else np.zeros(C.shape[1])
+    C = C - shift
+    R = R.astype(np.float64)
+    w = w.astype(np.float64)
+    Cw = C * w[:, None]
+    return float(w.sum()), shift, w @ C, Cw.T @ C, Cw.T @ R, w @ R
+
+
+def merge_moments(*parts):
+    """:func:`shifted_moments` of several row chunks as the moments of all their rows about the
+    shift of the first one that has rows (c - s = (c - s_j) + (s_j - s))."""
+    parts = sorted(parts, key=lambda part: part[0] == 0)  # stable: a chunk with weight first
+    total, shift, first, gram, cross, r_sum = (x.copy() if isinstance(x, np.ndarray) else x for x in parts[0])
+    for t_j, s_j, m_j, g_j, x_j, r_j in parts[1:]:
+        d = s_j - shift
+        gram += g_j + np.outer(m_j, d) + np.outer(d, m_j) + t_j * np.outer(d, d)
+        first += m_j + t_j * d
+        cross += x_j + np.outer(d, r_j)
+        r_sum += r_j
+        total += t_j
+    return total, shift, first, gram, cross, r_sum
+
+
+def centred_moments(moments):
+    """(the weighted mean of C, the moments of C about it: gram and cross with R, sum_i w_i r_i)
+    from :func:`shifted_moments` (merged)."""
+    total, shift, first, gram, cross, r_sum = moments
+    offset = first / total  # mean - shift
+    return shift + offset, gram - np.outer(first, offset), cross - np.outer(offset, r_sum), r_sum
+
+
+def ridge_fit(moments, alpha):
+    """Weighted ridge fit of R (n, k) on the columns of C (n, p) with an unpenalised intercept,
+    from their :func:`shifted_moments` merged over the row chunks (weights summing to 1).
+
+    Minimises sum_i w_i |r_i - A^T c_i - e|^2 + alpha |A|^2 ("auto" is relative to the mean
+    variance of the columns of C). Returns (A (p, k), e (k,)) in float64, solved by Cholesky of
+    the centred weighted Gram + alpha I. C is float64: the calibration basis y, y^2, y^3 is
+    nearly collinear, and a float32 Gram matrix's rounding can exceed the "auto" ridge and make
+    it indefinite.
     """
-    mean = op.weighted_mean(F, w)
-    # float64 (p is small): the calibration basis y, y^2, y^3 is nearly collinear, and a
-    # float32 Gram matrix's rounding can exceed the "auto" ridge and make it indefinite
-    op = HostRows.wrap(op)
-    Fc = op.map(_centered64, F, center=mean, width=F.shape[1], dtype=np.float64)
-    gram = op.weighted_gram(Fc, w)
+    mean, gram, cross, r_sum = centred_moments(moments)
     gram = 0.5 * (gram + gram.T)
     gram[np.diag_indices_from(gram)] += _resolve_alpha(alpha, gram, mean)
-    cross = op.weighted_gram(Fc, w, R)
     factor = factor_spd(gram, "the calibration Gram matrix", "use alpha > 0")
     with one_lapack_thread(gram.shape[0]):
         A = linalg.cho_solve(factor, cross, check_finite=False)
-    c = op.sum(weighted_sum, R, w) - mean @ A
-    return A, c
+    return A, r_sum - mean @ A
 
-
-def _centered64(F, center):
-    return F.astype(np.float64) - center

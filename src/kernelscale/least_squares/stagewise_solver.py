@@ -70,6 +70,7 @@ from ..ops.lapack_threads import one_lapack_thread
 from ..ops.memory import default_memory_budget, plan_rows
 from ..ops.rows import executor, is_dask, row_weights, weighted_sum
 from .generalized import generalized_least_squares, gls_fixed_bytes, squared_error
+from .ridge import centred_moments, merge_moments
 
 __all__ = [
     "stagewise_regression",
@@ -193,7 +194,7 @@ def _shifted_moments(Z, w, Y, P, *, op, t, calibrated):
     the chunk's own (the mean of its first piece), with R = Y - P: the tuple (sum_i w_i, s,
     sum_i w_i (c_i - s), sum_i w_i (c_i - s)(c_i - s)^T, sum_i w_i (c_i - s) r_i^T, sum_i w_i r_i),
     float64, the features regenerated piece by piece. Close to the chunk's mean, s keeps the
-    centred moments free of cancellation (:func:`_merge_moments`)."""
+    centred moments free of cancellation (:func:`~kernelscale.least_squares.ridge.merge_moments`)."""
     p, k = op.spec.n_features_out, Y.shape[1]
     q = p + (k if calibrated else 0)
     total, gram, cross = 0.0, np.zeros((q, q)), np.zeros((q, k))
@@ -220,21 +221,6 @@ def _shifted_moments(Z, w, Y, P, *, op, t, calibrated):
     return total, shift, first, gram, cross, r_sum
 
 
-def _merge_moments(*parts):
-    """:func:`_shifted_moments` of several row chunks as the moments of all their rows about the
-    shift of the first one that has rows (c - s = (c - s_j) + (s_j - s))."""
-    parts = sorted(parts, key=lambda part: part[0] == 0)  # stable: a chunk with weight first
-    total, shift, first, gram, cross, r_sum = (x.copy() if isinstance(x, np.ndarray) else x for x in parts[0])
-    for t_j, s_j, m_j, g_j, x_j, r_j in parts[1:]:
-        d = s_j - shift
-        gram += g_j + np.outer(m_j, d) + np.outer(d, m_j) + t_j * np.outer(d, d)
-        first += m_j + t_j * d
-        cross += x_j + np.outer(d, r_j)
-        r_sum += r_j
-        total += t_j
-    return total, shift, first, gram, cross, r_sum
-
-
 def _fit_stage_pieces(rows, op, Z, t, P, Y, w, alpha, calibrated, dtype):
     """:func:`_fit_stage_ls` over the row chunks of dask arrays in two passes: the moments of
     [F, P] about a shift per chunk and with the residual (:func:`_shifted_moments`, merged up the
@@ -242,12 +228,8 @@ def _fit_stage_pieces(rows, op, Z, t, P, Y, w, alpha, calibrated, dtype):
     Each pass regenerates the features of stage t from Z in pieces of ``PIECE_ROWS`` rows, never
     held for a whole chunk. Returns (A, B, c) as :func:`_fit_stage_ls` and the new predictions."""
     p = op.spec.n_features_out
-    total, shift, first, gram, cross, r_sum = rows.reduce(_shifted_moments, Z, w, Y, P, op=op, t=t,
-                                                          calibrated=calibrated, combine=_merge_moments)
-    offset = first / total  # mean - shift
-    mean = shift + offset
-    gram -= np.outer(first, offset)  # the moments about the mean
-    cross -= np.outer(offset, r_sum)
+    mean, gram, cross, r_sum = centred_moments(rows.reduce(_shifted_moments, Z, w, Y, P, op=op, t=t,
+                                                           calibrated=calibrated, combine=merge_moments))
     A, B, c = _solve_stage(gram, cross, r_sum, mean[:p], mean[p:] if calibrated else None, alpha, p, dtype)
     P = rows.map(_replay_chunk, Z, P, op=op, t=t, coef=A.astype(dtype), intercept=c.astype(dtype),
                  calibration=None if B is None else B.astype(dtype), width=Y.shape[1], dtype=dtype)
