@@ -19,10 +19,12 @@ are computed as numpy computes them; the gradient is added task by task instead 
 product: tested to 1e-8 relative).
 
 On a distributed client the tasks of iteration t are followed by the next batch's scores on the
-blocks before t (:func:`_partial_scores`), kept on the workers: they run while the client takes
-its step and builds the next graph, and iteration t + 1 adds block t to them (times the factor of
-a renormalisation in between). The client's part of an iteration, and the chain of iterations
-itself (t + 1 needs block t), is what stays serial.
+blocks before t, its features of block t + 1 and (preconditioned) their covariance
+(:func:`_partial_scores`), kept on the workers: they run while the client takes its step and
+builds the next graph, and iteration t + 1 adds block t to the scores (times the factor of a
+renormalisation in between) and takes its gradient, the one product left that needs block t's
+coefficients. The client's part of an iteration, and the chain of iterations itself (t + 1 needs
+block t), is what stays serial.
 
 Every block is a function of (seed, block) (docs/algorithms.md section 2.3): a task regenerates
 the blocks it needs, kept for the fit in a cache on its worker (:func:`_worker_op`, at most an
@@ -108,27 +110,41 @@ def _joined(coef, spec, k, dtype):
     return np.concatenate(coef) if len(coef) else np.zeros((0, spec.block_size, k), dtype=dtype)
 
 
-def _partial_scores(local, X, Y, w, *, token, spec, budget, cache_bytes, coef, t):
-    """One task of the pipeline (:func:`chunk_iterations`): the unscaled scores
-    sum_{j<t} phi_j(x) a_j of the rows ``local`` of a row chunk (or of a worker's chunks side by
-    side) for the NEXT mini-batch, kept on the worker for its :func:`_batch_moments`."""
+def _partial_scores(local, X, Y, w, *, token, spec, budget, cache_bytes, coef, t, preconditioned=False):
+    """One task of the pipeline (:func:`chunk_iterations`) for the NEXT mini-batch, whose
+    iteration adds block t + 1, on the rows ``local`` of a row chunk (or of a worker's chunks side
+    by side): their unscaled scores sum_{j<t} phi_j(x) a_j, the features of block t + 1 on them,
+    and for the preconditioned solver their part of its covariance (none of these needs the
+    coefficients of block t, which the client is computing meanwhile), kept on the worker for its
+    :func:`_batch_moments`."""
     start = time.perf_counter()
     Xb = as_rows(X[local])
     op = _worker_op(token, spec, budget, cache_bytes)
     S = op.scores(Xb, _joined(coef, spec, Y.shape[1], Xb.dtype), range(t))
+    Phi = op.transform(Xb, [t + 1])
+    C = _covariance(Phi, None if w is None else np.ascontiguousarray(w[local])) if preconditioned else 0.0
     with _WORKER_LOCK:
         _WORKER_STATS.update(ahead=1, seconds=time.perf_counter() - start)
-    return S
+    return S, Phi, C
+
+
+def _covariance(Phi, wb):
+    """sum_b w_b phi(x_b)^T phi(x_b) (float64) of a task's rows: the preconditioned solver's part
+    of :func:`~.solver._block_moments` that does not depend on the scores."""
+    if wb is not None:
+        Phi = Phi * np.sqrt(wb).astype(Phi.dtype)[:, None]
+    return (Phi.T @ Phi).astype(np.float64)
 
 
 def _batch_moments(local, X, Y, w, *, token, spec, budget, cache_bytes, coef, scale, t, loss, preconditioned,
                    part=None, part_scale=1.0):
     """One task: the rows ``local`` of one row chunk of a mini-batch (or of a worker's chunks side
-    by side), scored on the blocks before ``t`` (``coef``: their unscaled coefficients, in parts)
-    as numpy scores them, or, given ``part`` (their :func:`_partial_scores` on the blocks before
-    t - 1, times ``part_scale``), block t - 1 added to it; returns their sums (grad (D, k) in X's
-    dtype, C (D, D) float64 or 0.0, the weighted loss, the loss of f = 0 (squared loss:
-    0.5 |y|^2; else 0.0), the count of non-finite scores)."""
+    by side) scored on the blocks before ``t`` (``coef``: their unscaled coefficients, in parts)
+    as numpy scores them, or, given ``part`` (their :func:`_partial_scores`: scores on the blocks
+    before t - 1, times ``part_scale``, and block t's features and covariance), block t - 1 added
+    to the scores; returns their sums (grad (D, k) in X's dtype, C (D, D) float64 or 0.0, the
+    weighted loss, the loss of f = 0 (squared loss: 0.5 |y|^2; else 0.0), the count of
+    non-finite scores)."""
     start = time.perf_counter()
     Xb, Yb = as_rows(X[local]), np.ascontiguousarray(Y[local])
     wb = None if w is None else np.ascontiguousarray(w[local])
@@ -137,21 +153,23 @@ def _batch_moments(local, X, Y, w, *, token, spec, budget, cache_bytes, coef, sc
     coef = _joined(coef, spec, Yb.shape[1], dtype)
     if part is None:
         F = op.scores(Xb, coef, range(t))
+        Phi = op.transform(Xb, [t])
+        C = _covariance(Phi, wb) if preconditioned else 0.0
     else:
+        S, Phi, C = part
         F = op.scores(Xb, coef[t - 1:t], range(t - 1, t))
-        F += part * np.asarray(part_scale, dtype=dtype) if part_scale != 1.0 else part
+        F += S * np.asarray(part_scale, dtype=dtype) if part_scale != 1.0 else S
     F *= np.asarray(scale, dtype=dtype)
     values, G = _loss_and_grad(loss, F, Yb)
     if wb is not None:
         values = values * wb
         G = G * wb.astype(dtype)[:, None]
-    Phi = op.transform(Xb, [t])
-    grad, C = _block_moments(NUMPY, Phi, G, wb, preconditioned, divisor=1)
+    grad, _ = _block_moments(NUMPY, Phi, G, wb, False, divisor=1)
     zero = 0.5 * float(np.einsum("ij,ij->", Yb, Yb, dtype=np.float64)) if loss == "squared" else 0.0
     bad = int(F.size - np.count_nonzero(np.isfinite(F)))
     with _WORKER_LOCK:
         _WORKER_STATS.update(tasks=1, rows=Xb.shape[0], seconds=time.perf_counter() - start)
-    return grad, (0.0 if C is None else C), float(values.sum(dtype=np.float64)), zero, bad
+    return grad, C, float(values.sum(dtype=np.float64)), zero, bad
 
 
 class _CoefficientKeys:
@@ -242,7 +260,8 @@ def chunk_iterations(
                     if schedule is not None:
                         rows.hold(schedule[i + 1][0])
                     groups = rows.select(batches[i + 1])
-                    ahead = client.persist(rows.map_parts(groups, _partial_scores, coef=keys.values(), t=t, **task))
+                    ahead = client.persist(rows.map_parts(groups, _partial_scores, coef=keys.values(), t=t,
+                                                          preconditioned=solver == "preconditioned", **task))
                 grad, C, value, zero, bad = add_sums(*client.gather(future))
                 del future
             del using

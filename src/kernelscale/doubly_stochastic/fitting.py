@@ -416,7 +416,8 @@ class _DoublyStochasticBase(BoundaryMixin, BaseEstimator):
         ``fit`` on n samples of d features and k target columns holds
         (:func:`kernelscale.dask.memory.footprint`): an iteration's need (:func:`~.solver.dsg_memory`)
         on the whole mini-batch (all its rows may be on one worker), and the coefficients it
-        receives in parts beside their joined copy; and the size of its partial sum (the block's
+        receives in parts beside their joined copy, and the next batch's features computed ahead;
+        and the size of its partial sum (the block's
         gradient, and the preconditioned solver's covariance in float64)."""
         solver = self._solver(n)
         block = self._block_size(n, solver)
@@ -431,8 +432,12 @@ class _DoublyStochasticBase(BoundaryMixin, BaseEstimator):
         method = self.feature_method_ if warm else self.feature_method
         spec = FeatureBlockSpec(kernel, d, block, 0, np.dtype(dtype), method)
         _, need = dsg_memory(batch, spec, k, blocks, solver)
-        part = block * k * np.dtype(dtype).itemsize + (8 * block * block if solver == "preconditioned" else 0)
-        return need + blocks * block * k * np.dtype(dtype).itemsize, part, batch, block
+        item = np.dtype(dtype).itemsize
+        part = block * k * item + (8 * block * block if solver == "preconditioned" else 0)
+        # kept on the worker beside the iteration: the next batch's features and covariance
+        # (distributed._partial_scores)
+        ahead = batch * (block + k) * item + (8 * block * block if solver == "preconditioned" else 0)
+        return need + ahead + blocks * block * k * item, part, batch, block
 
     def _dask_windows(self, X, Y, sw):
         """(row chunks, rows of a window) of a dask X whose rows, targets and weights the workers

@@ -28,6 +28,7 @@ from ..base.monitor import IterationMonitor
 from ..base.params import DEVICE_CONSTRAINT, MEMORY_CONSTRAINT
 from ..base.validation import check_finite_result, validate_data
 from ..losses import softmax
+from ..ops.features import PIECE_ROWS
 from ..ops.memory import parse_memory, plan_rows
 from ..simplex import project_simplex
 from .calibrated import calibrated_least_squares, calibrated_predict, check_basis, cls_fixed_bytes
@@ -206,9 +207,11 @@ class GeneralizedLeastSquaresClassifier(_LeastSquaresClassifierBase):
         return self._fit_prepared(X, Y, classes, sw, fitted, budget=budget)
 
     def _budget_floor(self, rows, d, k, itemsize):
-        """The bytes a fit on row chunks of ``rows`` rows checks its budget for
-        (kernelscale.dask.memory plans a distributed fit's budget at least this large)."""
-        return gls_fixed_bytes(rows, d, k, itemsize) + 8 * d
+        """The bytes a fit on row chunks of ``rows`` rows checks its budget for, with its products
+        over rows in blocks of PIECE_ROWS rows at least (kernelscale.dask.memory plans a
+        distributed fit's budget at least this large: a budget of one row's products passes the
+        check and then sums d x d Gram matrices row by row)."""
+        return gls_fixed_bytes(rows, d, k, itemsize) + 8 * d * min(rows, PIECE_ROWS)
 
     def _fit_prepared(self, X, Y, classes, sw, fitted, budget=None):
         """The fit on validated X, one-hot targets Y (n, k) and weights sw: numpy arrays, or dask
@@ -327,9 +330,8 @@ class CalibratedLeastSquaresClassifier(_LeastSquaresClassifierBase):
         return self._fit_prepared(X, Y, classes, sw, fitted, multilabel, budget=budget)
 
     def _budget_floor(self, rows, d, k, itemsize):
-        """The bytes a fit on row chunks of ``rows`` rows checks its budget for
-        (kernelscale.dask.memory plans a distributed fit's budget at least this large)."""
-        return cls_fixed_bytes(rows, d, k, k * len(check_basis(self.basis)), itemsize) + 8 * d
+        """As :meth:`GeneralizedLeastSquaresClassifier._budget_floor`, for Algorithm 2's state."""
+        return cls_fixed_bytes(rows, d, k, k * len(check_basis(self.basis)), itemsize) + 8 * d * min(rows, PIECE_ROWS)
 
     def _fit_prepared(self, X, Y, classes, sw, fitted, multilabel=False, budget=None):
         """The fit on validated X, targets Y (n, k) and weights sw: numpy arrays, or dask
