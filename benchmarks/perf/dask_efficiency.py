@@ -1,7 +1,8 @@
 """Parallel efficiency of the distributed fits (issue #40 item 2): fit time at 1 and 2 workers, busy fraction.
 
 Every estimator whose fit is distributed is fitted on the same data in one run, on a
-``LocalCluster`` of one worker and then of two (one thread each, ``memory_limit`` 4 GB), each fit
+``LocalCluster`` of one worker and then of two (one thread each, ``memory_limit`` 4 GB or
+``--memory-limit``), each fit
 after one warm-up fit of the same estimator on the same cluster (imports, numba). Recorded per
 (estimator, workers): the fit's wall seconds, and the workers' busy fraction: the seconds of the
 task stream (``distributed.get_task_stream``: the compute time of every task) divided by
@@ -10,12 +11,16 @@ workers x wall seconds. The speed-up is the 1-worker time over the 2-worker time
 Data: ``--n`` rows (default 100000) x ``--d`` features (default 30), float64, in 16 row chunks (synthetic: a
 nonlinear function of four features; two classes for the classifiers); the fixed point's kernel
 products are n^2 per iteration, so it uses ``n // 5`` rows. Iterations are capped (``CONFIGS``) so
-that one fit takes seconds to a minute. On a 2-core machine the speed-up is bounded by 2 and by
+that one fit takes seconds to a minute, and the sizes that follow the memory plan (SLKL's
+n_components, the LS-SVM's batch_size) are fixed: "auto" resolves them within each worker's
+room, which differs between one worker (holding all the rows) and two, and the fits would
+differ in their work (measured at 250000 rows: J = 606 and 649, M = 1667 and 2000; after other
+fits on the same cluster, J fell further at one worker and the LS-SVM "sped up" 0.8x). On a 2-core machine the speed-up is bounded by 2 and by
 the client's own work (which shares the cores); run it alone (``flock`` on a shared machine).
 
 Run::
 
-    python -m benchmarks dask_efficiency [--n 100000] [--d 30] [--persisted] [--only NAME ...]
+    python -m benchmarks dask_efficiency [--n 100000] [--d 30] [--persisted] [--memory-limit 4GB] [--only NAME ...]
 
 ``--persisted`` persists X and y on the workers before the warm-up, so that the fit's time does
 not include shipping the in-memory array in the graph (a record says which).
@@ -44,12 +49,12 @@ CONFIGS = {
     "CalibratedLeastSquaresClassifier": {},
     "StagewiseClassifier": {"n_stages": 3, "random_state": 0},
     "StagewiseRegressor": {"n_stages": 3, "random_state": 0},
-    "SLKLRegressor": {"random_state": 0},
-    "SLKLClassifier": {"random_state": 0},
+    "SLKLRegressor": {"n_components": 1500, "random_state": 0},
+    "SLKLClassifier": {"n_components": 1500, "random_state": 0},
     "RegularizedKernelRegressor": {"solver": "fixed_point", "max_iter": 5},
     "RegularizedKernelClassifier": {"solver": "fixed_point", "max_iter": 5},
-    "LSSVMRegressor": {"n_iter": 5, "random_state": 0},
-    "LSSVMClassifier": {"n_iter": 5, "random_state": 0},
+    "LSSVMRegressor": {"n_iter": 5, "batch_size": 512, "random_state": 0},
+    "LSSVMClassifier": {"n_iter": 5, "batch_size": 512, "random_state": 0},
     "DoublyStochasticRegressor": {"n_iter": 20, "random_state": 0},
     "DoublyStochasticClassifier": {"n_iter": 20, "random_state": 0},
 }
@@ -122,6 +127,9 @@ def main(argv=None):
     parser.add_argument("--d", type=int, default=D,
                         help="features (30; 784, MNIST's width, gives the least-squares fits per-row work "
                              "that outweighs a pass's round trip)")
+    parser.add_argument("--memory-limit", default="4GB",
+                        help="each worker's memory_limit (4GB; at d = 784 give it 8GB: one worker of 4 GB holding "
+                             "all of a 250000-row X is past dask's spill fraction with it, and its fits slow down)")
     parser.add_argument("--persisted", action="store_true",
                         help="persist X and y on the workers before the fits (otherwise each fit ships the "
                              "in-memory array in its graph: 600 MB at d = 784)")
@@ -130,7 +138,8 @@ def main(argv=None):
     old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"records": []}
     records = {_key(r): r for r in old["records"]}
     for workers in (1, 2):
-        with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, memory_limit="4GB",
+        with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                      memory_limit=args.memory_limit,
                                       dashboard_address=None, silence_logs=logging.CRITICAL) as cluster, \
                 distributed.Client(cluster) as client:
             for name in names:
@@ -138,7 +147,7 @@ def main(argv=None):
                 X, y = _data(n, name.endswith("Classifier"), args.d)
                 wall, busy = _fit(client, name, X, y, args.persisted)
                 record = {"estimator": name, "workers": workers, "n": n, "d": args.d, "persisted": args.persisted,
-                          "row_chunks": CHUNKS, "params": CONFIGS[name],
+                          "row_chunks": CHUNKS, "params": CONFIGS[name], "memory_limit": args.memory_limit,
                                             "seconds": round(wall, 2), "busy_fraction": round(busy / (workers * wall), 3),
                           "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
                 records[_key(record)] = record
