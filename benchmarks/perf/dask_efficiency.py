@@ -67,8 +67,8 @@ def _data(n, classify, d=D):
     return X, ((f > 0).astype(np.int64) if classify else f + 0.1 * rng.normal(size=n))
 
 
-def _method(name, workers):
-    params = ", ".join(f"{k}={v!r}" for k, v in CONFIGS[name].items())
+def _method(name, workers, params):
+    params = ", ".join(f"{k}={v!r}" for k, v in params.items())
     return f"{name}({params}) dask LocalCluster {workers} worker{'s' if workers > 1 else ''} x 1 thread"
 
 
@@ -78,7 +78,7 @@ def _common_fields(record, peer):
     task = "2 classes" if name.endswith("Classifier") else "regression"
     where = ", X persisted on the workers" if record.get("persisted") else ""
     record.update(dataset=f"synthetic {record['n']}x{record['d']}, {task}, {record['row_chunks']} row chunks{where}",
-                  method=_method(name, workers), role="ours" if workers == 2 else "peer",
+                  method=_method(name, workers, record["params"]), role="ours" if workers == 2 else "peer",
                   time_median_s=record["seconds"], times_s=[record["seconds"]], peak_memory_bytes=None)
     metrics = {"busy_fraction": record["busy_fraction"]}
     if workers == 2 and peer is not None:

@@ -122,8 +122,8 @@ def _gls_gradient(X, S, Y, w, link):
 def _loss_and_gradient(X, S, S_previous, Y, w, link, beta):
     """The loss at the scores S and :func:`_gls_gradient` at S + beta (S - S_previous) (at S
     without S_previous): an iterate's objective and the next step's gradient in one pass."""
-    return (_gls_loss(S, Y, w, link), *_gls_gradient(X, S if S_previous is None else _extrapolate(S, S_previous, beta),
-                                                      Y, w, link))
+    at = S if S_previous is None else _extrapolate(S, S_previous, beta)
+    return (_gls_loss(S, Y, w, link), *_gls_gradient(X, at, Y, w, link))
 
 
 def _extrapolate(S, S_previous, beta):
@@ -180,8 +180,8 @@ def generalized_least_squares(
     Both cost two passes over X per step: the scores of the trial point, then ONE pass for its
     objective and the gradient at the point the next step starts from (the trial point, or its
     extrapolation, combined from stored scores), so a step waits for one sum over the rows (a
-    restart pays a pass of its own for the gradient at x); f decreases at every iteration for both. The identity link takes plain steps (one
-    suffices).
+    restart pays a pass of its own for the gradient at x); f decreases at every iteration for
+    both. The identity link takes plain steps (one suffices).
 
     Stops when the guaranteed decrease g^T M^{-1} g / 2 of a step from the gradient point is
     at most ``tol * |f|``, after ``max_iter`` steps, or when ``monitor.update`` returns True.
