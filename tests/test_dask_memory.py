@@ -217,11 +217,13 @@ def test_a_refusal_comes_before_any_task_is_submitted(small_cluster):
     assert not hasattr(est, "dual_coef_")
 
 
-@pytest.mark.parametrize("update", ["softmax", "linear"])
+@pytest.mark.parametrize("update", ["linear", "softmax"])
 def test_a_fit_on_small_workers_is_planned_within_them_and_no_worker_restarts(small_cluster, monkeypatch, update):
     """One row chunk of 40000 rows x 512 features (160 MB, and its copies) is more than a task of
     a 600 MB worker may take. Softmax stages hold it: the plan cuts the chunks. Linear stages
-    regenerate it in pieces of PIECE_ROWS rows: the chunks stay as they are."""
+    regenerate it in pieces of PIECE_ROWS rows: the chunks stay as they are. Linear first: the
+    memory a softmax fit leaves in the workers' processes (its allocator's, unmanaged) counts
+    against the next plan, which then spills and cuts (seen once in CI: 435 MB of 600)."""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(40_000, 8))
     y = (np.sin(X[:, 0]) + X[:, 1] * X[:, 2] > 0).astype(int)
