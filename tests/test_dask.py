@@ -377,6 +377,32 @@ def test_row_executors_compress_rows_and_the_kernel_product_over_emptied_chunks_
                                atol=1e-12)
 
 
+@pytest.mark.parametrize("size", [1, 2, 5])
+def test_the_kernel_product_in_groups_of_column_chunks_equals_numpy(sync, size):
+    """Without kept kernel blocks, K(X, X) V is one task per row chunk and group of ``size``
+    column chunks (as many as half of the budget holds; the products take what is left), the
+    groups added by a tree of two: each result equals K V, and the task count is chunks x groups."""
+    from kernelscale import GaussianKernel
+    from kernelscale.ops import rows as rows_module
+    from kernelscale.ops.kernel import kernel_rows
+
+    rng = np.random.default_rng(1)
+    X, V = rng.standard_normal((4000, 50)), rng.standard_normal((4000, 2))
+    chunk_bytes = 800 * (50 + 2) * 8  # above the products' own floor, so the budget sets the group
+    ex = rows_module.DaskRows((800,) * 5, 2 * chunk_bytes * (size - 1) + chunk_bytes + 300_000)
+    kernel = GaussianKernel(6.0)
+    token = rows_module.SPLIT.set(2)
+    try:
+        Z = ex.kernel_matvec(kernel, da.from_array(X, chunks=(800, 50)), da.from_array(V, chunks=(800, 2)),
+                             persist=False)
+    finally:
+        rows_module.SPLIT.reset(token)
+    tasks = [k for k in dict(Z.__dask_graph__()) if isinstance(k, str) and k.startswith("kernelscale-kernel-matvec-")
+             and "-sum-" not in k]
+    assert len(tasks) == 5 * -(-5 // size)
+    np.testing.assert_allclose(Z.compute(), kernel_rows(kernel, X, np.arange(4000)) @ V, rtol=1e-10, atol=1e-10)
+
+
 def _few_iterations(est, n_iter=5, max_iter=200):
     """``est`` with at most ``n_iter`` (LS-SVM, DSG) or ``max_iter`` (fixed point) iterations: each
     is a few scheduler round trips, and equality after a few iterations is equality of the solver

@@ -30,6 +30,35 @@ def test_matvec_equals_dense_product(kernel, budget, data):
     np.testing.assert_allclose(ops_kernel.kernel_matvec(kernel, X, Z, V[:, 0], max_memory=budget), dense @ V[:, 0], rtol=1e-10, atol=1e-10)
 
 
+def test_host_products_keep_their_blocks_within_the_cache_and_equal_dense(monkeypatch):
+    """Against 5000 points a host product's blocks hold CACHE_BLOCK_BYTES // (5000 x 8) = 209 rows
+    (not the budget's 500), through the module function and the operator; the result is the
+    dense product. Against 20000 points that would be 52 rows, below CACHE_BLOCK_MIN_ROWS: the
+    budget's blocks are kept."""
+    rng = np.random.default_rng(3)
+    X, V = rng.normal(size=(500, 4)), rng.normal(size=(5000, 2))
+    Z, kernel = rng.normal(size=(5000, 4)), GaussianKernel(2.0)
+    steps = []
+    blocks = ops_kernel._blocks
+
+    def recording(*args, **kwargs):
+        for start, stop, block in blocks(*args, **kwargs):
+            steps.append(stop - start)
+            yield start, stop, block
+
+    monkeypatch.setattr(ops_kernel, "_blocks", recording)
+    rows = ops_kernel.CACHE_BLOCK_BYTES // (5000 * 8)
+    for product in (lambda: ops_kernel.kernel_matvec(kernel, X, Z, V, max_memory="1GB"),
+                    lambda: ops_kernel.KernelOperator(kernel, Z, "1GB").predict(X, V)):
+        steps.clear()
+        np.testing.assert_allclose(product(), kernel(X, Z) @ V, rtol=1e-10, atol=1e-10)
+        assert steps == [rows, rows, 500 - 2 * rows]
+    wide = rng.normal(size=(20000, 4))
+    steps.clear()
+    ops_kernel.kernel_matvec(kernel, X, wide, np.ones(20000), max_memory="1GB")
+    assert steps == [500]
+
+
 def test_matvec_with_z_none_is_symmetric_product(data):
     X, _, _ = data
     v = np.arange(len(X), dtype=float)

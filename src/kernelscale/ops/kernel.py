@@ -50,6 +50,14 @@ __all__ = [
 ]
 
 
+#: a host product's kernel blocks stay within this size where that leaves them CACHE_BLOCK_MIN_ROWS
+#: rows: their passes (distances, the kernel's function, the product) then run from the shared
+#: cache, not memory (3125 x 3125 Gaussian products with 10 columns: 36 ms in blocks of 256
+#: rows, 53 ms in one block; benchmarks/studies/compute_layer.md)
+CACHE_BLOCK_BYTES = 8 * 2**20
+CACHE_BLOCK_MIN_ROWS = 128
+
+
 # ----------------------------------------------------------------------------------------------
 # the block loop (no validation: callers have validated and prepared)
 
@@ -99,11 +107,22 @@ def _block_rows(kernel, n_rows, n_cols, n_features, dtype, budget, fixed_bytes):
     return max(1, min(step, MAX_BLOCK_BYTES // per_row))
 
 
-def _blocks(kernel, A, prepared, budget, fixed_bytes=0, backend=NUMPY):
-    """Yield ``(start, stop, K(A[start:stop], Z))`` for the prepared Z, on ``backend``; the block
-    buffer is reused between iterations."""
+def _cache_rows(A, prepared, backend):
+    """Rows of a host product's dense kernel block (numpy, or torch on the CPU) that keep it
+    within CACHE_BLOCK_BYTES, or None when that is fewer than CACHE_BLOCK_MIN_ROWS (wide blocks:
+    their GEMM needs the rows more)."""
+    if device_type(backend) not in (None, "cpu") or sp.issparse(A) or prepared.sparse:
+        return None
+    rows = CACHE_BLOCK_BYTES // (max(prepared.n_points, 1) * np.dtype(prepared.dtype).itemsize)
+    return rows if rows >= CACHE_BLOCK_MIN_ROWS else None
+
+
+def _blocks(kernel, A, prepared, budget, fixed_bytes=0, backend=NUMPY, max_rows=None):
+    """Yield ``(start, stop, K(A[start:stop], Z))`` for the prepared Z, on ``backend``, in blocks of
+    at most ``max_rows`` rows; the block buffer is reused between iterations."""
     step = _block_rows(kernel, A.shape[0], prepared.n_points, _width(A, prepared.n_points), prepared.dtype, budget,
                        fixed_bytes)
+    step = step if max_rows is None else min(step, max_rows)
     buffer = backend.empty((step, prepared.n_points), prepared.dtype)
     for start in range(0, A.shape[0], step):
         stop = min(start + step, A.shape[0])
@@ -300,7 +319,7 @@ class KernelOperator:
         if fused is not None:
             return fused
         V, out = be.asarray(V), be.empty((A.shape[0],) + V.shape[1:], dtype)
-        for start, stop, block in _blocks(self.kernel, A, prepared, budget, fixed, be):
+        for start, stop, block in _blocks(self.kernel, A, prepared, budget, fixed, be, _cache_rows(A, prepared, be)):
             be.matmul(block, V, out=out[start:stop])
         return be.to_numpy(out)
 
@@ -510,7 +529,7 @@ def kernel_matvec(kernel, X, Z, V, max_memory=None):
     if fused is not None:
         return fused
     V, out = be.asarray(V), be.empty((X.shape[0],) + V.shape[1:], dtype)
-    for start, stop, block in _blocks(kernel, X, prepared, budget, fixed, be):
+    for start, stop, block in _blocks(kernel, X, prepared, budget, fixed, be, _cache_rows(X, prepared, be)):
         be.matmul(block, V, out=out[start:stop])
     return be.to_numpy(out)
 

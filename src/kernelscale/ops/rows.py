@@ -475,15 +475,16 @@ def _block_product(Kij, Vj):
     return (Kij @ np.asarray(Vj, dtype=np.result_type(Kij.dtype, Vj.dtype)))[:, None, :]
 
 
-def _pair_product(Xi, Xj, Vj, kernel, budget):
-    """K(X_i, X_j) V_j of one pair of row chunks, as an (n_i, 1, k) block (zeros when a chunk
-    has no rows, as after :meth:`DaskRows.compress`)."""
+def _group_product(Xi, Xs, Vs, kernel, budget):
+    """sum_j K(X_i, X_j) V_j over a group of column chunks j, as an (n_i, k) block (zeros where
+    a chunk has no rows, as after :meth:`DaskRows.compress`)."""
     from .kernel import kernel_matvec
 
-    if Xi.shape[0] == 0 or Xj.shape[0] == 0:
-        return np.zeros((Xi.shape[0], 1, Vj.shape[1]), dtype=np.result_type(Xi.dtype, Vj.dtype))
-
-    return kernel_matvec(kernel, Xi, Xj, Vj, max_memory=budget)[:, None, :]
+    out = np.zeros((Xi.shape[0], Vs[0].shape[1]), dtype=np.result_type(Xi.dtype, *(V.dtype for V in Vs)))
+    for Xj, Vj in zip(Xs, Vs):
+        if Xi.shape[0] and Xj.shape[0]:
+            out += kernel_matvec(kernel, Xi, Xj, Vj, max_memory=budget)
+    return out
 
 
 def _count(keep):
@@ -631,10 +632,16 @@ class DaskRows:
                             token="kernelscale-kernel-blocks").persist()
 
     def kernel_matvec(self, kernel, X, V, *, blocks=None, persist=True):
-        """K(X, X) V for V (n,) or (n, k) with X's row chunks: block (i, j) is K(X_i, X_j) V_j,
-        one task per pair of row chunks (each within the executor's budget; from ``blocks``, the
-        persisted :meth:`kernel_blocks`, when given), summed over j by a tree; persisted, so an
-        iteration's graph starts from the keys of V and does not grow."""
+        """K(X, X) V for V (n,) or (n, k) with X's row chunks; persisted, so an iteration's graph
+        starts from the keys of V and does not grow.
+
+        From ``blocks`` (the persisted :meth:`kernel_blocks`): one task per block, K_ij V_j,
+        summed over j by a tree. Otherwise row chunk i's products with the column chunks j are
+        made in groups: one task computes sum_j K(X_i, X_j) V_j over as many chunks j as half of
+        the executor's budget holds (all of them on most data; the products take what the group
+        leaves), and the groups' sums are added by a tree. A task per pair would put n_chunks^2
+        tasks through the scheduler per product: at 16 chunks its CPU took a tenth of two
+        workers' time (benchmarks/studies/compute_layer.md)."""
         import dask.array as da
 
         V = self._dask(V)
@@ -643,15 +650,40 @@ class DaskRows:
             dtype = np.result_type(blocks.dtype, V.dtype)
             parts = da.blockwise(_block_product, "ijk", blocks, "ij", V2, "jk", adjust_chunks={"j": 1},
                                  dtype=dtype, meta=np.empty((0, 0, 0), dtype=dtype), token="kernelscale-block-matvec")
+            Z = parts.sum(axis=1, split_every=SPLIT.get(), dtype=dtype)
         else:
-            X = self._dask(X)
-            dtype = np.result_type(X.dtype, V.dtype)
-            parts = da.blockwise(_pair_product, "ijk", X, "id", X, "jd", V2, "jk", kernel=kernel,
-                                 budget=self.budget, adjust_chunks={"j": 1}, concatenate=True, dtype=dtype,
-                                 meta=np.empty((0, 0, 0), dtype=dtype), token="kernelscale-kernel-matvec")
-        Z = parts.sum(axis=1, split_every=SPLIT.get(), dtype=dtype)
+            Z = self._grouped_matvec(kernel, self._dask(X), V2)
         Z = Z[:, 0] if V.ndim == 1 else Z
         return Z.persist() if persist else Z
+
+    def _grouped_matvec(self, kernel, X, V):
+        import dask
+        import dask.array as da
+        from dask.base import tokenize
+        from dask.highlevelgraph import HighLevelGraph
+
+        dtype, k = np.result_type(X.dtype, V.dtype), V.shape[1]
+        chunk_bytes = max(max(self.chunks), 1) * (X.shape[1] + k) * max(X.dtype.itemsize, V.dtype.itemsize)
+        n_chunks = len(self.chunks)
+        size = max(1, min(n_chunks, 1 + int(self.budget // 2 // chunk_bytes)))
+        budget = self.budget - (size - 1) * chunk_bytes
+        Xb, Vb = self._blocks(X), self._blocks(V)
+        name = f"kernelscale-kernel-matvec-{tokenize(kernel, X, V, budget, size)}"
+        task, add = dask.delayed(_group_product, pure=True), dask.delayed(_add, pure=True)
+        rows, split = [], SPLIT.get()
+        for i in range(n_chunks):
+            parts = [task(Xb[i], Xb[g : g + size], Vb[g : g + size], kernel, budget, dask_key_name=f"{name}-{i}-{g}")
+                     for g in range(0, n_chunks, size)]
+            level = 0
+            while len(parts) > 1:
+                level += 1
+                parts = [add(*parts[j : j + split], dask_key_name=f"{name}-sum-{i}-{level}-{j}")
+                         for j in range(0, len(parts), split)]
+            rows.append(parts[0])
+        # each row chunk's sum is the array's block (i, 0): the executor's chunks, empty ones kept
+        graph = HighLevelGraph.from_collections(name, {(name, i, 0): r.key for i, r in enumerate(rows)},
+                                                dependencies=rows)
+        return da.Array(graph, name, (self.chunks, (k,)), dtype=dtype, meta=np.empty((0, 0), dtype=dtype))
 
     def persist(self, *objects):
         """The lazy arrays and sums (:meth:`map` and :meth:`reduce` with ``persist=False``)
