@@ -7,15 +7,16 @@ when X is a dask array chunked by rows (:mod:`kernelscale.dask.fit`):
 - the (n + 1) x k vectors W, R, Z and the committee are :class:`Split`: the bias row (k numbers)
   in this process, the n sample rows a dask array partitioned like X, persisted after every
   in-place update, so the graph of an iteration does not grow;
-- :meth:`DaskSystem.rows` fetches the J sampled rows of X (J x d) and their diagonal entries,
-  ships them to every chunk task, and keeps each chunk's part of Theta[s, :]^T (K(X_c, X_J) + D,
+- :meth:`DaskSystem.rows` gathers the J sampled rows of X (J x d) and their diagonal entries by a
+  tree on the workers, passes them to every chunk task (the client receives them with the Gram
+  matrix, in the same round trip), and keeps each chunk's part of Theta[s, :]^T (K(X_c, X_J) + D,
   n_c x J: the J x n block of the numpy solver, partitioned) persisted with the chunk. The block
   Gram matrix Theta_s Theta_s^T (eqs. 35-37) and the products Theta_s W are sums over the chunks
   (tree-reduced, J x J and J x k); Theta_s^T V is per row; the J x J factorisation and solves
   stay here;
 - the full product Theta W of the hybrid (and of a warm start's residual) is
-  :meth:`~kernelscale.ops.rows.DaskRows.kernel_matvec`: one task per pair of row chunks
-  (K(X_i, X_j) W_j), summed over j per row chunk.
+  :meth:`~kernelscale.ops.rows.DaskRows.kernel_matvec`: one task per row chunk and group of
+  column chunks (sum_j K(X_i, X_j) W_j).
 
 Every pass is a verb of the row executor :class:`~kernelscale.ops.rows.DaskRows` (docs/contributing.md,
 "Adding a Dask path"): ``map`` for the per-row results (the diagonal, the chunks' blocks, the
@@ -109,8 +110,10 @@ def _placed_rows(a, rows, j, size):
     return out
 
 
-def _block_chunk(X, D, index, *, kernel, XJ, idx, budget):
-    """K(X_c, X_J) plus D on the sampled rows' own entries: this chunk's rows of Theta[s, :]^T."""
+def _block_chunk(X, D, index, *, kernel, sampled, idx, budget):
+    """K(X_c, X_J) plus D on the sampled rows' own entries: this chunk's rows of Theta[s, :]^T
+    (``sampled``: the sampled rows X_J and their diagonal entries)."""
+    XJ = sampled[0]
     if X.shape[0] == 0 or XJ.shape[0] == 0:
         return np.zeros((X.shape[0], XJ.shape[0]), dtype=X.dtype)
     Mt = kernel_rows(kernel, X, np.arange(X.shape[0]), Z=XJ, max_memory=budget)
@@ -205,23 +208,33 @@ class DaskSystem:
         head = np.asarray(head, dtype=dtype)
         return Split(head, self.ex.map(_as_columns, body, to=dtype, width=head.size, dtype=dtype), self)
 
-    def rows(self, block):
-        """The rows Theta[s, :] for the index block s (values in 0..n), as :class:`ChunkRows`:
-        one pass fetches the sampled rows, one computes and keeps the block, one sums its Gram
-        matrix (two sums: dask.persist of an array with a delayed sum mixes up the results)."""
+    def rows(self, block, dot=None):
+        """The rows Theta[s, :] for the index block s (values in 0..n), as :class:`ChunkRows`,
+        waiting for one round trip: a tree gathers the sampled rows on the workers, one pass computes and
+        keeps each chunk's part of the block, and one more sums its Gram matrix and, given
+        ``dot`` (a :class:`Split` the solver will ask the product Theta_s dot of next), that
+        product; the sums and the sampled rows come back together."""
+        import dask
+
         samples = block[block > 0]
         has_bias = samples.size < block.size
         order = np.concatenate([samples, [0]]) if has_bias else block
         idx = samples - 1
-        XJ, DJ = self.ex.sum(_sampled_rows_chunk, self.index, self.X, self.diag, idx=idx)
-        Mt = self.ex.map(_block_chunk, self.X, self.diag, self.index, kernel=self.kernel, XJ=XJ, idx=idx,
+        sampled = self.ex.sum_parts(_sampled_rows_chunk, self.index, self.X, self.diag, idx=idx)
+        Mt = self.ex.map(_block_chunk, self.X, self.diag, self.index, kernel=self.kernel, sampled=sampled, idx=idx,
                          budget=self.budget, width=idx.size, dtype=self.X.dtype)
-        gram = self.ex.sum(_gram_chunk, Mt)
-        return ChunkRows(self, order, Mt, gram, has_bias, XJ, DJ)
+        sums = [self.ex.sum_parts(_gram_chunk, Mt), sampled]
+        if dot is not None:
+            sums.append(self.ex.sum_parts(_dot_chunk, Mt, dot.body))
+        gram, (XJ, DJ), *product = dask.compute(*sums)
+        rows = ChunkRows(self, order, Mt, gram, has_bias, XJ, DJ)
+        if dot is not None:
+            rows.known_dot = (dot.body.name, dot.head.copy(), product[0])
+        return rows
 
     def matvec(self, W, extra_bytes=0):
-        """Theta W: K(X, X) W_body by one task per pair of row chunks (K(X_i, X_j) W_j summed over
-        j), then the bias and the diagonal per row chunk."""
+        """Theta W: K(X, X) W_body (sum_j K(X_i, X_j) W_j per row chunk i), then the bias and the
+        diagonal per row chunk."""
         A = W.body
         KA = self.ex.kernel_matvec(self.kernel, self.X, A, persist=False)
         body = self.ex.map(_theta_chunk, KA, A, self.diag, head=W.head, width=A.shape[1], dtype=A.dtype)
@@ -238,6 +251,7 @@ class ChunkRows:
     :class:`kernelscale.lssvm.system.ThetaRows`."""
 
     nbytes = 0  # nothing n-sized is held here
+    known_dot = None  # (W's body key, W's head, Theta_s W's sums) computed with the block
 
     def __init__(self, system, order, Mt, gram, has_bias, XJ, DJ):
         self.system, self.order, self.Mt, self._gram, self.has_bias = system, order, Mt, gram, has_bias  # gram: sums
@@ -257,7 +271,11 @@ class ChunkRows:
         return G
 
     def dot(self, W):
-        P, sums = self.system.ex.sum(_dot_chunk, self.Mt, W.body)
+        known = self.known_dot
+        if known is not None and known[0] == W.body.name and np.array_equal(known[1], W.head):
+            P, sums = known[2]  # computed with the block (DaskSystem.rows)
+        else:
+            P, sums = self.system.ex.sum(_dot_chunk, self.Mt, W.body)
         out = np.empty((self.m + self.has_bias, W.head.size), dtype=W.dtype)
         out[: self.m] = P
         out[: self.m] += W.head

@@ -375,7 +375,7 @@ def _run_blocks(system, Z, W, solver, blocks, T, small, monitor, run, hist_r, hi
     for t in range(T):
         block = next(blocks)
         rows = factor = None  # release the previous block and factor before the next ones
-        rows = system.rows(block)
+        rows = system.rows(block, dot=R if use_mp and not use_k else None)  # the product ahead: one round trip
         factor = small.factor(rows.gram())
         info = {"run": run, "step": t + 1, "coef": _live(W) if monitor.callback else W}
         if use_k:
@@ -420,7 +420,7 @@ def _nystrom_committee(system, Z, blocks, T, small, monitor, run):
     total = _zeros_like(Z)
     for t in range(T):
         rows = factor = None  # release the previous block and factor before the next ones
-        rows = system.rows(next(blocks))
+        rows = system.rows(next(blocks), dot=Z)
         factor = small.factor(rows.gram())
         x = small.solve(factor, rows.square() @ small.solve(factor, rows.dot(Z)))
         total += rows.tdot(x)

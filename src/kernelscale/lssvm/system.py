@@ -140,9 +140,11 @@ class ThetaSystem:
         self.held = held_bytes + self.op.prepared_extra_bytes
         self._buffer = None  # one (J, n) block buffer reused across iterations
 
-    def rows(self, block):
+    def rows(self, block, dot=None):
         """The rows Theta[s, :] for the index block s (values in 0..n); the returned rows live
-        in a buffer that the next call overwrites."""
+        in a buffer that the next call overwrites. ``dot``: the vector whose product Theta_s dot
+        the solver asks for next (a distributed system computes it with the block; here it is
+        computed when asked)."""
         samples = block[block > 0]
         has_bias = samples.size < block.size
         order = np.concatenate([samples, [0]]) if has_bias else block
