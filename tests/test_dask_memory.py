@@ -300,6 +300,16 @@ def test_a_planned_budget_holds_what_the_estimator_checks_it_for(name, limit_mb)
     assert found.budget >= est._budget_floor(rows, 100, 2, 8)
 
 
+@pytest.mark.parametrize("name", sorted(_dask_fit.DISTRIBUTED))
+def test_every_distributed_estimator_at_its_defaults_is_planned_before_fit(name):
+    """The plan reads an estimator that has not been fitted yet, with its "auto" sizes: at every
+    distributed estimator's defaults it must plan (DoublyStochasticClassifier's "auto" block once
+    read ``loss_``, which only fit sets, so its default fit on a cluster failed)."""
+    est = getattr(kernelscale, name)()
+    found = plan(est, _X(250_000, 30, 15_625), 2, 2**30, _workers(4000 * MB))
+    assert 0 < found.budget <= 2**30
+
+
 def test_an_x_persisted_already_is_not_counted_twice(small_cluster):
     """A persisted X is in the workers' process memory, which the plan subtracts: keeping it costs
     nothing more. Its lazy twin of the same chunks would have to be persisted in the room left."""

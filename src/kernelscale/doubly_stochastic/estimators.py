@@ -367,9 +367,10 @@ class DoublyStochasticClassifier(ClassifierMixin, _DoublyStochasticBase):
         self.callback = callback
 
     def _loss_name(self, k):
-        if self.loss_ == "softmax":
+        loss = getattr(self, "loss_", self.loss)  # the parameter until fit has checked it (a dask fit's plan)
+        if loss == "softmax":
             return "logistic" if k == 1 else "softmax"
-        return self.loss_
+        return loss
 
     def _check_labels(self, labels, *, first, partial, classes=None):
         """Set (first call) or check ``classes_`` and ``loss_`` for the sorted unique ``labels`` of y."""
