@@ -210,8 +210,8 @@ class DaskSystem:
 
     def rows(self, block, dot=None):
         """The rows Theta[s, :] for the index block s (values in 0..n), as :class:`ChunkRows`,
-        waiting for one round trip: a tree gathers the sampled rows on the workers, one pass computes and
-        keeps each chunk's part of the block, and one more sums its Gram matrix and, given
+        waiting for one round trip: a tree gathers the sampled rows on the workers, one pass
+        computes and keeps each chunk's part of the block, and one more sums its Gram matrix and, given
         ``dot`` (a :class:`Split` the solver will ask the product Theta_s dot of next), that
         product; the sums and the sampled rows come back together."""
         import dask
