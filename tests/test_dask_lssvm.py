@@ -128,10 +128,11 @@ def test_one_task_per_row_chunk_and_the_graph_of_an_iteration_does_not_grow(data
         sizes = [runs[a:b] for (a, _), (b, _) in zip(iterations, iterations[1:])]
         # the graphs of an iteration: the same from the third on (the second still reads W's zeros)
         assert len(sizes) == 4 and all(s == sizes[-1] for s in sizes[1:]), sizes
-        # the block and its Gram matrix with the sampled rows (and, for matching pursuit, the
-        # product Theta_s R it asks for next) take two graphs, the steps the rest: eight before
-        # the sampled rows and Theta_s R came with the Gram matrix
-        assert len(sizes[-1]) == {"matching_pursuit": 6, "kaczmarz": 7}[solver], sizes
+        # the sampled rows (kept on the workers), the block, and its Gram matrix with the sampled
+        # rows (and, for matching pursuit, the product Theta_s R it asks for next) take three
+        # graphs, of which only the last is waited for; the steps take the rest: eight graphs
+        # before, with the sampled rows, the Gram matrix and Theta_s R three waits
+        assert len(sizes[-1]) == {"matching_pursuit": 7, "kaczmarz": 8}[solver], sizes
         assert sum(sizes[-1]) <= sum(sizes[0]), sizes
         assert max(map(max, sizes)) <= 12 * len(Xd.chunks[0]), sizes
 

@@ -220,7 +220,10 @@ class DaskSystem:
         has_bias = samples.size < block.size
         order = np.concatenate([samples, [0]]) if has_bias else block
         idx = samples - 1
-        sampled = self.ex.sum_parts(_sampled_rows_chunk, self.index, self.X, self.diag, idx=idx)
+        # persisted on its own: the block's tasks and the compute below read the same kept result
+        # (a key computed inside the block's persist and asked for again by the compute was lost
+        # on a real cluster: "lost dependencies")
+        sampled, = self.ex.persist(self.ex.sum_parts(_sampled_rows_chunk, self.index, self.X, self.diag, idx=idx))
         Mt = self.ex.map(_block_chunk, self.X, self.diag, self.index, kernel=self.kernel, sampled=sampled, idx=idx,
                          budget=self.budget, width=idx.size, dtype=self.X.dtype)
         sums = [self.ex.sum_parts(_gram_chunk, Mt), sampled]
