@@ -26,7 +26,9 @@ state goes to the workers' local disks instead: the worker's memory monitor keep
 below its spill fraction of ``memory_limit`` by moving the least recently used data there, and
 the tasks get what lies between that and the pause fraction (:attr:`WorkerMemory.spill_room`;
 0.1 of ``memory_limit`` at distributed's defaults), so a worker's memory stays flat however many
-rows it holds. Such a plan never keeps X (each pass reads it again from its source), and needs
+rows it holds. A cache the fit keeps that the worker cannot spill (the doubly stochastic fit's
+blocks) lies below the spill fraction with the process; only what of it exceeds that room
+(:attr:`WorkerMemory.spill_slack`) comes out of the tasks'. Such a plan never keeps X (each pass reads it again from its source), and needs
 the whole state on the smallest free disk of the workers (they may share one; or within
 ``max-spill``).
 
