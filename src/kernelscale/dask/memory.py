@@ -28,9 +28,9 @@ the tasks get what lies between that and the pause fraction (:attr:`WorkerMemory
 0.1 of ``memory_limit`` at distributed's defaults), so a worker's memory stays flat however many
 rows it holds. A cache the fit keeps that the worker cannot spill (the doubly stochastic fit's
 blocks) lies below the spill fraction with the process; only what of it exceeds that room
-(:attr:`WorkerMemory.spill_slack`) comes out of the tasks'. Such a plan never keeps X (each pass reads it again from its source), and needs
-the whole state on the smallest free disk of the workers (they may share one; or within
-``max-spill``).
+(:attr:`WorkerMemory.spill_slack`) comes out of the tasks'. Such a plan never keeps X (each pass
+reads it again from its source), and needs the whole state on the smallest free disk of the
+workers (they may share one; or within ``max-spill``).
 
 The fit then runs with its budgets capped at the task budget (:func:`kernelscale.ops.memory.capped`:
 ``max_memory`` still applies when it is smaller), so that every block, every "auto" size that

@@ -25,8 +25,8 @@ updates (scores, residuals, predictions). A solver states both through an execut
 
 The fixed-point solver (paper 3) adds a product over pairs of rows: ``DaskRows.kernel_matvec``
 computes K(X, X) V as one task per row chunk and group of column chunks (the groups summed by a
-tree), and
-``persist`` / ``value`` bring several lazy results of an iteration back in one round trip.
+tree), and ``persist`` / ``value`` bring several lazy results of an iteration back in one round
+trip.
 
 :class:`HostRows` calls ``fn`` once on the whole arrays, so a solver written with it computes
 exactly what it computed before on numpy input. :class:`DaskRows` (built by :func:`executor` when
