@@ -609,10 +609,11 @@ def test_on_a_local_cluster_the_scheduler_holds_as_many_tasks_in_the_last_iterat
     # X, Y, the weights, the scores of three points (current, previous, extrapolated) and keys
     # being released: a few arrays of one key per row chunk, not one more per iteration
     assert max(counts) <= 12 * chunks, counts
-    # no growth: a graph that kept one key per chunk per iteration would hold 20 * chunks more at
-    # the end; the slack of one chunk's keys is the released keys the scheduler has not dropped
-    # yet (measured: 35 to 46 in the first six iterations, as many later)
-    assert max(counts[-5:]) <= max(counts[:6]) + chunks, counts
+    # no growth: a graph that kept one key per chunk per iteration would hold 20 * chunks more in
+    # each of the last five iterations; released keys the scheduler has not dropped yet come and go
+    # (measured: 30 to 46 in the first six iterations, up to 41 in one of the last five while the
+    # others held 32-35), so the least of the last five is compared
+    assert min(counts[-5:]) <= max(counts[:6]) + chunks, counts
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # 8 iterations on purpose
