@@ -434,17 +434,9 @@ class RowsAt:
         of the same groups)."""
         import uuid
 
-        import dask
-
         name = f"kernelscale-at-{fn.__name__}-{uuid.uuid4().hex}"
         parts = self._tasks(self.select(index) if groups is None else groups, fn, name, parts, **small)
-        add = dask.delayed(combine, pure=True)
-        level, split = 0, SPLIT.get()
-        while len(parts) > split:
-            level += 1
-            parts = [add(*parts[i : i + split], dask_key_name=f"{name}-tree-{level}-{i}")
-                     for i in range(0, len(parts), split)]
-        return parts
+        return _tree(parts, combine, f"{name}-tree", until=SPLIT.get())
 
     def map_parts(self, groups, fn, **small):
         """``fn``'s result for each group of a :meth:`select`, lazily (persisted, each stays on
@@ -486,6 +478,18 @@ def _group_product(Xi, Xs, Vs, kernel, budget):
         if Xi.shape[0] and Xj.shape[0]:
             out += kernel_matvec(kernel, Xi, Xj, Vj, max_memory=budget)
     return out
+
+
+def _tree(parts, combine, prefix, until=1):
+    """The delayed partial results ``parts`` merged by ``combine`` up a tree of SPLIT-wide nodes
+    (keys ``prefix-level-i``, in row order) until at most ``until`` remain (at least one): those."""
+    import dask
+
+    add, level, split = dask.delayed(combine, pure=True), 0, SPLIT.get()
+    while len(parts) > max(until, 1):
+        level += 1
+        parts = [add(*parts[i : i + split], dask_key_name=f"{prefix}-{level}-{i}") for i in range(0, len(parts), split)]
+    return parts
 
 
 def _count(keep):
@@ -561,13 +565,7 @@ class DaskRows:
         name = f"kernelscale-sum-{fn.__name__}-{tokenize(fn, combine, small, *blocks)}"
         task = dask.delayed(_chunk_value, pure=True)
         parts = [task(fn, small, *(b[i] for b in blocks), dask_key_name=f"{name}-{i}") for i in range(len(self.chunks))]
-        add = dask.delayed(combine, pure=True)
-        level, split = 0, SPLIT.get()
-        while len(parts) > 1:
-            level += 1
-            parts = [add(*parts[i : i + split], dask_key_name=f"kernelscale-tree-{name[16:]}-{level}-{i}")
-                     for i in range(0, len(parts), split)]
-        return parts[0]
+        return _tree(parts, combine, f"kernelscale-tree-{name[16:]}")[0]
 
     def sum(self, fn, *arrays, **small):
         return self.sum_parts(fn, *arrays, **small).compute()
@@ -670,17 +668,10 @@ class DaskRows:
         budget = self.budget - (size - 1) * chunk_bytes
         Xb, Vb = self._blocks(X), self._blocks(V)
         name = f"kernelscale-kernel-matvec-{tokenize(kernel, X, V, budget, size)}"
-        task, add = dask.delayed(_group_product, pure=True), dask.delayed(_add, pure=True)
-        rows, split = [], SPLIT.get()
-        for i in range(n_chunks):
-            parts = [task(Xb[i], Xb[g : g + size], Vb[g : g + size], kernel, budget, dask_key_name=f"{name}-{i}-{g}")
-                     for g in range(0, n_chunks, size)]
-            level = 0
-            while len(parts) > 1:
-                level += 1
-                parts = [add(*parts[j : j + split], dask_key_name=f"{name}-sum-{i}-{level}-{j}")
-                         for j in range(0, len(parts), split)]
-            rows.append(parts[0])
+        task = dask.delayed(_group_product, pure=True)
+        rows = [_tree([task(Xb[i], Xb[g : g + size], Vb[g : g + size], kernel, budget, dask_key_name=f"{name}-{i}-{g}")
+                       for g in range(0, n_chunks, size)], _add, f"{name}-sum-{i}")[0]
+                for i in range(n_chunks)]
         # each row chunk's sum is the array's block (i, 0): the executor's chunks, empty ones kept
         graph = HighLevelGraph.from_collections(name, {(name, i, 0): r.key for i, r in enumerate(rows)},
                                                 dependencies=rows)
