@@ -11,7 +11,8 @@ import kernelscale
 from kernelscale.dask import fit as _dask_fit
 from kernelscale.dask import memory as _memory
 from kernelscale.ops.features import PIECE_ROWS
-from kernelscale.dask.memory import SAFE_FRACTION, SPILL_MARGIN, WORKER_BASELINE, WorkerMemory, plan, spill_room
+from kernelscale.dask.memory import (SAFE_FRACTION, SPILL_MARGIN, WORKER_BASELINE, WorkerMemory, plan, spill_room,
+                                     spill_slack)
 
 from dask_support import da  # noqa: F401
 
@@ -108,6 +109,35 @@ def test_spill_room_is_the_memory_between_where_the_worker_spills_and_where_it_p
     assert spill_room(limit, 750 * MB, 0.6, 0.7, 0.8, 0.95) == pytest.approx(50 * MB, abs=1)
     assert spill_room(limit, baseline, False, False, 0.8, 0.95) == 0  # the worker never spills
     assert spill_room(limit, 900 * MB, 0.6, 0.7, 0.8, 0.95) == 0
+
+
+def test_spill_slack_is_the_memory_between_the_process_and_where_the_worker_spills():
+    limit, baseline = 1000 * MB, 100 * MB
+    assert spill_slack(limit, baseline, 0.6, 0.7) == pytest.approx(0.7 * limit - baseline, abs=1)
+    assert spill_slack(limit, baseline, 0.6, False) == pytest.approx(0.6 * limit, abs=1)  # only a target
+    assert spill_slack(limit, 750 * MB, 0.6, 0.7) == 0  # the process is above its spill fraction
+    assert spill_slack(limit, baseline, False, False) == 0  # the worker never spills
+
+
+def test_a_cache_the_worker_cannot_spill_takes_from_the_spilling_tasks_only_beyond_the_slack():
+    """The doubly stochastic fit keeps a cache of feature blocks (an eighth of memory_limit,
+    192 MiB at 1.5 GiB) that the worker cannot spill. While it spills, the worker keeps its process
+    within the spill fraction by moving data to disk, so a cache that fits between the process and
+    that fraction leaves the tasks all of the room above it (4M virtual digits: once refused,
+    because the cache was taken from the 154 MiB of that room); a cache beyond that slack takes
+    the excess from the tasks."""
+    limit, process = int(1.5 * 2**30), 267 * 2**20
+    room = spill_room(limit, process, 0.6, 0.7, 0.8, 0.95)
+    est = kernelscale.DoublyStochasticClassifier(solver="sgd", batch_size=31_250, random_state=0)
+    X = da.zeros((4_000_000, 784), chunks=(10_000, 784), dtype=np.float32)
+    slack = spill_slack(limit, process, 0.6, 0.7)
+    found = plan(est, X, 10, 2**31, WorkerMemory(2, limit, 1, process, room, 10**12, slack))
+    assert found.spills and 0 < found.rows < 10_000  # smaller row chunks within the room
+    with pytest.raises(ValueError, match="cache of feature blocks"):  # no slack: the cache takes it all
+        plan(est, X, 10, 2**31, WorkerMemory(2, limit, 1, process, room, 10**12, 0))
+    # a slack 100 MiB short of the cache leaves the tasks 100 MiB less: too little for the batch
+    with pytest.raises(ValueError, match=r"\(53\.6 MiB with that state spilled to disk\)"):
+        plan(est, X, 10, 2**31, WorkerMemory(2, limit, 1, process, room, 10**12, limit // 8 - 100 * 2**20))
 
 
 def _spilling(limit, disk=10**12, n_workers=2):
@@ -298,6 +328,31 @@ def test_a_planned_budget_holds_what_the_estimator_checks_it_for(name, limit_mb)
     rows = found.rows or 15_625
     assert found.budget >= _memory.CLASS_ARRAYS * 2 * 8 * rows
     assert found.budget >= est._budget_floor(rows, 100, 2, 8)
+
+
+def test_a_classifier_is_planned_again_for_its_classes_from_its_own_budget(monkeypatch):
+    """A classifier is planned for two classes, its labels are read, and it is planned again for
+    its k classes. That second plan starts from the estimator's max_memory: within the two-class
+    plan's cap (1.9 MB here), a doubly stochastic fit of 10 classes was once refused by its own
+    check of the class arrays (2M virtual digits on workers of 1 GiB)."""
+    import dask
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20_000, 10))
+    y = rng.integers(0, 5, size=20_000)
+    calls = []
+    monkeypatch.setattr(_dask_fit, "current_client", lambda: object())
+    monkeypatch.setattr(_dask_fit, "worker_memory", lambda client: WorkerMemory(2, 380 * MB, 1, WORKER_BASELINE))
+    monkeypatch.setattr(_dask_fit, "plan", lambda est, X, k, budget, workers, **kw:
+                        calls.append((k, budget, plan(est, X, k, budget, workers, **kw))) or calls[-1][2])
+    est = kernelscale.GeneralizedLeastSquaresClassifier(max_memory="2GB")
+    with dask.config.set(scheduler="synchronous"):
+        est.fit(da.from_array(X, chunks=(2500, 10)), da.from_array(y, chunks=2500))
+    (k2, budget2, plan2), (k5, budget5, plan5) = calls
+    assert (k2, k5) == (2, 5) and plan2.budget < budget2
+    assert budget5 == budget2 == 2 * 10**9
+    ref = kernelscale.GeneralizedLeastSquaresClassifier().fit(X, y)
+    assert np.mean(est.predict(X[:2000]) == ref.predict(X[:2000])) > 0.99
 
 
 @pytest.mark.parametrize("name", sorted(_dask_fit.DISTRIBUTED))

@@ -188,10 +188,16 @@ def fit(estimator, X, y, sample_weight=None):
         return NotImplemented  # multi-label: gathered
     X, y, sample_weight, plan_ = _plan(estimator, X, y, sample_weight, (y.shape[1] if y.ndim == 2 else 1)
                                        if not classifier else 2)
+    classes = None
+    if classifier:  # the checks of numpy's fit: labels, two classes at least
+        classes, _ = encode_classes(sum_labels(y))
+        if plan_ is not None and classes.size > 2:  # planned for two classes: again for k, from the
+            # estimator's own budget (not the two-class plan's cap)
+            X, y, sample_weight, plan_ = _plan(estimator, X, y, sample_weight, classes.size)
     if plan_ is None:
-        return _fit_checked(estimator, X, y, sample_weight, classifier, None)
+        return _fit_checked(estimator, X, y, sample_weight, classes)
     with capped(plan_):
-        return _fit_checked(estimator, X, y, sample_weight, classifier, plan_)
+        return _fit_checked(estimator, X, y, sample_weight, classes)
 
 
 def _plan(estimator, X, y, sample_weight, k):
@@ -213,8 +219,9 @@ def _plan(estimator, X, y, sample_weight, k):
     return X, y, sample_weight, found
 
 
-def _fit_checked(estimator, X, y, sample_weight, classifier, plan_):
-    """The body of :func:`fit` once the arrays are in the chunks of the plan (``plan_``, or None)."""
+def _fit_checked(estimator, X, y, sample_weight, classes):
+    """The body of :func:`fit` once the arrays are in the chunks of the plan, with a classifier's
+    ``classes`` (None for a regressor)."""
     n, d = X.shape
     dtype = np.float32 if X.dtype == np.float32 else np.float64
     X = X.map_blocks(_float_chunk, "X", dtype, dtype=dtype, meta=chunk_meta(X, dtype))
@@ -223,17 +230,11 @@ def _fit_checked(estimator, X, y, sample_weight, classifier, plan_):
             raise ValueError(f"sample_weight must have shape ({n},), got {sample_weight.shape}.")
         sample_weight = sample_weight.map_blocks(_weight_chunk, dtype=np.float64, meta=np.empty(0))
     fitted = {"n_features_in_": d}
-    if not classifier:
+    if classes is None:
         ydtype = np.float64 if getattr(estimator, "_float64_targets", False) else dtype
         Y = y.map_blocks(_float_chunk, "y", ydtype, dtype=ydtype, meta=np.empty((0,) * y.ndim, dtype=ydtype))
         X, Y, sample_weight = _keep(estimator, X, Y, sample_weight)
         return estimator._fit_prepared(X, Y, None, sample_weight, fitted)
-    classes, _ = encode_classes(sum_labels(y))  # the checks of numpy's fit: labels, two classes at least
-    k = classes.size
-    if plan_ is not None and k > 2:  # planned for two classes: again for k (only the labels were read)
-        X, y, sample_weight, plan_ = _plan(estimator, X, y, sample_weight, k)
-        with capped(plan_):
-            return _fit_classes(estimator, X, y, sample_weight, classes, dtype, fitted)
     return _fit_classes(estimator, X, y, sample_weight, classes, dtype, fitted)
 
 

@@ -26,9 +26,11 @@ state goes to the workers' local disks instead: the worker's memory monitor keep
 below its spill fraction of ``memory_limit`` by moving the least recently used data there, and
 the tasks get what lies between that and the pause fraction (:attr:`WorkerMemory.spill_room`;
 0.1 of ``memory_limit`` at distributed's defaults), so a worker's memory stays flat however many
-rows it holds. Such a plan never keeps X (each pass reads it again from its source), and needs
-the whole state on the smallest free disk of the workers (they may share one; or within
-``max-spill``).
+rows it holds. A cache the fit keeps that the worker cannot spill (the doubly stochastic fit's
+blocks) lies below the spill fraction with the process; only what of it exceeds that room
+(:attr:`WorkerMemory.spill_slack`) comes out of the tasks'. Such a plan never keeps X (each pass
+reads it again from its source), and needs the whole state on the smallest free disk of the
+workers (they may share one; or within ``max-spill``).
 
 The fit then runs with its budgets capped at the task budget (:func:`kernelscale.ops.memory.capped`:
 ``max_memory`` still applies when it is smaller), so that every block, every "auto" size that
@@ -96,6 +98,9 @@ class WorkerMemory:
     spill_room: int = 0
     #: bytes one worker may spill (its free local disk, or ``max-spill``)
     spill_disk: int = 0
+    #: bytes of memory a spilling worker cannot move to disk (a cache of the fit's) that it holds
+    #: below its spill level without taking from its tasks' room: that level less the process
+    spill_slack: int = 0
 
     @property
     def room(self):
@@ -135,6 +140,16 @@ def spill_room(memory_limit, baseline, target, spill, pause, terminate):
     return int(max(0.0, top * memory_limit - max(held, baseline)))
 
 
+def spill_slack(memory_limit, baseline, target, spill):
+    """Bytes between the process ``baseline`` and the memory a spilling worker's monitor keeps the
+    process within (:func:`spill_room`): memory the worker cannot spill (a fit's cache of blocks)
+    fits there, the monitor spilling data instead. 0 when the worker does not spill."""
+    if spill is False and target is False:
+        return 0
+    held = spill * memory_limit if spill is not False else baseline + target * memory_limit
+    return int(max(0.0, held - baseline))
+
+
 def worker_memory(client):
     """:class:`WorkerMemory` of ``client``'s workers (from the scheduler's information and one
     message to each worker for its spill settings and free disk, no task), or None when there are
@@ -149,7 +164,7 @@ def worker_memory(client):
     metrics = [w.get("metrics") or {} for w in workers]
     process = max(int(m.get("memory") or 0) for m in metrics)
     limit = min(limits)
-    room = disk = 0
+    room = disk = slack = 0
     if hasattr(client, "run"):  # one message to each worker: its spill settings and free disk
         settings = list(client.run(_spill_settings).values())
         # what a spilling worker cannot move to disk: the process less the data it manages (an
@@ -157,9 +172,10 @@ def worker_memory(client):
         unmanaged = max(int(m.get("memory") or 0) - int(m.get("managed_bytes") or 0) for m in metrics)
         baseline = max(WORKER_BASELINE, unmanaged)
         room = min(spill_room(limit, baseline, *found[:4]) for found in settings)
+        slack = min(spill_slack(limit, baseline, *found[:2]) for found in settings)
         disk = min(found[4] for found in settings)
     return WorkerMemory(len(workers), limit, max(int(w.get("nthreads") or 1) for w in workers), process,
-                        room, disk)
+                        room, disk, slack if room else 0)
 
 
 def _takes_n_workers(client):
@@ -344,7 +360,7 @@ def plan(estimator, X, k, client_budget, workers, *, x_reduced=False):
         held = share * n * (data_row + fp.state_row + (kept_row if keep_x else 0))
         if spills:  # all of it on the disk (the workers may share one); the block cache stays
             fits = n * (data_row + fp.state_row) <= workers.spill_disk
-            return ((workers.spill_room - extra) / T if fits else 0), fp, cut
+            return (_spilling_room(workers, extra) / T if fits else 0), fp, cut
         return (room - extra - held) / T, fp, cut
 
     # a fit that reduces X (a stagewise PCA) reads X's own row chunks whole in the PCA's passes,
@@ -415,6 +431,13 @@ def _cut(n, rows):
     return (rows,) * full + ((rest,) if rest else ())
 
 
+def _spilling_room(workers, extra):
+    """A spilling worker's room for its tasks when the fit also keeps ``extra`` bytes it cannot
+    spill (the doubly stochastic fit's block cache): only what exceeds the slack below the spill
+    level comes out of the tasks' room."""
+    return workers.spill_room - max(0, extra - workers.spill_slack)
+
+
 def _refusal(estimator, X, workers, client_budget, task_room, fp, chunks, extra, n, data_row, source=0):
     cls = type(estimator).__name__
     W, T = workers.n_workers, workers.nthreads
@@ -439,7 +462,8 @@ def _refusal(estimator, X, workers, client_budget, task_room, fp, chunks, extra,
         f"{SAFE_FRACTION:.0%} less the worker process itself ({format_bytes(base)})"
         + (f" and its cache of feature blocks ({format_bytes(extra)})" if extra else "")
         + f" and {state}, leaving {format_bytes(max(task_room, 0))} per task"
-        + (f" ({format_bytes(workers.spill_room // T)} with that state spilled to disk)" if workers.spill_room else "")
+        + (f" ({format_bytes(max(_spilling_room(workers, extra), 0) // T)} with that state spilled to disk)"
+           if workers.spill_room else "")
         + "; one task needs "
         + " and ".join(x for x in needs if x) + f" (row chunks of up to {max(chunks)} rows, "
         f"max_memory={getattr(estimator, 'max_memory', None)!r}: {format_bytes(client_budget)} per task). "
