@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 import pytest
-from sklearn.base import clone
+from sklearn.base import clone, is_classifier
 
 from kernelscale import DoublyStochasticClassifier, DoublyStochasticRegressor
 from kernelscale.kernels import GaussianKernel
@@ -404,3 +404,27 @@ def test_the_next_batch_is_scored_ahead_while_the_client_steps(data, on_workers,
     assert_same_model(clone(est).fit(X, y), got, DSG_RTOL)
     # iterations 1 to 6 score the next batch ahead (one task per worker holding its rows)
     assert 6 <= sum(ahead for _, _, ahead in per_worker.values()) <= 12, per_worker
+
+
+@pytest.mark.parametrize("est", [
+    DoublyStochasticRegressor(solver="preconditioned", n_iter=4, batch_size=4096, block_size=64, random_state=0),
+    DoublyStochasticClassifier(solver="sgd", loss="logistic", n_iter=5, batch_size=4096, block_size=64,
+                               random_state=0),
+], ids=["preconditioned", "sgd"])
+def test_a_task_with_more_rows_than_its_budget_holds_features_for_computes_them_in_pieces(client, est):
+    """A worker's task holds its rows of a mini-batch, their scores and gradients, but the new
+    block's features (and their workspace) only for a piece of them at a time when its budget is
+    small (distributed.piece_rows): 1 MB here, pieces of about 1000 of the about 2048 rows a worker has
+    of a batch of 4096, in the iteration and in the next batch's scores computed ahead. The model
+    is numpy's, whose iterations hold the whole batch's features."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(8192, 5))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=X.shape[0])
+    if is_classifier(est):
+        y = (y > 0).astype(int)
+    before = client.run(distributed_module._worker_stats)
+    got = clone(est).set_params(max_memory="1MB").fit(da.from_array(X, chunks=1024), da.from_array(y, chunks=1024))
+    after = client.run(distributed_module._worker_stats)
+    pieces = sum(after[w].get("pieces", 0) - before.get(w, {}).get("pieces", 0) for w in after)
+    assert pieces >= 2 * est.n_iter  # every iteration, on both workers, in two pieces at least
+    assert_same_model(clone(est).fit(X, y), got, DSG_RTOL)

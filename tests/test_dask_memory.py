@@ -81,7 +81,8 @@ def test_a_doubly_stochastic_fit_the_plan_admits_is_not_refused_once_it_runs():
     """The plan counts an iteration's need (the estimator's own dsg_memory, on a whole mini-batch)
     in every task and caps the fit's budgets at what a task has left beside it; the fit does not
     check that need again against the capped budget, which refused it after 208 tasks on the
-    workers of 1 GB of the dask_memory benchmark."""
+    workers of 1 GB of the dask_memory benchmark (here 700 MB: the plan counts the new block's
+    features on a piece of the batch, a task computing them piece by piece)."""
     import dask
 
     rng = np.random.default_rng(0)
@@ -89,7 +90,7 @@ def test_a_doubly_stochastic_fit_the_plan_admits_is_not_refused_once_it_runs():
     y = X[:, 0] + 0.1 * rng.normal(size=X.shape[0])
     Xd, yd = da.from_array(X, chunks=(13_108, 30)), da.from_array(y, chunks=13_108)
     est = kernelscale.DoublyStochasticRegressor(n_iter=2, random_state=0)
-    found = plan(est, Xd, 1, 10 * 2**30, _workers(10**9))
+    found = plan(est, Xd, 1, 10 * 2**30, _workers(7 * 10**8))
     need, _, batch, block = est._dask_task_need(X.shape[0], 30, 1, np.dtype(np.float64))
     assert (batch, block) == (4096, 1024) and found.budget < need  # the preconditioned solver's defaults
     with dask.config.set(scheduler="synchronous"), _memory.capped(found):
@@ -123,21 +124,20 @@ def test_a_cache_the_worker_cannot_spill_takes_from_the_spilling_tasks_only_beyo
     """The doubly stochastic fit keeps a cache of feature blocks (an eighth of memory_limit,
     192 MiB at 1.5 GiB) that the worker cannot spill. While it spills, the worker keeps its process
     within the spill fraction by moving data to disk, so a cache that fits between the process and
-    that fraction leaves the tasks all of the room above it (4M virtual digits: once refused,
-    because the cache was taken from the 154 MiB of that room); a cache beyond that slack takes
-    the excess from the tasks."""
+    that fraction leaves the tasks all of the room above it (the 10M virtual digits of the scaling
+    run); without that slack the cache takes all of the 154 MiB of that room, and a slack 100 MiB
+    short of the cache leaves the tasks 100 MiB less: smaller row chunks and budget."""
     limit, process = int(1.5 * 2**30), 267 * 2**20
     room = spill_room(limit, process, 0.6, 0.7, 0.8, 0.95)
-    est = kernelscale.DoublyStochasticClassifier(solver="sgd", batch_size=31_250, random_state=0)
-    X = da.zeros((4_000_000, 784), chunks=(10_000, 784), dtype=np.float32)
+    est = kernelscale.DoublyStochasticClassifier(solver="sgd", batch_size=78_125, random_state=0)
+    X = da.zeros((10_000_000, 784), chunks=(10_000, 784), dtype=np.float32)
     slack = spill_slack(limit, process, 0.6, 0.7)
     found = plan(est, X, 10, 2**31, WorkerMemory(2, limit, 1, process, room, 10**12, slack))
-    assert found.spills and 0 < found.rows < 10_000  # smaller row chunks within the room
+    assert found.spills and found.rows is None  # X's row chunks as they are
     with pytest.raises(ValueError, match="cache of feature blocks"):  # no slack: the cache takes it all
         plan(est, X, 10, 2**31, WorkerMemory(2, limit, 1, process, room, 10**12, 0))
-    # a slack 100 MiB short of the cache leaves the tasks 100 MiB less: too little for the batch
-    with pytest.raises(ValueError, match=r"\(53\.6 MiB with that state spilled to disk\)"):
-        plan(est, X, 10, 2**31, WorkerMemory(2, limit, 1, process, room, 10**12, limit // 8 - 100 * 2**20))
+    short = plan(est, X, 10, 2**31, WorkerMemory(2, limit, 1, process, room, 10**12, limit // 8 - 100 * 2**20))
+    assert short.spills and short.rows < 10_000 and short.budget < found.budget
 
 
 def _spilling(limit, disk=10**12, n_workers=2):

@@ -58,10 +58,11 @@ import numpy as np
 
 from ..base.validation import as_rows
 from ..ops.backend import NUMPY
-from ..ops.features import SINGLE_THREAD_PROJECTION_BYTES, FeatureOperator
+from ..ops.features import PIECE_ROWS, SINGLE_THREAD_PROJECTION_BYTES, FeatureOperator
 from ..ops.rows import DaskRows, add_sums, distributed_client
 from .batches import _batch_len, _residency
-from .solver import _block_moments, _check_step, _loss_and_grad, _new_block, _step_size, _store_block, _zero_loss, grown_coef
+from .solver import (_block_moments, _check_step, _loss_and_grad, _new_block, _step_size, _store_block, _zero_loss,
+                     dsg_memory, grown_coef)
 
 logger = logging.getLogger(__name__)
 
@@ -110,19 +111,44 @@ def _joined(coef, spec, k, dtype):
     return np.concatenate(coef) if len(coef) else np.zeros((0, spec.block_size, k), dtype=dtype)
 
 
-def _partial_scores(local, X, Y, w, *, token, spec, budget, cache_bytes, coef, t, preconditioned=False):
+def piece_rows(spec, budget):
+    """Rows of the pieces in which a task computes the new block's features on its rows of a
+    mini-batch: as many as its ``budget`` holds with their workspace, beside the block's
+    parameters; 1 at least. A task whose rows are more (a large batch on workers of little
+    memory) never holds the block's features on all of them."""
+    item, D = spec.dtype.itemsize, spec.block_size
+    return max(1, (int(budget) - spec.block_bytes) // (item * D * (spec.workspace + 2)))
+
+
+def piece_work(spec, batch):
+    """Bytes a task's FeatureOperator needs at least: the new block's features on a piece of
+    PIECE_ROWS rows of its mini-batch (fewer for a smaller batch) with their workspace, and the
+    parameters of a group of blocks. A distributed fit's plan counts them in the iteration's need
+    (:meth:`~.fitting._DoublyStochasticBase._dask_task_need`), and the tasks get them beside the
+    budget the plan leaves."""
+    _, work = dsg_memory(min(batch, PIECE_ROWS), spec, 0, 0)
+    return work
+
+
+def _partial_scores(local, X, Y, w, *, token, spec, budget, cache_bytes, ahead_bytes, coef, t, preconditioned=False):
     """One task of the pipeline (:func:`chunk_iterations`) for the NEXT mini-batch, whose
     iteration adds block t + 1, on the rows ``local`` of a row chunk (or of a worker's chunks side
-    by side): their unscaled scores sum_{j<t} phi_j(x) a_j, the features of block t + 1 on them,
-    and for the preconditioned solver their part of its covariance (none of these needs the
-    coefficients of block t, which the client is computing meanwhile), kept on the worker for its
-    :func:`_batch_moments`."""
+    by side): their unscaled scores sum_{j<t} phi_j(x) a_j, the features of block t + 1 on them
+    (None when they take more than ``ahead_bytes``: :func:`_batch_moments` computes them again,
+    piece by piece), and for the preconditioned solver their part of its covariance
+    (none of these needs the coefficients of block t, which the client is computing meanwhile),
+    kept on the worker for its :func:`_batch_moments`."""
     start = time.perf_counter()
     Xb = as_rows(X[local])
+    wb = None if w is None else np.ascontiguousarray(w[local])
     op = _worker_op(token, spec, budget, cache_bytes)
     S = op.scores(Xb, _joined(coef, spec, Y.shape[1], Xb.dtype), range(t))
-    Phi = op.transform(Xb, [t + 1])
-    C = _covariance(Phi, None if w is None else np.ascontiguousarray(w[local])) if preconditioned else 0.0
+    if Xb.shape[0] * spec.block_size * Xb.dtype.itemsize <= ahead_bytes and Xb.shape[0] <= piece_rows(spec, budget):
+        Phi = op.transform(Xb, [t + 1])
+        C = _covariance(Phi, wb) if preconditioned else 0.0
+    else:
+        Phi = None
+        C = _piece_sums(op, Xb, None, wb, t + 1, piece_rows(spec, budget), True)[1] if preconditioned else 0.0
     with _WORKER_LOCK:
         _WORKER_STATS.update(ahead=1, seconds=time.perf_counter() - start)
     return S, Phi, C
@@ -134,6 +160,23 @@ def _covariance(Phi, wb):
     if wb is not None:
         Phi = Phi * np.sqrt(wb).astype(Phi.dtype)[:, None]
     return (Phi.T @ Phi).astype(np.float64)
+
+
+def _piece_sums(op, Xb, G, wb, t, rows, covariance):
+    """(Phi^T G, or None without G; the covariance of :func:`_covariance`, or 0.0 without
+    ``covariance``) of block t's features Phi on the rows Xb, computed ``rows`` rows at a time."""
+    grad, C = None, 0.0
+    for start in range(0, Xb.shape[0], rows):
+        piece = slice(start, start + rows)
+        Phi = op.transform(Xb[piece], [t])
+        if G is not None:
+            part = Phi.T @ G[piece]
+            grad = part if grad is None else grad + part
+        if covariance:
+            C = C + _covariance(Phi, None if wb is None else wb[piece])
+    with _WORKER_LOCK:
+        _WORKER_STATS.update(pieces=-(-Xb.shape[0] // rows))
+    return grad, C
 
 
 def _batch_moments(local, X, Y, w, *, token, spec, budget, cache_bytes, coef, scale, t, loss, preconditioned,
@@ -151,10 +194,11 @@ def _batch_moments(local, X, Y, w, *, token, spec, budget, cache_bytes, coef, sc
     op = _worker_op(token, spec, budget, cache_bytes)
     dtype = Xb.dtype
     coef = _joined(coef, spec, Yb.shape[1], dtype)
+    rows = piece_rows(spec, budget)
     if part is None:
         F = op.scores(Xb, coef, range(t))
-        Phi = op.transform(Xb, [t])
-        C = _covariance(Phi, wb) if preconditioned else 0.0
+        Phi = op.transform(Xb, [t]) if Xb.shape[0] <= rows else None
+        C = _covariance(Phi, wb) if preconditioned and Phi is not None else 0.0
     else:
         S, Phi, C = part
         F = op.scores(Xb, coef[t - 1:t], range(t - 1, t))
@@ -164,7 +208,11 @@ def _batch_moments(local, X, Y, w, *, token, spec, budget, cache_bytes, coef, sc
     if wb is not None:
         values = values * wb
         G = G * wb.astype(dtype)[:, None]
-    grad, _ = _block_moments(NUMPY, Phi, G, wb, False, divisor=1)
+    if Phi is not None:
+        grad, _ = _block_moments(NUMPY, Phi, G, wb, False, divisor=1)
+    else:  # more rows than one piece: block t's features a piece at a time
+        grad, pieces_C = _piece_sums(op, Xb, G, wb, t, rows, preconditioned and part is None)
+        C = pieces_C if part is None else C
     zero = 0.5 * float(np.einsum("ij,ij->", Yb, Yb, dtype=np.float64)) if loss == "squared" else 0.0
     bad = int(F.size - np.count_nonzero(np.isfinite(F)))
     with _WORKER_LOCK:
@@ -216,13 +264,14 @@ class _CoefficientKeys:
 
 def chunk_iterations(
     X, Y, spec, *, loss, batches, coef, n_done, scale, sample_weight, nu, step_size, t0, solver, precond_ridge,
-    monitor, cache_bytes, budget, windows=None,
+    monitor, cache_bytes, budget, ahead_bytes=0, windows=None,
 ):
     """:func:`kernelscale.doubly_stochastic.solver.dsg_iterations` on dask X, Y (coded targets) and
     ``sample_weight`` with X's row chunks (module docstring): one sum over each mini-batch's rows,
     where their chunks are, per iteration. ``windows``: the row index arrays (whole row chunks)
     whose chunks are held together while the batches read them (None: X, Y and the weights are
-    persisted, or read from where they are). ``budget``: the bytes of one task's products.
+    persisted, or read from where they are). ``budget``: the bytes of one task's products;
+    ``ahead_bytes``: what the next batch's features computed ahead may take on a worker beside them.
     Returns what dsg_iterations returns."""
     k = Y.shape[1]
     D = spec.block_size
@@ -261,7 +310,8 @@ def chunk_iterations(
                         rows.hold(schedule[i + 1][0])
                     groups = rows.select(batches[i + 1])
                     ahead = client.persist(rows.map_parts(groups, _partial_scores, coef=keys.values(), t=t,
-                                                          preconditioned=solver == "preconditioned", **task))
+                                                          preconditioned=solver == "preconditioned",
+                                                          ahead_bytes=int(ahead_bytes), **task))
                 grad, C, value, zero, bad = add_sums(*client.gather(future))
                 del future
             del using

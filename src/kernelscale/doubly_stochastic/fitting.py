@@ -69,7 +69,7 @@ from .defaults import (
     AUTO_BATCH, AUTO_BATCH_PER_FEATURE, AUTO_BLOCK, AUTO_PRECONDITIONED_STEP_SQUARED, AUTO_T0_SGD, auto_sgd_step,
     auto_solver, auto_t0, curvature_step, dsg_auto_sizes,
 )
-from .distributed import chunk_iterations
+from .distributed import chunk_iterations, piece_work
 from .solver import _use_running_scores, dsg_iterations, dsg_memory, dsg_predict
 
 __all__ = ["SOLVERS"]
@@ -312,10 +312,13 @@ class _DoublyStochasticBase(BoundaryMixin, BaseEstimator):
                     import dask
 
                     X, Y, common["sample_weight"] = dask.persist(X, Y, sw)
-                if planned:  # the tasks' operators get what the plan left them; their caches are planned apart
+                if planned:  # the tasks' operators get what the plan left them and the least their pieces
+                    # need (counted in the plan); their caches are planned apart
                     common["cache_bytes"] = budget
+                room = budget if planned else budget - held - cache
+                work = piece_work(spec, max(_batch_len(b, n) for b in batches)) if planned and batches else 0
                 coef, n_done, scale, history, _ = chunk_iterations(
-                    X, Y, spec, monitor=mon, budget=budget if planned else budget - held - cache, windows=windows,
+                    X, Y, spec, monitor=mon, budget=room - room // 4 + work, ahead_bytes=room // 4, windows=windows,
                     **common)
             else:
                 coef, n_done, scale, history, _ = dsg_iterations(
@@ -431,13 +434,16 @@ class _DoublyStochasticBase(BoundaryMixin, BaseEstimator):
             kernel = clone(kernel).set_params(sigma=1.0)
         method = self.feature_method_ if warm else self.feature_method
         spec = FeatureBlockSpec(kernel, d, block, 0, np.dtype(dtype), method)
-        _, need = dsg_memory(batch, spec, k, blocks, solver)
+        # the batch's scores and gradients are whole; the new block's features are computed in
+        # pieces, of PIECE_ROWS rows at least (distributed.piece_work; the tasks' budget, what the
+        # plan leaves beside this need, takes larger pieces)
+        held, _ = dsg_memory(batch, spec, k, blocks, solver)
         item = np.dtype(dtype).itemsize
         part = block * k * item + (8 * block * block if solver == "preconditioned" else 0)
-        # kept on the worker beside the iteration: the next batch's features and covariance
-        # (distributed._partial_scores)
-        ahead = batch * (block + k) * item + (8 * block * block if solver == "preconditioned" else 0)
-        return need + ahead + blocks * block * k * item, part, batch, block
+        # kept on the worker beside the iteration: the next batch's scores and covariance
+        # (distributed._partial_scores; its features, when kept, within a quarter of the budget)
+        ahead = batch * k * item + (8 * block * block if solver == "preconditioned" else 0)
+        return held + piece_work(spec, batch) + ahead + blocks * block * k * item, part, batch, block
 
     def _dask_windows(self, X, Y, sw):
         """(row chunks, rows of a window) of a dask X whose rows, targets and weights the workers
