@@ -26,6 +26,13 @@ renormalisation in between) and takes its gradient, the one product left that ne
 coefficients. The client's part of an iteration, and the chain of iterations itself (t + 1 needs
 block t), is what stays serial.
 
+A task holds its rows' scores and gradients whole (b x k), but the new block's features (b x D,
+and their workspace) only for as many rows as its budget holds (:func:`piece_rows`): on a large
+batch and workers of little memory, the gradient and covariance are summed piece by piece, and
+the features computed ahead are kept only within a quarter of the budget (else computed again by
+the iteration, piece by piece). The fit's plan (:mod:`kernelscale.dask.memory`) counts one piece
+of :data:`~kernelscale.ops.features.PIECE_ROWS` rows (:func:`piece_work`), not the whole batch.
+
 Every block is a function of (seed, block) (docs/algorithms.md section 2.3): a task regenerates
 the blocks it needs, kept for the fit in a cache on its worker (:func:`_worker_op`, at most an
 eighth of the worker's memory limit). The coefficients a_j travel as O(log t) persisted keys
