@@ -140,6 +140,23 @@ def test_a_cache_the_worker_cannot_spill_takes_from_the_spilling_tasks_only_beyo
     assert short.spills and short.rows < 10_000 and short.budget < found.budget
 
 
+def test_a_plan_that_starves_its_tasks_gives_way_to_spilling():
+    """4M virtual digits held in the workers' memory left the doubly stochastic tasks 1.5 MiB: tasks
+    of a few hundred rows, and 7x the time of 1M. When the workers spill, a mode whose tasks get
+    less than STARVED_BUDGET gives way to spilling the state; when they do not, it is the plan."""
+    limit, process = int(1.5 * 2**30), 195 * 2**20
+    est = kernelscale.DoublyStochasticClassifier(solver="sgd", batch_size=31_250, random_state=0)
+    X = da.zeros((4_000_000, 784), chunks=(10_000, 784), dtype=np.float32)
+    in_memory = plan(est, X, 10, 2**31, WorkerMemory(2, limit, 1, process))
+    assert not in_memory.spills and in_memory.budget < _memory.STARVED_BUDGET
+    room, slack = spill_room(limit, process, 0.6, 0.7, 0.8, 0.95), spill_slack(limit, process, 0.6, 0.7)
+    spilled = plan(est, X, 10, 2**31, WorkerMemory(2, limit, 1, process, room, 10**12, slack))
+    assert spilled.spills and spilled.budget >= _memory.STARVED_BUDGET
+    # an estimator's own max_memory below STARVED_BUDGET is not starving: its plan is kept
+    small = plan(est, X, 10, 2**20, WorkerMemory(2, limit, 1, process, room, 10**12, slack))
+    assert not small.spills and small.budget <= 2**20
+
+
 def _spilling(limit, disk=10**12, n_workers=2):
     room = spill_room(int(limit), WORKER_BASELINE, 0.6, 0.7, 0.8, 0.95)
     return WorkerMemory(n_workers, int(limit), 1, 0, room, int(disk))

@@ -70,6 +70,11 @@ SAFE_FRACTION = 0.5
 WORKER_BASELINE = 176 * 2**20
 #: row chunks are never cut below this many rows by the planner (smaller chunks only add tasks)
 MIN_CHUNK_ROWS = 256
+#: a plan that leaves its tasks less than this (and less than the estimator's max_memory) gives way
+#: to a later mode that leaves more: the state spilled to disk rather than tasks of a few rows
+#: (4M virtual digits held in memory left the doubly stochastic tasks 1.5 MiB, and took 7x the
+#: time of 1M)
+STARVED_BUDGET = 16 * 2**20
 #: partial sums a node of the tree reduction adds (kernelscale.ops.rows.SPLIT_EVERY), at most
 SPLIT_MAX, SPLIT_MIN = 8, 2
 #: arrays of one column per class a classifier's fit holds per row of a chunk (one-hot targets,
@@ -377,7 +382,7 @@ def plan(estimator, X, k, client_budget, workers, *, x_reduced=False):
 
     # the estimator's "auto" sizes follow the task budget and the task budget what they hold: the
     # budget only decreases from the client's until the sizes it gives fit it
-    last = None
+    last = starved = None
     modes = [(True, False)] if x_row else []
     modes += [(False, False)] + ([(False, True)] if workers.spill_room > 0 else [])
     for keep_x, spills in modes:
@@ -419,8 +424,14 @@ def plan(estimator, X, k, client_budget, workers, *, x_reduced=False):
                                                 + max(cut) * (fp.task_row + fp.block_row + class_row))))
             if spills:  # the targets and weights are kept, spilled with the state
                 hold = n * data_row
-            return Plan(budget=cap, rows=rows, keep_x=keep_x, hold=max(hold, 0), split_every=split,
-                        workers=workers, spills=spills)
+            found = Plan(budget=cap, rows=rows, keep_x=keep_x, hold=max(hold, 0), split_every=split,
+                         workers=workers, spills=spills)
+            if cap >= min(STARVED_BUDGET, client_budget):
+                return found if starved is None or cap >= starved.budget else starved
+            starved = found if starved is None or cap > starved.budget else starved
+            break  # the next mode may leave the tasks more
+    if starved is not None:
+        return starved
     task_room, fp, cut = last
     raise ValueError(_refusal(estimator, X, workers, client_budget, task_room, fp, cut, extra, n, data_row, source))
 
