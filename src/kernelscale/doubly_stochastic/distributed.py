@@ -150,12 +150,13 @@ def _partial_scores(local, X, Y, w, *, token, spec, budget, cache_bytes, ahead_b
     wb = None if w is None else np.ascontiguousarray(w[local])
     op = _worker_op(token, spec, budget, cache_bytes)
     S = op.scores(Xb, _joined(coef, spec, Y.shape[1], Xb.dtype), range(t))
-    if Xb.shape[0] * spec.block_size * Xb.dtype.itemsize <= ahead_bytes and Xb.shape[0] <= piece_rows(spec, budget):
+    rows = piece_rows(spec, budget)
+    if Xb.shape[0] * spec.block_size * Xb.dtype.itemsize <= ahead_bytes and Xb.shape[0] <= rows:
         Phi = op.transform(Xb, [t + 1])
         C = _covariance(Phi, wb) if preconditioned else 0.0
     else:
         Phi = None
-        C = _piece_sums(op, Xb, None, wb, t + 1, piece_rows(spec, budget), True)[1] if preconditioned else 0.0
+        C = _piece_sums(op, Xb, None, wb, t + 1, rows, True)[1] if preconditioned else 0.0
     with _WORKER_LOCK:
         _WORKER_STATS.update(ahead=1, seconds=time.perf_counter() - start)
     return S, Phi, C
