@@ -12,7 +12,9 @@ import kernelscale as ks
 from kernelscale.auto import estimators as auto_estimators
 from kernelscale.auto import plan
 from kernelscale.auto.pairwise import OneVsOneLSSVMClassifier
-from kernelscale.auto.search import ALPHA_GRID, TIE_BREAK, halving_search, loo_losses, pairwise_loo_losses
+from kernelscale.auto.search import (
+    ALPHA_GRID, FIRST_RUNG, RUNG_GROWTH, TIE_BREAK, halving_search, loo_losses, pairwise_loo_losses, rung_sizes,
+)
 from kernelscale.base.classifier import class_pairs, one_vs_one_scores
 from kernelscale.exact import exact_lssvm
 from kernelscale.ops.kernel import kernel_matrix
@@ -37,8 +39,31 @@ def test_loo_residuals_equal_leaving_each_row_out(alpha):
     Y = np.column_stack([np.sin(X[:, 0]), X[:, 1] ** 2]) + 0.1 * rng.normal(size=(50, 2))
     Y -= Y.mean(axis=0)
     K = kernel_matrix(ks.GaussianKernel(sigma=1.5), X)
-    (R,) = list(loo_residuals(K, Y, [alpha]))
+    ((R,),) = list(loo_residuals(K, Y, [alpha]))
     np.testing.assert_allclose(R, _brute_loo(K, Y, alpha), rtol=1e-6, atol=1e-9)
+
+
+def test_loo_residuals_of_many_ridges_come_in_blocks_within_the_budget():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(40, 3))
+    Y = rng.normal(size=(40, 3))
+    Y -= Y.mean(axis=0)
+    K = kernel_matrix(ks.GaussianKernel(sigma=1.0), X)
+    alphas = [1e-4, 1e-3, 1e-2, 0.1, 1.0]
+    # room for the squares and two ridges' arrays at a time
+    blocks = list(loo_residuals(K, Y, alphas, budget=6 * 8 * 40 * 40 + 2 * 5 * 8 * 40 * 3))
+    assert [b.shape[0] for b in blocks] == [2, 2, 1]
+    for R, alpha in zip(np.concatenate(blocks), alphas):
+        np.testing.assert_allclose(R, _brute_loo(K, Y, alpha), rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("n", [1, 112, 400, 401, 426, 800, 1347, 1600])
+def test_rungs_end_at_all_the_rows_and_double(n):
+    ladder = rung_sizes(n)
+    assert ladder[-1] == n
+    assert ladder[0] <= FIRST_RUNG
+    assert len(ladder) == 1 or ladder[0] > FIRST_RUNG / RUNG_GROWTH
+    assert all(RUNG_GROWTH * a - 1 <= b <= RUNG_GROWTH * a for a, b in zip(ladder, ladder[1:]))
 
 
 def test_loo_and_predictions_equal_their_definitions():

@@ -15,11 +15,18 @@ stratified for classification) and never looks at the test part.
   of the first rung or only for the leading ``PAIRWISE_LEADERS`` by their one-vs-rest score, on
   the unseen-data sets with three classes or more: the search's loss, the validation error and
   the fit's seconds.
+- ``adult``: the stagewise route's scaling of indicator columns and its rule for the stages kept.
+- ``rungs``: the search's ladder of subsample sizes: the first rung of at most 400 or 200 rows,
+  the last of at most 1600 or 800, and the ladder that doubles from 400 rows and stops at the
+  rows it has (the rule before) against the one that ends at all the search's rows; the
+  validation error and the fit's seconds on the unseen-data sets, each with ``--seeds`` search
+  permutations.
 
     python -m benchmarks auto_rules alpha
     python -m benchmarks auto_rules block [--seconds 40]
     python -m benchmarks auto_rules multiclass
     python -m benchmarks auto_rules adult [--seconds 10] [--seeds 4]
+    python -m benchmarks auto_rules rungs [--seeds 3]
 
 Writes benchmarks/results/auto-rules.json (one record per part and variant; a later part adds to
 the file's other parts).
@@ -164,12 +171,63 @@ def part_adult(suite, seconds, seeds):
         print(f"{label}: mean {np.mean(errors):.4f}", flush=True)
 
 
+def _doubling_from_first(n):
+    """The ladder before :func:`kernelscale.auto.search.rung_sizes`: FIRST_RUNG rows, doubling,
+    the last rung cut to n."""
+    from kernelscale.auto import search
+
+    ladder = [min(n, search.FIRST_RUNG)]
+    while ladder[-1] < n:
+        ladder.append(min(n, ladder[-1] * search.RUNG_GROWTH))
+    return ladder
+
+
+#: label -> (ladder, first rung's most rows, search's most rows)
+RUNG_VARIANTS = {
+    "(a) 400 doubling, at most 1600": ("doubling", 400, 1600),
+    "(b) ending at n, first <= 400, at most 1600": ("ending", 400, 1600),
+    "(c) ending at n, first <= 200, at most 1600": ("ending", 200, 1600),
+    "(d) ending at n, first <= 400, at most 800": ("ending", 400, 800),
+    "(e) ending at n, first <= 200, at most 800": ("ending", 200, 800),
+}
+
+
+def part_rungs(suite, seeds):
+    import kernelscale as ks
+    from kernelscale.auto import estimators, search
+
+    saved = search.rung_sizes, search.FIRST_RUNG, estimators.SEARCH_MAX_ROWS
+    for name in DATASETS:
+        data = make_dataset(name)
+        X, Xv, y, yv = _validation_split(data.X_train, data.y_train, data.task)
+        cls = ks.AutoKernelRegressor if data.task == "regression" else ks.AutoKernelClassifier
+        line = []
+        for label, (ladder, first, most) in RUNG_VARIANTS.items():
+            errors, seconds = [], []
+            for seed in range(seeds):
+                search.rung_sizes = _doubling_from_first if ladder == "doubling" else saved[0]
+                search.FIRST_RUNG, estimators.SEARCH_MAX_ROWS = first, most
+                try:
+                    start = time.perf_counter()
+                    model = cls(random_state=seed).fit(X, y)
+                    seconds.append(time.perf_counter() - start)
+                finally:
+                    search.rung_sizes, search.FIRST_RUNG, estimators.SEARCH_MAX_ROWS = saved
+                errors.append(task_error(data.task, model.predict(Xv), yv))
+            suite.add(name, label, params={"part": "rungs", "n": int(X.shape[0]), "ladder": ladder, "first": first,
+                                           "most": most, "seeds": seeds},
+                      metrics={"validation_error": float(np.mean(errors)), "errors": errors},
+                      time_median_s=float(np.median(seconds)), times_s=seconds)
+            line.append(f"{label[:3]} {np.mean(errors):.4g} {np.median(seconds):.2f}s")
+        print(f"{name:30s} " + " | ".join(line), flush=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=("alpha", "block", "multiclass", "adult"))
+    parser.add_argument("part", choices=("alpha", "block", "multiclass", "adult", "rungs"))
     parser.add_argument("--seconds", type=float, default=None,
                         help="block: seconds per block size (40); adult: the time budget (10)")
-    parser.add_argument("--seeds", type=int, default=4, help="adult: fits per variant")
+    parser.add_argument("--seeds", type=int, default=None, help="adult: fits per variant (4); rungs: per variant and set (3)")
     args = parser.parse_args(argv)
     suite = Suite("auto-rules", paper={"note": "training data only; see the module docstring"})
     path = RESULTS_DIR / "auto-rules.json"
@@ -180,7 +238,9 @@ def main(argv=None):
     elif args.part == "multiclass":
         part_multiclass(suite)
     elif args.part == "adult":
-        part_adult(suite, args.seconds or 10.0, args.seeds)
+        part_adult(suite, args.seconds or 10.0, args.seeds or 4)
+    elif args.part == "rungs":
+        part_rungs(suite, args.seeds or 3)
     else:
         part_block(suite, args.seconds or 40.0)
     suite.write(plot=False)

@@ -89,7 +89,7 @@ class _AutoBase(BoundaryMixin, BaseEstimator):
         n, d = X.shape
         if sample_weight is not None:
             sample_weight = check_sample_weight(sample_weight, X)
-        flops = plan.flop_rate(X.dtype, budget)
+        flops = plan.exact_flop_rate(n, d, self.time_budget, X.dtype, budget)
         exact_bytes = lssvm_fit_memory(n, d, self._n_outputs(y), n, X.dtype, "gaussian", "exact")
         exact = plan.use_exact(n, d, exact_bytes, self.time_budget, flops, budget)
         method = "exact" if exact else "stagewise"

@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-__all__ = ["ALPHA_GROWTH", "EXACT_SHARE", "SEARCH_SHARE", "exact_seconds", "flop_rate", "holdout_rows", "smallest_ridge", "stages_to_keep", "use_exact"]
+__all__ = ["ALPHA_GROWTH", "EXACT_SHARE", "SEARCH_SHARE", "exact_flop_rate", "exact_seconds", "flop_rate", "holdout_rows", "smallest_ridge", "stages_to_keep", "use_exact"]
 
 #: the exact solver is chosen when its predicted cost is at most this share of the budget
 EXACT_SHARE = 0.4
@@ -37,6 +37,18 @@ SEARCH_SHARE = 0.1
 #: held-out rows that choose the number of stages: this fraction of n, at most HOLDOUT_MAX
 HOLDOUT_FRACTION = 0.1
 HOLDOUT_MAX = 2000
+
+
+#: floating-point operations per second any machine the library runs on reaches at least
+SLOWEST_RATE = 1e9
+
+
+def exact_flop_rate(n, d, time_budget, dtype=np.float64, budget=None):
+    """The flop rate the exact rule and the search's deadline use: SLOWEST_RATE when the exact fit
+    is affordable even at that rate (small n: no probe), else :func:`flop_rate`'s probe."""
+    if exact_seconds(n, d, SLOWEST_RATE) <= EXACT_SHARE * time_budget:
+        return SLOWEST_RATE
+    return flop_rate(dtype, budget)
 
 
 def flop_rate(dtype=np.float64, budget=None, size=512):

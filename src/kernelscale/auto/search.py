@@ -25,10 +25,10 @@ and the bandwidths that lead one-vs-rest are the ones that lead one-vs-one (docs
 
 Successive halving (Jamieson & Talwalkar 2016; scikit-learn's ``HalvingGridSearchCV``): every
 candidate is scored on the first ``m0`` rows of one random permutation, the best quarter goes on
-to twice as many rows, and so on until one candidate is left, the rows run out, or the next
-rung would pass the deadline (its cost is predicted from the slowest evaluation so far,
-scaled by m^3). Subsamples are nested prefixes of the permutation, so a rung sees the rows of
-the one before.
+to twice as many rows, and so on until one candidate is left, the last rung (all the search's
+rows, :func:`rung_sizes`) is scored, or the next rung would pass the deadline (its cost is
+predicted from the evaluations so far, scaled by m^2 and m^3). Subsamples are nested prefixes
+of the permutation, so a rung sees the rows of the one before.
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ from ..ops.lapack_threads import one_blas_thread
 from ..ops.loo import LOO_SQUARES, loo_and_predictions, loo_residuals
 from ..ops.memory import check_fits
 
-__all__ = ["Candidate", "SearchResult", "halving_search", "loo_losses", "pairwise_loo_losses", "ALPHA_GRID"]
+__all__ = ["Candidate", "SearchResult", "halving_search", "loo_losses", "pairwise_loo_losses", "rung_sizes",
+           "ALPHA_GRID"]
 
 #: ridges tried by every evaluation, relative to the mean eigenvalue of K (quarter decades)
 ALPHA_GRID = np.logspace(-9, 1, 41)
@@ -67,7 +68,7 @@ KERNELS = {"gaussian": GaussianKernel, "laplacian": LaplacianKernel}
 #: bandwidth factors scored past the grid's edge when the best is there
 EDGE_STEPS = 3
 EDGE_RATIO = 1.6
-#: rows of the first rung, and the growth of the rungs
+#: the most rows of the first rung, and the growth of the rungs
 FIRST_RUNG = 400
 RUNG_GROWTH = 2
 #: the fraction of candidates that goes on to the next rung
@@ -116,14 +117,15 @@ def loo_losses(K, Y, alphas, codes=None, prior=None, budget=None):
     squared residual; without codes it is the mean squared LOO residual over the mean squared Y.
     Returns an array of len(alphas)."""
     scale = max(float(np.mean(Y * Y)), np.finfo(float).tiny)
-    losses = np.empty(len(alphas))
-    for i, R in enumerate(loo_residuals(K, Y, alphas, budget)):
-        squared = float(np.mean(R * R)) / scale
+    losses = []
+    for R in loo_residuals(K, Y, alphas, budget):  # (j, m, k) for the next j ridges
+        squared = np.einsum("jmk,jmk->j", R, R) / (R[0].size * scale)
         if codes is None:
-            losses[i] = squared
+            losses.append(squared)
         else:
-            losses[i] = float(np.mean(np.argmax(prior + (Y - R), axis=1) != codes)) + TIE_BREAK * squared
-    return losses
+            errors = np.mean(np.argmax(prior + (Y - R), axis=2) != codes, axis=1)
+            losses.append(errors + TIE_BREAK * squared)
+    return np.concatenate(losses)
 
 
 def pairwise_loo_losses(K, codes, n_classes, alphas, budget=None):
@@ -278,7 +280,8 @@ def halving_search(X, Y, codes, deadline, *, reduce=None, budget=None, random_st
     X, Y = X[:n], Y[:n]
     codes = None if codes is None else codes[:n]
     reps = _Representations(X, sorted({c.scaling for c in pool}), reduce, random_state)
-    m = min(n, FIRST_RUNG)
+    ladder = rung_sizes(n)
+    m = ladder.pop(0)
     records = []
     while True:
         prior = Y[:m].mean(axis=0)
@@ -304,14 +307,24 @@ def halving_search(X, Y, codes, deadline, *, reduce=None, budget=None, random_st
                 f"best {cand.kernel} sigma={sigma:.4g} alpha={alpha:.3g} ({cand.scaling} scaling"
                 f"{', one-vs-one' if multiclass == 'ovo' else ''}), loss {loss:.4f}")
         keep = max(1, math.ceil(len(scored) * KEEP))
-        next_m = min(n, m * RUNG_GROWTH)
         pool = [t[1] for t in scored[:keep]]
-        if next_m == m or len(scored) == 1:
+        if not ladder or len(scored) == 1:
             break
-        if time.perf_counter() + costs.predict(pool, next_m) > deadline:
+        if time.perf_counter() + costs.predict(pool, ladder[0]) > deadline:
             break
-        m = next_m
+        m = ladder.pop(0)
     return best
+
+
+def rung_sizes(n):
+    """The rows of each rung for a search of n rows: the last rung has all n, each one before has
+    RUNG_GROWTH times fewer, and the first has at most FIRST_RUNG (all n when n is no more). A
+    ladder that ends at n spends nothing on a last rung barely larger than the one before it
+    (426 rows after 400)."""
+    steps = 0
+    while n > FIRST_RUNG * RUNG_GROWTH**steps:
+        steps += 1
+    return [math.ceil(n / RUNG_GROWTH**(steps - i)) for i in range(steps + 1)]
 
 
 def max_search_rows(budget, d):
