@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_digits, make_regression
+from sklearn.datasets import load_digits, make_classification, make_regression
 from sklearn.model_selection import train_test_split
 
 import kernelscale as ks
@@ -215,6 +215,34 @@ def test_stages_to_keep_keeps_all_unless_the_last_is_clearly_worse_on_the_same_r
     assert plan.stages_to_keep([2.0, 1.0, 1.1], sq, sq * 1.1) == 2
     assert plan.stages_to_keep([2.0, 1.0, 1.01], sq, sq * rng.uniform(0.5, 1.52, 2000)) == 3
     assert plan.stages_to_keep([], None, None) == 0
+
+
+def test_decision_threshold_moves_only_where_the_rows_show_fewer_errors_by_far():
+    rng = np.random.default_rng(0)
+    positive = rng.random(4000) < 0.1
+    # a rare class whose decision values are shrunk towards the common one: centred at -0.2
+    decision = np.where(positive, rng.normal(-0.2, 0.3, 4000), rng.normal(-1.0, 0.3, 4000))
+    t = plan.decision_threshold(decision, positive)
+    errors = lambda cut: int(np.sum((decision > cut) != positive))  # noqa: E731
+    # the Bayes cut: the centres' midpoint -0.6 moved by 0.3^2 / 0.8 log(9) towards the rare class
+    assert -0.45 < t < -0.25
+    assert errors(t) < 0.7 * errors(0.0)
+    assert errors(t) == min(errors(c) for c in np.sort(decision))
+    # where 0 is already the best cut up to a few rows, it stays
+    balanced = np.where(positive, rng.normal(1.0, 0.3, 4000), rng.normal(-1.0, 0.3, 4000))
+    assert plan.decision_threshold(balanced, positive) == 0.0
+    assert plan.decision_threshold(np.array([]), np.array([], dtype=bool)) == 0.0
+
+
+def test_two_class_predictions_follow_the_decision_threshold():
+    X, y = make_classification(n_samples=1500, n_features=6, weights=[0.93], flip_y=0.02, random_state=3)
+    model = ks.AutoKernelClassifier(random_state=0).fit(X, y)
+    assert isinstance(model.threshold_, float)
+    values = model.decision_function(X)
+    np.testing.assert_array_equal(model.predict(X), model.classes_[(values > 0).astype(int)])
+    raw = model.best_estimator_.decision_function(model._scaled(X))
+    np.testing.assert_allclose(values, raw - model.threshold_)
+    assert not hasattr(ks.AutoKernelRegressor(random_state=0).fit(X, X[:, 0]), "threshold_")
 
 
 def test_small_data_takes_the_exact_route_and_matches_its_estimator():

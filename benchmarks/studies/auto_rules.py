@@ -21,12 +21,17 @@ stratified for classification) and never looks at the test part.
   rows it has (the rule before) against the one that ends at all the search's rows; the
   validation error and the fit's seconds on the unseen-data sets, each with ``--seeds`` search
   permutations.
+- ``threshold``: the two-class decision threshold (:func:`kernelscale.auto.plan.decision_threshold`)
+  against the threshold 0, on the two-class unseen-data sets (the exact route: leave-one-out
+  decision values) and on adult with ``--seconds`` of budget (the stagewise route: held-out
+  rows), each with ``--seeds`` seeds.
 
     python -m benchmarks auto_rules alpha
     python -m benchmarks auto_rules block [--seconds 40]
     python -m benchmarks auto_rules multiclass
     python -m benchmarks auto_rules adult [--seconds 10] [--seeds 4]
     python -m benchmarks auto_rules rungs [--seeds 3]
+    python -m benchmarks auto_rules threshold [--seeds 3] [--seconds 10]
 
 Writes benchmarks/results/auto-rules.json (one record per part and variant; a later part adds to
 the file's other parts).
@@ -222,12 +227,42 @@ def part_rungs(suite, seeds):
         print(f"{name:30s} " + " | ".join(line), flush=True)
 
 
+def part_threshold(suite, seeds, seconds):
+    import kernelscale as ks
+    from kernelscale.auto import plan
+
+    chosen = plan.decision_threshold
+    sets = [(name, make_dataset(name)) for name, (task, *_rest) in DATASETS.items() if task == "classification"]
+    sets = [(name, data.X_train, data.y_train, None) for name, data in sets if np.unique(data.y_train).size == 2]
+    adult = ks.load_dataset("adult")
+    sets.append(("adult", adult.X_train, adult.y_train, seconds))
+    for name, X_all, y_all, budget in sets:
+        X, Xv, y, yv = _validation_split(X_all, y_all, "classification")
+        line = []
+        for label, rule in (("threshold 0", lambda decision, positive: 0.0), ("decision_threshold", chosen)):
+            errors, thresholds = [], []
+            for seed in range(seeds):
+                plan.decision_threshold = rule
+                try:
+                    model = ks.AutoKernelClassifier(random_state=seed, **({} if budget is None else {"time_budget": budget}))
+                    model.fit(X, y)
+                finally:
+                    plan.decision_threshold = chosen
+                errors.append(task_error("classification", model.predict(Xv), yv))
+                thresholds.append(float(model.threshold_))
+            suite.add(name, label, params={"part": "threshold", "n": int(X.shape[0]), "seeds": seeds,
+                                           "time_budget": budget, "method": model.method_, "thresholds": thresholds},
+                      metrics={"validation_error": float(np.mean(errors)), "errors": errors})
+            line.append(f"{label}: {np.mean(errors):.4f} (thresholds {', '.join(f'{t:.3g}' for t in thresholds)})")
+        print(f"{name:32s} " + " | ".join(line), flush=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=("alpha", "block", "multiclass", "adult", "rungs"))
+    parser.add_argument("part", choices=("alpha", "block", "multiclass", "adult", "rungs", "threshold"))
     parser.add_argument("--seconds", type=float, default=None,
-                        help="block: seconds per block size (40); adult: the time budget (10)")
-    parser.add_argument("--seeds", type=int, default=None, help="adult: fits per variant (4); rungs: per variant and set (3)")
+                        help="block: seconds per block size (40); adult, threshold: adult's time budget (10)")
+    parser.add_argument("--seeds", type=int, default=None, help="adult: fits per variant (4); rungs, threshold: per variant and set (3)")
     args = parser.parse_args(argv)
     suite = Suite("auto-rules", paper={"note": "training data only; see the module docstring"})
     path = RESULTS_DIR / "auto-rules.json"
@@ -241,6 +276,8 @@ def main(argv=None):
         part_adult(suite, args.seconds or 10.0, args.seeds or 4)
     elif args.part == "rungs":
         part_rungs(suite, args.seeds or 3)
+    elif args.part == "threshold":
+        part_threshold(suite, args.seeds or 3, args.seconds or 10.0)
     else:
         part_block(suite, args.seconds or 40.0)
     suite.write(plot=False)

@@ -124,8 +124,12 @@ class _AutoBase(BoundaryMixin, BaseEstimator):
                 model = self._exact(kernel, C=1.0 / alpha, solver="exact", **common)
                 model.fit(Xs, y, sample_weight=sample_weight)
             chosen = {"alpha": alpha, "multiclass": found.multiclass}
+            unseen = (found.loo_decision, y[searched][:found.rows])
         else:
-            model, chosen = self._stagewise(kernel, Xs, y, sample_weight, order, deadline, common)
+            model, chosen, unseen = self._stagewise(kernel, Xs, y, sample_weight, order, deadline, common)
+        if codes is not None:
+            decision, labels = unseen
+            fitted["threshold_"] = self._threshold(decision, labels == fitted["classes_"][-1])
         self._log(f"fitted {type(model).__name__} in {time.perf_counter() - start:.1f} s")
         fitted.update(
             best_estimator_=model, method_=method, scaling_mean_=mean, scaling_scale_=scale,
@@ -151,17 +155,18 @@ class _AutoBase(BoundaryMixin, BaseEstimator):
                                       **common)
         sw = None if sample_weight is None else sample_weight[train]
         model.fit(X[train], y[train], sample_weight=sw)
-        losses, best_rows, rows = [], None, None
+        losses, best_rows, rows, best_out, out = [], None, None, None, None
         for out in self._staged(model, X[held]):
             rows = self._holdout_losses(model, out, y[held])
             losses.append(float(np.mean(rows)))
             if losses[-1] < min(losses[:-1], default=np.inf):
-                best_rows = rows
+                best_rows, best_out = rows, out
         keep = plan.stages_to_keep(losses, best_rows, rows)
         model.keep_stages(keep)
         self._log(f"stagewise: {clock.stages} stages of {block} features, kept {keep} "
                   f"(held-out loss {losses[keep - 1] if keep else float('nan'):.4f})")
-        return model, {"n_stages": keep, "block_size": block}
+        kept = out if keep == len(losses) else best_out
+        return model, {"n_stages": keep, "block_size": block}, (kept, y[held])
 
     def _scaled(self, X):
         check_is_fitted(self)
@@ -296,6 +301,11 @@ _DOC = """
 class AutoKernelClassifier(ClassifierMixin, _AutoBase):
     __doc__ = """Kernel classifier that chooses its method, capacity and hyperparameters within a time budget.
 """ + _DOC + """    classes_ : (k,)
+    threshold_ : float
+        Two classes: ``predict`` gives ``classes_[1]`` where the model's decision value exceeds
+        it (0 but where rows the model did not fit, leave-one-out or held out, show fewer errors
+        with another cut: :func:`kernelscale.auto.plan.decision_threshold`);
+        ``decision_function`` is the model's less it. ``predict_proba`` is the model's own.
 """
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -322,9 +332,27 @@ class AutoKernelClassifier(ClassifierMixin, _AutoBase):
         picked = scores.argmax(axis=1) if scores.ndim == 2 else (scores > 0).astype(int)
         return (model.classes_[picked] != y).astype(np.float64)
 
+    def _threshold(self, decision, positive):
+        """The two-class decision threshold (:func:`kernelscale.auto.plan.decision_threshold`)
+        from decision values on rows the model did not fit (None or 2-d: more classes) and
+        whether each of those rows is of the second class."""
+        if decision is None or decision.ndim != 1:
+            return 0.0
+        threshold = plan.decision_threshold(decision, positive)
+        if threshold:
+            self._log(f"two classes: decision threshold {threshold:.4g} (fewer errors on rows not fitted)")
+        return threshold
+
     def decision_function(self, X):
         X = self._scaled(X)
-        return self.best_estimator_.decision_function(X)
+        values = self.best_estimator_.decision_function(X)
+        return values - self.threshold_ if values.ndim == 1 else values
+
+    def predict(self, X):
+        check_is_fitted(self)
+        if not self.threshold_:
+            return super().predict(X)
+        return self.classes_[(self.decision_function(X) > 0).astype(np.intp)]
 
     def predict_proba(self, X):
         X = self._scaled(X)

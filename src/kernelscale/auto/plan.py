@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-__all__ = ["ALPHA_GROWTH", "EXACT_SHARE", "SEARCH_SHARE", "exact_flop_rate", "exact_seconds", "flop_rate", "holdout_rows", "smallest_ridge", "stages_to_keep", "use_exact"]
+__all__ = ["ALPHA_GROWTH", "EXACT_SHARE", "SEARCH_SHARE", "decision_threshold", "exact_flop_rate", "exact_seconds", "flop_rate", "holdout_rows", "smallest_ridge", "stages_to_keep", "use_exact"]
 
 #: the exact solver is chosen when its predicted cost is at most this share of the budget
 EXACT_SHARE = 0.4
@@ -94,6 +94,35 @@ def stages_to_keep(losses, best_rows, last_rows):
     diff = np.asarray(last_rows, dtype=np.float64) - np.asarray(best_rows, dtype=np.float64)
     error = np.std(diff) / np.sqrt(max(diff.size, 1))
     return best + 1 if np.mean(diff) > 2 * error else len(losses)
+
+
+def decision_threshold(decision, positive):
+    """The threshold t of a two-class model (the second class where its decision value exceeds t)
+    that the rows support: ``decision`` (m,) the values on rows the model did not fit (leave-one-
+    out or held out), ``positive`` (m,) whether each row is of the second class. The cut with the
+    fewest errors (the one nearest 0 among equals) is kept only where it makes fewer errors than 0
+    by more than two standard errors of their paired difference (the rule of
+    :func:`stages_to_keep`); otherwise 0. A least-squares fit of 0/1 codes shrinks towards the
+    class frequencies, so that on imbalanced classes the rare one needs a threshold below 0."""
+    decision = np.asarray(decision, dtype=np.float64)
+    positive = np.asarray(positive, dtype=bool)
+    m = decision.size
+    if m == 0:
+        return 0.0
+    order = np.argsort(decision, kind="stable")
+    values, labels = decision[order], positive[order]
+    # cut j: the rows j, j + 1, ... (sorted) predicted positive; a cut between equal values is no cut
+    positives_below = np.concatenate([[0], np.cumsum(labels)])
+    negatives_above = (m - np.arange(m + 1)) - (positives_below[-1] - positives_below)
+    errors = (positives_below + negatives_above).astype(np.float64)
+    errors[1:-1][values[1:] == values[:-1]] = np.inf
+    cuts = np.concatenate([[values[0] - 1.0], 0.5 * (values[1:] + values[:-1]), [values[-1] + 1.0]])
+    fewest = np.flatnonzero(errors == errors.min())
+    threshold = float(cuts[fewest[np.argmin(np.abs(cuts[fewest]))]])
+    diff = ((decision > threshold) != positive).astype(np.float64) - ((decision > 0) != positive)
+    if np.mean(diff) < -2.0 * np.std(diff) / np.sqrt(m):
+        return threshold
+    return 0.0
 
 
 def smallest_ridge(n, dtype, kernel_mean=1.0):

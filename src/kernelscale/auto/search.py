@@ -99,6 +99,7 @@ class SearchResult:
     score: float
     records: list = field(default_factory=list)
     multiclass: str = "ovr"  # "ovo": one-vs-one ridges scored better (pairwise=True searches)
+    loo_decision: np.ndarray | None = None  # two classes: the winner's (rows,) LOO decision values
 
     @property
     def kernel_mean(self):
@@ -107,7 +108,7 @@ class SearchResult:
                     if r["sigma"] == self.sigma and r["n_samples"] == self.rows)
 
 
-def loo_losses(K, Y, alphas, codes=None, prior=None, budget=None):
+def loo_losses(K, Y, alphas, codes=None, prior=None, budget=None, decisions=False):
     """Leave-one-out losses of kernel ridge on the Gram matrix K for every ridge in ``alphas``
     (:func:`kernelscale.ops.loo.loo_residuals`).
 
@@ -115,16 +116,22 @@ def loo_losses(K, Y, alphas, codes=None, prior=None, budget=None):
     (Y their centred one-hot codes, ``prior`` the class frequencies the centring removed): the
     loss is the LOO error rate of argmax(prior + LOO prediction) plus ``TIE_BREAK`` times the mean
     squared residual; without codes it is the mean squared LOO residual over the mean squared Y.
-    Returns an array of len(alphas)."""
+    Returns an array of len(alphas); with ``decisions`` (two classes) also the (len(alphas), m)
+    LOO decision values, the second class's prediction less the first's."""
     scale = max(float(np.mean(Y * Y)), np.finfo(float).tiny)
-    losses = []
+    losses, values = [], []
     for R in loo_residuals(K, Y, alphas, budget):  # (j, m, k) for the next j ridges
         squared = np.einsum("jmk,jmk->j", R, R) / (R[0].size * scale)
         if codes is None:
             losses.append(squared)
-        else:
-            errors = np.mean(np.argmax(prior + (Y - R), axis=2) != codes, axis=1)
-            losses.append(errors + TIE_BREAK * squared)
+            continue
+        predicted = prior + (Y - R)
+        errors = np.mean(np.argmax(predicted, axis=2) != codes, axis=1)
+        losses.append(errors + TIE_BREAK * squared)
+        if decisions:
+            values.append(predicted[:, :, 1] - predicted[:, :, 0])
+    if decisions:
+        return np.concatenate(losses), np.concatenate(values)
     return np.concatenate(losses)
 
 
@@ -300,8 +307,8 @@ def halving_search(X, Y, codes, deadline, *, reduce=None, budget=None, random_st
                 scored = _with_pairwise_leaders(scored, reps, m, Ym, cm, prior, budget, costs, records, deadline)
         modes.update((t[1], t[4]) for t in scored)
         scored.sort(key=lambda t: t[0])
-        loss, cand, sigma, alpha, multiclass, _ = scored[0]
-        best = SearchResult(cand, sigma, alpha, m, loss, records, multiclass)
+        loss, cand, sigma, alpha, multiclass, _, decision = scored[0]
+        best = SearchResult(cand, sigma, alpha, m, loss, records, multiclass, decision)
         if log is not None:
             log(f"search: {len(scored)} candidate(s) on {m} rows in {costs.seconds:.2f} s; "
                 f"best {cand.kernel} sigma={sigma:.4g} alpha={alpha:.3g} ({cand.scaling} scaling"
@@ -358,16 +365,21 @@ class _Costs:
 
 def _evaluate(cand, reps, m, Ym, codes, prior, budget, costs, records, modes=("ovr",)):
     """Score one candidate on the first m rows: (loss, candidate, sigma, alpha, multiclass,
-    smoothed loss), the best of the multiclass schemes ``modes`` ("ovr": one-vs-rest, "ovo":
-    one-vs-one); one-vs-rest on a tie."""
+    smoothed loss, LOO decision values at alpha for two classes or None), the best of the
+    multiclass schemes ``modes`` ("ovr": one-vs-rest, "ovo": one-vs-one); one-vs-rest on a tie."""
     start = time.perf_counter()
     kernel, sigma = reps.kernel_of(cand)
     K = kernel_matrix(kernel, reps.rows[cand.scaling][:m], max_memory=budget)
     built = time.perf_counter()
     unit = max(float(np.trace(K)) / m, np.finfo(float).tiny)
     scores = {}
+    decisions = None
     if "ovr" in modes:
-        scores["ovr"] = loo_losses(K, Ym, ALPHA_GRID * unit, codes, prior, budget), ALPHA_GRID
+        if codes is not None and Ym.shape[1] == 2:
+            losses, decisions = loo_losses(K, Ym, ALPHA_GRID * unit, codes, prior, budget, decisions=True)
+        else:
+            losses = loo_losses(K, Ym, ALPHA_GRID * unit, codes, prior, budget)
+        scores["ovr"] = losses, ALPHA_GRID
     if "ovo" in modes:
         scores["ovo"] = (pairwise_loo_losses(K, codes, Ym.shape[1], PAIRWISE_ALPHA_GRID * unit, budget),
                          PAIRWISE_ALPHA_GRID)
@@ -380,7 +392,8 @@ def _evaluate(cand, reps, m, Ym, codes, prior, budget, costs, records, modes=("o
     records.append({"scaling": cand.scaling, "kernel": cand.kernel, "bandwidth_factor": cand.factor,
                     "sigma": sigma, "alpha": alpha, "multiclass": multiclass, "n_samples": m,
                     "validation_loss": float(losses[i]), "kernel_mean": float(np.mean(K)), "fit_time": done - start})
-    return float(losses[i]), cand, sigma, alpha, multiclass, float(_smoothed(losses)[i])
+    decision = decisions[i] if decisions is not None and multiclass == "ovr" else None
+    return float(losses[i]), cand, sigma, alpha, multiclass, float(_smoothed(losses)[i]), decision
 
 
 def _with_pairwise_leaders(scored, reps, m, Ym, codes, prior, budget, costs, records, deadline):
