@@ -98,31 +98,54 @@ def stages_to_keep(losses, best_rows, last_rows):
 
 def decision_threshold(decision, positive):
     """The threshold t of a two-class model (the second class where its decision value exceeds t)
-    that the rows support: ``decision`` (m,) the values on rows the model did not fit (leave-one-
-    out or held out), ``positive`` (m,) whether each row is of the second class. The cut with the
-    fewest errors (the one nearest 0 among equals) is kept only where it makes fewer errors than 0
-    by more than two standard errors of their paired difference (the rule of
-    :func:`stages_to_keep`); otherwise 0. A least-squares fit of 0/1 codes shrinks towards the
-    class frequencies, so that on imbalanced classes the rare one needs a threshold below 0."""
-    decision = np.asarray(decision, dtype=np.float64)
+    that rows the model did not fit support: ``decision`` (m,) their decision values (leave-one-
+    out or held out), ``positive`` (m,) whether each is of the second class.
+
+    Platt's scaling (Platt 1999): P(second class | f) = 1 / (1 + exp(-(a f + b))) fitted by
+    maximum likelihood to the rows, with Platt's targets (N+ + 1) / (N+ + 2) and 1 / (N- + 2) in
+    place of 1 and 0 (so that the fit exists when the values separate the classes); t = -b / a is
+    where that probability is 1/2. It is kept only when it is more than two standard errors (the
+    delta method on the fit's inverse Hessian) from 0, else 0: a least-squares fit of 0/1 codes
+    shrinks towards the class frequencies, so that on imbalanced classes the rare one needs a
+    threshold below 0, and on balanced ones a threshold fitted to noise costs errors."""
+    f = np.asarray(decision, dtype=np.float64)
     positive = np.asarray(positive, dtype=bool)
-    m = decision.size
-    if m == 0:
+    n_pos = int(positive.sum())
+    n_neg = positive.size - n_pos
+    if n_pos == 0 or n_neg == 0 or not np.all(np.isfinite(f)) or np.ptp(f) == 0:
         return 0.0
-    order = np.argsort(decision, kind="stable")
-    values, labels = decision[order], positive[order]
-    # cut j: the rows j, j + 1, ... (sorted) predicted positive; a cut between equal values is no cut
-    positives_below = np.concatenate([[0], np.cumsum(labels)])
-    negatives_above = (m - np.arange(m + 1)) - (positives_below[-1] - positives_below)
-    errors = (positives_below + negatives_above).astype(np.float64)
-    errors[1:-1][values[1:] == values[:-1]] = np.inf
-    cuts = np.concatenate([[values[0] - 1.0], 0.5 * (values[1:] + values[:-1]), [values[-1] + 1.0]])
-    fewest = np.flatnonzero(errors == errors.min())
-    threshold = float(cuts[fewest[np.argmin(np.abs(cuts[fewest]))]])
-    diff = ((decision > threshold) != positive).astype(np.float64) - ((decision > 0) != positive)
-    if np.mean(diff) < -2.0 * np.std(diff) / np.sqrt(m):
-        return threshold
-    return 0.0
+    target = np.where(positive, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
+    design = np.column_stack([f, np.ones_like(f)])
+    theta = np.array([1.0 / max(float(np.std(f)), np.finfo(float).tiny), math.log((n_pos + 1.0) / (n_neg + 1.0))])
+
+    def loss(th):
+        z = design @ th
+        return float(np.sum(np.logaddexp(0.0, z) - target * z))
+
+    current = loss(theta)
+    for _ in range(100):  # Newton's method with step halving on the convex log loss
+        p = 0.5 * (1.0 + np.tanh(0.5 * (design @ theta)))  # the logistic function, overflow-free
+        hessian = design.T @ (design * (p * (1.0 - p))[:, None])
+        step = np.linalg.solve(hessian + 1e-12 * np.trace(hessian) * np.eye(2), design.T @ (p - target))
+        for _ in range(30):
+            trial = loss(theta - step)
+            if trial <= current:
+                break
+            step = step / 2.0
+        else:
+            break  # no step lowers the loss: the minimum, up to rounding
+        theta, current = theta - step, trial
+        if np.max(np.abs(step)) <= 1e-10 * (1.0 + np.max(np.abs(theta))):
+            break
+    a, b = theta
+    if not a > 0:  # values that do not order the classes: nothing to calibrate
+        return 0.0
+    p = 0.5 * (1.0 + np.tanh(0.5 * (design @ theta)))
+    hessian = design.T @ (design * (p * (1.0 - p))[:, None])
+    gradient = np.array([b / a**2, -1.0 / a])  # of t = -b / a
+    variance = float(gradient @ np.linalg.solve(hessian, gradient))
+    t = -b / a
+    return float(t) if t * t > 4.0 * variance else 0.0
 
 
 def smallest_ridge(n, dtype, kernel_mean=1.0):
