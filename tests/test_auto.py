@@ -326,6 +326,22 @@ def test_stagewise_route_keeps_to_the_budget(no_exact):
     assert model.predict(X_test).dtype == y.dtype and model.decision_function(X_test).dtype == np.float32
 
 
+def test_stagewise_classifier_computes_in_single_precision_and_the_regressor_in_x_dtype(no_exact):
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(3000, 4))
+    y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    model = ks.AutoKernelClassifier(time_budget=3, random_state=0).fit(X, y)
+    assert model.best_estimator_.coef_.dtype == np.float32
+    scaled = X if model.scaling_mean_ is None else (X - model.scaling_mean_) / model.scaling_scale_
+    np.testing.assert_allclose(model.decision_function(X),
+                               model.best_estimator_.decision_function(scaled.astype(np.float32)) - model.threshold_,
+                               rtol=1e-5, atol=1e-5)
+    # targets with an offset that single precision would round away keep float64
+    reg = ks.AutoKernelRegressor(time_budget=3, random_state=0).fit(X, 1e8 + X[:, 0] * X[:, 1])
+    assert reg.best_estimator_.coef_.dtype == np.float64
+    assert np.sqrt(np.mean((reg.predict(X) - 1e8 - X[:, 0] * X[:, 1]) ** 2)) < 0.3
+
+
 def test_stage_block_fits_the_memory_budget(no_exact):
     X = np.random.default_rng(0).normal(size=(3000, 4))
     y = X[:, 0] ** 2
