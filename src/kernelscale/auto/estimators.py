@@ -305,9 +305,10 @@ class AutoKernelClassifier(ClassifierMixin, _AutoBase):
 """ + _DOC + """    classes_ : (k,)
     threshold_ : float
         Two classes: ``predict`` gives ``classes_[1]`` where the model's decision value exceeds
-        it (0 but where rows the model did not fit, leave-one-out or held out, show fewer errors
-        with another cut: :func:`kernelscale.auto.plan.decision_threshold`);
-        ``decision_function`` is the model's less it. ``predict_proba`` is the model's own.
+        it: 0, unless Platt's scaling of decision values on rows the model did not fit (leave-one-
+        out or held out) puts the even odds clearly elsewhere
+        (:func:`kernelscale.auto.plan.decision_threshold`). ``decision_function`` is the model's
+        less it; ``predict_proba`` is the model's own.
 """
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -346,7 +347,7 @@ class AutoKernelClassifier(ClassifierMixin, _AutoBase):
             return 0.0
         threshold = plan.decision_threshold(decision, positive)
         if threshold:
-            self._log(f"two classes: decision threshold {threshold:.4g} (fewer errors on rows not fitted)")
+            self._log(f"two classes: decision threshold {threshold:.4g} (Platt's scaling on rows not fitted)")
         return threshold
 
     def decision_function(self, X):
