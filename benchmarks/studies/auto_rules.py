@@ -187,13 +187,14 @@ def _doubling_from_first(n):
     return ladder
 
 
-#: label -> (ladder, first rung's most rows, search's most rows)
+#: label -> (ladder, first rung's most rows, search's most rows, last rung's most candidates)
 RUNG_VARIANTS = {
-    "(a) 400 doubling, at most 1600": ("doubling", 400, 1600),
-    "(b) ending at n, first <= 400, at most 1600": ("ending", 400, 1600),
-    "(c) ending at n, first <= 200, at most 1600": ("ending", 200, 1600),
-    "(d) ending at n, first <= 400, at most 800": ("ending", 400, 800),
-    "(e) ending at n, first <= 200, at most 800": ("ending", 200, 800),
+    "(a) 400 doubling, at most 1600": ("doubling", 400, 1600, None),
+    "(b) ending at n, first <= 400, at most 1600": ("ending", 400, 1600, None),
+    "(c) ending at n, first <= 200, at most 1600": ("ending", 200, 1600, None),
+    "(d) ending at n, first <= 400, at most 800": ("ending", 400, 800, None),
+    "(e) ending at n, first <= 200, at most 800": ("ending", 200, 800, None),
+    "(f) (b), the last rung only for the winner's ridge": ("ending", 400, 1600, 1),
 }
 
 
@@ -201,26 +202,27 @@ def part_rungs(suite, seeds):
     import kernelscale as ks
     from kernelscale.auto import estimators, search
 
-    saved = search.rung_sizes, search.FIRST_RUNG, estimators.SEARCH_MAX_ROWS
+    saved = search.rung_sizes, search.FIRST_RUNG, estimators.SEARCH_MAX_ROWS, search.LAST_RUNG_CANDIDATES
     for name in DATASETS:
         data = make_dataset(name)
         X, Xv, y, yv = _validation_split(data.X_train, data.y_train, data.task)
         cls = ks.AutoKernelRegressor if data.task == "regression" else ks.AutoKernelClassifier
         line = []
-        for label, (ladder, first, most) in RUNG_VARIANTS.items():
+        for label, (ladder, first, most, last) in RUNG_VARIANTS.items():
             errors, seconds = [], []
             for seed in range(seeds):
                 search.rung_sizes = _doubling_from_first if ladder == "doubling" else saved[0]
-                search.FIRST_RUNG, estimators.SEARCH_MAX_ROWS = first, most
+                search.FIRST_RUNG, estimators.SEARCH_MAX_ROWS, search.LAST_RUNG_CANDIDATES = first, most, last
                 try:
                     start = time.perf_counter()
                     model = cls(random_state=seed).fit(X, y)
                     seconds.append(time.perf_counter() - start)
                 finally:
-                    search.rung_sizes, search.FIRST_RUNG, estimators.SEARCH_MAX_ROWS = saved
+                    (search.rung_sizes, search.FIRST_RUNG, estimators.SEARCH_MAX_ROWS,
+                     search.LAST_RUNG_CANDIDATES) = saved
                 errors.append(task_error(data.task, model.predict(Xv), yv))
             suite.add(name, label, params={"part": "rungs", "n": int(X.shape[0]), "ladder": ladder, "first": first,
-                                           "most": most, "seeds": seeds},
+                                           "most": most, "last_rung_candidates": last, "seeds": seeds},
                       metrics={"validation_error": float(np.mean(errors)), "errors": errors},
                       time_median_s=float(np.median(seconds)), times_s=seconds)
             line.append(f"{label[:3]} {np.mean(errors):.4g} {np.median(seconds):.2f}s")

@@ -73,6 +73,8 @@ FIRST_RUNG = 400
 RUNG_GROWTH = 2
 #: the fraction of candidates that goes on to the next rung
 KEEP = 1 / 4
+#: candidates the last rung (all the search's rows) scores, at most; None: KEEP of the rung before
+LAST_RUNG_CANDIDATES = None
 #: smallest first rung worth a search (fewer rows are all used)
 MIN_RUNG = 20
 #: weight of the squared LOO residual in a classification score (a tie-breaker)
@@ -314,6 +316,8 @@ def halving_search(X, Y, codes, deadline, *, reduce=None, budget=None, random_st
                 f"best {cand.kernel} sigma={sigma:.4g} alpha={alpha:.3g} ({cand.scaling} scaling"
                 f"{', one-vs-one' if multiclass == 'ovo' else ''}), loss {loss:.4f}")
         keep = max(1, math.ceil(len(scored) * KEEP))
+        if len(ladder) == 1 and LAST_RUNG_CANDIDATES is not None:
+            keep = min(keep, LAST_RUNG_CANDIDATES)
         pool = [t[1] for t in scored[:keep]]
         if not ladder or len(scored) == 1:
             break
