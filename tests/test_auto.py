@@ -51,7 +51,7 @@ def test_loo_residuals_of_many_ridges_come_in_blocks_within_the_budget():
     K = kernel_matrix(ks.GaussianKernel(sigma=1.0), X)
     alphas = [1e-4, 1e-3, 1e-2, 0.1, 1.0]
     # room for the squares and two ridges' arrays at a time
-    blocks = list(loo_residuals(K, Y, alphas, budget=6 * 8 * 40 * 40 + 2 * 5 * 8 * 40 * 3))
+    blocks = list(loo_residuals(K, Y, alphas, budget=6 * 8 * 40 * 40 + 2 * 8 * 40 * (7 * 3 + 2)))
     assert [b.shape[0] for b in blocks] == [2, 2, 1]
     for R, alpha in zip(np.concatenate(blocks), alphas):
         np.testing.assert_allclose(R, _brute_loo(K, Y, alpha), rtol=1e-6, atol=1e-9)
@@ -154,6 +154,12 @@ def test_front_door_takes_one_vs_one_where_it_scores_better():
     assert model.score(X_test, y_test) >= weighted.score(X_test, y_test)
 
 
+def test_loo_decision_values_need_two_classes():
+    K = np.eye(4)
+    with pytest.raises(ValueError, match="two classes"):
+        loo_losses(K, np.zeros((4, 1)), [0.1], decisions=True)
+
+
 def test_classification_loss_is_the_loo_error_rate():
     rng = np.random.default_rng(1)
     X = rng.normal(size=(60, 2))
@@ -252,6 +258,17 @@ def test_two_class_predictions_follow_the_decision_threshold():
     assert not hasattr(ks.AutoKernelRegressor(random_state=0).fit(X, X[:, 0]), "threshold_")
 
 
+def test_a_threshold_moves_predictions_and_decision_values(monkeypatch):
+    X, y = make_classification(n_samples=600, n_features=5, weights=[0.8], random_state=4)
+    monkeypatch.setattr(plan, "decision_threshold", lambda decision, positive: -0.25)
+    model = ks.AutoKernelClassifier(random_state=0).fit(X, y)
+    assert model.threshold_ == -0.25
+    raw = model.best_estimator_.decision_function(model._scaled(X))
+    np.testing.assert_allclose(model.decision_function(X), raw + 0.25)
+    np.testing.assert_array_equal(model.predict(X), model.classes_[(raw > -0.25).astype(int)])
+    assert np.any(model.predict(X) != model.best_estimator_.predict(model._scaled(X)))
+
+
 def test_small_data_takes_the_exact_route_and_matches_its_estimator():
     X, y = load_digits(return_X_y=True)
     X_train, X_test, y_train, y_test = train_test_split(X, y, random_state=0)
@@ -336,6 +353,12 @@ def test_stagewise_classifier_computes_in_single_precision_and_the_regressor_in_
     np.testing.assert_allclose(model.decision_function(X),
                                model.best_estimator_.decision_function(scaled.astype(np.float32)) - model.threshold_,
                                rtol=1e-5, atol=1e-5)
+    # a column with an offset that single precision would round away is centred first
+    offset = X.copy()
+    offset[:, 1] += 1e9
+    shifted = ks.AutoKernelClassifier(time_budget=3, random_state=0).fit(offset, y)
+    assert shifted.scaling_mean_ is not None and abs(shifted.scaling_mean_[1] - 1e9) < 1.0
+    assert shifted.score(offset, y) > 0.9
     # targets with an offset that single precision would round away keep float64
     reg = ks.AutoKernelRegressor(time_budget=3, random_state=0).fit(X, 1e8 + X[:, 0] * X[:, 1])
     assert reg.best_estimator_.coef_.dtype == np.float64

@@ -20,6 +20,7 @@ import time
 from numbers import Real
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
@@ -110,10 +111,13 @@ class _AutoBase(BoundaryMixin, BaseEstimator):
         dtype = X.dtype if exact else self._stagewise_dtype or X.dtype
         if best.scaling == "standard":
             mean, scale = standard_scaling(X)
-            Xs = standardize(X, mean, scale).astype(dtype, copy=False)
+        elif dtype != X.dtype and not sp.issparse(X):
+            # single precision keeps a column's digits relative to its offset (a timestamp of 1e9
+            # would round to 64): centre first; the kernels do not change under translation
+            mean, scale = X.mean(axis=0, dtype=np.float64), np.ones(d)
         else:
             mean = scale = None
-            Xs = X.astype(dtype, copy=False)
+        Xs = X.astype(dtype, copy=False) if mean is None else standardize(X, mean, scale).astype(dtype, copy=False)
         kernel = KERNELS[best.kernel](sigma=found.sigma)
         common = dict(max_memory=self.max_memory, device=self.device, random_state=seed)
         if exact:
@@ -280,7 +284,9 @@ _DOC = """
         Every evaluation of the search: scaling, kernel, bandwidth_factor, sigma, alpha,
         multiclass, n_samples, validation_loss, fit_time.
     scaling_mean_, scaling_scale_ : (d,) arrays or None
-        The standardisation applied to X before ``best_estimator_`` (None: X as it is). For
+        The standardisation applied to X before ``best_estimator_`` (None: X as it is; the
+        stagewise classifier, which computes in single precision, centres dense X with a scale
+        of 1 when the search kept it as it is). For
         scipy.sparse X the "standard" scaling does not centre (``scaling_mean_`` is zero, as
         scikit-learn's ``StandardScaler(with_mean=False)``), so X stays sparse: it only divides
         each column by its standard deviation. The search's Gaussian and Laplacian kernels do not
@@ -353,11 +359,11 @@ class AutoKernelClassifier(ClassifierMixin, _AutoBase):
     def decision_function(self, X):
         X = self._scaled(X)
         values = self.best_estimator_.decision_function(X)
-        return values - self.threshold_ if values.ndim == 1 else values
+        return values - getattr(self, "threshold_", 0.0) if values.ndim == 1 else values
 
     def predict(self, X):
         check_is_fitted(self)
-        if not self.threshold_:
+        if not getattr(self, "threshold_", 0.0):  # a model saved before thresholds has none
             return super().predict(X)
         return self.classes_[(self.decision_function(X) > 0).astype(np.intp)]
 

@@ -5,7 +5,8 @@ The rules (measured in docs/auto.md, on training data only):
 
 1. **Exact kernel ridge / LS-SVM** (one Cholesky of the n x n kernel matrix) when the matrix
    fits in ``max_memory`` and its predicted cost, n^3 / 3 + 2 n^2 d flops at the rate this
-   machine showed on a GEMM probe, is at most ``EXACT_SHARE`` of the budget. With the bandwidth
+   machine showed on a GEMM probe (or at SLOWEST_RATE, without a probe, where that suffices:
+   :func:`exact_flop_rate`), is at most ``EXACT_SHARE`` of the budget. With the bandwidth
    and ridge of the leave-one-out search this is the best least-squares kernel model there is;
    nothing approximate beats it where it is affordable.
 2. Otherwise **stagewise regression on random features** (paper 5, Algorithm 3, calibrated
@@ -107,13 +108,28 @@ def decision_threshold(decision, positive):
     where that probability is 1/2. It is kept only when it is more than two standard errors (the
     delta method on the fit's inverse Hessian) from 0, else 0: a least-squares fit of 0/1 codes
     shrinks towards the class frequencies, so that on imbalanced classes the rare one needs a
-    threshold below 0, and on balanced ones a threshold fitted to noise costs errors."""
+    threshold below 0, and on balanced ones a threshold fitted to noise costs errors. The rows
+    are those that also chose the model (its stages, or the search's winner), so the fit is a
+    little optimistic; on the exact route they are the search's m rows and its ridge, while the
+    final model has n rows and a ridge grown by (n / m)^ALPHA_GROWTH, which shrinks a little
+    less: the cut is then, if anything, a little too far from 0."""
     f = np.asarray(decision, dtype=np.float64)
     positive = np.asarray(positive, dtype=bool)
     n_pos = int(positive.sum())
     n_neg = positive.size - n_pos
     if n_pos == 0 or n_neg == 0 or not np.all(np.isfinite(f)) or np.ptp(f) == 0:
         return 0.0
+    with np.errstate(all="ignore"):
+        try:
+            t, variance = _platt_cut(f, positive, n_pos, n_neg)
+        except np.linalg.LinAlgError:
+            return 0.0
+    return t if np.isfinite(t) and np.isfinite(variance) and t * t > 4.0 * variance else 0.0
+
+
+def _platt_cut(f, positive, n_pos, n_neg):
+    """(t, variance of t) of :func:`decision_threshold`'s Platt fit; t is NaN where a <= 0 (values
+    that do not order the classes: nothing to calibrate)."""
     target = np.where(positive, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
     design = np.column_stack([f, np.ones_like(f)])
     theta = np.array([1.0 / max(float(np.std(f)), np.finfo(float).tiny), math.log((n_pos + 1.0) / (n_neg + 1.0))])
@@ -122,10 +138,13 @@ def decision_threshold(decision, positive):
         z = design @ th
         return float(np.sum(np.logaddexp(0.0, z) - target * z))
 
+    def hessian_at(th):
+        p = 0.5 * (1.0 + np.tanh(0.5 * (design @ th)))  # the logistic function, overflow-free
+        return p, design.T @ (design * (p * (1.0 - p))[:, None])
+
     current = loss(theta)
     for _ in range(100):  # Newton's method with step halving on the convex log loss
-        p = 0.5 * (1.0 + np.tanh(0.5 * (design @ theta)))  # the logistic function, overflow-free
-        hessian = design.T @ (design * (p * (1.0 - p))[:, None])
+        p, hessian = hessian_at(theta)
         step = np.linalg.solve(hessian + 1e-12 * np.trace(hessian) * np.eye(2), design.T @ (p - target))
         for _ in range(30):
             trial = loss(theta - step)
@@ -138,14 +157,10 @@ def decision_threshold(decision, positive):
         if np.max(np.abs(step)) <= 1e-10 * (1.0 + np.max(np.abs(theta))):
             break
     a, b = theta
-    if not a > 0:  # values that do not order the classes: nothing to calibrate
-        return 0.0
-    p = 0.5 * (1.0 + np.tanh(0.5 * (design @ theta)))
-    hessian = design.T @ (design * (p * (1.0 - p))[:, None])
+    if not a > 0:
+        return float("nan"), float("nan")
     gradient = np.array([b / a**2, -1.0 / a])  # of t = -b / a
-    variance = float(gradient @ np.linalg.solve(hessian, gradient))
-    t = -b / a
-    return float(t) if t * t > 4.0 * variance else 0.0
+    return float(-b / a), float(gradient @ np.linalg.solve(hessian_at(theta)[1], gradient))
 
 
 def smallest_ridge(n, dtype, kernel_mean=1.0):

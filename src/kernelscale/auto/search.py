@@ -27,8 +27,8 @@ Successive halving (Jamieson & Talwalkar 2016; scikit-learn's ``HalvingGridSearc
 candidate is scored on the first ``m0`` rows of one random permutation, the best quarter goes on
 to twice as many rows, and so on until one candidate is left, the last rung (all the search's
 rows, :func:`rung_sizes`) is scored, or the next rung would pass the deadline (its cost is
-predicted from the evaluations so far, scaled by m^2 and m^3). Subsamples are nested prefixes
-of the permutation, so a rung sees the rows of the one before.
+predicted from the medians of the rung just scored, scaled by m^2 and m^3). Subsamples are
+nested prefixes of the permutation, so a rung sees the rows of the one before.
 """
 
 from __future__ import annotations
@@ -120,8 +120,10 @@ def loo_losses(K, Y, alphas, codes=None, prior=None, budget=None, decisions=Fals
     squared residual; without codes it is the mean squared LOO residual over the mean squared Y.
     Returns an array of len(alphas); with ``decisions`` (two classes) also the (len(alphas), m)
     LOO decision values, the second class's prediction less the first's."""
+    if decisions and (codes is None or Y.shape[1] != 2):
+        raise ValueError("loo_losses: decisions=True needs two classes (codes and a Y of two columns)")
     scale = max(float(np.mean(Y * Y)), np.finfo(float).tiny)
-    losses, values = [], []
+    losses, values = [np.empty(0)], [np.empty((0, Y.shape[0]))]
     for R in loo_residuals(K, Y, alphas, budget):  # (j, m, k) for the next j ridges
         squared = np.einsum("jmk,jmk->j", R, R) / (R[0].size * scale)
         if codes is None:
@@ -317,7 +319,7 @@ def halving_search(X, Y, codes, deadline, *, reduce=None, budget=None, random_st
                 f"{', one-vs-one' if multiclass == 'ovo' else ''}), loss {loss:.4f}")
         keep = max(1, math.ceil(len(scored) * KEEP))
         if len(ladder) == 1 and LAST_RUNG_CANDIDATES is not None:
-            keep = min(keep, LAST_RUNG_CANDIDATES)
+            keep = max(1, min(keep, LAST_RUNG_CANDIDATES))
         pool = [t[1] for t in scored[:keep]]
         if not ladder or len(scored) == 1:
             break

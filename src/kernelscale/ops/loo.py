@@ -31,26 +31,37 @@ LOO_SQUARES = 6
 
 def loo_residuals(K, Y, alphas, budget=None):
     """The (m, k) leave-one-out residuals of kernel ridge (K + alpha I) A = Y for every ridge of
-    ``alphas`` (equation LOO of the module docstring), as consecutive (j, m, k) blocks, block i
-    holding the next j ridges: all of them at once from two matrix products, in as few blocks as
-    ``budget`` allows. Y (m, k) is centred by the caller (the intercept's own leave-one-out
-    effect, O(1/m), is ignored)."""
+    ``alphas`` (equation LOO of the module docstring), as an iterator of consecutive (j, m, k)
+    blocks, each holding the next j ridges: all of them at once from two matrix products, in as
+    few blocks as ``budget`` allows (checked here, before anything is computed). Y (m, k) is
+    centred by the caller (the intercept's own leave-one-out effect, O(1/m), is ignored)."""
     m, k = Y.shape
     alphas = np.asarray(alphas, dtype=np.float64)
     squares = LOO_SQUARES * 8 * m * m
-    per_ridge = 5 * 8 * m * k  # the stacked right-hand side, the product, the residuals; two for the caller
+    # per ridge: the stacked right-hand side, the product and the residuals (m x k each), the
+    # shrink factors and denominators (m each), and the caller's two arrays of this block and the last
+    per_ridge = 8 * m * (7 * k + 2)
     if budget is not None:
         check_fits(squares + per_ridge, budget, f"the leave-one-out errors of a {m} x {m} kernel matrix",
                    "increase max_memory")
-    step = alphas.size if budget is None else int(max(1, min(alphas.size, (budget - squares) // per_ridge)))
+    step = alphas.size if budget is None else int(min(alphas.size, (budget - squares) // per_ridge))
+    return _residual_blocks(K, Y, alphas, max(step, 1))
+
+
+def _residual_blocks(K, Y, alphas, step):
+    if alphas.size == 0:
+        return
     # numpy's eigensolver (divide and conquer) and the products on one thread: threaded, the
     # eigensolver ran 10-30x slower on 2 busy cores once torch's OpenMP pool was loaded (0.44 s
     # against 0.037 s at order 400, 12.5 s against 0.68 s at 1600), and one thread is faster up
-    # to order 768 in any case (kernelscale.ops.lapack_threads)
+    # to order 768 in any case (kernelscale.ops.lapack_threads). Held only while computing, so
+    # that the caller's work between blocks keeps its threads.
     with one_blas_thread():
         s, U, U2, UtY = _decompose(K, Y)
-        for start in range(0, alphas.size, step):
-            yield _residuals(U, U2, s, UtY, alphas[start:start + step])
+    for start in range(0, alphas.size, step):
+        with one_blas_thread():
+            block = _residuals(U, U2, s, UtY, alphas[start:start + step])
+        yield block
 
 
 def loo_and_predictions(K, y, K_out, alphas, budget=None):
