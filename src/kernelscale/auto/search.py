@@ -26,9 +26,10 @@ and the bandwidths that lead one-vs-rest are the ones that lead one-vs-one (docs
 Successive halving (Jamieson & Talwalkar 2016; scikit-learn's ``HalvingGridSearchCV``): every
 candidate is scored on the first ``m0`` rows of one random permutation, the best quarter goes on
 to twice as many rows, and so on until one candidate is left, the last rung (all the search's
-rows, :func:`rung_sizes`) is scored, or the next rung would pass the deadline (its cost is
-predicted from the medians of the rung just scored, scaled by m^2 and m^3). Subsamples are
-nested prefixes of the permutation, so a rung sees the rows of the one before.
+rows, :func:`rung_sizes`, for the winner only: LAST_RUNG_CANDIDATES) is scored, or the next rung
+would pass the deadline (its cost is predicted from the medians of the rung just scored, scaled
+by m^2 and m^3). Subsamples are nested prefixes of the permutation, so a rung sees the rows of
+the one before.
 """
 
 from __future__ import annotations
@@ -73,8 +74,10 @@ FIRST_RUNG = 400
 RUNG_GROWTH = 2
 #: the fraction of candidates that goes on to the next rung
 KEEP = 1 / 4
-#: candidates the last rung (all the search's rows) scores, at most; None: KEEP of the rung before
-LAST_RUNG_CANDIDATES = None
+#: candidates the last rung (all the search's rows) scores, at most (None: KEEP of the rung
+#: before): one, the winner, whose ridge the last rung then chooses on all the rows (a quarter
+#: less time for the same validation error: benchmarks/studies/auto_rules.py, part rungs)
+LAST_RUNG_CANDIDATES = 1
 #: smallest first rung worth a search (fewer rows are all used)
 MIN_RUNG = 20
 #: weight of the squared LOO residual in a classification score (a tie-breaker)
