@@ -46,7 +46,7 @@ from ..base.validation import as_rows
 from ..kernels import GaussianKernel, LaplacianKernel, median_heuristic
 from ..ops.kernel import kernel_matrix
 from ..ops.lapack_threads import one_blas_thread
-from ..ops.loo import LOO_SQUARES, loo_and_predictions, loo_residuals
+from ..ops.loo import LOO_SQUARES, loo_and_predictions, loo_residuals, residual_squares
 from ..ops.memory import check_fits
 
 __all__ = ["Candidate", "SearchResult", "halving_search", "loo_losses", "pairwise_loo_losses", "rung_sizes",
@@ -128,7 +128,7 @@ def loo_losses(K, Y, alphas, codes=None, prior=None, budget=None, decisions=Fals
     scale = max(float(np.mean(Y * Y)), np.finfo(float).tiny)
     losses, values = [np.empty(0)], [np.empty((0, Y.shape[0]))]
     for R in loo_residuals(K, Y, alphas, budget):  # (j, m, k) for the next j ridges
-        squared = np.einsum("jmk,jmk->j", R, R) / (R[0].size * scale)
+        squared = residual_squares(R) / (R[0].size * scale)
         if codes is None:
             losses.append(squared)
             continue

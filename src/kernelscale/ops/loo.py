@@ -23,7 +23,7 @@ import numpy as np
 from .lapack_threads import one_blas_thread
 from .memory import check_fits
 
-__all__ = ["LOO_SQUARES", "loo_residuals", "loo_and_predictions"]
+__all__ = ["LOO_SQUARES", "loo_residuals", "loo_and_predictions", "residual_squares"]
 
 #: m x m float64 arrays held at once (K, the eigensolver's copy and workspace, U, U o U)
 LOO_SQUARES = 6
@@ -62,6 +62,11 @@ def _residual_blocks(K, Y, alphas, step):
         with one_blas_thread():
             block = _residuals(U, U2, s, UtY, alphas[start:start + step])
         yield block
+
+
+def residual_squares(R):
+    """The sum of squares of each (m, k) block of residuals R (j, m, k): (j,)."""
+    return np.einsum("jmk,jmk->j", R, R)
 
 
 def loo_and_predictions(K, y, K_out, alphas, budget=None):
