@@ -81,9 +81,8 @@ def loo_and_predictions(K, y, K_out, alphas, budget=None):
     alphas = np.asarray(alphas, dtype=np.float64)
     with one_blas_thread():
         s, U, U2, Uty = _decompose(K, np.reshape(y, (m, 1)))
+        residuals = _residuals(U, U2, s, Uty, alphas)[:, :, 0].T  # (m, r)
         inverse = 1.0 / (s[:, None] + alphas[None, :])  # (m, r)
-        shrink = alphas[None, :] * inverse
-        residuals = (U @ (shrink * Uty)) / np.maximum(U2 @ shrink, np.finfo(float).tiny)
         predictions = np.asarray(K_out, dtype=np.float64) @ (U @ (inverse * Uty))
     return residuals, predictions
 
