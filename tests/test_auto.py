@@ -195,6 +195,34 @@ def test_search_finds_the_bandwidth_and_scaling_of_the_data():
     assert found.score < 0.1  # the LOO MSE is under a tenth of the variance
 
 
+@pytest.mark.parametrize("pairwise", [False, True])
+def test_search_scores_candidates_in_parallel_as_one_by_one(monkeypatch, pairwise):
+    """Two evaluations at a time on threads give the records of one at a time, in the same
+    order (rungs of 225, 450 and 900 rows, the edges and the one-vs-one leaders included)."""
+    from kernelscale.auto import search
+
+    X, y = make_classification(n_samples=900, n_features=6, n_informative=4, n_classes=3, random_state=0)
+    Y = np.eye(3)[y]
+    found = {}
+    for threads in (1, 2):
+        monkeypatch.setattr(search, "blas_threads", lambda threads=threads: threads)
+        assert search.parallel_evaluations(400, 3, None, 10) == threads
+        found[threads] = halving_search(X, Y, y, time.perf_counter() + 60, random_state=0, pairwise=pairwise)
+    serial, parallel = found[1], found[2]
+    assert [r["n_samples"] for r in parallel.records] == [r["n_samples"] for r in serial.records]
+    assert len({r["n_samples"] for r in serial.records}) == 3  # 225, 450, 900 rows
+    assert any(r["multiclass"] == "ovo" for r in serial.records) == pairwise
+    for a, b in zip(serial.records, parallel.records):
+        assert (a["kernel"], a["bandwidth_factor"], a["multiclass"]) == (b["kernel"], b["bandwidth_factor"], b["multiclass"])
+        assert a["validation_loss"] == pytest.approx(b["validation_loss"], rel=1e-6, abs=1e-9)
+    assert (parallel.best, parallel.multiclass) == (serial.best, serial.multiclass)
+    assert parallel.alpha == pytest.approx(serial.alpha)
+    # a budget that holds the arrays of one rung of 400 rows, not of two, scores one at a time
+    one = 2 * 8 * 400 * (search.LOO_SQUARES * 400 + 7 * 3 + 2)
+    assert search.parallel_evaluations(400, 3, one, 10) == 1
+    assert search.parallel_evaluations(400, 3, 2 * one, 10) == 2
+
+
 def _stage_rows(errors_at, n=2000):
     """Per-row 0/1 losses of a stage whose errors are the rows ``errors_at``."""
     rows = np.zeros(n)
@@ -309,6 +337,12 @@ def test_standard_scaling_leaves_indicator_and_constant_columns_as_they_are():
     # a table of indicators only: standardising would change nothing, so it is not searched
     assert {c.scaling for c in candidates(onehot)} == {"none"}
     assert {c.scaling for c in candidates(X)} == {"none", "standard"}
+    # standardised columns, or columns of one common scale: both scalings give the same kernels
+    Z = (X[:, 3:5] - X[:, 3:5].mean(axis=0)) / X[:, 3:5].std(axis=0)
+    assert {c.scaling for c in candidates(Z)} == {"none"}
+    assert {c.scaling for c in candidates(np.column_stack([Z, np.full(200, 2.0)]))} == {"none"}
+    assert {c.scaling for c in candidates(7.0 * Z + 3.0)} == {"none"}
+    assert {c.scaling for c in candidates(Z * [1.0, 1.05])} == {"none", "standard"}
 
 
 def test_regression_is_equivariant_to_the_scale_of_the_targets():

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,7 +46,7 @@ from ..base.classifier import class_pairs, vote_scores
 from ..base.validation import as_rows
 from ..kernels import GaussianKernel, LaplacianKernel, median_heuristic
 from ..ops.kernel import kernel_matrix
-from ..ops.lapack_threads import one_blas_thread
+from ..ops.lapack_threads import blas_threads, one_blas_thread
 from ..ops.loo import LOO_SQUARES, loo_and_predictions, loo_residuals, residual_squares
 from ..ops.memory import check_fits
 
@@ -80,6 +81,9 @@ KEEP = 1 / 4
 LAST_RUNG_CANDIDATES = 1
 #: smallest first rung worth a search (fewer rows are all used)
 MIN_RUNG = 20
+#: relative spread of the columns' standard deviations within which standardising is taken as
+#: a uniform scaling (:func:`candidates`); far finer than the bandwidth grid's steps (x1.6)
+UNIFORM_SCALE_RTOL = 1e-2
 #: weight of the squared LOO residual in a classification score (a tie-breaker)
 TIE_BREAK = 0.01
 
@@ -264,10 +268,14 @@ def standardize(X, mean, scale):
 
 
 def candidates(X):
-    """The search's grid: both scalings (only "none" when X has a single feature or every column
-    is constant or an indicator, which the standard scaling leaves as they are), both kernels,
-    every bandwidth factor."""
-    same = X.shape[1] == 1 or not np.any(standard_scaling(X)[1] != 1)
+    """The search's grid: both scalings, both kernels, every bandwidth factor. Only "none" when
+    the standard scaling would divide every column by the same number within UNIFORM_SCALE_RTOL
+    (X already standardised, a single feature, constant and indicator columns only): the
+    search's kernels do not change under translation, and their bandwidth, a multiple of the
+    median heuristic, follows a uniform scaling, so both scalings would give the same kernel
+    matrices."""
+    scale = standard_scaling(X)[1]
+    same = X.shape[1] == 1 or np.ptp(scale) <= UNIFORM_SCALE_RTOL * np.max(scale)
     scalings = ("none",) if same else ("none", "standard")
     return [Candidate(s, k, f) for s in scalings for k in KERNELS for f in BANDWIDTH_FACTORS]
 
@@ -297,27 +305,24 @@ def halving_search(X, Y, codes, deadline, *, reduce=None, budget=None, random_st
     ladder = rung_sizes(n)
     m = ladder.pop(0)
     records = []
+    first = True
     while True:
         prior = Y[:m].mean(axis=0)
-        Ym = Y[:m] - prior
-        cm = None if codes is None else codes[:m]
-        costs = _Costs()
-        scored = []
-        for cand in pool:  # past the deadline, the rung ends with what it has scored
-            if scored and time.perf_counter() > deadline:
-                break
-            scored.append(_evaluate(cand, reps, m, Ym, cm, prior, budget, costs, records,
-                                    (modes[cand],) if cand in modes else ("ovr",)))
-        if len(records) == len(scored):  # the first rung: go past a bandwidth at the grid's edge
-            scored += _beyond_edges(scored, reps, m, Ym, cm, prior, budget, costs, records)
+        rung = _Rung(reps, m, Y[:m] - prior, None if codes is None else codes[:m], prior, budget, records)
+        start = time.perf_counter()
+        # past the deadline, the rung ends with what it has scored
+        scored = rung.score([(cand, (modes[cand],) if cand in modes else ("ovr",)) for cand in pool], deadline)
+        if first:  # go past a bandwidth at the grid's edge; one-vs-one for the leaders
+            scored += _beyond_edges(scored, rung)
             if "ovo" in both:
-                scored = _with_pairwise_leaders(scored, reps, m, Ym, cm, prior, budget, costs, records, deadline)
+                scored = _with_pairwise_leaders(scored, rung, deadline)
+            first = False
         modes.update((t[1], t[4]) for t in scored)
         scored.sort(key=lambda t: t[0])
         loss, cand, sigma, alpha, multiclass, _, decision = scored[0]
         best = SearchResult(cand, sigma, alpha, m, loss, records, multiclass, decision)
         if log is not None:
-            log(f"search: {len(scored)} candidate(s) on {m} rows in {costs.seconds:.2f} s; "
+            log(f"search: {len(scored)} candidate(s) on {m} rows in {time.perf_counter() - start:.2f} s; "
                 f"best {cand.kernel} sigma={sigma:.4g} alpha={alpha:.3g} ({cand.scaling} scaling"
                 f"{', one-vs-one' if multiclass == 'ovo' else ''}), loss {loss:.4f}")
         keep = max(1, math.ceil(len(scored) * KEEP))
@@ -326,7 +331,8 @@ def halving_search(X, Y, codes, deadline, *, reduce=None, budget=None, random_st
         pool = [t[1] for t in scored[:keep]]
         if not ladder or len(scored) == 1:
             break
-        if time.perf_counter() + costs.predict(pool, ladder[0]) > deadline:
+        workers = parallel_evaluations(ladder[0], Y.shape[1], budget, len(pool))
+        if time.perf_counter() + rung.costs.predict(pool, ladder[0]) / workers > deadline:
             break
         m = ladder.pop(0)
     return best
@@ -352,42 +358,101 @@ def max_search_rows(budget, d):
     return int(max(1, min(math.isqrt(int(budget // (2 * 8 * LOO_SQUARES))), budget // (4 * 16 * max(d, 1)))))
 
 
+def parallel_evaluations(m, k, budget, tasks):
+    """How many candidates a rung of m rows (k target columns) scores at once: one per thread
+    the BLAS libraries may run (:func:`kernelscale.ops.lapack_threads.blas_threads`: each
+    evaluation then runs on one), at most ``tasks``, and no more than the m x m arrays of
+    (:data:`kernelscale.ops.loo.LOO_SQUARES`, and a block of ridges) fit in half of ``budget``
+    bytes, the share :func:`max_search_rows` gives them."""
+    workers = min(blas_threads(), tasks)
+    if budget is not None:
+        workers = min(workers, int(budget // 2 // (8 * m * (LOO_SQUARES * m + 7 * k + 2))))
+    return max(1, workers)
+
+
 class _Costs:
     """Seconds of the evaluations of one rung, split into the kernel matrix (O(m^2 d), per
     kernel) and the eigendecomposition with the LOO losses (O(m^3)), to predict the next rung
-    from their medians (the first evaluation of a process pays one-time start-up costs)."""
+    from their medians (the first evaluation of a process pays one-time start-up costs); each
+    evaluation's own seconds, on one thread when several run at once."""
 
     def __init__(self):
         self.kernel = {}
         self.cubic = []
-        self.seconds = 0.0
 
     def add(self, kernel, m, kernel_seconds, solve_seconds):
         self.kernel.setdefault(kernel, []).append(kernel_seconds / m**2)
         self.cubic.append(solve_seconds / m**3)
-        self.seconds += kernel_seconds + solve_seconds
 
     def predict(self, pool, m):
         cubic = float(np.median(self.cubic))
         return sum(float(np.median(self.kernel[c.kernel])) * m**2 + cubic * m**3 for c in pool)
 
 
-def _evaluate(cand, reps, m, Ym, codes, prior, budget, costs, records, modes=("ovr",)):
-    """Score one candidate on the first m rows: (loss, candidate, sigma, alpha, multiclass,
-    smoothed loss, LOO decision values at alpha for two classes or None), the best of the
-    multiclass schemes ``modes`` ("ovr": one-vs-rest, "ovo": one-vs-one); one-vs-rest on a tie."""
+@dataclass
+class _Rung:
+    """The first m rows of the search, scored candidate by candidate: the representations, the
+    centred targets Ym (with ``prior``, the means removed), the class indices (classification),
+    the memory budget, the search's records (one appended per evaluation) and this rung's costs."""
+
+    reps: _Representations
+    m: int
+    Ym: np.ndarray
+    codes: np.ndarray | None
+    prior: np.ndarray
+    budget: float | None
+    records: list
+    costs: _Costs = field(default_factory=_Costs)
+
+    def score(self, tasks, deadline=None):
+        """Evaluate each (candidate, multiclass schemes) of ``tasks`` (:func:`_evaluate`),
+        :func:`parallel_evaluations` at a time, each on one BLAS thread with its share of the
+        budget; once ``deadline`` is past, no further evaluation starts (one always completes).
+        Returns the results in the order of ``tasks``, those skipped left out."""
+        workers = parallel_evaluations(self.m, self.Ym.shape[1], self.budget, len(tasks))
+        share = None if self.budget is None else self.budget // workers
+        completed = []
+
+        def run(task):
+            if deadline is not None and completed and time.perf_counter() > deadline:
+                return None
+            out = _evaluate(*task, self, share)
+            completed.append(True)
+            return out
+
+        if workers == 1:
+            outs = [run(task) for task in tasks]
+        else:
+            with one_blas_thread(), ThreadPoolExecutor(workers) as executor:
+                outs = list(executor.map(run, tasks))
+        results = []
+        for out in outs:
+            if out is not None:
+                result, record, seconds = out
+                self.costs.add(result[1].kernel, self.m, *seconds)
+                self.records.append(record)
+                results.append(result)
+        return results
+
+
+def _evaluate(cand, modes, rung, budget):
+    """Score one candidate on the rung's rows: ((loss, candidate, sigma, alpha, multiclass,
+    smoothed loss, LOO decision values at alpha for two classes or None), its record, (seconds
+    of the kernel matrix, of the losses)), the best of the multiclass schemes ``modes`` ("ovr":
+    one-vs-rest, "ovo": one-vs-one); one-vs-rest on a tie."""
     start = time.perf_counter()
-    kernel, sigma = reps.kernel_of(cand)
-    K = kernel_matrix(kernel, reps.rows[cand.scaling][:m], max_memory=budget)
+    m, Ym, codes = rung.m, rung.Ym, rung.codes
+    kernel, sigma = rung.reps.kernel_of(cand)
+    K = kernel_matrix(kernel, rung.reps.rows[cand.scaling][:m], max_memory=budget)
     built = time.perf_counter()
     unit = max(float(np.trace(K)) / m, np.finfo(float).tiny)
     scores = {}
     decisions = None
     if "ovr" in modes:
         if codes is not None and Ym.shape[1] == 2:
-            losses, decisions = loo_losses(K, Ym, ALPHA_GRID * unit, codes, prior, budget, decisions=True)
+            losses, decisions = loo_losses(K, Ym, ALPHA_GRID * unit, codes, rung.prior, budget, decisions=True)
         else:
-            losses = loo_losses(K, Ym, ALPHA_GRID * unit, codes, prior, budget)
+            losses = loo_losses(K, Ym, ALPHA_GRID * unit, codes, rung.prior, budget)
         scores["ovr"] = losses, ALPHA_GRID
     if "ovo" in modes:
         scores["ovo"] = (pairwise_loo_losses(K, codes, Ym.shape[1], PAIRWISE_ALPHA_GRID * unit, budget),
@@ -395,26 +460,27 @@ def _evaluate(cand, reps, m, Ym, codes, prior, budget, costs, records, modes=("o
     multiclass = min(scores, key=lambda scheme: (_smoothed(scores[scheme][0]).min(), scheme != "ovr"))
     losses, grid = scores[multiclass]
     done = time.perf_counter()
-    costs.add(cand.kernel, m, built - start, done - built)
     i = int(np.argmin(_smoothed(losses)))
     alpha = float(grid[i] * unit)
-    records.append({"scaling": cand.scaling, "kernel": cand.kernel, "bandwidth_factor": cand.factor,
-                    "sigma": sigma, "alpha": alpha, "multiclass": multiclass, "n_samples": m,
-                    "validation_loss": float(losses[i]), "kernel_mean": float(np.mean(K)), "fit_time": done - start})
+    record = {"scaling": cand.scaling, "kernel": cand.kernel, "bandwidth_factor": cand.factor,
+              "sigma": sigma, "alpha": alpha, "multiclass": multiclass, "n_samples": m,
+              "validation_loss": float(losses[i]), "kernel_mean": float(np.mean(K)), "fit_time": done - start}
     decision = decisions[i] if decisions is not None and multiclass == "ovr" else None
-    return float(losses[i]), cand, sigma, alpha, multiclass, float(_smoothed(losses)[i]), decision
+    result = (float(losses[i]), cand, sigma, alpha, multiclass, float(_smoothed(losses)[i]), decision)
+    return result, record, (built - start, done - built)
 
 
-def _with_pairwise_leaders(scored, reps, m, Ym, codes, prior, budget, costs, records, deadline):
+def _with_pairwise_leaders(scored, rung, deadline):
     """``scored`` (one-vs-rest) with the leading ``PAIRWISE_LEADERS`` of them scored one-vs-one
     too, each kept with the better scheme (the smaller smoothed loss; one-vs-rest on a tie)."""
+    if time.perf_counter() > deadline:
+        return scored
     order = sorted(range(len(scored)), key=lambda i: scored[i][0])
-    for i in order[:max(1, math.ceil(len(scored) * PAIRWISE_LEADERS))]:
-        if time.perf_counter() > deadline:
-            break
-        pairwise = _evaluate(scored[i][1], reps, m, Ym, codes, prior, budget, costs, records, ("ovo",))
-        if pairwise[5] < scored[i][5]:
-            scored[i] = pairwise
+    leaders = order[:max(1, math.ceil(len(scored) * PAIRWISE_LEADERS))]
+    pairwise = rung.score([(scored[i][1], ("ovo",)) for i in leaders], deadline)
+    for i, result in zip(leaders, pairwise):
+        if result[5] < scored[i][5]:
+            scored[i] = result
     return scored
 
 
@@ -425,7 +491,7 @@ def _smoothed(losses):
     return (padded[:-2] + padded[1:-1] + padded[2:]) / 3.0
 
 
-def _beyond_edges(scored, reps, m, Ym, codes, prior, budget, costs, records):
+def _beyond_edges(scored, rung):
     """Where the best bandwidth of a (scaling, kernel) is the grid's smallest or largest, score
     EDGE_STEPS more factors beyond it, each a factor EDGE_RATIO further."""
     extra = []
@@ -436,7 +502,5 @@ def _beyond_edges(scored, reps, m, Ym, codes, prior, budget, costs, records):
         if factor not in (BANDWIDTH_FACTORS[0], BANDWIDTH_FACTORS[-1]):
             continue
         ratio = EDGE_RATIO if factor == BANDWIDTH_FACTORS[-1] else 1.0 / EDGE_RATIO
-        for step in range(1, EDGE_STEPS + 1):
-            cand = Candidate(scaling, kernel, factor * ratio**step)
-            extra.append(_evaluate(cand, reps, m, Ym, codes, prior, budget, costs, records))
-    return extra
+        extra += [(Candidate(scaling, kernel, factor * ratio**step), ("ovr",)) for step in range(1, EDGE_STEPS + 1)]
+    return rung.score(extra)
