@@ -408,7 +408,7 @@ class _Rung:
         """Evaluate each (candidate, multiclass schemes) of ``tasks`` (:func:`_evaluate`),
         :func:`parallel_evaluations` at a time, each on one BLAS thread with its share of the
         budget; once ``deadline`` is past, no further evaluation starts (one always completes).
-        Returns the results in the order of ``tasks``, those skipped left out."""
+        Returns the results in the order of ``tasks``, those skipped (a suffix) left out."""
         workers = parallel_evaluations(self.m, self.Ym.shape[1], self.budget, len(tasks))
         share = None if self.budget is None else self.budget // workers
         completed = []
