@@ -342,7 +342,8 @@ def test_standard_scaling_leaves_indicator_and_constant_columns_as_they_are():
     assert {c.scaling for c in candidates(Z)} == {"none"}
     assert {c.scaling for c in candidates(np.column_stack([Z, np.full(200, 2.0)]))} == {"none"}
     assert {c.scaling for c in candidates(7.0 * Z + 3.0)} == {"none"}
-    assert {c.scaling for c in candidates(Z * [1.0, 1.05])} == {"none", "standard"}
+    assert {c.scaling for c in candidates(Z * [1.0, 1.04])} == {"none"}  # within 5%
+    assert {c.scaling for c in candidates(Z * [1.0, 1.06])} == {"none", "standard"}
 
 
 def test_regression_is_equivariant_to_the_scale_of_the_targets():

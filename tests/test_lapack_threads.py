@@ -164,3 +164,21 @@ def test_the_library_lookup_is_repeated_only_after_new_imports(monkeypatch):
     monkeypatch.setitem(sys.modules, "kernelscale_test_new_module", types.ModuleType("kernelscale_test_new_module"))
     again = lapack_threads._blas_libraries()
     assert again is not first and {lib.filepath for lib in again} == {lib.filepath for lib in first}
+
+
+def test_eigendecompositions_keep_the_threads_only_when_large_and_without_torch(monkeypatch):
+    import sys
+
+    from kernelscale.ops.lapack_threads import SMALL_EIGH_ORDER, one_eigh_thread
+
+    lib = FakeLibrary(2, "fake-eigh-blas.so")
+    monkeypatch.setattr(lapack_threads, "_blas_libraries", lambda: [lib])
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    with one_eigh_thread(SMALL_EIGH_ORDER):
+        assert lib.num_threads == 1
+    with one_eigh_thread(SMALL_EIGH_ORDER + 1):
+        assert lib.num_threads == 2
+    monkeypatch.setitem(sys.modules, "torch", object())  # its OpenMP pool would spin beside the solver
+    with one_eigh_thread(SMALL_EIGH_ORDER + 1):
+        assert lib.num_threads == 1
+    assert lib.num_threads == 2 and lib.calls == [1, 2, 1, 2]

@@ -6,7 +6,7 @@ For every set: ``AutoKernelClassifier()`` / ``AutoKernelRegressor()`` at their d
 scikit-learn's ``SVC`` over C in {0.1, 1, 10, 100, 1000} or ``KernelRidge`` over alpha in
 {1e-3, 1e-2, 0.1, 1, 10}, times gamma in {0.1, 0.3, 1, 3, 10} / (2 sigma^2), sigma the median
 heuristic of the training features; both on the same split, in the same process, one after the
-other. Goals (issue 37): test error (RMSE for regression) at most 1.05x the grid search's, in at
+other; a fit of a few tenths of a second is repeated (``REPEATS``) and its median timed. Goals (issue 37): test error (RMSE for regression) at most 1.05x the grid search's, in at
 most 0.25x its wall time (fit, search included).
 
     python -m benchmarks auto_unseen [--datasets NAME ...]
@@ -29,6 +29,9 @@ TIME_GOAL = 0.25
 GAMMA_FACTORS = (0.1, 0.3, 1.0, 3.0, 10.0)
 C_GRID = (0.1, 1.0, 10.0, 100.0, 1000.0)
 ALPHA_GRID = (1e-3, 1e-2, 0.1, 1.0, 10.0)
+#: fits shorter than SHORT_FIT seconds in all are repeated, up to REPEATS times, and their median
+#: kept (a fit of a tenth of a second varies by a third from run to run)
+REPEATS, SHORT_FIT = 5, 2.0
 
 
 
@@ -61,16 +64,19 @@ def run(datasets=None, out_dir=None):
         data = make_dataset(name)
         result = {}
         for label, make in (("5x5 GridSearchCV", grid_search), ("AutoKernel (defaults)", auto)):
-            model = make(data)
-            start = time.perf_counter()
-            model.fit(data.X_train, data.y_train)
-            seconds = time.perf_counter() - start
+            times = []
+            while not times or (len(times) < REPEATS and sum(times) < SHORT_FIT):
+                model = make(data)
+                start = time.perf_counter()
+                model.fit(data.X_train, data.y_train)
+                times.append(time.perf_counter() - start)
+            seconds = float(np.median(times))
             error = task_error(data.task, model.predict(data.X_test), data.y_test)
             chosen = getattr(model, "best_params_", {})
             result[label] = (error, seconds)
             suite.add(name, label, role="peer" if "Grid" in label else "ours", params=dict(data.params, chosen=chosen),
                       metrics={"rmse" if data.task == "regression" else "test_error": error},
-                      time_median_s=seconds, times_s=[seconds])
+                      time_median_s=seconds, times_s=times)
         (ge, gt), (ae, at) = result["5x5 GridSearchCV"], result["AutoKernel (defaults)"]
         ratio = ae / ge if ge > 0 else (1.0 if ae == 0 else np.inf)
         slack = 1.0 / len(data.y_test) if data.task == "classification" else 0.0  # one test point

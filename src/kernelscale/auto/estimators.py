@@ -40,7 +40,7 @@ from ..ops.memory import parse_memory
 from ..preprocessing import pca_fit, pca_transform
 from . import plan
 from .pairwise import OneVsOneLSSVMClassifier
-from .search import KERNELS, halving_search, standard_scaling, standardize
+from .search import KERNELS, candidates, halving_search, standard_scaling, standardize
 
 __all__ = ["AutoKernelClassifier", "AutoKernelRegressor"]
 
@@ -106,7 +106,7 @@ class _AutoBase(BoundaryMixin, BaseEstimator):
             search_end = start + plan.SEARCH_SHARE * self.time_budget
         found = halving_search(X[searched], Y[searched], None if codes is None else codes[searched], search_end,
                                reduce=reduce, budget=budget, random_state=seed, log=self._log,
-                               pairwise=exact and sample_weight is None)
+                               pairwise=exact and sample_weight is None, grid=candidates(X))
         best = found.best
         dtype = X.dtype if exact else self._stagewise_dtype or X.dtype
         if best.scaling == "standard":

@@ -82,8 +82,10 @@ LAST_RUNG_CANDIDATES = 1
 #: smallest first rung worth a search (fewer rows are all used)
 MIN_RUNG = 20
 #: relative spread of the columns' standard deviations within which standardising is taken as
-#: a uniform scaling (:func:`candidates`); far finer than the bandwidth grid's steps (x1.6)
-UNIFORM_SCALE_RTOL = 1e-2
+#: a uniform scaling (:func:`candidates`): distances then change by at most 5%, a tenth of the
+#: bandwidth grid's steps (x1.6), and data standardised before a split into training and test
+#: parts (column scales within about 1 / sqrt(2 n) of one another) is seen as standardised
+UNIFORM_SCALE_RTOL = 0.05
 #: weight of the squared LOO residual in a classification score (a tie-breaker)
 TIE_BREAK = 0.01
 
@@ -269,7 +271,7 @@ def standardize(X, mean, scale):
 
 def candidates(X):
     """The search's grid: both scalings, both kernels, every bandwidth factor. Only "none" when
-    the standard scaling would divide every column by the same number within UNIFORM_SCALE_RTOL
+    the standard scaling would divide every column by one number within UNIFORM_SCALE_RTOL
     (X already standardised, a single feature, constant and indicator columns only): the
     search's kernels do not change under translation, and their bandwidth, a multiple of the
     median heuristic, follows a uniform scaling, so both scalings would give the same kernel
@@ -281,7 +283,7 @@ def candidates(X):
 
 
 def halving_search(X, Y, codes, deadline, *, reduce=None, budget=None, random_state=None, log=None,
-                   pairwise=False):
+                   pairwise=False, grid=None):
     """Successive halving of :func:`candidates` on the rows of X (already a random permutation of
     the training rows: its prefixes are the rungs).
 
@@ -290,11 +292,13 @@ def halving_search(X, Y, codes, deadline, *, reduce=None, budget=None, random_st
     runs). ``reduce``: a map applied to the scaled rows (the PCA of a method that reduces X).
     ``log(text)`` receives one line per rung. ``pairwise``: with 3 to PAIRWISE_MAX_CLASSES classes, the first
     rung also scores its ``PAIRWISE_LEADERS`` one-vs-one (:func:`pairwise_loo_losses`) and each of
-    them goes on with the better of the two schemes. Returns a :class:`SearchResult`."""
+    them goes on with the better of the two schemes. ``grid``: the candidates (None:
+    :func:`candidates` of X; the front door passes those of all its training rows, whose
+    statistics its final model's scaling uses). Returns a :class:`SearchResult`."""
     both = ("ovr", "ovo") if pairwise and codes is not None and 2 < Y.shape[1] <= PAIRWISE_MAX_CLASSES else ("ovr",)
     modes = {}  # candidate -> the multiclass scheme it won with on the first rung
     n, d = X.shape
-    pool = candidates(X)
+    pool = candidates(X) if grid is None else list(grid)
     n = min(n, max_search_rows(budget, d))
     if budget is not None:
         check_fits(LOO_SQUARES * 8 * min(n, MIN_RUNG) ** 2 + 16 * min(n, MIN_RUNG) * d, budget,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .lapack_threads import one_blas_thread
+from .lapack_threads import one_blas_thread, one_eigh_thread
 from .memory import check_fits
 
 __all__ = ["LOO_SQUARES", "loo_residuals", "loo_and_predictions", "residual_squares"]
@@ -51,12 +51,10 @@ def loo_residuals(K, Y, alphas, budget=None):
 def _residual_blocks(K, Y, alphas, step):
     if alphas.size == 0:
         return
-    # numpy's eigensolver (divide and conquer) and the products on one thread: threaded, the
-    # eigensolver ran 10-30x slower on 2 busy cores once torch's OpenMP pool was loaded (0.44 s
-    # against 0.037 s at order 400, 12.5 s against 0.68 s at 1600), and one thread is faster up
-    # to order 768 in any case (kernelscale.ops.lapack_threads). Held only while computing, so
-    # that the caller's work between blocks keeps its threads.
-    with one_blas_thread():
+    # the products on one thread, and numpy's eigensolver (divide and conquer) where one thread
+    # is faster or safer (kernelscale.ops.lapack_threads.one_eigh_thread). Held only while
+    # computing, so that the caller's work between blocks keeps its threads.
+    with one_eigh_thread(K.shape[0]):
         s, U, U2, UtY = _decompose(K, Y)
     for start in range(0, alphas.size, step):
         with one_blas_thread():
