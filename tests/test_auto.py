@@ -18,7 +18,7 @@ from kernelscale.auto.search import (
 from kernelscale.base.classifier import class_pairs, one_vs_one_scores
 from kernelscale.exact import exact_lssvm
 from kernelscale.ops.kernel import kernel_matrix
-from kernelscale.ops.loo import loo_and_predictions, loo_residuals
+from kernelscale.ops.loo import loo_and_predictions, loo_bytes, loo_residuals
 
 
 def _brute_loo(K, Y, alpha):
@@ -218,7 +218,7 @@ def test_search_scores_candidates_in_parallel_as_one_by_one(monkeypatch, pairwis
     assert (parallel.best, parallel.multiclass) == (serial.best, serial.multiclass)
     assert parallel.alpha == pytest.approx(serial.alpha)
     # a budget that holds the arrays of one rung of 400 rows, not of two, scores one at a time
-    one = 2 * 8 * 400 * (search.LOO_SQUARES * 400 + 7 * 3 + 2)
+    one = 2 * loo_bytes(400, 3)
     assert search.parallel_evaluations(400, 3, one, 10) == 1
     assert search.parallel_evaluations(400, 3, 2 * one, 10) == 2
 

@@ -6,8 +6,9 @@ For every set: ``AutoKernelClassifier()`` / ``AutoKernelRegressor()`` at their d
 scikit-learn's ``SVC`` over C in {0.1, 1, 10, 100, 1000} or ``KernelRidge`` over alpha in
 {1e-3, 1e-2, 0.1, 1, 10}, times gamma in {0.1, 0.3, 1, 3, 10} / (2 sigma^2), sigma the median
 heuristic of the training features; both on the same split, in the same process, one after the
-other; a fit of a few tenths of a second is repeated (``REPEATS``) and its median timed. Goals (issue 37): test error (RMSE for regression) at most 1.05x the grid search's, in at
-most 0.25x its wall time (fit, search included).
+other (fits shorter than ``SHORT_FIT`` seconds in all repeated, and their median timed). Goals
+(issue 37): test error (RMSE for regression) at most 1.05x the grid search's, in at most 0.25x its
+wall time (fit, search included).
 
     python -m benchmarks auto_unseen [--datasets NAME ...]
 

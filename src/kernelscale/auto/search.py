@@ -47,7 +47,7 @@ from ..base.validation import as_rows
 from ..kernels import GaussianKernel, LaplacianKernel, median_heuristic
 from ..ops.kernel import kernel_matrix
 from ..ops.lapack_threads import blas_threads, one_blas_thread
-from ..ops.loo import LOO_SQUARES, loo_and_predictions, loo_residuals, residual_squares
+from ..ops.loo import LOO_SQUARES, loo_and_predictions, loo_bytes, loo_residuals, residual_squares
 from ..ops.memory import check_fits
 
 __all__ = ["Candidate", "SearchResult", "halving_search", "loo_losses", "pairwise_loo_losses", "rung_sizes",
@@ -365,12 +365,12 @@ def max_search_rows(budget, d):
 def parallel_evaluations(m, k, budget, tasks):
     """How many candidates a rung of m rows (k target columns) scores at once: one per thread
     the BLAS libraries may run (:func:`kernelscale.ops.lapack_threads.blas_threads`: each
-    evaluation then runs on one), at most ``tasks``, and no more than the m x m arrays of
-    (:data:`kernelscale.ops.loo.LOO_SQUARES`, and a block of ridges) fit in half of ``budget``
-    bytes, the share :func:`max_search_rows` gives them."""
+    evaluation then runs on one), at most ``tasks``, and no more than the arrays of their
+    leave-one-out errors (:func:`kernelscale.ops.loo.loo_bytes`, one ridge at a time) fit in half
+    of ``budget`` bytes, the share :func:`max_search_rows` gives them."""
     workers = min(blas_threads(), tasks)
     if budget is not None:
-        workers = min(workers, int(budget // 2 // (8 * m * (LOO_SQUARES * m + 7 * k + 2))))
+        workers = min(workers, int(budget // 2 // loo_bytes(m, k)))
     return max(1, workers)
 
 

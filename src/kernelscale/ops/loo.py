@@ -23,10 +23,18 @@ import numpy as np
 from .lapack_threads import one_blas_thread, one_eigh_thread
 from .memory import check_fits
 
-__all__ = ["LOO_SQUARES", "loo_residuals", "loo_and_predictions", "residual_squares"]
+__all__ = ["LOO_SQUARES", "loo_bytes", "loo_residuals", "loo_and_predictions", "residual_squares"]
 
 #: m x m float64 arrays held at once (K, the eigensolver's copy and workspace, U, U o U)
 LOO_SQUARES = 6
+
+
+def loo_bytes(m, k, ridges=1):
+    """Bytes :func:`loo_residuals` holds for m rows, k target columns and a block of ``ridges``
+    ridges: the m x m arrays (LOO_SQUARES), and per ridge the stacked right-hand side, the product
+    and the residuals (m x k each), the shrink factors and denominators (m each), and the caller's
+    two arrays of this block and the last."""
+    return 8 * m * (LOO_SQUARES * m + ridges * (7 * k + 2))
 
 
 def loo_residuals(K, Y, alphas, budget=None):
@@ -37,12 +45,9 @@ def loo_residuals(K, Y, alphas, budget=None):
     centred by the caller (the intercept's own leave-one-out effect, O(1/m), is ignored)."""
     m, k = Y.shape
     alphas = np.asarray(alphas, dtype=np.float64)
-    squares = LOO_SQUARES * 8 * m * m
-    # per ridge: the stacked right-hand side, the product and the residuals (m x k each), the
-    # shrink factors and denominators (m each), and the caller's two arrays of this block and the last
-    per_ridge = 8 * m * (7 * k + 2)
+    squares, per_ridge = loo_bytes(m, k, 0), loo_bytes(m, k, 1) - loo_bytes(m, k, 0)
     if budget is not None:
-        check_fits(squares + per_ridge, budget, f"the leave-one-out errors of a {m} x {m} kernel matrix",
+        check_fits(loo_bytes(m, k), budget, f"the leave-one-out errors of a {m} x {m} kernel matrix",
                    "increase max_memory")
     step = alphas.size if budget is None else int(min(alphas.size, (budget - squares) // per_ridge))
     return _residual_blocks(K, Y, alphas, max(step, 1))
