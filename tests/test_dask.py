@@ -308,6 +308,27 @@ def test_nan_chunk_on_a_local_cluster(client, data, fitted):
         fitted.predict(_dask(X)).compute()
 
 
+def test_a_persisted_x_is_checked_once_and_read_as_it_is(client, data):
+    """A dense X persisted in the fit's dtype already: one pass checks it, and every pass reads the
+    persisted chunks, not a converted copy of them (which would be recomputed by every pass when
+    the workers cannot keep a second X). A bad chunk is named as in the pass of any other X."""
+    import distributed
+
+    X, y, _, _ = data
+    est = GeneralizedLeastSquaresClassifier(max_iter=3)
+    Xd = client.persist(_dask(X))
+    with distributed.get_task_stream(client) as stream:
+        got = clone(est).fit(Xd, _dask(y))
+    keys = [str(task["key"]) for task in stream.data]
+    assert sum("_checked_chunk" in key for key in keys) == len(Xd.chunks[0])
+    assert not any("float_chunk" in key for key in keys), "X's chunks were converted"
+    assert_same_model(clone(est).fit(X, y), got, DISTRIBUTED_RTOL)
+    bad = X.copy()
+    bad[290, 0] = np.inf  # row chunk 4: rows 280 to 299
+    with pytest.raises(ValueError, match=r"X contains NaN or infinity in row chunk 4 \(rows 280 to 299\)"):
+        clone(est).fit(client.persist(_dask(bad)), _dask(y))
+
+
 def test_string_class_labels_in_a_dask_y(data, sync):
     X, y, _, _ = data
     labels = np.array(["neg", "pos"])[y]

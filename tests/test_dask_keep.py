@@ -47,6 +47,7 @@ def test_with_a_client_only_what_fits_the_workers_budgets_is_kept(data, sync, mo
     ref = clone(est).fit(X, y)
     got = clone(est).fit(_dask(X), _dask(y))
     assert not any(X.shape in call for call in calls), "X beyond the workers' budgets was kept"
+    assert any((X.shape[0], 2) in call for call in calls), "the one-hot targets, which fit, were not kept"
     assert_same_model(ref, got, DISTRIBUTED_RTOL)
     monkeypatch.setattr(_dask_fit, "cluster_budget", lambda: 10 * X.nbytes)
     clone(est).fit(_dask(X), _dask(y))

@@ -385,13 +385,13 @@ def test_every_distributed_estimator_at_its_defaults_is_planned_before_fit(name)
 def test_an_x_persisted_already_is_not_counted_twice(small_cluster):
     """A persisted X is in the workers' process memory, which the plan subtracts: keeping it costs
     nothing more. Its lazy twin of the same chunks would have to be persisted in the room left."""
-    from kernelscale.dask.memory import _persisted
+    from kernelscale.dask.memory import is_persisted
 
     X = da.from_array(np.random.default_rng(0).normal(size=(200_000, 100)), chunks=(12_500, 100))
     kept = small_cluster.persist(X)
     with small_cluster.as_current():
         __import__("distributed").wait(kept)
-    assert _persisted(kept) and not _persisted(X) and not _persisted(kept[:1000])
+    assert is_persisted(kept) and not is_persisted(X) and not is_persisted(kept[:1000])
     workers = WorkerMemory(2, 800 * MB, 1, WORKER_BASELINE + 90 * MB)  # 90 MB: the worker's share of X
     est = kernelscale.GeneralizedLeastSquaresClassifier()
     with small_cluster.as_current():

@@ -71,7 +71,7 @@ from ..base.classifier import check_class_memory, encode_classes, one_hot
 from ..base.estimator import check_class_weight
 from ..ops.rows import chunk_meta
 from .client import cluster_budget, current_client
-from .memory import CLASS_ARRAYS, active_plan, capped, client_budget, plan, worker_memory
+from .memory import CLASS_ARRAYS, active_plan, capped, client_budget, is_persisted, plan, worker_memory
 
 __all__ = ["DISTRIBUTED", "class_weight_chunk", "fit", "hold_budget", "partial_fit", "persist_within", "sum_labels",
            "supports"]
@@ -129,6 +129,28 @@ def _float_chunk(block, name, dtype, block_info=None):
             f"before passing {name}."
         )
     return out
+
+
+def _checked_X(X, dtype):
+    """X's chunks in ``dtype``, checked by :func:`_float_chunk` as every pass reads them. A dense X
+    persisted in ``dtype`` already is checked by one pass and used as it is: its chunks are in the
+    workers' memory, where a converted copy would count its bytes a second time, and when that
+    copy could not be kept, every pass would check X again."""
+    if X.dtype == dtype and not sp.issparse(X._meta) and is_persisted(X):
+        X.map_blocks(_checked_chunk, "X", dtype, chunks=tuple((1,) * len(c) for c in X.chunks), dtype=bool,
+                     meta=np.empty((0,) * X.ndim, dtype=bool)).compute()
+        return X
+    return X.map_blocks(_float_chunk, "X", dtype, dtype=dtype, meta=chunk_meta(X, dtype))
+
+
+def _checked_chunk(block, name, dtype, block_info=None):
+    """True (one value a chunk) once :func:`_float_chunk` accepts the chunk as it is, in ``dtype``."""
+    if block.dtype != dtype:
+        index, rows = _location(block_info)
+        raise ValueError(f"{name} is {np.dtype(dtype)} but its row chunk {index}{rows} holds {block.dtype}; "
+                         f"persist {name}.astype({np.dtype(dtype).name}) instead.")
+    _float_chunk(block, name, dtype, block_info)
+    return np.ones((1,) * block.ndim, dtype=bool)
 
 
 def _weight_chunk(block, block_info=None):
@@ -224,7 +246,7 @@ def _fit_checked(estimator, X, y, sample_weight, classes):
     ``classes`` (None for a regressor)."""
     n, d = X.shape
     dtype = np.float32 if X.dtype == np.float32 else np.float64
-    X = X.map_blocks(_float_chunk, "X", dtype, dtype=dtype, meta=chunk_meta(X, dtype))
+    X = _checked_X(X, dtype)
     if sample_weight is not None:
         if sample_weight.ndim != 1 or sample_weight.shape[0] != n:
             raise ValueError(f"sample_weight must have shape ({n},), got {sample_weight.shape}.")
@@ -311,14 +333,26 @@ def hold_budget(max_memory):
 
 
 def persist_within(max_memory, *arrays):
-    """The dask ``arrays`` persisted when their bytes fit the memory they would stay in
-    (:func:`hold_budget`), else as they are: each pass then recomputes their chunks from the
-    source."""
+    """The dask ``arrays`` persisted, the smallest first, while their bytes fit the memory they
+    would stay in (:func:`hold_budget`); the others as they are: each pass then recomputes their
+    chunks from the source. An array persisted already stays as it is and counts nothing (its
+    chunks are in the workers' memory, from which the plan's budget is measured)."""
     import dask
 
-    if sum(a.nbytes for a in arrays if a is not None) > hold_budget(max_memory):
-        return arrays
-    return dask.persist(*arrays)
+    room = hold_budget(max_memory)
+    chosen = []
+    for i in sorted(range(len(arrays)), key=lambda i: 0 if arrays[i] is None else arrays[i].nbytes):
+        a = arrays[i]
+        if a is None or is_persisted(a):
+            continue
+        if a.nbytes > room:
+            break
+        room -= a.nbytes
+        chosen.append(i)
+    out = list(arrays)
+    for i, a in zip(chosen, dask.persist(*(arrays[i] for i in chosen))):
+        out[i] = a
+    return tuple(out)
 
 
 def sum_labels(y):

@@ -324,7 +324,7 @@ def _share(chunks, n_workers):
     return min(1.0, (math.ceil(len(chunks) / n_workers) + 1) * max(chunks) / max(n, 1))
 
 
-def _persisted(X):
+def is_persisted(X):
     """Whether every chunk of the dask X is a persisted key (its data in the workers' memory
     already, and in their process memory)."""
     try:
@@ -352,7 +352,7 @@ def plan(estimator, X, k, client_budget, workers, *, x_reduced=False):
     W, T, room = workers.n_workers, workers.nthreads, workers.room
     data_row = k * itemsize + 8  # targets and weights
     x_row = 0 if x_reduced else width * itemsize
-    kept_row = 0 if _persisted(X) else x_row
+    kept_row = 0 if is_persisted(X) else x_row
     class_row = CLASS_ARRAYS * k * itemsize if is_classifier(estimator) else 0
     extra = workers.memory_limit // 8 if cls.startswith("DoublyStochastic") else 0  # its workers' block cache
 
