@@ -210,12 +210,31 @@ def test_data_a_spilling_worker_manages_is_not_counted_as_its_baseline():
                                       "metrics": {"memory": 11 * GiB // 10, "managed_bytes": 9 * GiB // 10}}}}
 
         def run(self, fn):
-            return {"a": (0.6, 0.7, 0.8, 0.95, 10 * GiB)}
+            return {"a": (0.6, 0.7, 0.8, 0.95, 10 * GiB, 11 * GiB // 10, 9 * GiB // 10)}
 
     found = _memory.worker_memory(Client())
     assert found.process == 11 * GiB // 10  # the room of a fit that does not spill counts it all
     assert found.spill_room == spill_room(3 * GiB // 2, WORKER_BASELINE, 0.6, 0.7, 0.8, 0.95)
     assert found.spill_room > 0 and found.spill_disk == 10 * GiB
+
+
+def test_the_workers_memory_now_counts_not_the_schedulers_last_heartbeat():
+    """Data persisted since a worker's last heartbeat is in its process already: the plan asks the
+    workers (one message each) rather than trusting the scheduler's metrics."""
+    GiB = 2**30
+
+    class Client:
+        def scheduler_info(self, **kw):
+            return {"workers": {w: {"memory_limit": 2 * GiB, "nthreads": 1,
+                                    "metrics": {"memory": GiB // 5, "managed_bytes": 0}} for w in "ab"}}
+
+        def run(self, fn):  # worker b has taken 0.6 GiB of persisted data (managed) since
+            return {"a": (0.6, 0.7, 0.8, 0.95, 10 * GiB, GiB // 5, 0),
+                    "b": (0.6, 0.7, 0.8, 0.95, 10 * GiB, 4 * GiB // 5, 3 * GiB // 5)}
+
+    found = _memory.worker_memory(Client())
+    assert found.process == 4 * GiB // 5
+    assert found.spill_room == spill_room(2 * GiB, WORKER_BASELINE, 0.6, 0.7, 0.8, 0.95)
 
 
 def test_state_that_fits_in_memory_does_not_spill():

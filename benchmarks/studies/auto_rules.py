@@ -16,6 +16,8 @@ stratified for classification) and never looks at the test part.
   the unseen-data sets with three classes or more: the search's loss, the validation error and
   the fit's seconds.
 - ``adult``: the stagewise route's scaling of indicator columns and its rule for the stages kept.
+- ``loss``: the stagewise route's stage update on adult (``--seconds`` of budget): calibrated
+  least squares against the logistic loss with 5 or 20 steps of Algorithm 1 a stage.
 - ``rungs``: the search's ladder of subsample sizes: the first rung of at most 400 or 200 rows,
   the last of at most 1600 or 800, and the ladder that doubles from 400 rows and stops at the
   rows it has (the rule before) against the one that ends at all the search's rows; the
@@ -25,13 +27,18 @@ stratified for classification) and never looks at the test part.
   against the threshold 0, on the two-class unseen-data sets (the exact route: leave-one-out
   decision values) and on adult with ``--seconds`` of budget (the stagewise route: held-out
   rows), each with ``--seeds`` seeds.
+- ``criterion``: the search's score of a classification candidate: the leave-one-out error rate
+  with the squared residual as a tie-breaker, the two added, or the squared residual alone, on
+  the classification unseen-data sets and adult, each with ``--seeds`` seeds.
 
     python -m benchmarks auto_rules alpha
     python -m benchmarks auto_rules block [--seconds 40]
     python -m benchmarks auto_rules multiclass
     python -m benchmarks auto_rules adult [--seconds 10] [--seeds 4]
+    python -m benchmarks auto_rules loss [--seconds 10] [--seeds 4]
     python -m benchmarks auto_rules rungs [--seeds 3]
     python -m benchmarks auto_rules threshold [--seeds 3] [--seconds 10]
+    python -m benchmarks auto_rules criterion [--seeds 3] [--seconds 10]
 
 Writes benchmarks/results/auto-rules.json (one record per part and variant; a later part adds to
 the file's other parts).
@@ -50,6 +57,7 @@ from benchmarks.studies.common import DATASETS, SEED, make_dataset
 
 GROWTHS = (0.0, 0.25, 0.5, 1.0)
 BLOCKS = (128, 256, 512, 1024)
+LOGISTIC_INNER_ITER = (5, 20)
 
 
 def _validation_split(X, y, task):
@@ -176,6 +184,41 @@ def part_adult(suite, seconds, seeds):
         print(f"{label}: mean {np.mean(errors):.4f}", flush=True)
 
 
+def part_loss(suite, seconds, seeds):
+    """The stagewise route's stage update on a noisy two-class table: calibrated least squares
+    (the rule) against the multinomial logistic loss (``update="softmax"``, ``inner_iter``
+    Algorithm 1 steps a stage), on adult's validation split with ``seconds`` of budget."""
+    import kernelscale as ks
+    from kernelscale.auto import estimators
+
+    adult = ks.load_dataset("adult")
+    X, Xv, y, yv = _validation_split(adult.X_train, adult.y_train, "classification")
+    rule = ks.AutoKernelClassifier._stagewise_class
+    variants = {"calibrated least squares": rule}
+    for inner in LOGISTIC_INNER_ITER:
+        variants[f"logistic, {inner} steps a stage"] = staticmethod(
+            lambda kernel, inner=inner, **kw: rule(kernel, **{**kw, "update": "softmax", "inner_iter": inner}))
+    for label, stagewise in variants.items():
+        errors = []
+        for seed in range(seeds):
+            estimators.AutoKernelClassifier._stagewise_class = stagewise
+            try:
+                start = time.perf_counter()
+                model = ks.AutoKernelClassifier(time_budget=seconds, random_state=seed).fit(X, y)
+                fit_s = time.perf_counter() - start
+            finally:
+                estimators.AutoKernelClassifier._stagewise_class = rule
+            errors.append(task_error("classification", model.predict(Xv), yv))
+            chosen = model.best_params_
+            suite.add("adult (train split)", label,
+                      params={"part": "loss", "seed": seed, "time_budget": seconds,
+                              **{k: chosen[k] for k in ("scaling", "kernel", "sigma", "n_stages")}},
+                      metrics={"validation_error": errors[-1]}, time_median_s=fit_s, times_s=[fit_s])
+            print(f"{label}: seed {seed} sigma={chosen['sigma']:.3g} stages {chosen['n_stages']}: "
+                  f"validation error {errors[-1]:.4f} ({fit_s:.1f} s)", flush=True)
+        print(f"{label}: mean {np.mean(errors):.4f}", flush=True)
+
+
 def _doubling_from_first(n):
     """The ladder before :func:`kernelscale.auto.search.rung_sizes`: FIRST_RUNG rows, doubling,
     the last rung cut to n."""
@@ -229,6 +272,49 @@ def part_rungs(suite, seeds):
         print(f"{name:30s} " + " | ".join(line), flush=True)
 
 
+#: label -> the weight of the squared leave-one-out residual in a classification score
+CRITERIA = {"error rate, squared residual to break ties (0.01)": 0.01,
+            "error rate + squared residual (1)": 1.0,
+            "squared residual only": 1e6}
+
+
+def part_criterion(suite, seeds, seconds):
+    """The search's score of a classification candidate: its leave-one-out error rate with the
+    squared residual of the one-hot codes as a tie-breaker (the rule), the two added, or the
+    squared residual alone (a proper score: less noisy than an error rate of a few hundred
+    rows), on the classification unseen-data sets and on adult with ``seconds`` of budget."""
+    import kernelscale as ks
+    from kernelscale.auto import search
+
+    rule = search.TIE_BREAK
+    sets = [(name, make_dataset(name)) for name, (task, *_rest) in DATASETS.items() if task == "classification"]
+    sets = [(name, data.X_train, data.y_train, None) for name, data in sets]
+    adult = ks.load_dataset("adult")
+    sets.append(("adult", adult.X_train, adult.y_train, seconds))
+    for name, X_all, y_all, budget in sets:
+        X, Xv, y, yv = _validation_split(X_all, y_all, "classification")
+        line = []
+        for label, weight in CRITERIA.items():
+            errors, sigmas, seconds_ = [], [], []
+            for seed in range(seeds):
+                search.TIE_BREAK = weight
+                try:
+                    start = time.perf_counter()
+                    model = ks.AutoKernelClassifier(random_state=seed, **({} if budget is None else {"time_budget": budget}))
+                    model.fit(X, y)
+                    seconds_.append(time.perf_counter() - start)
+                finally:
+                    search.TIE_BREAK = rule
+                errors.append(task_error("classification", model.predict(Xv), yv))
+                sigmas.append(float(model.best_params_["sigma"]))
+            suite.add(name, label, params={"part": "criterion", "n": int(X.shape[0]), "seeds": seeds, "weight": weight,
+                                           "time_budget": budget, "method": model.method_, "sigmas": sigmas},
+                      metrics={"validation_error": float(np.mean(errors)), "errors": errors},
+                      time_median_s=float(np.median(seconds_)), times_s=seconds_)
+            line.append(f"{weight:g}: {np.mean(errors):.4f} (sigma {', '.join(f'{v:.3g}' for v in sigmas)})")
+        print(f"{name:32s} " + " | ".join(line), flush=True)
+
+
 def part_threshold(suite, seeds, seconds):
     import kernelscale as ks
     from kernelscale.auto import plan
@@ -261,10 +347,10 @@ def part_threshold(suite, seeds, seconds):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=("alpha", "block", "multiclass", "adult", "rungs", "threshold"))
+    parser.add_argument("part", choices=("alpha", "block", "multiclass", "adult", "loss", "rungs", "threshold", "criterion"))
     parser.add_argument("--seconds", type=float, default=None,
-                        help="block: seconds per block size (40); adult, threshold: adult's time budget (10)")
-    parser.add_argument("--seeds", type=int, default=None, help="adult: fits per variant (4); rungs, threshold: per variant and set (3)")
+                        help="block: seconds per block size (40); adult, loss, threshold, criterion: adult's time budget (10)")
+    parser.add_argument("--seeds", type=int, default=None, help="adult, loss: fits per variant (4); rungs, threshold, criterion: per variant and set (3)")
     args = parser.parse_args(argv)
     suite = Suite("auto-rules", paper={"note": "training data only; see the module docstring"})
     path = RESULTS_DIR / "auto-rules.json"
@@ -276,10 +362,14 @@ def main(argv=None):
         part_multiclass(suite)
     elif args.part == "adult":
         part_adult(suite, args.seconds or 10.0, args.seeds or 4)
+    elif args.part == "loss":
+        part_loss(suite, args.seconds or 10.0, args.seeds or 4)
     elif args.part == "rungs":
         part_rungs(suite, args.seeds or 3)
     elif args.part == "threshold":
         part_threshold(suite, args.seeds or 3, args.seconds or 10.0)
+    elif args.part == "criterion":
+        part_criterion(suite, args.seeds or 3, args.seconds or 10.0)
     else:
         part_block(suite, args.seconds or 40.0)
     suite.write(plot=False)

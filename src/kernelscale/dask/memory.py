@@ -118,8 +118,9 @@ class WorkerMemory:
 SPILL_MARGIN = 0.05
 
 
-def _spill_settings(dask_worker):
-    """(target, spill, pause, terminate fractions, bytes the worker may spill): run on a worker."""
+def _worker_state(dask_worker):
+    """(target, spill, pause, terminate fractions, bytes the worker may spill, its process memory
+    and the bytes of data it manages, now): run on a worker."""
     import shutil
 
     import dask
@@ -129,7 +130,8 @@ def _spill_settings(dask_worker):
     if manager.max_spill is not False:
         disk = min(disk, int(manager.max_spill))
     return (manager.memory_target_fraction, manager.memory_spill_fraction, manager.memory_pause_fraction,
-            dask.config.get("distributed.worker.memory.terminate", False), disk)
+            dask.config.get("distributed.worker.memory.terminate", False), disk,
+            int(dask_worker.monitor.get_process_memory()), int(dask_worker.state.nbytes))
 
 
 def spill_room(memory_limit, baseline, target, spill, pause, terminate):
@@ -157,8 +159,10 @@ def spill_slack(memory_limit, baseline, target, spill):
 
 def worker_memory(client):
     """:class:`WorkerMemory` of ``client``'s workers (from the scheduler's information and one
-    message to each worker for its spill settings and free disk, no task), or None when there are
-    none or one has no memory_limit (nothing to plan within)."""
+    message to each worker for its spill settings, free disk and memory now, no task), or None
+    when there are none or one has no memory_limit (nothing to plan within). The scheduler's
+    metrics of a worker's memory date from its last heartbeat, before data persisted since (or a
+    module imported); the workers' own answer is used where there is one."""
     if not hasattr(client, "scheduler_info"):
         return None
     workers = list(client.scheduler_info(n_workers=-1)["workers"].values()) if _takes_n_workers(client) else \
@@ -167,15 +171,18 @@ def worker_memory(client):
     if not workers or 0 in limits:
         return None
     metrics = [w.get("metrics") or {} for w in workers]
-    process = max(int(m.get("memory") or 0) for m in metrics)
+    memory = [(int(m.get("memory") or 0), int(m.get("managed_bytes") or 0)) for m in metrics]
     limit = min(limits)
     room = disk = slack = 0
-    if hasattr(client, "run"):  # one message to each worker: its spill settings and free disk
-        settings = list(client.run(_spill_settings).values())
+    settings = []
+    if hasattr(client, "run"):  # one message to each worker: its spill settings, disk and memory
+        settings = list(client.run(_worker_state).values())
+        memory = [found[5:7] for found in settings] or memory
+    process = max(used for used, _ in memory)
+    if settings:
         # what a spilling worker cannot move to disk: the process less the data it manages (an
         # earlier fit's state still referenced, a warm start's)
-        unmanaged = max(int(m.get("memory") or 0) - int(m.get("managed_bytes") or 0) for m in metrics)
-        baseline = max(WORKER_BASELINE, unmanaged)
+        baseline = max(WORKER_BASELINE, max(used - managed for used, managed in memory))
         room = min(spill_room(limit, baseline, *found[:4]) for found in settings)
         slack = min(spill_slack(limit, baseline, *found[:2]) for found in settings)
         disk = min(found[4] for found in settings)
