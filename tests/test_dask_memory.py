@@ -10,7 +10,9 @@ import pytest
 import kernelscale
 from kernelscale.dask import fit as _dask_fit
 from kernelscale.dask import memory as _memory
+from kernelscale.dask.client import cluster_budget
 from kernelscale.ops.features import PIECE_ROWS
+from kernelscale.ops.memory import DEFAULT_MEMORY_FRACTION
 from kernelscale.dask.memory import (SAFE_FRACTION, SPILL_MARGIN, WORKER_BASELINE, WorkerMemory, plan, spill_room,
                                      spill_slack)
 
@@ -199,41 +201,54 @@ def test_x_read_only_by_the_pca_keeps_its_own_chunks_and_each_must_fit_a_task():
         plan(est, coarse, 10, 10 * 2**30, workers, x_reduced=True)
 
 
+def _worker(limit, process, managed=0, nthreads=1, disk=10 * 2**30):
+    """What one worker answers :func:`kernelscale.dask.memory.worker_memory` (distributed's
+    default fractions)."""
+    return {"memory_limit": limit, "nthreads": nthreads, "fractions": (0.6, 0.7, 0.8, 0.95), "disk": disk,
+            "process": process, "managed": managed}
+
+
+class _ClientOf:
+    """A client whose workers answer ``states``."""
+
+    def __init__(self, **states):
+        self.states = states
+
+    def run(self, fn):
+        return self.states
+
+
 def test_data_a_spilling_worker_manages_is_not_counted_as_its_baseline():
     """A worker holding 1.1 GiB, 0.9 GiB of it data it manages (the state of an earlier fit,
     which it spills when it needs the memory), has the tasks' room of a worker of 0.2 GiB."""
     GiB = 2**30
-
-    class Client:
-        def scheduler_info(self, **kw):
-            return {"workers": {"a": {"memory_limit": 3 * GiB // 2, "nthreads": 1,
-                                      "metrics": {"memory": 11 * GiB // 10, "managed_bytes": 9 * GiB // 10}}}}
-
-        def run(self, fn):
-            return {"a": (0.6, 0.7, 0.8, 0.95, 10 * GiB, 11 * GiB // 10, 9 * GiB // 10)}
-
-    found = _memory.worker_memory(Client())
+    found = _memory.worker_memory(_ClientOf(a=_worker(3 * GiB // 2, 11 * GiB // 10, 9 * GiB // 10)))
     assert found.process == 11 * GiB // 10  # the room of a fit that does not spill counts it all
     assert found.spill_room == spill_room(3 * GiB // 2, WORKER_BASELINE, 0.6, 0.7, 0.8, 0.95)
     assert found.spill_room > 0 and found.spill_disk == 10 * GiB
 
 
-def test_the_workers_memory_now_counts_not_the_schedulers_last_heartbeat():
-    """Data persisted since a worker's last heartbeat is in its process already: the plan asks the
-    workers (one message each) rather than trusting the scheduler's metrics."""
+def test_the_plan_reads_the_workers_not_the_clients_copy_of_the_schedulers_information(small_cluster,
+                                                                                       monkeypatch):
+    """distributed refreshes the client's copy of the scheduler's information in the background
+    without the workers, so a read of it may find none (and the plan would be skipped); the metrics
+    it holds date from the workers' last heartbeats. The plan asks the workers."""
+    def stale(*args, **kwargs):
+        return {"workers": {}}
+
+    monkeypatch.setattr(small_cluster, "scheduler_info", stale)
+    found = _memory.worker_memory(small_cluster)
+    assert (found.n_workers, found.memory_limit, found.nthreads) == (2, 600 * MB, 1)
+    assert found.process >= 50 * MB and found.spill_room > 0
+    with small_cluster.as_current():
+        assert cluster_budget() == int(DEFAULT_MEMORY_FRACTION * 2 * 600 * MB)
+
+
+def test_the_workers_memory_counts_as_it_is_now():
+    """Worker b took 0.6 GiB of persisted data (managed) since its last heartbeat: it counts."""
     GiB = 2**30
-
-    class Client:
-        def scheduler_info(self, **kw):
-            return {"workers": {w: {"memory_limit": 2 * GiB, "nthreads": 1,
-                                    "metrics": {"memory": GiB // 5, "managed_bytes": 0}} for w in "ab"}}
-
-        def run(self, fn):  # worker b has taken 0.6 GiB of persisted data (managed) since
-            return {"a": (0.6, 0.7, 0.8, 0.95, 10 * GiB, GiB // 5, 0),
-                    "b": (0.6, 0.7, 0.8, 0.95, 10 * GiB, 4 * GiB // 5, 3 * GiB // 5)}
-
-    found = _memory.worker_memory(Client())
-    assert found.process == 4 * GiB // 5
+    found = _memory.worker_memory(_ClientOf(a=_worker(2 * GiB, GiB // 5), b=_worker(2 * GiB, 4 * GiB // 5, 3 * GiB // 5)))
+    assert found.process == 4 * GiB // 5 and found.n_workers == 2
     assert found.spill_room == spill_room(2 * GiB, WORKER_BASELINE, 0.6, 0.7, 0.8, 0.95)
 
 
@@ -244,11 +259,8 @@ def test_state_that_fits_in_memory_does_not_spill():
 
 
 def test_workers_without_a_memory_limit_are_not_planned_for():
-    class Client:
-        def scheduler_info(self, **kw):
-            return {"workers": {"a": {"memory_limit": 0, "nthreads": 1}}}
-
-    assert _memory.worker_memory(Client()) is None
+    assert _memory.worker_memory(_ClientOf(a=_worker(2**30, 0), b=_worker(0, 0))) is None
+    assert _memory.worker_memory(_ClientOf()) is None
     assert _memory.worker_memory(object()) is None
 
 

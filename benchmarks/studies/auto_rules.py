@@ -151,32 +151,31 @@ def _unpaired_stages_to_keep(losses, best_rows, last_rows):
     return best + 1 if losses[best] < last - 2 * noise else len(losses)
 
 
-def part_adult(suite, seconds, seeds):
+def _adult_variants(suite, part, seconds, seeds, variants):
+    """The front door with ``seconds`` of budget on adult's validation split, ``seeds`` fits per
+    variant: ``variants`` maps a label to the (object, attribute, value) settings that make it,
+    put back after each fit."""
     import kernelscale as ks
-    from kernelscale.auto import plan, search
 
     adult = ks.load_dataset("adult")
     X, Xv, y, yv = _validation_split(adult.X_train, adult.y_train, "classification")
-    rules = {"indicators": search.indicator_columns, "stages": plan.stages_to_keep}
-    variants = {
-        "(a) all columns standardised, unpaired stage rule": (lambda Z: np.zeros(Z.shape[1], bool), _unpaired_stages_to_keep),
-        "(b) indicator columns kept": (rules["indicators"], _unpaired_stages_to_keep),
-        "(c) indicators kept, paired stage rule": (rules["indicators"], rules["stages"]),
-    }
-    for label, (indicators, stages) in variants.items():
+    for label, settings in variants.items():
         errors = []
         for seed in range(seeds):
-            search.indicator_columns, plan.stages_to_keep = indicators, stages
+            saved = [(obj, name, getattr(obj, name)) for obj, name, _ in settings]
+            for obj, name, value in settings:
+                setattr(obj, name, value)
             try:
                 start = time.perf_counter()
                 model = ks.AutoKernelClassifier(time_budget=seconds, random_state=seed).fit(X, y)
                 fit_s = time.perf_counter() - start
             finally:
-                search.indicator_columns, plan.stages_to_keep = rules["indicators"], rules["stages"]
+                for obj, name, value in saved:
+                    setattr(obj, name, value)
             errors.append(task_error("classification", model.predict(Xv), yv))
             chosen = model.best_params_
             suite.add("adult (train split)", label,
-                      params={"part": "adult", "seed": seed, "time_budget": seconds,
+                      params={"part": part, "seed": seed, "time_budget": seconds,
                               **{k: chosen[k] for k in ("scaling", "kernel", "sigma", "n_stages")}},
                       metrics={"validation_error": errors[-1]}, time_median_s=fit_s, times_s=[fit_s])
             print(f"{label}: seed {seed} {chosen['scaling']} {chosen['kernel']} sigma={chosen['sigma']:.3g} "
@@ -184,39 +183,33 @@ def part_adult(suite, seconds, seeds):
         print(f"{label}: mean {np.mean(errors):.4f}", flush=True)
 
 
+def part_adult(suite, seconds, seeds):
+    from kernelscale.auto import plan, search
+
+    def rules(indicators, stages):
+        return [(search, "indicator_columns", indicators), (plan, "stages_to_keep", stages)]
+
+    _adult_variants(suite, "adult", seconds, seeds, {
+        "(a) all columns standardised, unpaired stage rule": rules(lambda Z: np.zeros(Z.shape[1], bool),
+                                                                    _unpaired_stages_to_keep),
+        "(b) indicator columns kept": rules(search.indicator_columns, _unpaired_stages_to_keep),
+        "(c) indicators kept, paired stage rule": rules(search.indicator_columns, plan.stages_to_keep),
+    })
+
+
 def part_loss(suite, seconds, seeds):
     """The stagewise route's stage update on a noisy two-class table: calibrated least squares
     (the rule) against the multinomial logistic loss (``update="softmax"``, ``inner_iter``
     Algorithm 1 steps a stage), on adult's validation split with ``seconds`` of budget."""
-    import kernelscale as ks
-    from kernelscale.auto import estimators
+    from kernelscale.auto.estimators import AutoKernelClassifier
 
-    adult = ks.load_dataset("adult")
-    X, Xv, y, yv = _validation_split(adult.X_train, adult.y_train, "classification")
-    rule = ks.AutoKernelClassifier._stagewise_class
-    variants = {"calibrated least squares": rule}
+    rule = AutoKernelClassifier._stagewise_class
+    variants = {"calibrated least squares": [(AutoKernelClassifier, "_stagewise_class", rule)]}
     for inner in LOGISTIC_INNER_ITER:
-        variants[f"logistic, {inner} steps a stage"] = staticmethod(
-            lambda kernel, inner=inner, **kw: rule(kernel, **{**kw, "update": "softmax", "inner_iter": inner}))
-    for label, stagewise in variants.items():
-        errors = []
-        for seed in range(seeds):
-            estimators.AutoKernelClassifier._stagewise_class = stagewise
-            try:
-                start = time.perf_counter()
-                model = ks.AutoKernelClassifier(time_budget=seconds, random_state=seed).fit(X, y)
-                fit_s = time.perf_counter() - start
-            finally:
-                estimators.AutoKernelClassifier._stagewise_class = rule
-            errors.append(task_error("classification", model.predict(Xv), yv))
-            chosen = model.best_params_
-            suite.add("adult (train split)", label,
-                      params={"part": "loss", "seed": seed, "time_budget": seconds,
-                              **{k: chosen[k] for k in ("scaling", "kernel", "sigma", "n_stages")}},
-                      metrics={"validation_error": errors[-1]}, time_median_s=fit_s, times_s=[fit_s])
-            print(f"{label}: seed {seed} sigma={chosen['sigma']:.3g} stages {chosen['n_stages']}: "
-                  f"validation error {errors[-1]:.4f} ({fit_s:.1f} s)", flush=True)
-        print(f"{label}: mean {np.mean(errors):.4f}", flush=True)
+        logistic = staticmethod(lambda kernel, inner=inner, **kw: rule(kernel, **{**kw, "update": "softmax",
+                                                                                  "inner_iter": inner}))
+        variants[f"logistic, {inner} steps a stage"] = [(AutoKernelClassifier, "_stagewise_class", logistic)]
+    _adult_variants(suite, "loss", seconds, seeds, variants)
 
 
 def _doubling_from_first(n):

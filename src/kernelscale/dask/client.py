@@ -22,8 +22,13 @@ def current_client():
 
 def cluster_budget():
     """The memory budgets of the current client's workers added up (each: DEFAULT_MEMORY_FRACTION
-    of its ``memory_limit``; the workers without a limit count the host's available memory once)."""
-    workers = current_client().scheduler_info()["workers"].values()
-    limits = [w.get("memory_limit") or 0 for w in workers]
+    of its ``memory_limit``; the workers without a limit count the host's available memory once).
+    The limits are asked of the workers (one message each): the client's copy of the scheduler's
+    information may list none (distributed refreshes it in the background without them)."""
+    limits = [int(limit or 0) for limit in current_client().run(_memory_limit).values()]
     # workers without a limit share the host's memory: counted once
     return int(DEFAULT_MEMORY_FRACTION * (sum(limits) + (available_memory() if 0 in limits else 0)))
+
+
+def _memory_limit(dask_worker):
+    return dask_worker.memory_manager.memory_limit

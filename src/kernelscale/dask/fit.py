@@ -40,13 +40,13 @@ arrays, without gathering anything n-sized:
 
 - X: every chunk cast to float64 (float32 kept) and checked for NaN/inf (a scipy.sparse chunk
   becomes CSR, its structure and stored values checked; the solvers' per-chunk functions take
-  CSR as in memory), then persisted with y
-  and the weights, so that iterations read them from memory, when they fit the memory they
-  would stay in: the workers' budgets added up with a distributed client, the estimator's
-  ``max_memory`` in this process without one. Otherwise (data larger than memory: a dask array
-  over a memmap or zarr store, or generated chunks) every pass reads and checks its chunks again
-  from the source, one at a time (:func:`_keep`). A stagewise fit with its PCA keeps the
-  projection, not X;
+  CSR as in memory), then persisted with y and the weights, the smallest first, so that
+  iterations read them from memory, while they fit the memory they would stay in: the workers'
+  budgets added up with a distributed client, the estimator's ``max_memory`` in this process
+  without one. What does not fit (data larger than memory: a dask array over a memmap or zarr
+  store, or generated chunks) is read and checked again from the source by every pass, one chunk
+  at a time (:func:`_keep`). A dense X persisted already in its dtype is checked by one pass and
+  read as it is (:func:`_checked_X`). A stagewise fit with its PCA keeps the projection, not X;
 - y (classifiers): the classes are the union of each chunk's unique labels (the same checks as
   numpy: at least two classes, not continuous); the one-hot targets are built per chunk; a
   regressor's y is cast to X's dtype, or to float64 where numpy's fit does (``_float64_targets``);

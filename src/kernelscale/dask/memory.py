@@ -5,13 +5,13 @@ spills the data it holds to disk, at 80% it stops running tasks (paused), at 95%
 it and starts a fresh one, and a task whose workers died four times fails the computation with
 ``KilledWorker``. A fit that plans its blocks with the client's budget (half of the client's
 free memory by default) can ask each task for far more than a worker has. So, before it submits
-anything, :func:`plan` reads the workers' ``memory_limit`` and threads from the scheduler (no
-task) and works out, per worker:
+anything, :func:`plan` asks each worker (one message, no task: :func:`worker_memory`) for its
+``memory_limit``, threads, spill settings and memory now, and works out, per worker:
 
 - the room for a fit: :data:`SAFE_FRACTION` of the smallest ``memory_limit``, less what the
   worker process takes before any work (the larger of :data:`WORKER_BASELINE`, a Python process
-  with numpy, scipy, scikit-learn, numba and kernelscale imported, and the memory the scheduler
-  reports for it now);
+  with numpy, scipy, scikit-learn, numba and kernelscale imported, and the memory the worker
+  reports for itself now);
 - the worker's share of what the fit persists: X, the targets and weights (X only when the rest
   leaves room for the tasks; otherwise each pass reads X again from its source) and the
   estimator's per-row state (:func:`footprint`: scores, residuals, the LS-SVM's n x J block);
@@ -119,8 +119,9 @@ SPILL_MARGIN = 0.05
 
 
 def _worker_state(dask_worker):
-    """(target, spill, pause, terminate fractions, bytes the worker may spill, its process memory
-    and the bytes of data it manages, now): run on a worker."""
+    """A worker's memory_limit (0: none), threads, target, spill, pause and terminate fractions,
+    the bytes it may spill, and its process memory and the bytes of data it manages, now: run on
+    the worker."""
     import shutil
 
     import dask
@@ -129,9 +130,11 @@ def _worker_state(dask_worker):
     disk = shutil.disk_usage(dask_worker.local_directory).free
     if manager.max_spill is not False:
         disk = min(disk, int(manager.max_spill))
-    return (manager.memory_target_fraction, manager.memory_spill_fraction, manager.memory_pause_fraction,
-            dask.config.get("distributed.worker.memory.terminate", False), disk,
-            int(dask_worker.monitor.get_process_memory()), int(dask_worker.state.nbytes))
+    return {"memory_limit": int(manager.memory_limit or 0), "nthreads": int(dask_worker.state.nthreads),
+            "fractions": (manager.memory_target_fraction, manager.memory_spill_fraction,
+                          manager.memory_pause_fraction, dask.config.get("distributed.worker.memory.terminate", False)),
+            "disk": disk, "process": int(dask_worker.monitor.get_process_memory()),
+            "managed": int(dask_worker.state.nbytes)}
 
 
 def spill_room(memory_limit, baseline, target, spill, pause, terminate):
@@ -158,45 +161,27 @@ def spill_slack(memory_limit, baseline, target, spill):
 
 
 def worker_memory(client):
-    """:class:`WorkerMemory` of ``client``'s workers (from the scheduler's information and one
-    message to each worker for its spill settings, free disk and memory now, no task), or None
-    when there are none or one has no memory_limit (nothing to plan within). The scheduler's
-    metrics of a worker's memory date from its last heartbeat, before data persisted since (or a
-    module imported); the workers' own answer is used where there is one."""
-    if not hasattr(client, "scheduler_info"):
+    """:class:`WorkerMemory` of ``client``'s workers, from one message to each worker (no task):
+    its memory_limit, threads, spill settings, free disk and memory now; None when there are none
+    or one has no memory_limit (nothing to plan within). Asked of the workers themselves: the
+    scheduler's metrics date from a worker's last heartbeat (before data persisted since), and the
+    client's copy of the scheduler's information is refreshed in the background without the
+    workers, so that reading it may find none."""
+    if not hasattr(client, "run"):
         return None
-    workers = list(client.scheduler_info(n_workers=-1)["workers"].values()) if _takes_n_workers(client) else \
-        list(client.scheduler_info()["workers"].values())
-    limits = [int(w.get("memory_limit") or 0) for w in workers]
-    if not workers or 0 in limits:
+    states = list(client.run(_worker_state).values())
+    limits = [state["memory_limit"] for state in states]
+    if not states or 0 in limits:
         return None
-    metrics = [w.get("metrics") or {} for w in workers]
-    memory = [(int(m.get("memory") or 0), int(m.get("managed_bytes") or 0)) for m in metrics]
     limit = min(limits)
-    room = disk = slack = 0
-    settings = []
-    if hasattr(client, "run"):  # one message to each worker: its spill settings, disk and memory
-        settings = list(client.run(_worker_state).values())
-        memory = [found[5:7] for found in settings] or memory
-    process = max(used for used, _ in memory)
-    if settings:
-        # what a spilling worker cannot move to disk: the process less the data it manages (an
-        # earlier fit's state still referenced, a warm start's)
-        baseline = max(WORKER_BASELINE, max(used - managed for used, managed in memory))
-        room = min(spill_room(limit, baseline, *found[:4]) for found in settings)
-        slack = min(spill_slack(limit, baseline, *found[:2]) for found in settings)
-        disk = min(found[4] for found in settings)
-    return WorkerMemory(len(workers), limit, max(int(w.get("nthreads") or 1) for w in workers), process,
-                        room, disk, slack if room else 0)
-
-
-def _takes_n_workers(client):
-    import inspect
-
-    try:
-        return "n_workers" in inspect.signature(client.scheduler_info).parameters
-    except (TypeError, ValueError):
-        return False
+    process = max(state["process"] for state in states)
+    # what a spilling worker cannot move to disk: the process less the data it manages (an earlier
+    # fit's state still referenced, a warm start's)
+    baseline = max(WORKER_BASELINE, max(state["process"] - state["managed"] for state in states))
+    room = min(spill_room(limit, baseline, *state["fractions"]) for state in states)
+    slack = min(spill_slack(limit, baseline, *state["fractions"][:2]) for state in states)
+    return WorkerMemory(len(states), limit, max(state["nthreads"] for state in states), process, room,
+                        min(state["disk"] for state in states), slack if room else 0)
 
 
 @dataclasses.dataclass(frozen=True)
