@@ -247,7 +247,8 @@ def test_the_plan_reads_the_workers_not_the_clients_copy_of_the_schedulers_infor
 def test_the_workers_memory_counts_as_it_is_now():
     """Worker b took 0.6 GiB of persisted data (managed) since its last heartbeat: it counts."""
     GiB = 2**30
-    found = _memory.worker_memory(_ClientOf(a=_worker(2 * GiB, GiB // 5), b=_worker(2 * GiB, 4 * GiB // 5, 3 * GiB // 5)))
+    found = _memory.worker_memory(_ClientOf(a=_worker(2 * GiB, GiB // 5),
+                                            b=_worker(2 * GiB, 4 * GiB // 5, 3 * GiB // 5)))
     assert found.process == 4 * GiB // 5 and found.n_workers == 2
     assert found.spill_room == spill_room(2 * GiB, WORKER_BASELINE, 0.6, 0.7, 0.8, 0.95)
 

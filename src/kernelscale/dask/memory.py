@@ -59,8 +59,8 @@ from sklearn.base import is_classifier
 from ..ops.features import PIECE_ROWS
 from ..ops.memory import format_bytes, parse_memory
 
-__all__ = ["SAFE_FRACTION", "WORKER_BASELINE", "Plan", "WorkerMemory", "active_plan", "footprint", "plan",
-           "worker_memory"]
+__all__ = ["SAFE_FRACTION", "WORKER_BASELINE", "Plan", "WorkerMemory", "active_plan", "footprint", "is_persisted",
+           "plan", "worker_memory"]
 
 #: share of a worker's memory_limit a fit plans to use at most: well below the pause (80%) and the
 #: nanny's kill (95%) with room for the rounding of the estimates and the allocator's slack
