@@ -30,6 +30,9 @@ stratified for classification) and never looks at the test part.
 - ``criterion``: the search's score of a classification candidate: the leave-one-out error rate
   with the squared residual as a tie-breaker, the two added, or the squared residual alone, on
   the classification unseen-data sets and adult, each with ``--seeds`` seeds.
+- ``bandwidth``: the final model's bandwidth carried from the search's m rows to n as
+  sigma (m / n)^g, g in {0, 0.1, 0.2}: MNIST (60 s), adult and the unseen-data sets larger than
+  the search.
 
     python -m benchmarks auto_rules alpha
     python -m benchmarks auto_rules block [--seconds 40]
@@ -39,6 +42,7 @@ stratified for classification) and never looks at the test part.
     python -m benchmarks auto_rules rungs [--seeds 3]
     python -m benchmarks auto_rules threshold [--seeds 3] [--seconds 10]
     python -m benchmarks auto_rules criterion [--seeds 3] [--seconds 10]
+    python -m benchmarks auto_rules bandwidth [--seeds 3] [--seconds 10]
 
 Writes benchmarks/results/auto-rules.json (one record per part and variant; a later part adds to
 the file's other parts).
@@ -308,6 +312,47 @@ def part_criterion(suite, seeds, seconds):
         print(f"{name:32s} " + " | ".join(line), flush=True)
 
 
+BANDWIDTH_GROWTHS = (0.0, 0.1, 0.2)
+
+
+def part_bandwidth(suite, seeds, seconds):
+    """The final model's bandwidth on n rows from the search's on m rows, sigma (m / n)^g for g in
+    BANDWIDTH_GROWTHS (``plan.BANDWIDTH_GROWTH``): the stagewise route on MNIST (60 s, one seed)
+    and adult (``seconds``, ``seeds`` seeds), the exact route on the unseen-data sets with more
+    rows than the search scores (``seeds`` seeds)."""
+    import kernelscale as ks
+    from kernelscale.auto import estimators, plan
+
+    rule = plan.BANDWIDTH_GROWTH
+    mnist, adult = ks.load_dataset("mnist"), ks.load_dataset("adult")
+    sets = [("mnist", (mnist.X_train / 255.0).astype(np.float32), mnist.y_train, "classification", 60.0, 1),
+            ("adult", adult.X_train, adult.y_train, "classification", seconds, seeds)]
+    for name, (task, *_rest) in DATASETS.items():
+        data = make_dataset(name)
+        if 0.8 * data.X_train.shape[0] > estimators.SEARCH_MAX_ROWS:
+            sets.append((name, data.X_train, data.y_train, task, None, seeds))
+    for name, X_all, y_all, task, budget, n_seeds in sets:
+        X, Xv, y, yv = _validation_split(X_all, y_all, task)
+        cls = ks.AutoKernelRegressor if task == "regression" else ks.AutoKernelClassifier
+        line = []
+        for g in BANDWIDTH_GROWTHS:
+            errors, sigmas = [], []
+            for seed in range(n_seeds):
+                plan.BANDWIDTH_GROWTH = g
+                try:
+                    model = cls(random_state=seed, **({} if budget is None else {"time_budget": budget})).fit(X, y)
+                finally:
+                    plan.BANDWIDTH_GROWTH = rule
+                errors.append(task_error(task, model.predict(Xv), yv))
+                sigmas.append(float(model.best_params_["sigma"]))
+            suite.add(name, f"g = {g:g}", params={"part": "bandwidth", "n": int(X.shape[0]), "seeds": n_seeds,
+                                                   "growth": g, "time_budget": budget, "method": model.method_,
+                                                   "sigmas": sigmas},
+                      metrics={"validation_error": float(np.mean(errors)), "errors": errors})
+            line.append(f"g={g:g}: {np.mean(errors):.4g} (sigma {', '.join(f'{v:.3g}' for v in sigmas)})")
+        print(f"{name:32s} " + " | ".join(line), flush=True)
+
+
 def part_threshold(suite, seeds, seconds):
     import kernelscale as ks
     from kernelscale.auto import plan
@@ -340,7 +385,8 @@ def part_threshold(suite, seeds, seconds):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=("alpha", "block", "multiclass", "adult", "loss", "rungs", "threshold", "criterion"))
+    parser.add_argument("part", choices=("alpha", "block", "multiclass", "adult", "loss", "rungs", "threshold", "criterion",
+                                           "bandwidth"))
     parser.add_argument("--seconds", type=float, default=None,
                         help="block: seconds per block size (40); adult, loss, threshold, criterion: adult's time budget (10)")
     parser.add_argument("--seeds", type=int, default=None, help="adult, loss: fits per variant (4); rungs, threshold, criterion: per variant and set (3)")
@@ -363,6 +409,8 @@ def main(argv=None):
         part_threshold(suite, args.seeds or 3, args.seconds or 10.0)
     elif args.part == "criterion":
         part_criterion(suite, args.seeds or 3, args.seconds or 10.0)
+    elif args.part == "bandwidth":
+        part_bandwidth(suite, args.seeds or 3, args.seconds or 10.0)
     else:
         part_block(suite, args.seconds or 40.0)
     suite.write(plot=False)

@@ -118,7 +118,8 @@ class _AutoBase(BoundaryMixin, BaseEstimator):
         else:
             mean = scale = None
         Xs = X.astype(dtype, copy=False) if mean is None else standardize(X, mean, scale).astype(dtype, copy=False)
-        kernel = KERNELS[best.kernel](sigma=found.sigma)
+        sigma = found.sigma * (found.rows / n) ** plan.BANDWIDTH_GROWTH
+        kernel = KERNELS[best.kernel](sigma=sigma)
         common = dict(max_memory=self.max_memory, device=self.device, random_state=seed)
         if exact:
             alpha = max(found.alpha * (n / found.rows) ** plan.ALPHA_GROWTH, plan.smallest_ridge(n, X.dtype, found.kernel_mean))
@@ -138,7 +139,7 @@ class _AutoBase(BoundaryMixin, BaseEstimator):
         self._log(f"fitted {type(model).__name__} in {time.perf_counter() - start:.1f} s")
         fitted.update(
             best_estimator_=model, method_=method, scaling_mean_=mean, scaling_scale_=scale,
-            best_params_={"scaling": best.scaling, "kernel": best.kernel, "sigma": found.sigma,
+            best_params_={"scaling": best.scaling, "kernel": best.kernel, "sigma": sigma,
                           "bandwidth_factor": best.factor, **chosen},
             best_score_=found.score, cv_results_=_as_columns(found.records),
             fit_time_=time.perf_counter() - start,

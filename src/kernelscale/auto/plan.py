@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-__all__ = ["ALPHA_GROWTH", "EXACT_SHARE", "SEARCH_SHARE", "decision_threshold", "exact_flop_rate", "exact_seconds", "flop_rate", "holdout_rows", "smallest_ridge", "stages_to_keep", "use_exact"]
+__all__ = ["ALPHA_GROWTH", "BANDWIDTH_GROWTH", "EXACT_SHARE", "SEARCH_SHARE", "decision_threshold", "exact_flop_rate", "exact_seconds", "flop_rate", "holdout_rows", "smallest_ridge", "stages_to_keep", "use_exact"]
 
 #: the exact solver is chosen when its predicted cost is at most this share of the budget
 EXACT_SHARE = 0.4
@@ -32,6 +32,9 @@ EXACT_SHARE = 0.4
 EXACT_MAX_ROWS = 20000
 #: the exact solver's ridge on n rows is the search's ridge on m rows times (n / m) ** this
 ALPHA_GROWTH = 0.5
+#: the final model's bandwidth on n rows is the search's on m rows times (m / n) ** this (0: as
+#: the search found it; benchmarks/studies/auto_rules.py, part bandwidth)
+BANDWIDTH_GROWTH = 0.0
 #: share of the budget the search may use before a stagewise fit (the bandwidth is flat near its
 #: optimum: benchmarks/studies/least_squares.md)
 SEARCH_SHARE = 0.1
