@@ -329,6 +329,50 @@ def test_a_persisted_x_is_checked_once_and_read_as_it_is(client, data):
         clone(est).fit(client.persist(_dask(bad)), _dask(y))
 
 
+@pytest.mark.parametrize("split", [8, 2])
+def test_a_sum_over_persisted_chunks_runs_a_task_per_worker_thread_and_is_the_trees(client, data, split):
+    """Over row chunks persisted on a distributed client, a sum (after the first of its kind,
+    which measures its value) runs one task per worker thread, not one per chunk, and its value is
+    the tree's bit for bit, at any width of the tree's nodes: the chunks' results come back apart
+    and are merged in the tree's order, so a concatenation keeps the row order. Over lazy chunks
+    (a task reading several would hold them all): one task per chunk."""
+    import distributed
+
+    from kernelscale.ops import rows as R
+
+    X, _, _, w = data
+    # one value a chunk, of magnitudes whose sum depends on the order of the additions
+    A = np.zeros((N, 1))
+    A[::ROWS, 0] = [1e17, 1.0, -1e17, 3.0, 5.0]
+    wd = da.from_array(w, chunks=ROWS)
+    held = client.persist([_dask(A), da.ones(N, chunks=ROWS), wd > 1.0])
+    distributed.wait(held)
+    ex = R.DaskRows(held[0].chunks[0], 2**26)
+
+    def tasks_of(call):
+        with distributed.get_task_stream(client) as stream:
+            value = call()
+        return value, sum("kernelscale-sum" in str(task["key"]) for task in stream.data)
+
+    token = R.SPLIT.set(split)
+    try:
+        tree = ex.sum_parts(R.weighted_sum, *held[:2]).compute()
+        ex.sum(R.weighted_sum, *held[:2])  # the first of its kind
+        got, tasks = tasks_of(lambda: ex.sum(R.weighted_sum, *held[:2]))
+        assert tasks == sum(client.nthreads().values()) < len(ex.chunks)
+        np.testing.assert_array_equal(got, tree)
+        assert got[0] == (5.0 if split == 2 else 8.0)  # ((1e17 + 1) + (-1e17 + 3)) + 5, or from the left
+        ex.reduce(R._count, held[2], combine=R._concatenate)
+        counts, tasks = tasks_of(lambda: ex.reduce(R._count, held[2], combine=R._concatenate))
+        assert tasks == sum(client.nthreads().values())
+        assert counts == tuple(int(np.count_nonzero(w[s : s + ROWS] > 1.0)) for s in range(0, N, ROWS))
+        got, tasks = tasks_of(lambda: ex.sum(R.weighted_sum, _dask(X), wd))
+        assert tasks == len(ex.chunks)
+        np.testing.assert_allclose(got, w @ X, rtol=1e-12)
+    finally:
+        R.SPLIT.reset(token)
+
+
 def test_string_class_labels_in_a_dask_y(data, sync):
     X, y, _, _ = data
     labels = np.array(["neg", "pos"])[y]

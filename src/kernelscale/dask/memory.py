@@ -58,6 +58,7 @@ from sklearn.base import is_classifier
 
 from ..ops.features import PIECE_ROWS
 from ..ops.memory import format_bytes, parse_memory
+from ..ops.rows import is_persisted
 
 __all__ = ["SAFE_FRACTION", "WORKER_BASELINE", "Plan", "WorkerMemory", "active_plan", "footprint", "is_persisted",
            "plan", "worker_memory"]
@@ -314,19 +315,6 @@ def _share(chunks, n_workers):
     one more chunk (the scheduler places chunks where they are computed, not evenly)."""
     n = sum(chunks)
     return min(1.0, (math.ceil(len(chunks) / n_workers) + 1) * max(chunks) / max(n, 1))
-
-
-def is_persisted(X):
-    """Whether every chunk of the dask X is a persisted key (its data in the workers' memory
-    already, and in their process memory)."""
-    try:
-        from distributed import futures_of
-    except ImportError:
-        return False
-    from dask.core import flatten
-
-    keys = {future.key for future in futures_of(X)}
-    return bool(keys) and all(key in keys for key in flatten(X.__dask_keys__()))
 
 
 def plan(estimator, X, k, client_budget, workers, *, x_reduced=False):

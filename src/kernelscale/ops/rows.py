@@ -48,13 +48,20 @@ import scipy.sparse as sp
 from .features import FeatureOperator
 
 __all__ = ["HostRows", "DaskRows", "RowsAt", "add_sums", "chunk_meta", "distributed_client", "executor", "is_dask",
-           "is_sparse_chunked", "row_weights", "stack_rows", "weighted_sum", "total"]
+           "is_persisted", "is_sparse_chunked", "row_weights", "stack_rows", "weighted_sum", "total"]
 
 #: partial sums added per node of the tree reduction
 SPLIT_EVERY = 8
 #: the partial sums a node adds in this context: fewer when a distributed fit's plan finds its
 #: workers' memory too small for SPLIT_EVERY of them (kernelscale.dask.memory)
 SPLIT = contextvars.ContextVar("kernelscale_split_every", default=SPLIT_EVERY)
+#: the most bytes of per-chunk results a grouped sum brings to the calling process
+#: (:meth:`DaskRows._worker_groups`); larger sums are merged by the tree on the workers
+GROUPED_RESULT_BYTES = 16 * 2**20
+#: (function, merge, the arrays' row shapes and dtypes) -> bytes of one merged value, measured by
+#: a sum of one task per chunk (the first of its kind in this process): a sum's value has the same
+#: size whatever the values of its rows
+_RESULT_BYTES: dict = {}
 
 
 def is_dask(a):
@@ -210,6 +217,29 @@ def _chunk_value(fn, small, *blocks):
     return fn(*blocks, **small)
 
 
+def _chunk_values(fn, small, width, *blocks):
+    """One task of a grouped sum (:meth:`DaskRows._worker_groups`): ``fn`` on each of several row
+    chunks in turn (``blocks``: each chunk's ``width`` arrays one after the other), the results
+    kept apart, so that they are merged in the same order as one task per chunk would be."""
+    return [fn(*blocks[i : i + width], **small) for i in range(0, len(blocks), width)]
+
+
+def _merged(parts, combine):
+    """``parts`` (one per row chunk, in row order) merged as :func:`_tree` merges them: nodes of
+    SPLIT consecutive parts, level by level, to one."""
+    split = SPLIT.get()
+    while len(parts) > 1:
+        parts = [combine(*parts[i : i + split]) for i in range(0, len(parts), split)]
+    return parts[0]
+
+
+def _nbytes(value):
+    """The bytes of a sum's value (an array, a float, or a tuple of them)."""
+    if isinstance(value, (tuple, list)):
+        return sum(_nbytes(v) for v in value)
+    return int(getattr(value, "nbytes", 8))
+
+
 def _add(*parts):
     """A node of the tree reduction: the sum of partial sums (arrays, floats or tuples of them)."""
     if isinstance(parts[0], tuple):
@@ -262,6 +292,19 @@ def _take(chunks, blocks, shapes, groups):
         out.append(full)
     bounds = np.cumsum([0] + [len(g) for g in groups])
     return [tuple(None if f is None else f[s:e] for f in out) for s, e in zip(bounds[:-1], bounds[1:])]
+
+
+def is_persisted(X):
+    """Whether every chunk of the dask X is a persisted key (its data in the workers' memory
+    already, and in their process memory)."""
+    try:
+        from distributed import futures_of
+    except ImportError:
+        return False
+    from dask.core import flatten
+
+    keys = {future.key for future in futures_of(X)}
+    return bool(keys) and all(key in keys for key in flatten(X.__dask_keys__()))
 
 
 def _chunk_at(fn, small, local, *blocks):
@@ -531,6 +574,8 @@ class DaskRows:
     def __init__(self, chunks, budget):
         self.chunks = tuple(int(c) for c in chunks)
         self.budget = int(budget)
+        self._places = {}  # a persisted array's name -> {chunk: worker}
+        self._threads = None  # worker -> threads, asked once
 
     def max_rows(self, n):
         return max(self.chunks)
@@ -568,14 +613,79 @@ class DaskRows:
         return _tree(parts, combine, f"kernelscale-tree-{name[16:]}")[0]
 
     def sum(self, fn, *arrays, **small):
-        return self.sum_parts(fn, *arrays, **small).compute()
+        return self._merged(fn, arrays, small, _add)
 
     def reduce(self, fn, *arrays, combine, persist=True, **small):
         """``fn`` over the row chunks, its results merged by ``combine(*parts)`` up the tree
         (parts in row order): a maximum, a concatenation, or several of them at once. With
         ``persist=False``: lazy (see :meth:`persist`)."""
-        parts = self.sum_parts(fn, *arrays, combine=combine, **small)
-        return parts.compute() if persist else parts
+        if persist:
+            return self._merged(fn, arrays, small, combine)
+        return self.sum_parts(fn, *arrays, combine=combine, **small)
+
+    def _merged(self, fn, arrays, small, combine):
+        """The value of :meth:`sum_parts`, computed by one task per worker thread where
+        :meth:`_worker_groups` allows it: the chunks' results come back apart and are merged
+        here in the tree's order, so the value is the same, bit for bit, however the chunks are
+        placed. A function's first sum runs one task per chunk and measures its value, which
+        decides whether the chunks' results are small enough to bring here."""
+        import dask
+
+        key = (fn, combine, tuple(None if a is None else (tuple(a.shape[1:]), str(a.dtype)) for a in arrays))
+        size = _RESULT_BYTES.get(key)
+        groups = None
+        if size is not None and size * len(self.chunks) <= GROUPED_RESULT_BYTES:
+            groups = self._worker_groups(arrays)
+        if groups is None:
+            value = self.sum_parts(fn, *arrays, combine=combine, **small).compute()
+            if len(_RESULT_BYTES) > 4096:  # bounded: shapes of many past fits
+                _RESULT_BYTES.clear()
+            _RESULT_BYTES[key] = _nbytes(value)
+            return value
+        from dask.base import tokenize
+
+        blocks = [self._blocks(a) for a in arrays]
+        name = f"kernelscale-sum-{fn.__name__}-{tokenize(fn, small, *blocks)}"
+        task, tasks = dask.delayed(_chunk_values, pure=True), []
+        for worker, chunks in groups:
+            with dask.annotate(workers=[worker], allow_other_workers=True):
+                tasks.append(task(fn, small, len(blocks), *(b[c] for c in chunks for b in blocks),
+                                  dask_key_name=f"{name}-{chunks[0]}"))
+        parts = [None] * len(self.chunks)
+        for (_, chunks), values in zip(groups, dask.compute(*tasks)):
+            for c, value in zip(chunks, values):
+                parts[c] = value
+        return _merged(parts, combine)
+
+    def _worker_groups(self, arrays):
+        """[(worker, row chunks)], a task each: each worker's chunks (placed by :func:`_balanced`)
+        split among its threads, when a distributed client runs the computations and every chunk
+        of ``arrays`` is persisted (a task then reads chunks its worker holds already, so it holds
+        no more than a task per chunk did); None otherwise. A pass then costs the scheduler a task
+        per thread instead of one per chunk (tasks of a few milliseconds cost it as much as they
+        compute: docs/dask.md)."""
+        client = distributed_client()
+        present = [self._dask(a) for a in arrays if a is not None]
+        if client is None or len(self.chunks) < 2 or not present or not all(is_persisted(a) for a in present):
+            return None
+        first = present[0]
+        places = self._places.get(first.name)
+        if places is None:
+            keys = [first.__dask_keys__()[c] for c in range(len(self.chunks))]
+            keys = [k[0] if isinstance(k, list) else k for k in keys]  # a 2-d array's one column chunk
+            held = client.sync(client.scheduler.who_has, keys=keys)
+            where = {c: sorted(held[key])[0] for c, key in enumerate(keys) if held.get(key)}
+            if len(where) < len(keys):
+                return None
+            self._threads = self._threads or client.nthreads()
+            places = self._places[first.name] = _balanced(where, self.chunks, self._threads)
+        threads = self._threads or client.nthreads()
+        groups = []
+        for worker in sorted(set(places.values())):
+            chunks = [c for c in range(len(self.chunks)) if places[c] == worker]
+            for piece in np.array_split(chunks, min(max(int(threads.get(worker, 1)), 1), len(chunks))):
+                groups.append((worker, [int(c) for c in piece]))
+        return groups
 
     def index(self, n):
         import dask.array as da
