@@ -33,7 +33,9 @@ exactly what it computed before on numpy input. :class:`DaskRows` (built by :fun
 an argument is a dask array) runs ``fn`` as ONE task per row chunk: sums are reduced by a tree
 (``split_every`` chunks per node; the client receives one small array) and per-row results stay
 where they were computed, persisted so that the graph of the next iteration starts from their
-keys and does not grow. Summation order is the only difference from numpy: partial sums per row
+keys and does not grow. A sum whose row chunks are all persisted on a distributed cluster runs
+one task per worker thread instead (:meth:`DaskRows._worker_groups`), whose chunks' results come
+back apart and are merged in the tree's order: the same value. Summation order is the only difference from numpy: partial sums per row
 chunk, added pairwise up the tree, rather than numpy's pairwise sums over 4096-row chunks; each
 sum differs by rounding (a few ulps relative), which the tests bound at 1e-8 on whole fits.
 """
