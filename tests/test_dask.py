@@ -335,7 +335,8 @@ def test_a_sum_over_persisted_chunks_runs_a_task_per_worker_thread_and_is_the_tr
     which measures its value) runs one task per worker thread, not one per chunk, and its value is
     the tree's bit for bit, at any width of the tree's nodes: the chunks' results come back apart
     and are merged in the tree's order, so a concatenation keeps the row order. Over lazy chunks
-    (a task reading several would hold them all): one task per chunk."""
+    (a task reading several would hold them all): one task per chunk; a task's chunks take at most
+    a quarter of its budget."""
     import distributed
 
     from kernelscale.ops import rows as R
@@ -369,6 +370,11 @@ def test_a_sum_over_persisted_chunks_runs_a_task_per_worker_thread_and_is_the_tr
         got, tasks = tasks_of(lambda: ex.sum(R.weighted_sum, _dask(X), wd))
         assert tasks == len(ex.chunks)
         np.testing.assert_allclose(got, w @ X, rtol=1e-12)
+        # a task's chunks within a quarter of its budget (a spilling worker loads them all): here one
+        small = R.DaskRows(ex.chunks, 4 * ROWS * 16)
+        got, tasks = tasks_of(lambda: small.sum(R.weighted_sum, *held[:2]))
+        assert tasks == len(ex.chunks)
+        np.testing.assert_array_equal(got, tree)
     finally:
         R.SPLIT.reset(token)
 

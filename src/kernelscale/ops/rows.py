@@ -35,14 +35,16 @@ an argument is a dask array) runs ``fn`` as ONE task per row chunk: sums are red
 where they were computed, persisted so that the graph of the next iteration starts from their
 keys and does not grow. A sum whose row chunks are all persisted on a distributed cluster runs
 one task per worker thread instead (:meth:`DaskRows._worker_groups`), whose chunks' results come
-back apart and are merged in the tree's order: the same value. Summation order is the only difference from numpy: partial sums per row
-chunk, added pairwise up the tree, rather than numpy's pairwise sums over 4096-row chunks; each
-sum differs by rounding (a few ulps relative), which the tests bound at 1e-8 on whole fits.
+back apart and are merged in the tree's order: the same value. Summation order is the only
+difference from numpy: partial sums per row chunk, added pairwise up the tree, rather than
+numpy's pairwise sums over 4096-row chunks; each sum differs by rounding (a few ulps relative),
+which the tests bound at 1e-8 on whole fits.
 """
 
 from __future__ import annotations
 
 import contextvars
+import math
 
 import numpy as np
 import scipy.sparse as sp
@@ -615,17 +617,17 @@ class DaskRows:
         return _tree(parts, combine, f"kernelscale-tree-{name[16:]}")[0]
 
     def sum(self, fn, *arrays, **small):
-        return self._merged(fn, arrays, small, _add)
+        return self._reduced(fn, arrays, small, _add)
 
     def reduce(self, fn, *arrays, combine, persist=True, **small):
         """``fn`` over the row chunks, its results merged by ``combine(*parts)`` up the tree
         (parts in row order): a maximum, a concatenation, or several of them at once. With
         ``persist=False``: lazy (see :meth:`persist`)."""
         if persist:
-            return self._merged(fn, arrays, small, combine)
+            return self._reduced(fn, arrays, small, combine)
         return self.sum_parts(fn, *arrays, combine=combine, **small)
 
-    def _merged(self, fn, arrays, small, combine):
+    def _reduced(self, fn, arrays, small, combine):
         """The value of :meth:`sum_parts`, computed by one task per worker thread where
         :meth:`_worker_groups` allows it: the chunks' results come back apart and are merged
         here in the tree's order, so the value is the same, bit for bit, however the chunks are
@@ -661,11 +663,12 @@ class DaskRows:
 
     def _worker_groups(self, arrays):
         """[(worker, row chunks)], a task each: each worker's chunks (placed by :func:`_balanced`)
-        split among its threads, when a distributed client runs the computations and every chunk
-        of ``arrays`` is persisted (a task then reads chunks its worker holds already, so it holds
-        no more than a task per chunk did); None otherwise. A pass then costs the scheduler a task
-        per thread instead of one per chunk (tasks of a few milliseconds cost it as much as they
-        compute: docs/dask.md)."""
+        split among its threads, and further where a task's chunks of ``arrays`` would take more
+        than a quarter of the task budget (a worker that spilled them loads them all for the
+        task), when a distributed client runs the computations and every chunk of ``arrays`` is
+        persisted (a task then reads chunks its worker holds already); None otherwise. A pass then
+        costs the scheduler a task per thread instead of one per chunk (tasks of a few
+        milliseconds cost it as much as they compute: docs/dask.md)."""
         client = distributed_client()
         present = [self._dask(a) for a in arrays if a is not None]
         if client is None or len(self.chunks) < 2 or not present or not all(is_persisted(a) for a in present):
@@ -682,10 +685,13 @@ class DaskRows:
             self._threads = self._threads or client.nthreads()
             places = self._places[first.name] = _balanced(where, self.chunks, self._threads)
         threads = self._threads or client.nthreads()
+        row_bytes = sum(math.prod(a.shape[1:]) * a.dtype.itemsize for a in present)
         groups = []
         for worker in sorted(set(places.values())):
             chunks = [c for c in range(len(self.chunks)) if places[c] == worker]
-            for piece in np.array_split(chunks, min(max(int(threads.get(worker, 1)), 1), len(chunks))):
+            held = row_bytes * sum(self.chunks[c] for c in chunks)
+            count = max(int(threads.get(worker, 1)), 1, -(-4 * held // max(self.budget, 1)))
+            for piece in np.array_split(chunks, min(count, len(chunks))):
                 groups.append((worker, [int(c) for c in piece]))
         return groups
 
