@@ -379,6 +379,21 @@ def test_a_sum_over_persisted_chunks_runs_a_task_per_worker_thread_and_is_the_tr
         R.SPLIT.reset(token)
 
 
+def test_uniform_weights_come_from_the_chunk_sizes_not_from_x(sync):
+    """Without sample_weight the weights of a distributed fit need X's chunk sizes only: computing
+    X for them (a generated X, such as virtual digits) costs a pass, and held the chunks that the
+    first pass over X read again (spilled to disk on a 10M-row fit)."""
+    from kernelscale.ops.rows import DaskRows, row_weights
+
+    def never(block):
+        raise AssertionError("X was computed for its weights")
+
+    X = da.ones((N, 5), chunks=(ROWS, 5)).map_blocks(never, dtype=np.float64)
+    w = row_weights(DaskRows(X.chunks[0], 2**20), X, None, N)
+    assert w.chunks == (X.chunks[0],)
+    np.testing.assert_array_equal(w.compute(), np.full(N, 1.0 / N))
+
+
 def test_string_class_labels_in_a_dask_y(data, sync):
     X, y, _, _ = data
     labels = np.array(["neg", "pos"])[y]

@@ -95,10 +95,6 @@ def executor(budget, *arrays):
     return HostRows(budget)
 
 
-def _uniform_weights(X, n):
-    return np.full(X.shape[0], 1.0 / n)
-
-
 def _scaled(w, total):
     return np.asarray(w, dtype=np.float64) / total
 
@@ -119,8 +115,10 @@ def row_weights(rows, X, sample_weight, n):
         from ..base.validation import normalized_weights
 
         return normalized_weights(sample_weight, n)
-    if sample_weight is None:
-        return rows.map(_uniform_weights, X, n=n, dtype=np.float64)
+    if sample_weight is None:  # from the chunks' sizes alone: a pass over X here would compute its chunks
+        import dask.array as da  # for the weights and hold them for the passes that follow
+
+        return da.full(n, 1.0 / n, chunks=(rows.chunks,), dtype=np.float64).persist()
     total = rows.sum(_total, sample_weight)
     if not total > 0:
         raise ValueError("sample_weight sums to zero; give at least one sample a positive weight.")
