@@ -682,13 +682,12 @@ class DaskRows:
                 return None
             self._threads = self._threads or client.nthreads()
             places = self._places[first.name] = _balanced(where, self.chunks, self._threads)
-        threads = self._threads or client.nthreads()
         row_bytes = sum(math.prod(a.shape[1:]) * a.dtype.itemsize for a in present)
         groups = []
         for worker in sorted(set(places.values())):
             chunks = [c for c in range(len(self.chunks)) if places[c] == worker]
-            held = row_bytes * sum(self.chunks[c] for c in chunks)
-            count = max(int(threads.get(worker, 1)), 1, -(-4 * held // max(self.budget, 1)))
+            nbytes = row_bytes * sum(self.chunks[c] for c in chunks)
+            count = max(int(self._threads.get(worker, 1)), 1, -(-4 * nbytes // max(self.budget, 1)))
             for piece in np.array_split(chunks, min(count, len(chunks))):
                 groups.append((worker, [int(c) for c in piece]))
         return groups
