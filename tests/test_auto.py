@@ -5,6 +5,7 @@ import time
 
 import numpy as np
 import pytest
+from sklearn.base import clone
 from sklearn.datasets import load_digits, make_classification, make_regression
 from sklearn.model_selection import train_test_split
 
@@ -309,12 +310,40 @@ def test_small_data_takes_the_exact_route_and_matches_its_estimator():
         assert isinstance(best, ks.LSSVMClassifier) and best.solver == "exact"
     np.testing.assert_allclose(1.0 / best.C, model.best_params_["alpha"])
     Xs = X_test if model.scaling_mean_ is None else (X_test - model.scaling_mean_) / model.scaling_scale_
-    np.testing.assert_array_equal(model.predict(X_test), best.predict(Xs))
+    np.testing.assert_array_equal(model.predict(X_test), best.predict(Xs.astype(model.dtype_)))
     assert np.array_equal(model.classes_, np.arange(10))
     assert model.score(X_test, y_test) > 0.97
     assert np.allclose(model.predict_proba(X_test).sum(axis=1), 1.0)
     rows = model.cv_results_
     assert len(rows["validation_loss"]) == len(rows["sigma"]) >= 20  # 2 scalings x 2 kernels x 5 bandwidths
+
+
+def test_exact_classifier_computes_in_single_precision_where_the_ridge_allows():
+    # noisy labels: the search's ridge is large, and single precision solves to 1e-3
+    X, y = make_classification(n_samples=1500, n_features=10, n_informative=6, n_classes=3, flip_y=0.1,
+                               random_state=0)
+    X_train, X_test, y_train = X[:1200], X[1200:], y[:1200]
+    model = ks.AutoKernelClassifier(time_budget=20, random_state=0).fit(X_train, y_train)
+    assert model.method_ == "exact" and model.dtype_ == np.float32
+    assert plan.single_precision_suffices(len(X_train), model.best_params_["alpha"])
+    scale = 1.0 if model.scaling_scale_ is None else model.scaling_scale_
+    center = 0.0 if model.scaling_mean_ is None else model.scaling_mean_
+    Xs_train, Xs_test = (X_train - center) / scale, (X_test - center) / scale
+    double = clone(model.best_estimator_).fit(Xs_train, y_train)  # the same fit in float64
+    single = model.best_estimator_.decision_function(Xs_test.astype(np.float32))
+    exact = double.decision_function(Xs_test)
+    assert single.dtype == np.float32 and exact.dtype == np.float64
+    np.testing.assert_allclose(single, exact, atol=1e-3 * np.abs(exact).max())
+    assert np.mean(model.predict(X_test) == double.predict(Xs_test)) >= 0.99
+    # digits' search picks a ridge too small for single precision: X's is kept
+    X, y = load_digits(return_X_y=True)
+    digits = ks.AutoKernelClassifier(time_budget=20, random_state=0).fit(X[:1200], y[:1200])
+    assert digits.method_ == "exact" and digits.dtype_ == np.float64
+    assert not plan.single_precision_suffices(1200, digits.best_params_["alpha"], 0.1)
+    # a regressor keeps X's precision
+    regressor = ks.AutoKernelRegressor(time_budget=20, random_state=0)
+    assert regressor.fit(X_train, X_train[:, 0]).dtype_ == np.float64
+    assert regressor.fit(X_train.astype(np.float32), X_train[:, 0]).dtype_ == np.float32
 
 
 def test_standard_scaling_leaves_indicator_and_constant_columns_as_they_are():

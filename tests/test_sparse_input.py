@@ -92,11 +92,13 @@ def _compare(est, fmt, classes):
         sparse = clone(est).fit(Xs, y)
     want, got = _outputs(dense, X), _outputs(sparse, Xs)
     assert want.keys() == got.keys() and want
+    # a model that computes in single precision (the front door's classifier) agrees to its rounding
+    tol = 1e-4 if getattr(dense, "dtype_", None) == np.float32 else TOL
     for method in want:
-        np.testing.assert_allclose(got[method], want[method], rtol=0, atol=TOL, err_msg=f"{method} ({fmt})")
+        np.testing.assert_allclose(got[method], want[method], rtol=0, atol=tol, err_msg=f"{method} ({fmt})")
     # the sparse-fitted model predicts dense rows as it predicts their sparse form
     for method, value in _outputs(sparse, X).items():
-        np.testing.assert_allclose(value, got[method], rtol=0, atol=TOL, err_msg=f"{method} on dense rows")
+        np.testing.assert_allclose(value, got[method], rtol=0, atol=tol, err_msg=f"{method} on dense rows")
 
 
 def _kind(name):

@@ -108,7 +108,12 @@ class _AutoBase(BoundaryMixin, BaseEstimator):
                                reduce=reduce, budget=budget, random_state=seed, log=self._log,
                                pairwise=exact and sample_weight is None, grid=candidates(X))
         best = found.best
-        dtype = X.dtype if exact else self._stagewise_dtype or X.dtype
+        if exact:
+            alpha = max(found.alpha * (n / found.rows) ** plan.ALPHA_GROWTH, plan.smallest_ridge(n, X.dtype, found.kernel_mean))
+            single = self._single_precision and plan.single_precision_suffices(n, alpha, found.kernel_mean)
+        else:
+            single = self._single_precision
+        dtype = np.dtype(np.float32) if single else X.dtype
         if best.scaling == "standard":
             mean, scale = standard_scaling(X)
         elif dtype != X.dtype and not sp.issparse(X):
@@ -122,7 +127,6 @@ class _AutoBase(BoundaryMixin, BaseEstimator):
         kernel = KERNELS[best.kernel](sigma=sigma)
         common = dict(max_memory=self.max_memory, device=self.device, random_state=seed)
         if exact:
-            alpha = max(found.alpha * (n / found.rows) ** plan.ALPHA_GROWTH, plan.smallest_ridge(n, X.dtype, found.kernel_mean))
             if found.multiclass == "ovo":
                 model = OneVsOneLSSVMClassifier(kernel, C=1.0 / alpha, max_memory=self.max_memory)
                 model.fit(Xs, y)
@@ -138,7 +142,7 @@ class _AutoBase(BoundaryMixin, BaseEstimator):
             fitted["threshold_"] = self._threshold(decision, labels == fitted["classes_"][-1])
         self._log(f"fitted {type(model).__name__} in {time.perf_counter() - start:.1f} s")
         fitted.update(
-            best_estimator_=model, method_=method, scaling_mean_=mean, scaling_scale_=scale,
+            best_estimator_=model, method_=method, dtype_=dtype, scaling_mean_=mean, scaling_scale_=scale,
             best_params_={"scaling": best.scaling, "kernel": best.kernel, "sigma": sigma,
                           "bandwidth_factor": best.factor, **chosen},
             best_score_=found.score, cv_results_=_as_columns(found.records),
@@ -177,7 +181,8 @@ class _AutoBase(BoundaryMixin, BaseEstimator):
     def _scaled(self, X):
         check_is_fitted(self)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
-        dtype = self._stagewise_dtype if self.method_ == "stagewise" and self._stagewise_dtype else X.dtype
+        dtype = getattr(self, "dtype_", None) or (  # a model saved before dtype_ was recorded:
+            np.float32 if self.method_ == "stagewise" and self._single_precision else X.dtype)
         if self.scaling_mean_ is None:
             return X.astype(dtype, copy=False)
         return standardize(X, self.scaling_mean_, self.scaling_scale_).astype(dtype, copy=False)
@@ -293,6 +298,10 @@ _DOC = """
         each column by its standard deviation. The search's Gaussian and Laplacian kernels do not
         change under translation, so this gives the dense input's search up to rounding; a model
         fitted on dense X (a non-zero mean) densifies sparse X given to ``predict``.
+    dtype_ : numpy dtype
+        The precision ``best_estimator_`` was fitted and predicts in: float32 for a classifier's
+        stagewise fit, and for its exact fit where the ridge keeps single precision accurate
+        (:func:`kernelscale.auto.plan.single_precision_suffices`); else X's.
     fit_time_ : float
         Seconds the fit took.
     n_features_in_ : int
@@ -328,10 +337,11 @@ class AutoKernelClassifier(ClassifierMixin, _AutoBase):
 
     _exact = LSSVMClassifier
     _stagewise_class = StagewiseClassifier
-    #: the stagewise route's float type: random features and 0/1 codes lose nothing in single
-    #: precision, and a stage takes half the time (a regressor keeps X's: its targets may carry
-    #: an offset that single precision would round away)
-    _stagewise_dtype = np.float32
+    #: the final model computes in single precision: random features and 0/1 codes lose nothing
+    #: in it, and a stage or a Cholesky takes about half the time (the exact route only where its
+    #: ridge keeps the solve accurate, plan.single_precision_suffices; a regressor keeps X's
+    #: precision: its targets may carry an offset that single precision would round away)
+    _single_precision = True
 
     @staticmethod
     def _n_outputs(y):
@@ -386,7 +396,7 @@ class AutoKernelRegressor(FiniteR2Mixin, RegressorMixin, _AutoBase):
 
     _exact = LSSVMRegressor
     _stagewise_class = StagewiseRegressor
-    _stagewise_dtype = None
+    _single_precision = False
 
     @staticmethod
     def _n_outputs(y):

@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-__all__ = ["ALPHA_GROWTH", "BANDWIDTH_GROWTH", "EXACT_SHARE", "SEARCH_SHARE", "decision_threshold", "exact_flop_rate", "exact_seconds", "flop_rate", "holdout_rows", "smallest_ridge", "stages_to_keep", "use_exact"]
+__all__ = ["ALPHA_GROWTH", "BANDWIDTH_GROWTH", "EXACT_SHARE", "SEARCH_SHARE", "decision_threshold", "exact_flop_rate", "exact_seconds", "flop_rate", "holdout_rows", "single_precision_suffices", "smallest_ridge", "stages_to_keep", "use_exact"]
 
 #: the exact solver is chosen when its predicted cost is at most this share of the budget
 EXACT_SHARE = 0.4
@@ -41,6 +41,9 @@ SEARCH_SHARE = 0.1
 #: held-out rows that choose the number of stages: this fraction of n, at most HOLDOUT_MAX
 HOLDOUT_FRACTION = 0.1
 HOLDOUT_MAX = 2000
+#: a classifier's exact fit runs in single precision when its ridge is at least this many times
+#: the smallest single precision allows (:func:`single_precision_suffices`)
+SINGLE_PRECISION_MARGIN = 100.0
 
 
 #: floating-point operations per second any machine the library runs on reaches at least
@@ -57,17 +60,27 @@ def exact_flop_rate(n, d, time_budget, dtype=np.float64, budget=None):
 
 def flop_rate(dtype=np.float64, budget=None, size=512):
     """Floating-point operations per second of one GEMM of ``size`` (smaller where its three
-    matrices would take more than half of ``budget`` bytes) on this machine (the second of two
-    runs, so that thread start-up is not counted)."""
+    matrices would take more than half of ``budget`` bytes) on this machine: the faster of two
+    runs after a first that starts the threads, measured once per process, dtype and size (the
+    machine does not change between fits; a probe takes tens of ms, a few percent of a small
+    fit)."""
     if budget is not None:
         size = max(16, min(size, math.isqrt(int(budget) // (6 * np.dtype(dtype).itemsize))))
-    rng = np.random.default_rng(0)
-    A = rng.standard_normal((size, size)).astype(dtype)
-    B = rng.standard_normal((size, size)).astype(dtype)
-    A @ B
-    start = time.perf_counter()
-    A @ B
-    return 2.0 * size**3 / max(time.perf_counter() - start, 1e-6)
+    key = (np.dtype(dtype).str, size)
+    if key not in _RATES:
+        rng = np.random.default_rng(0)
+        A, B = rng.random((2, size, size)).astype(dtype)
+        A @ B
+        seconds = np.inf
+        for _ in range(2):
+            start = time.perf_counter()
+            A @ B
+            seconds = min(seconds, time.perf_counter() - start)
+        _RATES[key] = 2.0 * size**3 / max(seconds, 1e-6)
+    return _RATES[key]
+
+
+_RATES = {}  # flop_rate's measurements, by dtype and size
 
 
 def exact_seconds(n, d, flops):
@@ -171,6 +184,14 @@ def smallest_ridge(n, dtype, kernel_mean=1.0):
     is about n times its mean entry, and below a few times that over the unit roundoff's inverse,
     K + alpha I need not factorise in that precision."""
     return 10.0 * n * kernel_mean * float(np.finfo(dtype).eps)
+
+
+def single_precision_suffices(n, alpha, kernel_mean=1.0):
+    """Whether an exact solve on n rows with ridge ``alpha`` is accurate in single precision: its
+    relative error, about the condition number n kernel_mean / alpha times float32's unit
+    roundoff, is then at most 1 / (10 SINGLE_PRECISION_MARGIN) (1e-3), far below what moves a
+    class decision."""
+    return alpha >= SINGLE_PRECISION_MARGIN * smallest_ridge(n, np.float32, kernel_mean)
 
 
 def holdout_rows(n):
