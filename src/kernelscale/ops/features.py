@@ -29,6 +29,7 @@ are drawn on the host (the same on every device) and copied over; verbs return h
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 import scipy.sparse as sp
@@ -123,7 +124,10 @@ class FeatureOperator:
         # block index -> block, or ("group", g) -> _Group of Fourier blocks
         self._cache = dict(blocks or {})
         self._kept = {}  # key -> bytes of what _keep added to the cache (not the given blocks)
-        self._nonzeros = None  # (X, its SparseRows or None): _sparse_rows of the last X
+        # (a weak reference to X, its SparseRows or None): _sparse_rows of the last X. Weak, and
+        # forgotten with X: an operator may outlive its rows (a dask worker keeps the arguments
+        # of the tasks whose results it holds, and a strong reference kept each task's chunk)
+        self._nonzeros = None
         fourier = spec is not None and spec.method in ("cos", "cossin")
         self._m = (spec.block_size // 2 if spec.method == "cossin" else spec.block_size) if fourier else 0
         self._group = (group_blocks(spec) if group else 1) if fourier else 0
@@ -375,18 +379,27 @@ class FeatureOperator:
         # an operator's rows are not changed in place between its calls (operators live for one
         # fit or prediction on the host; limit(), the door of a kept operator, forgets them)
         cached = self._nonzeros
-        if cached is not None and cached[0] is X:
+        if cached is not None and cached[0]() is X:
             return cached[1]
         if sp.issparse(X):  # scipy.sparse rows: their CSR arrays are the loops' input, whatever the density
             fits = SparseRows.bytes(X.shape[0], X.nnz) <= self.budget // 8
             sparse = SparseRows.from_csr(X) if fits else None
-            self._nonzeros = (X, sparse)
-            return sparse
-        nnz = np.count_nonzero(X)
-        fits = nnz <= density * X.size and SparseRows.bytes(X.shape[0], nnz) <= self.budget // 8
-        sparse = SparseRows(X) if fits else None
-        self._nonzeros = (X, sparse)
+        else:
+            nnz = np.count_nonzero(X)
+            fits = nnz <= density * X.size and SparseRows.bytes(X.shape[0], nnz) <= self.budget // 8
+            sparse = SparseRows(X) if fits else None
+        self._nonzeros = (weakref.ref(X, self._forget_rows), sparse)
         return sparse
+
+    def _forget_rows(self, ref):
+        """Drop the cached nonzeros of rows that no longer exist (the weak reference's callback)."""
+        cached = self._nonzeros
+        if cached is not None and cached[0] is ref:
+            self._nonzeros = None
+
+    def __getstate__(self):
+        # the last rows' nonzeros belong to this process's calls; a copy starts without them
+        return {**self.__dict__, "_nonzeros": None}
 
     def _block_scores(self, X, block, c, buf=None, nonzeros=None):
         return self.backend.matmul(block.apply(X, self.backend), c[0])
