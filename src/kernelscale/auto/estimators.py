@@ -181,8 +181,9 @@ class _AutoBase(BoundaryMixin, BaseEstimator):
     def _scaled(self, X):
         check_is_fitted(self)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
-        dtype = getattr(self, "dtype_", None) or (  # a model saved before dtype_ was recorded:
-            np.float32 if self.method_ == "stagewise" and self._single_precision else X.dtype)
+        dtype = getattr(self, "dtype_", None)
+        if dtype is None:  # a model saved before dtype_ was recorded
+            dtype = np.float32 if self.method_ == "stagewise" and self._single_precision else X.dtype
         if self.scaling_mean_ is None:
             return X.astype(dtype, copy=False)
         return standardize(X, self.scaling_mean_, self.scaling_scale_).astype(dtype, copy=False)
