@@ -206,6 +206,26 @@ def test_auto_block_size_is_at_most_what_max_memory_holds():
     assert stagewise_fit_bytes(2400, 1, spec, "linear", 8) > budget
 
 
+def test_auto_block_size_of_a_distributed_fit_counts_the_pieces_its_stages_hold():
+    """A stage over dask row chunks regenerates its features PIECE_ROWS rows at a time, so the
+    block follows what a piece holds, as the fit's own check does, not the whole chunk (10M
+    virtual digits on workers of 1.5 GiB: 648 features instead of 1024); softmax keeps the block."""
+    da = pytest.importorskip("dask.array")
+    from kernelscale.least_squares.stagewise import _auto_block_within
+    from kernelscale.least_squares.stagewise_solver import stage_task_rows
+    from kernelscale.ops.features import PIECE_ROWS
+
+    n, rows, kernel = 10**7, 10_000, GaussianKernel(sigma=1.0)
+    Z = da.zeros((n, 50), chunks=(rows, 50), dtype=np.float32)
+    piece = stagewise_fit_bytes(PIECE_ROWS, 10, feature_spec(kernel, 50, 1024, 0, dtype=np.float32), "calibrated", 4)
+    budget = piece + 1  # the block on a piece, not on the chunk's 10000 rows
+    assert stage_task_rows(Z, "calibrated") == PIECE_ROWS and stage_task_rows(Z, "softmax") == rows
+    assert _auto_block_within(n, 10, kernel, Z, "cos", "calibrated", budget, 0) == 1024
+    host = np.zeros((rows, 50), dtype=np.float32)  # on the host a stage holds its rows' features
+    assert _auto_block_within(n, 10, kernel, host, "cos", "calibrated", budget, 0) < 1024
+    assert _auto_block_within(n, 10, kernel, Z, "cos", "softmax", budget, 0) < 1024
+
+
 @pytest.mark.parametrize("n", [12288, 30000, 32561, 60000, 581012, 10**7])
 def test_auto_block_size_is_the_former_rule_from_12288_samples(n):
     # the papers' benchmarks (MNIST 60000, adult 32561, covtype 581012, ...) keep their defaults

@@ -44,7 +44,7 @@ from ..ops.rows import executor, is_dask, row_weights, total, weighted_sum
 from ..preprocessing import pca_fit, pca_transform
 from ..simplex import project_simplex
 from .stagewise_solver import (
-    feature_method_of, feature_spec, replay_stage, stagewise_fit_bytes, stagewise_regression,
+    feature_method_of, feature_spec, replay_stage, stage_task_rows, stagewise_fit_bytes, stagewise_regression,
 )
 
 __all__ = [
@@ -94,10 +94,11 @@ def _auto_block_size(n):
 
 def _auto_block_within(n, k, kernel, Z, method, update, budget, held):
     """block_size="auto" within ``budget`` bytes: :func:`_auto_block_size`, or the largest block
-    below it whose stage (:func:`stagewise_fit_bytes`, on the rows one task holds) fits beside the
-    ``held`` bytes of the PCA-reduced data; the rule's block when not even one feature fits (the
-    fit then refuses, naming the fix)."""
-    rows = max(Z.chunks[0]) if is_dask(Z) else n
+    below it whose stage (:func:`stagewise_fit_bytes`, on the rows whose features it holds at
+    once, :func:`stage_task_rows`, as the fit checks it) fits beside the ``held`` bytes of the
+    PCA-reduced data; the rule's block when not even one feature fits (the fit then refuses,
+    naming the fix)."""
+    rows = stage_task_rows(Z, update)
     item = Z.dtype.itemsize
 
     def fits(block):

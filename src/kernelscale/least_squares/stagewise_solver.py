@@ -74,6 +74,7 @@ from .ridge import centred_moments, merge_moments
 
 __all__ = [
     "stagewise_regression",
+    "stage_task_rows",
     "stagewise_fit_bytes",
     "feature_spec",
     "feature_method_of",
@@ -282,6 +283,16 @@ def _objective(P, Y, w, update):
     return squared_error(Y, P, w)
 
 
+def stage_task_rows(Z, update):
+    """Rows whose features a stage holds at once: all of a host Z; of a dask Z, a task's chunk, or
+    ``PIECE_ROWS`` of it where the stage regenerates its features piece by piece (every update but
+    "softmax", whose inner iterations keep the block)."""
+    if not is_dask(Z):
+        return Z.shape[0]
+    rows = max(Z.chunks[0])
+    return rows if update == "softmax" else min(rows, PIECE_ROWS)
+
+
 def stagewise_fit_bytes(n, k, spec, update, itemsize):
     """Bytes Algorithm 3 holds while fitting one stage (the block of the map ``spec``, its Gram
     and the n x k arrays), not counting the data itself."""
@@ -339,9 +350,7 @@ def stagewise_regression(
     k = Y.shape[1]
     uniform = sample_weight is None
     budget = default_memory_budget() if budget is None else int(budget)
-    rows_n = max(Z.chunks[0]) if distributed else n  # rows one task holds at once
-    if distributed and update != "softmax":
-        rows_n = min(rows_n, PIECE_ROWS)  # a task's features are regenerated piece by piece
+    rows_n = stage_task_rows(Z, update)
     need = (stagewise_fit_bytes(rows_n, k, spec, update, dtype.itemsize)
             + n_stages * stage_store_bytes(spec.n_features_out, k, update, dtype.itemsize))
     plan_rows(
