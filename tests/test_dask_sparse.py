@@ -71,6 +71,8 @@ def _assert_close(got, expected, rtol, what):
     if expected.dtype.kind != "f":
         np.testing.assert_array_equal(got, expected, err_msg=what)
         return
+    if expected.dtype == np.float32:  # a model computing in single precision (the front door's classifier)
+        rtol = max(rtol, FLOAT32_RTOL)
     scale = np.abs(expected).max(initial=0.0)
     np.testing.assert_allclose(got, expected, rtol=rtol, atol=rtol * scale, err_msg=what)
 
