@@ -247,6 +247,62 @@ def test_compiled_epochs_take_the_steps_of_the_python_loop(update, refresh, monk
         assert runs["python"][0].n_newton_fallbacks > 0  # the fallback branch ran in the epochs too
 
 
+def test_visits_after_which_F_rose_are_undone_and_redone_with_more_refreshes(monkeypatch):
+    """Every visit lowers F in exact arithmetic, so F recomputed from scratch above its value before
+    a run of visits means that the rank-one updates of G drifted (seen on a Q of 250000 rows x 1500
+    nearly collinear candidates: F rose by 10% and the fit stopped there as converged). Here the
+    drift is made by hand: the first run of visits starts from 3 G. The run is undone, redone with
+    refreshes 8 times as often, and F never rises; without the check it does."""
+    X, y, cand, C = problem(n=150, M=50, seed=21)
+    Q, R = gram_of_columns(C, y)
+    kw = dict(lam=0.7, nu=0.01, tol=1e-9)
+    best = slkl_gram(Q, R[:, 0], y @ y, random_state=4, **kw)
+    spans = []
+
+    def drifted(Q, r, qdiag, mu, slot, act, m0, G, v, draws, *rest):
+        spans.append(draws.size)
+        if len(spans) == 1:
+            G[:m0, :m0] *= 3.0
+        return slkl_loop._epoch(Q, r, qdiag, mu, slot, act, m0, G, v, draws, *rest)
+
+    monkeypatch.setattr(slkl_loop, "compiled_epoch", lambda: drifted)
+    res = slkl_gram(Q, R[:, 0], y @ y, random_state=5, mu0=best.mu, **kw)
+    assert res.n_undone == 1 and spans[:3] == [50, 6, 6]
+    assert np.all(np.diff(res.objective_history) <= 1e-12 * res.objective_history[0])
+    assert res.objective == pytest.approx(dense_F(C, y, res.mu, 0.7, 0.01), rel=1e-9)
+    assert res.objective <= best.objective * (1 + 1e-9)
+
+    spans.clear()
+    monkeypatch.setattr(solver_mod, "DRIFT_RTOL", np.inf)
+    raw = slkl_gram(Q, R[:, 0], y @ y, random_state=5, mu0=best.mu, **kw)
+    assert raw.objective_history[1] > raw.objective_history[0] * (1 + 1e-6)
+
+
+def test_the_column_solver_undoes_visits_after_which_F_rose_too(monkeypatch):
+    """As above for the solver on the columns: the first 20 curvatures it computes are 100 times too
+    small (steps far too long); F never rises and the fit reaches the Gram solver's objective."""
+    X, y, cand, C = problem(n=150, M=50, seed=21)
+    kw = dict(lam=0.7, nu=0.01, tol=1e-9)
+    ref = slkl(C, y, random_state=4, **kw)
+    calls, curvature = [], solver_mod._curvature
+
+    def drifted(state, c, cc):
+        calls.append(1)
+        b, Gz = curvature(state, c, cc)
+        return (b / 100 if len(calls) <= 20 else b), Gz
+
+    monkeypatch.setattr(solver_mod, "_curvature", drifted)
+    res = slkl(C, y, random_state=5, mu0=ref.mu, **kw)
+    assert res.n_undone >= 1
+    assert np.all(np.diff(res.objective_history) <= 1e-12 * res.objective_history[0])
+    assert res.objective == pytest.approx(dense_F(C, y, res.mu, 0.7, 0.01), rel=1e-9)
+    assert res.objective <= ref.objective * (1 + 1e-9)
+    calls.clear()
+    monkeypatch.setattr(solver_mod, "DRIFT_RTOL", np.inf)
+    raw = slkl(C, y, random_state=5, mu0=ref.mu, **kw)
+    assert raw.objective_history[1] > raw.objective_history[0] * (1 + 1e-6)
+
+
 @pytest.mark.parametrize("compiled", [False, True])
 def test_the_loop_refresh_of_small_active_sets_is_the_direct_woodbury_solve(compiled):
     """_slkl_loop._refresh (compiled and as plain Python): G = (D^-1 + Q_AA / lam)^-1 and

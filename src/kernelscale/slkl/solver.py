@@ -46,6 +46,12 @@ benchmarks/studies/slkl.md.
 
 Both solvers recompute G and u from scratch every M visits (eq. 23), which bounds the drift of
 the rank-one updates, and report the dual coefficients mu_A a_A = v / lam from that direct solve.
+Every visit lowers F in exact arithmetic; where F recomputed from scratch has risen all the same
+(by more than :data:`DRIFT_RTOL`), the updates drifted (a Q of nearly collinear columns, e.g.
+a Gaussian kernel on 784 features, of 250000 rows and 1500 candidates, whose G lost accuracy
+within an epoch and let one weight run to 5e5): the visits since the last refresh are undone and
+redone with refreshes 8 times as often (the interval doubles back after each epoch), and a
+single visit that still raises F is left out. The paper's algorithm has no such check.
 The learned model is kernel ridge regression with the kernel k_mu(x, x') =
 sum_m mu_m k(x, x_m) k(x_m, x') / k(x_m, x_m); its prediction simplifies (eqs. 16-17) to
 f(x) = sum_{m active} mu_m a_m k(x_m, x) / sqrt(k(x_m, x_m)).
@@ -68,13 +74,18 @@ from .columns import as_columns, gram_of_columns
 from .loop import line_search_step, newton_step, step_change
 from .woodbury import woodbury_append, woodbury_direct_gram, woodbury_remove, woodbury_rescale
 
-__all__ = ["slkl", "slkl_gram", "SLKLResult", "check_update", "UPDATES", "DEPRECATED_UPDATES", "DEFAULT_EPOCHS"]
+__all__ = ["slkl", "slkl_gram", "SLKLResult", "check_update", "UPDATES", "DEPRECATED_UPDATES", "DEFAULT_EPOCHS",
+           "DRIFT_RTOL"]
 
 #: the step rules: the exact minimiser of F along the coordinate, or the paper's Newton step
 UPDATES = ("line_search", "newton")
 #: former names of the step rules -> their names now, accepted with a FutureWarning until 0.3
 DEPRECATED_UPDATES = {"exact": "line_search"}
 DEFAULT_EPOCHS = 500  # max_iter=None means DEFAULT_EPOCHS * M coordinate visits
+#: slkl_gram undoes the visits since the last refresh of G when F, recomputed from scratch, is
+#: above its value before them by more than this fraction: every visit lowers F in exact
+#: arithmetic, so such a rise is the drift of the rank-one updates, not rounding of F
+DRIFT_RTOL = 1e-6
 
 
 def check_update(update):
@@ -215,6 +226,7 @@ class SLKLResult:
     n_skipped: int  # visits decided by the skip rule (b not computed)
     n_newton_fallbacks: int  # raw Newton steps that would have raised F
     stopped_by_callback: bool = False
+    n_undone: int = 0  # runs of visits undone because F rose (slkl_gram; DRIFT_RTOL)
     trace: list = field(default_factory=list)  # F after every visit (trace=True only)
 
 
@@ -234,7 +246,8 @@ def slkl(columns, y, *, lam=1.0, nu=0.01, update="line_search", tol=1e-4, max_it
     max_iter : maximum number of coordinate visits (None: 500 M)
     random_state : coordinates are drawn uniformly with replacement from it
     mu0 : starting weights (M,), default 0
-    refresh : recompute G and u from scratch every M visits (bounds round-off drift)
+    refresh : recompute G and u from scratch every M visits (bounds round-off drift), and undo the
+        visits since the last refresh when F rose (:data:`DRIFT_RTOL`)
     skip : use the O(n) skip rule (switch off only to test that it changes nothing)
     trace : record F after every visit in ``result.trace`` (tests)
     budget, reserved_bytes : bytes for the active columns and G, and bytes of it taken already
@@ -277,35 +290,56 @@ def slkl(columns, y, *, lam=1.0, nu=0.01, update="line_search", tol=1e-4, max_it
     converged = stopped = False
     step = line_search_step if update == "line_search" else newton_step
     lam_ = float(lam)
+    span = M  # visits between two refreshes: shortened while the updates drift (see DRIFT_RTOL)
+    n_undone = 0
     while k < max_iter and not converged:
         F_epoch = F
-        for j in rng.randint(0, M, size=min(M, max_iter - k)):
-            k += 1
-            p = st.slot[j]
-            c = st.Ct[p].copy() if p >= 0 else cols.column(j)
-            a = float(c @ st.u)
-            lam_a2 = lam_ * a * a
-            mu_old = float(st.mu[j])
-            if skip and p < 0 and lam_a2 <= nu:
-                n_skipped += 1
+        epoch_draws = rng.randint(0, M, size=min(M, max_iter - k))
+        start = 0
+        while start < epoch_draws.size:
+            draws = epoch_draws[start:start + span]
+            saved = st.mu.copy(), F, k, n_skipped, n_fallbacks, len(tr)
+            for j in draws:
+                k += 1
+                p = st.slot[j]
+                c = st.Ct[p].copy() if p >= 0 else cols.column(j)
+                a = float(c @ st.u)
+                lam_a2 = lam_ * a * a
+                mu_old = float(st.mu[j])
+                if skip and p < 0 and lam_a2 <= nu:
+                    n_skipped += 1
+                    if trace:
+                        tr.append(F)
+                    continue
+                cc = float(sqnorms[j]) if sqnorms is not None else float(c @ c)
+                b, Gz = _curvature(st, c, cc)
+                mu_new = step(mu_old, lam_a2, b, nu)
+                if update == "newton" and step_change(mu_new - mu_old, lam_a2, b, nu) > 0.0:
+                    n_fallbacks += 1
+                    mu_new = line_search_step(mu_old, lam_a2, b, nu)
+                t = mu_new - mu_old
+                if t != 0.0:
+                    F += step_change(t, lam_a2, b, nu)
+                    st.apply(j, c, a, b, Gz, mu_new)
                 if trace:
                     tr.append(F)
+            if refresh:
+                st.refresh()
+            F = st.objective(nu)
+            if not refresh or F - saved[1] <= DRIFT_RTOL * abs(saved[1]):
+                start += draws.size
                 continue
-            cc = float(sqnorms[j]) if sqnorms is not None else float(c @ c)
-            b, Gz = _curvature(st, c, cc)
-            mu_new = step(mu_old, lam_a2, b, nu)
-            if update == "newton" and step_change(mu_new - mu_old, lam_a2, b, nu) > 0.0:
-                n_fallbacks += 1
-                mu_new = line_search_step(mu_old, lam_a2, b, nu)
-            t = mu_new - mu_old
-            if t != 0.0:
-                F += step_change(t, lam_a2, b, nu)
-                st.apply(j, c, a, b, Gz, mu_new)
-            if trace:
-                tr.append(F)
-        if refresh:
-            st.refresh()
-        F = st.objective(nu)
+            # F rose: undone and redone with more refreshes, as in slkl_gram
+            F, k, n_skipped, n_fallbacks = saved[1:5]
+            del tr[saved[5]:]
+            st = _State(y, M, lam, budget, reserved_bytes)
+            st.load(cols, saved[0])
+            n_undone += 1
+            if span == 1:
+                start += 1
+            span = max(1, span // 8)
+        if span < M and refresh:
+            span = min(M, 2 * span)
         history.append(F)
         converged = F_epoch - F <= tol * F_epoch  # (F = 0 for a target of zeros: at once)
         if monitor is not None and monitor.update(objective=F, n_active=st.m0):
@@ -319,7 +353,7 @@ def slkl(columns, y, *, lam=1.0, nu=0.01, update="line_search", tol=1e-4, max_it
         a[st.order] = st.v / (lam * st.mu[st.order])
     return SLKLResult(mu=st.mu.copy(), a=a, u=st.u.copy(), objective=st.objective(nu),
                       objective_history=np.asarray(history), n_iter=k, converged=converged, n_skipped=n_skipped,
-                      n_newton_fallbacks=n_fallbacks, stopped_by_callback=stopped, trace=tr)
+                      n_newton_fallbacks=n_fallbacks, stopped_by_callback=stopped, n_undone=n_undone, trace=tr)
 
 
 def _curvature(state, c, cc):
@@ -373,7 +407,7 @@ def slkl_gram(Q, r, yy, *, lam=1.0, nu=0.01, update="line_search", tol=1e-4, max
     F = yy - float(rA @ v) * inv_lam + nu * mu.sum()
     history = [F]
     tr = [F] if trace else []
-    n_skipped = n_fallbacks = k = 0
+    n_skipped = n_fallbacks = n_undone = k = 0
     converged = stopped = False
     step = line_search_step if update == "line_search" else newton_step
     newton = update == "newton"
@@ -384,88 +418,120 @@ def slkl_gram(Q, r, yy, *, lam=1.0, nu=0.01, update="line_search", tol=1e-4, max
         Q = np.ascontiguousarray(Q)
         G_buf, v_buf = np.zeros((M, M)), np.zeros(M)  # G and v in their leading m0 x m0 and m0 entries
         G_buf[:m0, :m0], v_buf[:m0] = G, v
+
+    def fresh_state():  # G and v from scratch at mu (eq. 23), into the compiled loop's buffers too
+        if epoch is not None and m0 <= _slkl_loop.REFRESH_COMPILED_MAX:
+            if not compiled_refresh(Q, r, mu, act, m0, lam, G_buf, v_buf):
+                raise np.linalg.LinAlgError(
+                    "the Woodbury matrix I + S C^T C S / lam is not finite or not positive definite")
+            return G_buf[:m0, :m0], v_buf[:m0]
+        G, v = _gram_state(Q, r, mu, act, m0, lam)
+        if epoch is not None:
+            G_buf[:m0, :m0], v_buf[:m0] = G, v
+        return G, v
+
+    span = M  # visits between two refreshes: shortened while the updates drift (see DRIFT_RTOL)
     while k < max_iter and not converged:
         F_epoch = F
-        draws = rng.randint(0, M, size=min(M, max_iter - k))
-        if epoch is not None:
-            m0, skipped, fallbacks = epoch(Q, r, qdiag, mu, slot, act, m0, G_buf, v_buf, draws, lam, nu,
-                                           newton, skip)
-            n_skipped, n_fallbacks, k = n_skipped + skipped, n_fallbacks + fallbacks, k + draws.size
-            A, rA = act[:m0], r[act[:m0]]
-            G, v = G_buf[:m0, :m0], v_buf[:m0]
-        else:
-            for j in draws.tolist():
-                k += 1
-                p = slot[j]
-                mu_old = mu[j]
-                if p >= 0:
-                    # active: a = v_p / (lam mu) and b = (mu - G_pp) / mu^2 follow from G^-1 = D^-1 + Q_AA / lam
-                    # without the cancellation of r_m / lam - Q[m, A] v / lam^2, whose error grows with |Q|;
-                    # the Q form of b is kept where mu Q_mm / lam < 1 (there the G form cancels instead)
-                    a = v[p] * inv_lam / mu_old
-                    lam_a2 = lam * a * a
-                    Gz = None
-                    if mu_old * qdiag[j] * inv_lam > 1.0:
-                        b = (mu_old - G[p, p]) / (mu_old * mu_old)
-                    else:
-                        z = Q[j].take(A)
-                        Gz = G @ z
-                        b = qdiag[j] * inv_lam - float(z @ Gz) * inv_lam2
-                else:
-                    if m0:
-                        z = Q[j].take(A)  # Q[A, j] = C_A^T c_j
-                        a = r[j] * inv_lam - float(z @ v) * inv_lam2
-                    else:
-                        a = r[j] * inv_lam
-                    lam_a2 = lam * a * a
-                    if skip and lam_a2 <= nu:
-                        n_skipped += 1
-                        if trace:
-                            tr.append(F)
-                        continue
-                    if m0:
-                        Gz = G @ z
-                        b = qdiag[j] * inv_lam - float(z @ Gz) * inv_lam2
-                    else:
-                        Gz, b = empty, qdiag[j] * inv_lam
-                mu_new = step(mu_old, lam_a2, b, nu)
-                if newton and step_change(mu_new - mu_old, lam_a2, b, nu) > 0.0:
-                    n_fallbacks += 1
-                    mu_new = line_search_step(mu_old, lam_a2, b, nu)
-                t = mu_new - mu_old
-                if t != 0.0:
-                    F += step_change(t, lam_a2, b, nu)
-                    if p >= 0 and mu_new > 0:  # eq. 25; v = G r_A follows the same rank-one change
-                        g = G[:, p].copy()
-                        delta = 1.0 / mu_new - 1.0 / mu_old
-                        woodbury_rescale(G, p, mu_old, mu_new)
-                        v -= (delta * float(g @ rA) / (1.0 + delta * g[p])) * g
-                    else:
-                        if p >= 0:  # eq. 26, swap-with-last
-                            G = woodbury_remove(G, p)
-                            m0 -= 1
-                            moved = act[m0]
-                            act[p], slot[moved], slot[j] = moved, p, -1
-                        else:  # eq. 27
-                            G = woodbury_append(G, Gz, b, mu_new, lam)
-                            act[m0], slot[j] = j, m0
-                            m0 += 1
-                        A, rA = act[:m0], r[act[:m0]]
-                        v = G @ rA
-                    mu[j] = mu_new
-                if trace:
-                    tr.append(F)
-        if refresh:
-            if epoch is not None and m0 <= _slkl_loop.REFRESH_COMPILED_MAX:
-                if not compiled_refresh(Q, r, mu, act, m0, lam, G_buf, v_buf):
-                    raise np.linalg.LinAlgError(
-                        "the Woodbury matrix I + S C^T C S / lam is not finite or not positive definite")
+        epoch_draws = rng.randint(0, M, size=min(M, max_iter - k))
+        start = 0
+        while start < epoch_draws.size:
+            draws = epoch_draws[start:start + span]
+            if refresh:
+                saved = mu.copy(), slot.copy(), act.copy(), m0, F, k, n_skipped, n_fallbacks, len(tr)
+            if epoch is not None:
+                m0, skipped, fallbacks = epoch(Q, r, qdiag, mu, slot, act, m0, G_buf, v_buf, draws, lam, nu,
+                                               newton, skip)
+                n_skipped, n_fallbacks, k = n_skipped + skipped, n_fallbacks + fallbacks, k + draws.size
+                A, rA = act[:m0], r[act[:m0]]
                 G, v = G_buf[:m0, :m0], v_buf[:m0]
             else:
-                G, v = _gram_state(Q, r, mu, act, m0, lam)
-                if epoch is not None:
-                    G_buf[:m0, :m0], v_buf[:m0] = G, v
-        F = yy - float(rA @ v) * inv_lam + nu * mu.sum()
+                for j in draws.tolist():
+                    k += 1
+                    p = slot[j]
+                    mu_old = mu[j]
+                    if p >= 0:
+                        # active: a = v_p / (lam mu) and b = (mu - G_pp) / mu^2 follow from G^-1 = D^-1 + Q_AA / lam
+                        # without the cancellation of r_m / lam - Q[m, A] v / lam^2, whose error grows with |Q|;
+                        # the Q form of b is kept where mu Q_mm / lam < 1 (there the G form cancels instead)
+                        a = v[p] * inv_lam / mu_old
+                        lam_a2 = lam * a * a
+                        Gz = None
+                        if mu_old * qdiag[j] * inv_lam > 1.0:
+                            b = (mu_old - G[p, p]) / (mu_old * mu_old)
+                        else:
+                            z = Q[j].take(A)
+                            Gz = G @ z
+                            b = qdiag[j] * inv_lam - float(z @ Gz) * inv_lam2
+                    else:
+                        if m0:
+                            z = Q[j].take(A)  # Q[A, j] = C_A^T c_j
+                            a = r[j] * inv_lam - float(z @ v) * inv_lam2
+                        else:
+                            a = r[j] * inv_lam
+                        lam_a2 = lam * a * a
+                        if skip and lam_a2 <= nu:
+                            n_skipped += 1
+                            if trace:
+                                tr.append(F)
+                            continue
+                        if m0:
+                            Gz = G @ z
+                            b = qdiag[j] * inv_lam - float(z @ Gz) * inv_lam2
+                        else:
+                            Gz, b = empty, qdiag[j] * inv_lam
+                    mu_new = step(mu_old, lam_a2, b, nu)
+                    if newton and step_change(mu_new - mu_old, lam_a2, b, nu) > 0.0:
+                        n_fallbacks += 1
+                        mu_new = line_search_step(mu_old, lam_a2, b, nu)
+                    t = mu_new - mu_old
+                    if t != 0.0:
+                        F += step_change(t, lam_a2, b, nu)
+                        if p >= 0 and mu_new > 0:  # eq. 25; v = G r_A follows the same rank-one change
+                            g = G[:, p].copy()
+                            delta = 1.0 / mu_new - 1.0 / mu_old
+                            woodbury_rescale(G, p, mu_old, mu_new)
+                            v -= (delta * float(g @ rA) / (1.0 + delta * g[p])) * g
+                        else:
+                            if p >= 0:  # eq. 26, swap-with-last
+                                G = woodbury_remove(G, p)
+                                m0 -= 1
+                                moved = act[m0]
+                                act[p], slot[moved], slot[j] = moved, p, -1
+                            else:  # eq. 27
+                                G = woodbury_append(G, Gz, b, mu_new, lam)
+                                act[m0], slot[j] = j, m0
+                                m0 += 1
+                            A, rA = act[:m0], r[act[:m0]]
+                            v = G @ rA
+                        mu[j] = mu_new
+                    if trace:
+                        tr.append(F)
+            if not refresh:
+                F = yy - float(rA @ v) * inv_lam + nu * mu.sum()
+                start += draws.size
+                continue
+            G, v = fresh_state()
+            A, rA = act[:m0], r[act[:m0]]
+            F_part = saved[4]
+            F = yy - float(rA @ v) * inv_lam + nu * mu.sum()
+            if F - F_part <= DRIFT_RTOL * abs(F_part):
+                start += draws.size
+                continue
+            # F rose: the rank-one updates of G drifted (an ill-conditioned Q). Undo the part and
+            # redo its visits with refreshes 8 times as often; a single visit that still raises F
+            # is left out.
+            mu[:], slot[:], act[:] = saved[:3]
+            m0, F, k, n_skipped, n_fallbacks = saved[3:8]
+            del tr[saved[8]:]
+            G, v = fresh_state()
+            A, rA = act[:m0], r[act[:m0]]
+            n_undone += 1
+            if span == 1:
+                start += 1
+            span = max(1, span // 8)
+        if span < M and refresh:
+            span = min(M, 2 * span)
         history.append(F)
         converged = F_epoch - F <= tol * F_epoch  # (F = 0 for a target of zeros: at once)
         if monitor is not None and monitor.update(objective=F, n_active=m0):
@@ -478,5 +544,6 @@ def slkl_gram(Q, r, yy, *, lam=1.0, nu=0.01, update="line_search", tol=1e-4, max
     a[A] = v * inv_lam / mu[A]  # so that mu_A a_A = v / lam exactly: the dual coefficients
     return SLKLResult(mu=mu, a=a, u=None, objective=yy - float(rA @ v) * inv_lam + nu * mu.sum(),
                       objective_history=np.asarray(history), n_iter=k, converged=converged, n_skipped=n_skipped,
-                      n_newton_fallbacks=n_fallbacks, stopped_by_callback=stopped, trace=tr)
+                      n_newton_fallbacks=n_fallbacks, stopped_by_callback=stopped, n_undone=n_undone,
+                      trace=tr)
 
