@@ -50,8 +50,8 @@ Every visit lowers F in exact arithmetic; where F recomputed from scratch has ri
 (by more than :data:`DRIFT_RTOL`), the updates drifted (a Q of nearly collinear columns, e.g.
 a Gaussian kernel on 784 features, of 250000 rows and 1500 candidates, whose G lost accuracy
 within an epoch and let one weight run to 5e5): the visits since the last refresh are undone and
-redone with refreshes 8 times as often (the interval doubles back after each epoch), and a
-single visit that still raises F is left out. The paper's algorithm has no such check.
+redone with refreshes 8 times as often (the interval then doubles after each run of visits, up
+to half the run that failed), and a single visit that still raises F is left out. The paper's algorithm has no such check.
 The learned model is kernel ridge regression with the kernel k_mu(x, x') =
 sum_m mu_m k(x, x_m) k(x_m, x') / k(x_m, x_m); its prediction simplifies (eqs. 16-17) to
 f(x) = sum_{m active} mu_m a_m k(x_m, x) / sqrt(k(x_m, x_m)).
@@ -290,7 +290,8 @@ def slkl(columns, y, *, lam=1.0, nu=0.01, update="line_search", tol=1e-4, max_it
     converged = stopped = False
     step = line_search_step if update == "line_search" else newton_step
     lam_ = float(lam)
-    span = M  # visits between two refreshes: shortened while the updates drift (see DRIFT_RTOL)
+    # visits between two refreshes: cut to 1/8 where F rose, then doubled back up to half the cut length
+    span = longest = M
     n_undone = 0
     while k < max_iter and not converged:
         F_epoch = F
@@ -328,6 +329,7 @@ def slkl(columns, y, *, lam=1.0, nu=0.01, update="line_search", tol=1e-4, max_it
             F = st.objective(nu)
             if not refresh or F - saved[1] <= DRIFT_RTOL * abs(saved[1]):
                 start += draws.size
+                span = min(longest, 2 * span)
                 continue
             # F rose: undone and redone with more refreshes, as in slkl_gram
             F, k, n_skipped, n_fallbacks = saved[1:5]
@@ -337,9 +339,7 @@ def slkl(columns, y, *, lam=1.0, nu=0.01, update="line_search", tol=1e-4, max_it
             n_undone += 1
             if span == 1:
                 start += 1
-            span = max(1, span // 8)
-        if span < M and refresh:
-            span = min(M, 2 * span)
+            longest, span = max(1, span // 2), max(1, span // 8)
         history.append(F)
         converged = F_epoch - F <= tol * F_epoch  # (F = 0 for a target of zeros: at once)
         if monitor is not None and monitor.update(objective=F, n_active=st.m0):
@@ -430,7 +430,8 @@ def slkl_gram(Q, r, yy, *, lam=1.0, nu=0.01, update="line_search", tol=1e-4, max
             G_buf[:m0, :m0], v_buf[:m0] = G, v
         return G, v
 
-    span = M  # visits between two refreshes: shortened while the updates drift (see DRIFT_RTOL)
+    # visits between two refreshes: cut to 1/8 where F rose, then doubled back up to half the cut length
+    span = longest = M
     while k < max_iter and not converged:
         F_epoch = F
         epoch_draws = rng.randint(0, M, size=min(M, max_iter - k))
@@ -517,6 +518,7 @@ def slkl_gram(Q, r, yy, *, lam=1.0, nu=0.01, update="line_search", tol=1e-4, max
             F = yy - float(rA @ v) * inv_lam + nu * mu.sum()
             if F - F_part <= DRIFT_RTOL * abs(F_part):
                 start += draws.size
+                span = min(longest, 2 * span)
                 continue
             # F rose: the rank-one updates of G drifted (an ill-conditioned Q). Undo the part and
             # redo its visits with refreshes 8 times as often; a single visit that still raises F
@@ -529,9 +531,7 @@ def slkl_gram(Q, r, yy, *, lam=1.0, nu=0.01, update="line_search", tol=1e-4, max
             n_undone += 1
             if span == 1:
                 start += 1
-            span = max(1, span // 8)
-        if span < M and refresh:
-            span = min(M, 2 * span)
+            longest, span = max(1, span // 2), max(1, span // 8)
         history.append(F)
         converged = F_epoch - F <= tol * F_epoch  # (F = 0 for a target of zeros: at once)
         if monitor is not None and monitor.update(objective=F, n_active=m0):
