@@ -329,6 +329,43 @@ def test_a_persisted_x_is_checked_once_and_read_as_it_is(client, data):
         clone(est).fit(client.persist(_dask(bad)), _dask(y))
 
 
+def test_a_persisted_maps_large_arguments_are_one_key_not_a_copy_per_task(client):
+    """A worker keeps the arguments of a task as long as it holds the task's result: a persisted
+    map's client-side arguments given inline stay on the workers once per row chunk (a PCA's
+    components, 472 times at 10M rows). Arguments of SHARED_ARGUMENT_BYTES or more go as one key,
+    which the held tasks name instead; small ones stay inline (no extra key per pass)."""
+    import distributed
+
+    from kernelscale.ops import rows as R
+
+    X = client.persist(da.random.default_rng(0).random((N, 8), chunks=(ROWS, 8)))
+    distributed.wait(X)
+    ex = R.DaskRows(X.chunks[0], 2**26)
+    big = np.random.default_rng(1).random((8, R.SHARED_ARGUMENT_BYTES // 64 + 1))
+    small = big[:, :4]
+
+    def held_arguments(dask_worker, prefix, data):
+        """Per held task of the map: whether the bytes ``data`` are in its arguments."""
+        import pickle
+
+        return [data in pickle.dumps(state.run_spec) for key, state in dask_worker.state.tasks.items()
+                if prefix in str(key) and state.state == "memory"]
+
+    for W, inline in ((big, False), (small, True)):
+        Z = ex.map(_project, X, W=W, width=W.shape[1], dtype=np.float64)
+        distributed.wait(Z)
+        held = [f for found in client.run(held_arguments, prefix="kernelscale-_project", data=W.tobytes()).values()
+                for f in found]
+        assert len(held) == len(X.chunks[0])
+        assert all(f == inline for f in held), held
+        np.testing.assert_allclose(Z.compute(), X.compute() @ W, rtol=1e-12)
+        del Z
+
+
+def _project(Xc, W):
+    return Xc @ W
+
+
 @pytest.mark.parametrize("split", [8, 2])
 def test_a_sum_over_persisted_chunks_runs_a_task_per_worker_thread_and_is_the_trees(client, data, split):
     """Over row chunks persisted on a distributed client, a sum (after the first of its kind,
