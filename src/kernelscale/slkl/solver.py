@@ -51,7 +51,9 @@ Every visit lowers F in exact arithmetic; where F recomputed from scratch has ri
 a Gaussian kernel on 784 features, of 250000 rows and 1500 candidates, whose G lost accuracy
 within an epoch and let one weight run to 5e5): the visits since the last refresh are undone and
 redone with refreshes 8 times as often (the interval then doubles after each run of visits, up
-to half the run that failed), and a single visit that still raises F is left out. The paper's algorithm has no such check.
+to half the run that failed, and that bound doubles after each epoch). Refreshes are never more
+frequent than every m0 / 8 visits (a refresh costs about m0 visits): a run that short which still
+raises F is left out. The paper's algorithm has no such check.
 The learned model is kernel ridge regression with the kernel k_mu(x, x') =
 sum_m mu_m k(x, x_m) k(x_m, x') / k(x_m, x_m); its prediction simplifies (eqs. 16-17) to
 f(x) = sum_{m active} mu_m a_m k(x_m, x) / sqrt(k(x_m, x_m)).
@@ -290,7 +292,7 @@ def slkl(columns, y, *, lam=1.0, nu=0.01, update="line_search", tol=1e-4, max_it
     converged = stopped = False
     step = line_search_step if update == "line_search" else newton_step
     lam_ = float(lam)
-    # visits between two refreshes: cut to 1/8 where F rose, then doubled back up to half the cut length
+    # visits between two refreshes: cut to 1/8 where F rose, then doubled back up to half the run that failed
     span = longest = M
     n_undone = 0
     while k < max_iter and not converged:
@@ -337,9 +339,11 @@ def slkl(columns, y, *, lam=1.0, nu=0.01, update="line_search", tol=1e-4, max_it
             st = _State(y, M, lam, budget, reserved_bytes)
             st.load(cols, saved[0])
             n_undone += 1
-            if span == 1:
-                start += 1
-            longest, span = max(1, span // 2), max(1, span // 8)
+            shortest = max(1, st.m0 // 8)  # a refresh costs about m0 visits
+            if span <= shortest:
+                start += draws.size  # these visits are left out
+            longest, span = max(shortest, span // 2), max(shortest, span // 8)
+        longest = min(M, 2 * longest)
         history.append(F)
         converged = F_epoch - F <= tol * F_epoch  # (F = 0 for a target of zeros: at once)
         if monitor is not None and monitor.update(objective=F, n_active=st.m0):
@@ -430,7 +434,7 @@ def slkl_gram(Q, r, yy, *, lam=1.0, nu=0.01, update="line_search", tol=1e-4, max
             G_buf[:m0, :m0], v_buf[:m0] = G, v
         return G, v
 
-    # visits between two refreshes: cut to 1/8 where F rose, then doubled back up to half the cut length
+    # visits between two refreshes: cut to 1/8 where F rose, then doubled back up to half the run that failed
     span = longest = M
     while k < max_iter and not converged:
         F_epoch = F
@@ -521,17 +525,18 @@ def slkl_gram(Q, r, yy, *, lam=1.0, nu=0.01, update="line_search", tol=1e-4, max
                 span = min(longest, 2 * span)
                 continue
             # F rose: the rank-one updates of G drifted (an ill-conditioned Q). Undo the part and
-            # redo its visits with refreshes 8 times as often; a single visit that still raises F
-            # is left out.
+            # redo its visits with refreshes 8 times as often; the shortest run allowed is left out.
             mu[:], slot[:], act[:] = saved[:3]
             m0, F, k, n_skipped, n_fallbacks = saved[3:8]
             del tr[saved[8]:]
             G, v = fresh_state()
             A, rA = act[:m0], r[act[:m0]]
             n_undone += 1
-            if span == 1:
-                start += 1
-            longest, span = max(1, span // 2), max(1, span // 8)
+            shortest = max(1, m0 // 8)  # a refresh costs about m0 visits
+            if span <= shortest:
+                start += draws.size  # these visits are left out
+            longest, span = max(shortest, span // 2), max(shortest, span // 8)
+        longest = min(M, 2 * longest)
         history.append(F)
         converged = F_epoch - F <= tol * F_epoch  # (F = 0 for a target of zeros: at once)
         if monitor is not None and monitor.update(objective=F, n_active=m0):
