@@ -84,7 +84,7 @@ UPDATES = ("line_search", "newton")
 #: former names of the step rules -> their names now, accepted with a FutureWarning until 0.3
 DEPRECATED_UPDATES = {"exact": "line_search"}
 DEFAULT_EPOCHS = 500  # max_iter=None means DEFAULT_EPOCHS * M coordinate visits
-#: slkl_gram undoes the visits since the last refresh of G when F, recomputed from scratch, is
+#: both solvers undo the visits since the last refresh of G when F, recomputed from scratch, is
 #: above its value before them by more than this fraction: every visit lowers F in exact
 #: arithmetic, so such a rise is the drift of the rank-one updates, not rounding of F
 DRIFT_RTOL = 1e-6
@@ -228,7 +228,7 @@ class SLKLResult:
     n_skipped: int  # visits decided by the skip rule (b not computed)
     n_newton_fallbacks: int  # raw Newton steps that would have raised F
     stopped_by_callback: bool = False
-    n_undone: int = 0  # runs of visits undone because F rose (slkl_gram; DRIFT_RTOL)
+    n_undone: int = 0  # runs of visits undone because F rose (DRIFT_RTOL)
     trace: list = field(default_factory=list)  # F after every visit (trace=True only)
 
 
